@@ -1,0 +1,190 @@
+"""Rebuild what the model sees at a leaf: ``build_session_context`` (spec section 9).
+
+The walk is iterative and remembers visited ids, so a corrupt file with a parent cycle
+terminates, and a 100,000-deep chain never meets Python's recursion limit. Cost is
+O(path length) once ``by_id`` exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from core.paths import iso_to_ms
+
+__all__ = ["UNSET", "build_session_context", "empty_context", "path_to_root"]
+
+
+class _Unset:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+#: "no leaf given": use the last entry (``None`` means "before the first entry").
+UNSET: Final = _Unset()
+
+Entry = dict[str, Any]
+
+
+def empty_context() -> dict[str, Any]:
+    return {
+        "messages": [],
+        "thinkingLevel": "off",
+        "models": {},
+        "injectedTtsrRules": [],
+        "mode": "none",
+        "modeData": None,
+    }
+
+
+def path_to_root(leaf_id: str | None, by_id: Mapping[str, Entry]) -> list[Entry]:
+    """Entries from the root down to ``leaf_id``; stops at a revisited id (cycles)."""
+    path: list[Entry] = []
+    seen: set[str] = set()
+    current = by_id.get(leaf_id) if isinstance(leaf_id, str) else None
+    while current is not None:
+        entry_id = current.get("id")
+        if not isinstance(entry_id, str) or entry_id in seen:
+            break
+        seen.add(entry_id)
+        path.append(current)
+        parent_id = current.get("parentId")
+        current = by_id.get(parent_id) if isinstance(parent_id, str) else None
+    path.reverse()
+    return path
+
+
+def _with_optional(target: dict[str, Any], source: Entry, *keys: str) -> dict[str, Any]:
+    """Copy keys that are present: JSON.stringify drops undefined, so absent stays absent."""
+    for key in keys:
+        if key in source:
+            target[key] = source[key]
+    return target
+
+
+def _entry_ms(entry: Entry) -> int | None:
+    return iso_to_ms(entry.get("timestamp"))
+
+
+def _message_of(entry: Entry) -> dict[str, Any] | None:
+    """The model-visible message an entry contributes, or ``None``."""
+    kind = entry.get("type")
+    if kind == "message":
+        message = entry.get("message")
+        return message if isinstance(message, dict) else None
+    if kind == "custom_message":
+        custom = {"role": "custom", "customType": entry.get("customType")}
+        _with_optional(custom, entry, "content", "display", "details", "attribution")
+        custom["timestamp"] = _entry_ms(entry)
+        return custom
+    if kind == "branch_summary" and entry.get("summary"):
+        return {
+            "role": "branchSummary",
+            "summary": entry["summary"],
+            "fromId": entry.get("fromId"),
+            "timestamp": _entry_ms(entry),
+        }
+    return None
+
+
+def _compaction_message(entry: Entry) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "compactionSummary", "summary": entry.get("summary", "")}
+    _with_optional(message, entry, "shortSummary", "tokensBefore")
+    message["timestamp"] = _entry_ms(entry)
+    return message
+
+
+def _model_of_change(entry: Entry) -> str | None:
+    model = entry.get("model")
+    if isinstance(model, str):
+        return model
+    # v1 files wrote model changes as separate provider / modelId fields.
+    provider, model_id = entry.get("provider"), entry.get("modelId")
+    if isinstance(provider, str) and isinstance(model_id, str):
+        return f"{provider}/{model_id}"
+    return None
+
+
+def _collect_state(path: Sequence[Entry], context: dict[str, Any]) -> int | None:
+    """Fill the state fields; return the index of the latest compaction on the path."""
+    models: dict[str, str] = context["models"]
+    rules: dict[str, None] = {}
+    compaction_index: int | None = None
+    for index, entry in enumerate(path):
+        kind = entry.get("type")
+        if kind == "thinking_level_change":
+            level = entry.get("thinkingLevel")
+            context["thinkingLevel"] = level if level is not None else "off"
+        elif kind == "model_change":
+            model = _model_of_change(entry)
+            if model is not None:
+                role = entry.get("role")
+                models[role if isinstance(role, str) else "default"] = model
+        elif kind == "message":
+            message = entry.get("message")
+            if isinstance(message, dict) and message.get("role") == "assistant":
+                provider, model_name = message.get("provider"), message.get("model")
+                if provider is not None and model_name is not None:
+                    models["default"] = f"{provider}/{model_name}"
+        elif kind == "ttsr_injection":
+            injected = entry.get("injectedRules")
+            if isinstance(injected, list):
+                for rule in injected:
+                    if isinstance(rule, str):
+                        rules.setdefault(rule, None)
+        elif kind == "mode_change":
+            context["mode"] = entry.get("mode", "none")
+            context["modeData"] = entry.get("data")
+        elif kind == "compaction":
+            compaction_index = index
+    context["injectedTtsrRules"] = list(rules)
+    return compaction_index
+
+
+def _append_messages(entries: Sequence[Entry], messages: list[dict[str, Any]]) -> None:
+    for entry in entries:
+        message = _message_of(entry)
+        if message is not None:
+            messages.append(message)
+
+
+def build_session_context(
+    entries: Sequence[Entry],
+    leaf_id: str | _Unset | None = UNSET,
+    by_id: Mapping[str, Entry] | None = None,
+) -> dict[str, Any]:
+    """``{messages, thinkingLevel, models, injectedTtsrRules, mode, modeData}`` at a leaf.
+
+    ``entries`` are the session's entries without the header, in file order.
+    """
+    context = empty_context()
+    if leaf_id is None or not entries:
+        return context
+    if by_id is None:
+        by_id = {e["id"]: e for e in entries if isinstance(e.get("id"), str)}
+    leaf = by_id.get(leaf_id) if isinstance(leaf_id, str) else None
+    if leaf is None:
+        leaf = entries[-1]
+    leaf_key = leaf.get("id")
+    path = path_to_root(leaf_key, by_id) if isinstance(leaf_key, str) else [leaf]
+    if not path:
+        path = [leaf]
+
+    compaction_index = _collect_state(path, context)
+    messages: list[dict[str, Any]] = context["messages"]
+    if compaction_index is None:
+        _append_messages(path, messages)
+        return context
+
+    compaction = path[compaction_index]
+    messages.append(_compaction_message(compaction))
+    first_kept = compaction.get("firstKeptEntryId")
+    kept_start = next(
+        (i for i in range(compaction_index) if path[i].get("id") == first_kept),
+        compaction_index,  # not on the path: keep nothing from before the compaction
+    )
+    _append_messages(path[kept_start:compaction_index], messages)
+    _append_messages(path[compaction_index + 1 :], messages)
+    return context

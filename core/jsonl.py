@@ -1,0 +1,154 @@
+"""JSON and lenient JSONL: the one place where session bytes become objects and back.
+
+orjson is used everywhere for speed; the stdlib ``json`` module is only a fallback for
+the rare values orjson refuses (integers beyond 64 bits, lone surrogates written by
+other tools). Falling back instead of failing keeps "never drop data you do not
+understand" true for odd-but-valid JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "JsonlReport",
+    "complete_prefix_length",
+    "dumps_line",
+    "dumps_pretty",
+    "is_header",
+    "load_entries_from_file",
+    "loads",
+    "parse_jsonl_lenient",
+    "parse_jsonl_report",
+]
+
+_orjson_loads = orjson.loads
+_JSON_ERRORS = (ValueError, TypeError, RecursionError)
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse one JSON document; raises ``ValueError`` when it is not JSON."""
+    try:
+        return _orjson_loads(data)
+    except orjson.JSONDecodeError:
+        # orjson rejects some valid JSON (big integers, lone surrogate escapes).
+        try:
+            return json.loads(data)
+        except _JSON_ERRORS as exc:
+            raise ValueError(f"invalid JSON: {exc}") from None
+
+
+def _dumps(obj: Any, option: int, indent: int | None) -> bytes:
+    try:
+        return orjson.dumps(obj, option=option)
+    except TypeError:
+        # Same fallback as loads: values orjson cannot encode but JSON can. ASCII output
+        # keeps lone surrogates as \uXXXX escapes, so the bytes stay valid UTF-8.
+        separators = (",", ": ") if indent else (",", ":")
+        return json.dumps(obj, ensure_ascii=True, indent=indent, separators=separators).encode()
+
+
+def dumps_line(obj: Any) -> bytes:
+    """Compact JSON plus ``\\n``: exactly one JSONL line."""
+    return _dumps(obj, 0, None) + b"\n"
+
+
+def dumps_pretty(obj: Any) -> bytes:
+    """Two-space indented JSON plus ``\\n`` (what the mount shows to people)."""
+    return _dumps(obj, orjson.OPT_INDENT_2, 2) + b"\n"
+
+
+def is_header(obj: Any) -> bool:
+    """A session header: ``type == "session"`` with a string ``id``."""
+    return isinstance(obj, dict) and obj.get("type") == "session" and isinstance(obj.get("id"), str)
+
+
+def _parse_line(line: bytes) -> dict[str, Any] | None:
+    try:
+        obj = _orjson_loads(line)
+    except orjson.JSONDecodeError:
+        try:
+            obj = json.loads(line)
+        except (*_JSON_ERRORS, UnicodeDecodeError):
+            return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _as_bytes(data: bytes | str) -> bytes:
+    return data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+
+
+def parse_jsonl_lenient(data: bytes | str) -> list[dict[str, Any]]:
+    """Every line that is a JSON object, in order; anything else is skipped.
+
+    One bad line never loses the others, and a torn last line (a crash mid-write) is
+    simply not an object, so it is skipped too.
+    """
+    out: list[dict[str, Any]] = []
+    append = out.append
+    for line in _as_bytes(data).split(b"\n"):
+        if not line or line.isspace():
+            continue
+        # Fast path: the overwhelmingly common case is a valid object line.
+        try:
+            obj = _orjson_loads(line)
+        except orjson.JSONDecodeError:
+            obj = _parse_line(line)
+        if isinstance(obj, dict):
+            append(obj)
+    return out
+
+
+@dataclass
+class JsonlReport:
+    """What a line-by-line read of a JSONL buffer found (used by ``check``)."""
+
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    #: 1-based line number of each object in ``objects``.
+    object_lines: list[int] = field(default_factory=list)
+    #: 1-based numbers of non-blank lines that are not JSON objects.
+    bad_lines: list[int] = field(default_factory=list)
+    #: the last line has no ``\n`` and is not a JSON object (an interrupted write).
+    torn_tail: bool = False
+
+
+def parse_jsonl_report(data: bytes) -> JsonlReport:
+    report = JsonlReport()
+    lines = data.split(b"\n")
+    last_index = len(lines) - 1
+    for index, line in enumerate(lines):
+        if not line or line.isspace():
+            continue
+        obj = _parse_line(line)
+        if obj is not None:
+            report.objects.append(obj)
+            report.object_lines.append(index + 1)
+        elif index == last_index:
+            # Text after the final newline that does not parse: a torn write.
+            report.torn_tail = True
+        else:
+            report.bad_lines.append(index + 1)
+    return report
+
+
+def complete_prefix_length(data: bytes) -> int:
+    """Length of ``data`` up to and including its last ``\\n`` (0 when there is none)."""
+    return data.rfind(b"\n") + 1
+
+
+def load_entries_from_file(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The file's objects, header first; ``[]`` for a missing file or one with no header."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return []
+    entries = parse_jsonl_lenient(data)
+    if not entries or not is_header(entries[0]):
+        return []
+    return entries

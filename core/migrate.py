@@ -1,0 +1,95 @@
+"""Format migrations v1 -> v2 -> v3, run in memory on every load.
+
+Generated ids are deterministic (derived from the session id and the entry's position),
+so a v1 file that is only browsed shows the same ids on every load and keeps them when
+it is finally rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Final
+
+__all__ = ["CURRENT_SESSION_VERSION", "deterministic_entry_id", "migrate_session_entries"]
+
+CURRENT_SESSION_VERSION: Final = 3
+
+
+def deterministic_entry_id(session_id: str, position: int, taken: set[str]) -> str:
+    """First 8 hex of sha256(session id, position); re-derived with a counter on collision."""
+    attempt = 0
+    while True:
+        seed = f"{session_id}:{position}" if attempt == 0 else f"{session_id}:{position}:{attempt}"
+        candidate = hashlib.sha256(seed.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        if candidate not in taken:
+            return candidate
+        attempt += 1
+
+
+def _version_of(header: dict[str, Any]) -> int:
+    version = header.get("version")
+    # bool is an int subclass; a header saying `true` is not a version.
+    if isinstance(version, int) and not isinstance(version, bool):
+        return version
+    return 1
+
+
+def _migrate_v1_to_v2(entries: list[dict[str, Any]]) -> None:
+    """Chain every entry in file order and turn compaction indexes into ids."""
+    header = entries[0]
+    session_id = str(header.get("id", ""))
+    taken: set[str] = {e["id"] for e in entries[1:] if isinstance(e.get("id"), str)}
+    previous: str | None = None
+    for position, entry in enumerate(entries[1:], start=1):
+        entry_id = entry.get("id")
+        if not isinstance(entry_id, str):
+            entry_id = deterministic_entry_id(session_id, position, taken)
+            taken.add(entry_id)
+            entry["id"] = entry_id
+            entry["parentId"] = previous
+        elif "parentId" not in entry:
+            entry["parentId"] = previous
+        previous = entry_id
+    # The index counts the header as 0, i.e. it is a position in `entries` itself.
+    for entry in entries[1:]:
+        if entry.get("type") != "compaction" or "firstKeptEntryIndex" not in entry:
+            continue
+        index = entry.pop("firstKeptEntryIndex")
+        if (
+            "firstKeptEntryId" not in entry
+            and isinstance(index, int)
+            and not isinstance(index, bool)
+            and 0 < index < len(entries)
+        ):
+            entry["firstKeptEntryId"] = entries[index]["id"]
+    header["version"] = 2
+
+
+def _migrate_v2_to_v3(entries: list[dict[str, Any]]) -> None:
+    for entry in entries[1:]:
+        message = entry.get("message")
+        if (
+            entry.get("type") == "message"
+            and isinstance(message, dict)
+            and message.get("role") == "hookMessage"
+        ):
+            message["role"] = "custom"
+    entries[0]["version"] = 3
+
+
+def migrate_session_entries(entries: list[dict[str, Any]]) -> bool:
+    """Bring ``entries`` (header first) to the current version in place.
+
+    Returns True when anything changed; the caller then owes the file a full rewrite.
+    Entries that already have ids are never renumbered, so this is idempotent.
+    """
+    if not entries:
+        return False
+    version = _version_of(entries[0])
+    if version >= CURRENT_SESSION_VERSION:
+        return False
+    if version < 2:
+        _migrate_v1_to_v2(entries)
+    if version < 3:
+        _migrate_v2_to_v3(entries)
+    return True
