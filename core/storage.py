@@ -1,0 +1,492 @@
+"""Where session bytes live: the real filesystem or a dict.
+
+`SessionManager` never touches `os` directly; it goes through a `SessionStorage`, so
+tests (and `in_memory` sessions) can run against `MemorySessionStorage` and failure
+tests can wrap a storage that breaks on purpose.
+
+Writers are the only way bytes are appended to a session file. They are deliberately
+unbuffered: one `write_line` (or one `write` for a batch) is one `os.write` on an
+`O_APPEND` descriptor, so a line is either wholly in the file or not at all as far as
+this process is concerned, and the order of calls is the order on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import os
+import secrets
+import stat as stat_module
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+PathArg = str | os.PathLike[str]
+WriterMode = Literal["a", "w"]
+
+
+@dataclass(frozen=True, slots=True)
+class StorageStat:
+    """What the manager needs to know about a file to detect change."""
+
+    size: int
+    mtime: float
+    inode: int
+
+
+@runtime_checkable
+class SessionWriter(Protocol):
+    """An append channel to one file. The first error is kept in `error`."""
+
+    @property
+    def error(self) -> BaseException | None: ...
+
+    def write_line(self, line: str | bytes) -> None: ...
+
+    def write(self, data: bytes) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def fsync(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class SessionStorage(Protocol):
+    """The file operations a session needs (spec section 10)."""
+
+    def ensure_dir(self, path: PathArg) -> None: ...
+
+    def exists(self, path: PathArg) -> bool: ...
+
+    def is_dir(self, path: PathArg) -> bool: ...
+
+    def write_text(self, path: PathArg, text: str) -> None: ...
+
+    def stat(self, path: PathArg) -> StorageStat: ...
+
+    def list_files(self, directory: PathArg, pattern: str = "*") -> list[str]: ...
+
+    def list_dirs(self, directory: PathArg) -> list[str]: ...
+
+    def read_text(self, path: PathArg) -> str: ...
+
+    def read_bytes(self, path: PathArg) -> bytes: ...
+
+    def read_bytes_with_stat(self, path: PathArg) -> tuple[bytes, StorageStat]: ...
+
+    def read_bytes_from(self, path: PathArg, offset: int) -> bytes: ...
+
+    def read_text_prefix(self, path: PathArg, max_bytes: int) -> str: ...
+
+    def rename(self, src: PathArg, dst: PathArg) -> None: ...
+
+    def unlink(self, path: PathArg) -> None: ...
+
+    def fsync_dir(self, path: PathArg) -> None: ...
+
+    def open_writer(self, path: PathArg, mode: WriterMode = "a") -> SessionWriter: ...
+
+
+def _as_line(line: str | bytes) -> bytes:
+    data = line.encode("utf-8") if isinstance(line, str) else line
+    return data if data.endswith(b"\n") else data + b"\n"
+
+
+# ---------------------------------------------------------------------------
+# Real filesystem
+# ---------------------------------------------------------------------------
+
+
+class FileSessionWriter:
+    """Unbuffered `O_APPEND` writer with a torn-line guard.
+
+    If the file does not end with a newline when we are about to write (a crashed
+    writer left half a line), the write is prefixed with b"\\n" so our line is never
+    glued onto the torn one. Checking costs one `fstat` per write; the last byte is
+    only read when the size is not the one our own previous write left behind.
+    """
+
+    def __init__(self, path: PathArg, mode: WriterMode = "a") -> None:
+        self.path = os.fspath(path)
+        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        flags |= os.O_APPEND if mode == "a" else os.O_TRUNC
+        self._fd: int | None = os.open(self.path, flags, 0o644)
+        self._mode = mode
+        # Size the file had right after our last write; -1 = unknown, check tail.
+        self._expected_end = -1 if mode == "a" else 0
+        self._error: BaseException | None = None
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._error
+
+    def _fd_or_raise(self) -> int:
+        if self._error is not None:
+            raise self._error
+        if self._fd is None:
+            raise ValueError(f"writer for {self.path} is closed")
+        return self._fd
+
+    def write_line(self, line: str | bytes) -> None:
+        self.write(_as_line(line))
+
+    def write(self, data: bytes) -> None:
+        fd = self._fd_or_raise()
+        try:
+            if self._mode == "a":
+                size = os.fstat(fd).st_size
+                if size > 0 and size != self._expected_end and os.pread(fd, 1, size - 1) != b"\n":
+                    data = b"\n" + data
+            else:
+                size = self._expected_end
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            self._expected_end = size + len(data)
+        except BaseException as exc:
+            self._error = exc
+            raise
+
+    def flush(self) -> None:
+        # Nothing is buffered in user space; kept for the protocol.
+        self._fd_or_raise()
+
+    def fsync(self) -> None:
+        fd = self._fd_or_raise()
+        try:
+            os.fsync(fd)
+        except BaseException as exc:
+            self._error = exc
+            raise
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            os.close(fd)
+        except OSError as exc:
+            if self._error is None:
+                self._error = exc
+            raise
+
+
+class FileSessionStorage:
+    """`SessionStorage` on the real filesystem."""
+
+    def ensure_dir(self, path: PathArg) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def exists(self, path: PathArg) -> bool:
+        return os.path.exists(path)
+
+    def is_dir(self, path: PathArg) -> bool:
+        return os.path.isdir(path)
+
+    def write_text(self, path: PathArg, text: str) -> None:
+        with open(path, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+
+    def stat(self, path: PathArg) -> StorageStat:
+        st = os.stat(path)
+        return StorageStat(st.st_size, st.st_mtime, st.st_ino)
+
+    def list_files(self, directory: PathArg, pattern: str = "*") -> list[str]:
+        try:
+            with os.scandir(directory) as it:
+                return [
+                    e.path
+                    for e in it
+                    if fnmatch.fnmatchcase(e.name, pattern) and e.is_file(follow_symlinks=True)
+                ]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def list_dirs(self, directory: PathArg) -> list[str]:
+        try:
+            with os.scandir(directory) as it:
+                return [e.path for e in it if e.is_dir(follow_symlinks=True)]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def read_text(self, path: PathArg) -> str:
+        return self.read_bytes(path).decode("utf-8", errors="replace")
+
+    def read_bytes(self, path: PathArg) -> bytes:
+        with open(path, "rb") as fh:
+            return fh.read()
+
+    def read_bytes_with_stat(self, path: PathArg) -> tuple[bytes, StorageStat]:
+        # fstat and read on the same descriptor: the stat describes the inode we read.
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat_module.S_ISREG(st.st_mode):
+                raise IsADirectoryError(f"not a regular file: {os.fspath(path)}")
+            data = fh.read()
+        return data, StorageStat(st.st_size, st.st_mtime, st.st_ino)
+
+    def read_bytes_from(self, path: PathArg, offset: int) -> bytes:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read()
+
+    def read_text_prefix(self, path: PathArg, max_bytes: int) -> str:
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes)
+        return data.decode("utf-8", errors="replace")
+
+    def rename(self, src: PathArg, dst: PathArg) -> None:
+        os.rename(src, dst)
+
+    def unlink(self, path: PathArg) -> None:
+        os.unlink(path)
+
+    def fsync_dir(self, path: PathArg) -> None:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def open_writer(self, path: PathArg, mode: WriterMode = "a") -> SessionWriter:
+        return FileSessionWriter(path, mode)
+
+
+# ---------------------------------------------------------------------------
+# In memory
+# ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _MemoryFile:
+    data: bytearray
+    mtime: float
+    inode: int
+
+
+class MemorySessionWriter:
+    """Writer into a `MemorySessionStorage` file; appends extend a bytearray (O(1)
+    amortised), with the same torn-line guard as the file writer."""
+
+    def __init__(self, storage: MemorySessionStorage, path: str, mode: WriterMode) -> None:
+        self._storage = storage
+        self._path = path
+        self._mode = mode
+        self._closed = False
+        self._error: BaseException | None = None
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._error
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise ValueError(f"writer for {self._path} is closed")
+
+    def write_line(self, line: str | bytes) -> None:
+        self.write(_as_line(line))
+
+    def write(self, data: bytes) -> None:
+        self._check()
+        try:
+            self._storage._append(self._path, data, guard_torn_line=self._mode == "a")
+        except BaseException as exc:
+            self._error = exc
+            raise
+
+    def flush(self) -> None:
+        self._check()
+
+    def fsync(self) -> None:
+        self._check()
+
+    def close(self) -> None:
+        self._closed = True
+
+
+class MemorySessionStorage:
+    """`SessionStorage` kept in a dict: for tests and `in_memory` sessions.
+
+    Paths are normalised strings; directories exist implicitly for every stored file
+    and explicitly once `ensure_dir` created them.
+    """
+
+    def __init__(self) -> None:
+        self._files: dict[str, _MemoryFile] = {}
+        self._dirs: set[str] = set()
+        self._next_inode = 1
+        self._lock = threading.RLock()
+
+    @staticmethod
+    def _key(path: PathArg) -> str:
+        return os.path.normpath(os.fspath(path))
+
+    def _new_inode(self) -> int:
+        self._next_inode += 1
+        return self._next_inode
+
+    def _file(self, path: PathArg) -> _MemoryFile:
+        key = self._key(path)
+        try:
+            return self._files[key]
+        except KeyError:
+            raise FileNotFoundError(2, "No such file", key) from None
+
+    def _append(self, path: str, data: bytes, *, guard_torn_line: bool) -> None:
+        with self._lock:
+            file = self._files.get(path)
+            if file is None:
+                file = self._files[path] = _MemoryFile(bytearray(), time.time(), self._new_inode())
+            if guard_torn_line and file.data and file.data[-1:] != b"\n":
+                file.data += b"\n"
+            file.data += data
+            file.mtime = time.time()
+
+    def ensure_dir(self, path: PathArg) -> None:
+        with self._lock:
+            key = self._key(path)
+            while key not in self._dirs:
+                self._dirs.add(key)
+                parent = os.path.dirname(key)
+                if parent == key:
+                    break
+                key = parent
+
+    def exists(self, path: PathArg) -> bool:
+        key = self._key(path)
+        return key in self._files or self.is_dir(key)
+
+    def is_dir(self, path: PathArg) -> bool:
+        key = self._key(path)
+        if key in self._dirs:
+            return True
+        prefix = key.rstrip(os.sep) + os.sep
+        return any(name.startswith(prefix) for name in self._files)
+
+    def write_text(self, path: PathArg, text: str) -> None:
+        self.write_bytes(path, text.encode("utf-8"))
+
+    def write_bytes(self, path: PathArg, data: bytes) -> None:
+        with self._lock:
+            key = self._key(path)
+            self._files[key] = _MemoryFile(bytearray(data), time.time(), self._new_inode())
+
+    def stat(self, path: PathArg) -> StorageStat:
+        file = self._file(path)
+        return StorageStat(len(file.data), file.mtime, file.inode)
+
+    def list_files(self, directory: PathArg, pattern: str = "*") -> list[str]:
+        key = self._key(directory)
+        with self._lock:
+            names = list(self._files)
+        return [
+            name
+            for name in names
+            if os.path.dirname(name) == key and fnmatch.fnmatchcase(os.path.basename(name), pattern)
+        ]
+
+    def list_dirs(self, directory: PathArg) -> list[str]:
+        key = self._key(directory)
+        with self._lock:
+            candidates = set(self._dirs) | {os.path.dirname(name) for name in self._files}
+        found: set[str] = set()
+        prefix = key.rstrip(os.sep) + os.sep
+        for cand in candidates:
+            if cand.startswith(prefix):
+                rest = cand[len(prefix) :]
+                found.add(os.path.join(key, rest.split(os.sep, 1)[0]))
+        return sorted(found)
+
+    def read_text(self, path: PathArg) -> str:
+        return self.read_bytes(path).decode("utf-8", errors="replace")
+
+    def read_bytes(self, path: PathArg) -> bytes:
+        with self._lock:
+            return bytes(self._file(path).data)
+
+    def read_bytes_with_stat(self, path: PathArg) -> tuple[bytes, StorageStat]:
+        with self._lock:
+            file = self._file(path)
+            return bytes(file.data), StorageStat(len(file.data), file.mtime, file.inode)
+
+    def read_bytes_from(self, path: PathArg, offset: int) -> bytes:
+        with self._lock:
+            return bytes(self._file(path).data[offset:])
+
+    def read_text_prefix(self, path: PathArg, max_bytes: int) -> str:
+        with self._lock:
+            return bytes(self._file(path).data[:max_bytes]).decode("utf-8", errors="replace")
+
+    def rename(self, src: PathArg, dst: PathArg) -> None:
+        with self._lock:
+            src_key, dst_key = self._key(src), self._key(dst)
+            if src_key in self._files:
+                self._files[dst_key] = self._files.pop(src_key)
+                return
+            if not self.is_dir(src_key):
+                raise FileNotFoundError(2, "No such file or directory", src_key)
+            # A directory: move every file below it (artifacts dirs in move_to).
+            prefix = src_key.rstrip(os.sep) + os.sep
+            for name in [n for n in self._files if n.startswith(prefix)]:
+                self._files[dst_key + os.sep + name[len(prefix) :]] = self._files.pop(name)
+            for name in [d for d in self._dirs if d == src_key or d.startswith(prefix)]:
+                self._dirs.discard(name)
+                self._dirs.add(dst_key + name[len(src_key) :])
+
+    def unlink(self, path: PathArg) -> None:
+        with self._lock:
+            key = self._key(path)
+            if self._files.pop(key, None) is None:
+                raise FileNotFoundError(2, "No such file", key)
+
+    def fsync_dir(self, path: PathArg) -> None:
+        return None
+
+    def open_writer(self, path: PathArg, mode: WriterMode = "a") -> SessionWriter:
+        key = self._key(path)
+        with self._lock:
+            if mode == "w" or key not in self._files:
+                self._files[key] = _MemoryFile(bytearray(), time.time(), self._new_inode())
+        return MemorySessionWriter(self, key, mode)
+
+
+# ---------------------------------------------------------------------------
+# Atomic rewrite
+# ---------------------------------------------------------------------------
+
+
+def temp_path_for(path: PathArg) -> str:
+    """`.<name>.<random>.tmp` next to `path` (same directory, so rename is atomic)."""
+    directory, name = os.path.split(os.fspath(path))
+    return os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
+
+
+def atomic_write(storage: SessionStorage, path: PathArg, chunks: Iterable[bytes]) -> None:
+    """Replace `path` with `chunks`: temp file, fsync, rename, directory fsync.
+
+    On any failure before the rename the temp file is removed and `path` is untouched.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(path) or "."
+    tmp = temp_path_for(path)
+    writer = storage.open_writer(tmp, "w")
+    try:
+        writer.write(b"".join(chunks))
+        writer.flush()
+        writer.fsync()
+        writer.close()
+        storage.rename(tmp, path)
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            writer.close()
+        with contextlib.suppress(OSError):
+            storage.unlink(tmp)
+        raise
+    storage.fsync_dir(directory)
