@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install the sessionfs user unit.
+#   contrib/systemd/install.sh [MOUNTPOINT]      (default: ~/agent-sessions)
+# Environment: SESSIONFS_BIN (default: `command -v sessionfs`, else this repo's .venv),
+#              UNIT_DIR (default: ~/.config/systemd/user).
+# Then: systemctl --user daemon-reload && systemctl --user enable --now sessionfs
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+mountpoint=${1:-$HOME/agent-sessions}
+bin=${SESSIONFS_BIN:-$(command -v sessionfs || true)}
+[ -n "$bin" ] || bin="$here/../../.venv/bin/sessionfs"
+if [ ! -x "$bin" ]; then
+  echo "install.sh: no sessionfs executable (set SESSIONFS_BIN or run 'make setup' first)" >&2
+  exit 2
+fi
+bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+unit_dir=${UNIT_DIR:-$HOME/.config/systemd/user}
+mkdir -p "$unit_dir"
+sed -e "s|@SESSIONFS_BIN@|$bin|g" -e "s|@MOUNTPOINT@|$mountpoint|g" \
+  "$here/sessionfs.service.in" > "$unit_dir/sessionfs.service"
+echo "installed $unit_dir/sessionfs.service (mount at $mountpoint)"
+echo "enable it with: systemctl --user daemon-reload && systemctl --user enable --now sessionfs"
