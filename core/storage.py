@@ -112,13 +112,16 @@ class FileSessionWriter:
 
     def __init__(self, path: PathArg, mode: WriterMode = "a") -> None:
         self.path = os.fspath(path)
-        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-        flags |= os.O_APPEND if mode == "a" else os.O_TRUNC
+        # Append mode reads too: the torn-line guard peeks at the file's last byte.
+        flags = os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        flags |= os.O_RDWR | os.O_APPEND if mode == "a" else os.O_WRONLY | os.O_TRUNC
         self._fd: int | None = os.open(self.path, flags, 0o644)
         self._mode = mode
         # Size the file had right after our last write; -1 = unknown, check tail.
         self._expected_end = -1 if mode == "a" else 0
         self._error: BaseException | None = None
+        #: (file size before, file size after) of the last write, as far as we know.
+        self.last_write_span: tuple[int, int] | None = None
 
     @property
     def error(self) -> BaseException | None:
@@ -148,6 +151,7 @@ class FileSessionWriter:
                 written = os.write(fd, view)
                 view = view[written:]
             self._expected_end = size + len(data)
+            self.last_write_span = (size, self._expected_end)
         except BaseException as exc:
             self._error = exc
             raise
@@ -279,6 +283,7 @@ class MemorySessionWriter:
         self._mode = mode
         self._closed = False
         self._error: BaseException | None = None
+        self.last_write_span: tuple[int, int] | None = None
 
     @property
     def error(self) -> BaseException | None:
@@ -296,7 +301,9 @@ class MemorySessionWriter:
     def write(self, data: bytes) -> None:
         self._check()
         try:
-            self._storage._append(self._path, data, guard_torn_line=self._mode == "a")
+            self.last_write_span = self._storage._append(
+                self._path, data, guard_torn_line=self._mode == "a"
+            )
         except BaseException as exc:
             self._error = exc
             raise
@@ -339,15 +346,17 @@ class MemorySessionStorage:
         except KeyError:
             raise FileNotFoundError(2, "No such file", key) from None
 
-    def _append(self, path: str, data: bytes, *, guard_torn_line: bool) -> None:
+    def _append(self, path: str, data: bytes, *, guard_torn_line: bool) -> tuple[int, int]:
         with self._lock:
             file = self._files.get(path)
             if file is None:
                 file = self._files[path] = _MemoryFile(bytearray(), time.time(), self._new_inode())
+            start = len(file.data)
             if guard_torn_line and file.data and file.data[-1:] != b"\n":
                 file.data += b"\n"
             file.data += data
             file.mtime = time.time()
+            return start, len(file.data)
 
     def ensure_dir(self, path: PathArg) -> None:
         with self._lock:
