@@ -1,0 +1,7 @@
+"""``python -m sessionfs`` is the ``sessionfs`` command."""
+
+import sys
+
+from sessionfs.cli import main
+
+sys.exit(main())

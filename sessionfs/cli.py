@@ -1,0 +1,100 @@
+"""``sessionfs`` command line: mount, umount, and the subcommands other modules add.
+
+Errors the user can fix are one line on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from core import paths
+from sessionfs.daemon import MountError, MountOptions, run_foreground, start_background, unmount
+
+
+def _optional_command(module: str) -> ModuleType | None:
+    """Subcommands owned by other modules (history, check) are wired in when present."""
+    if importlib.util.find_spec(module) is None:
+        return None
+    return importlib.import_module(module)
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
+    parser = argparse.ArgumentParser(
+        prog="sessionfs", description="Mount coding-agent sessions as a filesystem."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    mount = sub.add_parser("mount", help="mount an agent dir (returns once it is ready)")
+    mount.add_argument("mountpoint", type=Path, help="an empty directory")
+    mount.add_argument(
+        "--agent-dir",
+        type=Path,
+        default=None,
+        help="the agent dir (default: $PI_CODING_AGENT_DIR or ~/.xcsh/agent)",
+    )
+    mount.add_argument("--foreground", "-f", action="store_true", help="do not daemonise")
+    mount.add_argument("--read-only", action="store_true", help="refuse every write (EROFS)")
+    mount.add_argument(
+        "--cache-mb", type=int, default=256, help="memory for loaded sessions (default 256)"
+    )
+    mount.add_argument("--debug", action="store_true", help="log every request")
+    mount.add_argument("--allow-other", action="store_true", help="let other users see the mount")
+    mount.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+
+    umount = sub.add_parser("umount", help="unmount a sessionfs mount")
+    umount.add_argument("mountpoint", type=Path)
+
+    extra: dict[str, ModuleType] = {}
+    history = _optional_command("sessionfs.history_cmd")
+    if history is not None:
+        history.add_history_parser(sub)
+        extra["history"] = history
+    check = _optional_command("sessionfs.check_cmd")
+    if check is not None:
+        check.add_check_parser(sub)
+        extra["check"] = check
+    return parser, extra
+
+
+def _mount(args: argparse.Namespace) -> int:
+    agent_dir = args.agent_dir if args.agent_dir is not None else paths.default_agent_dir()
+    opts = MountOptions(
+        mountpoint=args.mountpoint.expanduser().absolute(),
+        agent_dir=agent_dir.expanduser().absolute(),
+        foreground=args.foreground,
+        read_only=args.read_only,
+        cache_mb=args.cache_mb,
+        debug=args.debug,
+        allow_other=args.allow_other,
+    )
+    if args.foreground or args.ready_fd is not None:
+        return run_foreground(opts, ready_fd=args.ready_fd)
+    start_background(opts)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, extra = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "mount":
+            return _mount(args)
+        if args.command == "umount":
+            unmount(args.mountpoint.expanduser().absolute())
+            return 0
+        if args.command == "history":
+            return int(extra["history"].run_history(args))
+        if args.command == "check":
+            return int(extra["check"].run_check(args))
+    except MountError as exc:
+        print(f"sessionfs: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    parser.error(f"unknown command {args.command}")
+    return 2

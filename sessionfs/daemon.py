@@ -1,0 +1,246 @@
+"""Running a mount: preflight checks, wiring the layers together, the trio main loop,
+clean unmount on SIGINT/SIGTERM, and the background (daemon) start-up handshake."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+import pyfuse3
+import trio
+
+from core import paths
+from sessionfs.live import AgentIndex, SessionCache
+from sessionfs.nodes import MountContext, RootDir
+from sessionfs.nodes.history import HistoryView
+from sessionfs.ops import Invalidator, SessionFsOperations
+
+log = logging.getLogger("sessionfs")
+
+#: How long ``sessionfs mount`` (background) waits for the daemon to report.
+READY_TIMEOUT = 30.0
+MAX_FUSE_TASKS = 64
+
+
+class MountError(Exception):
+    """A problem the user can fix; shown as one line, exit status 2."""
+
+
+@dataclass
+class MountOptions:
+    mountpoint: Path
+    agent_dir: Path
+    foreground: bool = False
+    read_only: bool = False
+    cache_mb: int = 256
+    debug: bool = False
+    allow_other: bool = False
+
+
+def log_file_path() -> Path:
+    return Path(platformdirs.user_log_dir("sessionfs")) / "sessionfs.log"
+
+
+def preflight(opts: MountOptions) -> None:
+    """Everything we can check before mounting, each with the fix in the message."""
+    if not os.path.exists("/dev/fuse") or shutil.which("fusermount3") is None:
+        raise MountError(
+            "FUSE is not available (/dev/fuse or fusermount3 missing); "
+            "install fuse3 (apt-get install fuse3) or load the fuse module"
+        )
+    if not opts.agent_dir.is_dir():
+        raise MountError(
+            f"agent dir {opts.agent_dir} does not exist; "
+            "pass --agent-dir DIR or set PI_CODING_AGENT_DIR"
+        )
+    mp = opts.mountpoint
+    if os.path.ismount(mp):
+        raise MountError(f"{mp} is already a mount point (busy); run `sessionfs umount {mp}`")
+    if not mp.is_dir():
+        raise MountError(f"mount point {mp} is not a directory; create it with `mkdir -p {mp}`")
+    try:
+        if any(mp.iterdir()):
+            raise MountError(f"mount point {mp} is not empty; use an empty directory")
+    except PermissionError:
+        raise MountError(f"mount point {mp} is not readable; check its permissions") from None
+    if opts.cache_mb < 1:
+        raise MountError("--cache-mb must be at least 1")
+
+
+def setup_logging(opts: MountOptions, to_file: bool) -> None:
+    level = logging.DEBUG if opts.debug else logging.INFO
+    handler: logging.Handler
+    if to_file:
+        path = log_file_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(path)
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountContext]:
+    index = AgentIndex(opts.agent_dir)
+    cache = SessionCache(index, opts.cache_mb * 1024 * 1024)
+    ctx = MountContext(
+        index=index,
+        sessions=cache,
+        history=HistoryView(paths.history_db_path(opts.agent_dir)),
+        read_only=opts.read_only,
+        started_ns=time.time_ns(),
+        uid=os.getuid(),
+        gid=os.getgid(),
+    )
+    ops = SessionFsOperations(RootDir(ctx, ()), read_only=opts.read_only, debug=opts.debug)
+    cache.listeners.append(ops.session_changed)
+    return ops, ctx
+
+
+async def _serve() -> None:
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_unmount_on_signal)
+        await pyfuse3.main(max_tasks=MAX_FUSE_TASKS)
+        nursery.cancel_scope.cancel()  # unmounted from outside: stop the signal watcher
+
+
+async def _unmount_on_signal() -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            log.info("got signal %d, unmounting", signum)
+            pyfuse3.terminate()
+            return
+
+
+def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
+    """Mount, call ``on_ready``, serve until unmounted or signalled, then clean up."""
+    ops, ctx = build_operations(opts)
+    fuse_options = set(pyfuse3.default_options) | {"fsname=sessionfs", "subtype=sessionfs"}
+    if opts.read_only:
+        fuse_options.add("ro")
+    if opts.allow_other:
+        fuse_options.add("allow_other")
+    try:
+        pyfuse3.init(ops, str(opts.mountpoint), fuse_options)
+    except RuntimeError as exc:
+        raise MountError(f"cannot mount {opts.mountpoint}: {exc}") from None
+    ops.invalidator = Invalidator()
+    log.info("mounted %s at %s", opts.agent_dir, opts.mountpoint)
+    try:
+        on_ready()
+        trio.run(_serve)
+    finally:
+        ops.invalidator.stop()
+        ctx.history.close()
+        pyfuse3.close(unmount=True)
+        log.info("unmounted %s", opts.mountpoint)
+
+
+def run_foreground(opts: MountOptions, ready_fd: int | None = None) -> int:
+    """The daemon itself. With ``ready_fd`` it reports ``ok`` or the error line there."""
+    setup_logging(opts, to_file=ready_fd is not None)
+
+    def report(message: str) -> None:
+        if ready_fd is not None:
+            os.write(ready_fd, message.encode() + b"\n")
+            os.close(ready_fd)
+
+    try:
+        preflight(opts)
+        serve(opts, on_ready=lambda: report("ok"))
+    except MountError as exc:
+        if ready_fd is not None:
+            report(f"error: {exc}")
+        else:
+            print(f"sessionfs: {exc}", file=sys.stderr)
+        log.error("%s", exc)
+        return 2
+    return 0
+
+
+def start_background(opts: MountOptions) -> int:
+    """Start the daemon detached and return once the mount is ready (or failed)."""
+    preflight(opts)  # fail fast with the same messages, before forking anything
+    read_fd, write_fd = os.pipe()
+    args = [
+        sys.executable,
+        "-m",
+        "sessionfs",
+        "mount",
+        str(opts.mountpoint),
+        "--agent-dir",
+        str(opts.agent_dir),
+        "--cache-mb",
+        str(opts.cache_mb),
+        "--ready-fd",
+        str(write_fd),
+    ]
+    args += [flag for flag, on in _flags(opts) if on]
+    log_path = log_file_path()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log_out:
+        subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log_out,
+            pass_fds=(write_fd,),
+            start_new_session=True,  # no terminal signals; survives the shell
+            close_fds=True,
+        )
+    os.close(write_fd)
+    line = _read_line(read_fd, READY_TIMEOUT)
+    if line == "ok":
+        return 0
+    if line.startswith("error: "):
+        raise MountError(line[len("error: ") :])
+    raise MountError(f"the daemon did not start; see {log_path}")
+
+
+def _flags(opts: MountOptions) -> list[tuple[str, bool]]:
+    return [
+        ("--read-only", opts.read_only),
+        ("--debug", opts.debug),
+        ("--allow-other", opts.allow_other),
+    ]
+
+
+def _read_line(fd: int, timeout: float) -> str:
+    import select
+
+    deadline = time.monotonic() + timeout
+    data = b""
+    try:
+        while b"\n" not in data:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                break
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+    return data.decode(errors="replace").strip()
+
+
+def unmount(mountpoint: Path) -> None:
+    if not os.path.ismount(mountpoint):
+        raise MountError(f"{mountpoint} is not mounted")
+    result = subprocess.run(
+        ["fusermount3", "-u", str(mountpoint)], capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        reason = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "failed"
+        raise MountError(f"cannot unmount {mountpoint}: {reason}")

@@ -1,0 +1,472 @@
+"""What the mount knows about the agent dir right now.
+
+* ``AgentIndex``: the session files on disk. Listing reads one stat per file and the
+  first 4 KiB of files it has not seen (the header is all a listing needs); headers are
+  cached per inode, so an append never causes a re-read and a rewrite (new inode) does.
+* ``LoadedSession``: one session loaded with ``SessionManager.open(browse=True,
+  resolve_blobs=False)`` plus everything rendered from it, cached per *version*. The
+  version goes up whenever ``catch_up()`` finds new lines or a replaced file.
+* ``SessionCache``: the loaded sessions in an LRU bounded by ``--cache-mb``. Every
+  access first makes sure the session is fresh (at most one stat per
+  ``FRESH_INTERVAL``), which is what makes other processes' appends show up live.
+
+Concurrency: all core work runs in worker threads (``trio.to_thread``) under a
+per-session ``trio.Lock``, so one session's slow load or render never blocks the event
+loop or any other session, and a session's state never changes under a renderer.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import trio
+
+from core import jsonl, paths
+from core.context import build_session_context
+from core.persist import blob_refs_in
+from sessionfs import render
+from sessionfs.names import dedupe, encode_name
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: How old a freshness check may be before the next access repeats it (one stat).
+FRESH_INTERVAL = 0.2
+#: Header prefix read by listings (the spec's "first 4 KiB").
+HEADER_PREFIX = 4096
+#: Rough in-memory size of parsed JSON relative to its file size, for the LRU budget.
+PARSED_SIZE_FACTOR = 6
+
+
+class NotASession(Exception):
+    """The path is not (or no longer) a valid session file."""
+
+
+# --- the files on disk ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionRef:
+    """A valid session file as a listing sees it (no full load)."""
+
+    project: str
+    stem: str
+    path: Path
+    header: dict[str, Any]
+    mtime_ns: int
+    size: int
+
+    @property
+    def session_id(self) -> str:
+        return str(self.header.get("id", ""))
+
+
+def read_header(path: Path, prefix: int = HEADER_PREFIX) -> dict[str, Any] | None:
+    """The header of a session file from its first ``prefix`` bytes, else ``None``.
+
+    Like the loader: lines that are not JSON objects are skipped, and the first object
+    must be a header. Only complete lines count, unless the file ends inside the prefix.
+    """
+    with open(path, "rb") as f:
+        data = f.read(prefix)
+        at_eof = len(data) < prefix
+        if not at_eof and b"\n" not in data:
+            data += f.read(16 * prefix)  # a very long header line: read a little more
+            at_eof = len(data) < 17 * prefix
+    usable = data if at_eof else data[: jsonl.complete_prefix_length(data)]
+    objects = jsonl.parse_jsonl_lenient(usable)
+    if objects and jsonl.is_header(objects[0]):
+        return objects[0]
+    return None
+
+
+class AgentIndex:
+    """Projects and session files under ``<agent>/sessions`` (thread-safe, sync)."""
+
+    def __init__(self, agent_dir: Path) -> None:
+        self.agent_dir = agent_dir
+        self.sessions_root = paths.sessions_root(agent_dir)
+        self.blobs_dir = paths.blobs_dir(agent_dir)
+        # path -> (inode, size seen, header or None when the file is not a session)
+        self._headers: dict[Path, tuple[int, int, dict[str, Any] | None]] = {}
+
+    def projects(self) -> list[str]:
+        try:
+            with os.scandir(self.sessions_root) as it:
+                return sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def project_mtime_ns(self, project: str) -> int | None:
+        if "/" in project or project in (".", ".."):
+            return None
+        try:
+            st = os.stat(self.sessions_root / project)
+        except OSError:
+            return None
+        return st.st_mtime_ns if stat.S_ISDIR(st.st_mode) else None
+
+    def _ref(self, project: str, path: Path, st: os.stat_result) -> SessionRef | None:
+        cached = self._headers.get(path)
+        # Appends keep the inode and only grow the file; a rewrite is a new inode.
+        if cached is None or cached[0] != st.st_ino or st.st_size < cached[1]:
+            try:
+                header = read_header(path)
+            except OSError:
+                return None
+            self._headers[path] = (st.st_ino, st.st_size, header)
+        else:
+            header = cached[2]
+        if header is None:
+            return None
+        return SessionRef(project, path.name[:-6], path, header, st.st_mtime_ns, st.st_size)
+
+    def sessions_in(self, project: str) -> list[SessionRef]:
+        """Valid sessions of one project, by file name (= creation time) order."""
+        directory = self.sessions_root / project
+        refs = []
+        try:
+            with os.scandir(directory) as it:
+                files = sorted(
+                    (e for e in it if e.name.endswith(".jsonl") and e.is_file()),
+                    key=lambda e: e.name,
+                )
+                for item in files:
+                    try:
+                        st = item.stat()
+                    except OSError:
+                        continue
+                    ref = self._ref(project, Path(item.path), st)
+                    if ref is not None:
+                        refs.append(ref)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return refs
+
+    def session(self, project: str, stem: str) -> SessionRef | None:
+        """One session by its mount names: one stat (and a prefix read if unseen)."""
+        if "/" in project or "/" in stem or project in (".", "..") or stem in (".", ".."):
+            return None
+        path = self.sessions_root / project / (stem + ".jsonl")
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if not os.path.isfile(path):
+            return None
+        return self._ref(project, path, st)
+
+    def all_sessions(self) -> list[SessionRef]:
+        return [ref for project in self.projects() for ref in self.sessions_in(project)]
+
+    def blob_names(self) -> list[str]:
+        try:
+            with os.scandir(self.blobs_dir) as it:
+                return sorted(e.name for e in it if e.is_file() and _is_sha(e.name))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def blob_path(self, sha: str) -> Path | None:
+        if not _is_sha(sha):
+            return None
+        path = self.blobs_dir / sha
+        return path if path.is_file() else None
+
+
+def _is_sha(name: str) -> bool:
+    return len(name) == 64 and all(c in "0123456789abcdef" for c in name)
+
+
+# --- one loaded session ---------------------------------------------------------------
+
+
+def open_browse(path: Path) -> Any:
+    """``SessionManager.open`` for viewing: migrate in memory only, keep blob refs."""
+    from core import SessionManager  # imported late: core's manager may be absent in tools
+
+    return SessionManager.open(str(path), browse=True, resolve_blobs=False)
+
+
+@dataclass
+class EntryTable:
+    """The ``entries/`` names of one version: encoded ids, duplicates as ``<id>~2``."""
+
+    names: list[str]  # file names (with .json), parallel to the entries list
+    entries: list[dict[str, Any]]
+    index_of_name: dict[str, int]
+    name_of_object: dict[int, str]  # id(entry dict) -> its file name
+
+    def name_for_id(self, entry_id: str | None, by_id: dict[str, dict[str, Any]]) -> str | None:
+        entry = by_id.get(entry_id) if isinstance(entry_id, str) else None
+        return self.name_of_object.get(id(entry)) if entry is not None else None
+
+
+def build_entry_table(entries: list[dict[str, Any]]) -> EntryTable:
+    bases = []
+    for index, entry in enumerate(entries):
+        entry_id = entry.get("id")
+        base = encode_name(entry_id) if isinstance(entry_id, str) and entry_id else f"~{index}"
+        bases.append(base)
+    names = [name + ".json" for name in dedupe(bases)]
+    return EntryTable(
+        names=names,
+        entries=entries,
+        index_of_name={name: i for i, name in enumerate(names)},
+        name_of_object={id(entry): name for entry, name in zip(entries, names, strict=True)},
+    )
+
+
+@dataclass
+class LoadedSession:
+    """A browse-loaded session and its renderings (sync; callers hold ``lock``)."""
+
+    ref: SessionRef
+    manager: Any
+    version: int = 1
+    checked_at: float = 0.0
+    file_state: tuple[int, int, int] = (0, 0, 0)  # inode, size, mtime_ns when last checked
+    lock: trio.Lock = field(default_factory=trio.Lock)
+    _renders: dict[str, bytes] = field(default_factory=dict)
+    _table: EntryTable | None = None
+    _entry_bytes: dict[int, bytes] = field(default_factory=dict)
+    _by_id: dict[str, dict[str, Any]] | None = None
+    # Set by the write paths (issue 5): a leaf chosen through the mount survives
+    # eviction and catch-ups until an append records it.
+    pinned_leaf: tuple[str | None] | None = None
+    last_result: str | None = None
+    last_error: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.ref.project, self.ref.stem)
+
+    @property
+    def mtime_ns(self) -> int:
+        return self.file_state[2] or self.ref.mtime_ns
+
+    # -- freshness ---------------------------------------------------------------------
+
+    def refresh(self) -> int:
+        """Catch up with the file. Returns 0 (same), >0 new entries, -1 full reload."""
+        st = os.stat(self.ref.path)
+        state = (st.st_ino, st.st_size, st.st_mtime_ns)
+        self.checked_at = time.monotonic()
+        if state == self.file_state:
+            return 0
+        changed = int(self.manager.catch_up())
+        self.file_state = state
+        if changed != 0:
+            self._forget_renders()
+        return changed
+
+    def _forget_renders(self) -> None:
+        self.version += 1
+        self._renders = {}
+        self._table = None
+        self._entry_bytes = {}
+        self._by_id = None
+
+    # -- views of the manager ------------------------------------------------------------
+
+    def entries(self) -> list[dict[str, Any]]:
+        return list(self.manager.get_entries())
+
+    def header(self) -> dict[str, Any]:
+        return dict(self.manager.get_header() or {})
+
+    def leaf_id(self) -> str | None:
+        leaf = self.manager.get_leaf_id()
+        return leaf if isinstance(leaf, str) else None
+
+    def by_id(self) -> dict[str, dict[str, Any]]:
+        if self._by_id is None:
+            # Last occurrence wins, as in core's context builder.
+            self._by_id = {e["id"]: e for e in self.entries() if isinstance(e.get("id"), str)}
+        return self._by_id
+
+    def labels(self) -> dict[str, str]:
+        return {k: v for k, v in dict(self.manager.get_labels()).items() if isinstance(v, str)}
+
+    def table(self) -> EntryTable:
+        if self._table is None:
+            self._table = build_entry_table(self.entries())
+        return self._table
+
+    def entry_bytes(self, index: int) -> bytes:
+        data = self._entry_bytes.get(index)
+        if data is None:
+            data = render.pretty_json(self.table().entries[index])
+            self._entry_bytes[index] = data
+        return data
+
+    def entry_mtime_ns(self, index: int) -> int:
+        ms = paths.iso_to_ms(self.table().entries[index].get("timestamp"))
+        return ms * 1_000_000 if ms is not None else self.mtime_ns
+
+    def blob_shas(self) -> list[str]:
+        found: dict[str, None] = {}
+        for entry in self.table().entries:
+            for sha in blob_refs_in(entry):
+                found.setdefault(sha, None)
+        return list(found)
+
+    def context(self) -> dict[str, Any]:
+        return build_session_context(self.entries(), self.leaf_id(), self.by_id())
+
+    # -- renderings, cached per version -----------------------------------------------
+
+    def cached(self, what: str) -> bytes | None:
+        return self._renders.get(what)
+
+    def rendered(self, what: str) -> bytes:
+        data = self._renders.get(what)
+        if data is None:
+            data = _RENDERERS[what](self)
+            self._renders[what] = data
+        return data
+
+    def memory_cost(self) -> int:
+        rendered = sum(len(v) for v in self._renders.values())
+        entry_files = sum(len(v) for v in self._entry_bytes.values())
+        return self.file_state[1] * PARSED_SIZE_FACTOR + rendered + entry_files
+
+
+def _render_transcript(session: LoadedSession) -> bytes:
+    context = session.context()
+    messages = context["messages"]
+    sources: list[dict[str, Any]] | None = render.message_sources(
+        session.leaf_id(), session.by_id()
+    )
+    if sources is not None and len(sources) != len(messages):
+        sources = None  # core's rules moved on; show the text without entry ids
+    title = session.header().get("title")
+    return render.transcript_md(title if isinstance(title, str) else None, messages, sources)
+
+
+def _render_stats(session: LoadedSession) -> bytes:
+    usage_fn = getattr(session.manager, "get_usage_statistics", None)
+    usage = usage_fn() if callable(usage_fn) else None
+    return render.stats_json(session.entries(), session.leaf_id(), session.by_id(), usage)
+
+
+_RENDERERS: dict[str, Callable[[LoadedSession], bytes]] = {
+    "header.json": lambda s: render.pretty_json(s.header()),
+    "title": lambda s: render.title_text(s.header()),
+    "context.json": lambda s: render.context_json(s.context()),
+    "transcript.md": _render_transcript,
+    "tree.txt": lambda s: render.tree_text(s.entries(), s.leaf_id(), s.labels(), s.by_id()),
+    "stats.json": _render_stats,
+}
+
+
+# --- the cache ------------------------------------------------------------------------
+
+ChangeListener = Callable[[LoadedSession, bool], None]
+
+
+class SessionCache:
+    """Loaded sessions, LRU-bounded by an estimate of their memory (async API)."""
+
+    def __init__(self, index: AgentIndex, budget_bytes: int) -> None:
+        self.index = index
+        self.budget = budget_bytes
+        self._sessions: OrderedDict[tuple[str, str], LoadedSession] = OrderedDict()
+        self._loading: dict[tuple[str, str], trio.Lock] = {}
+        self.listeners: list[ChangeListener] = []
+
+    async def ref(self, project: str, stem: str) -> SessionRef | None:
+        return await trio.to_thread.run_sync(self.index.session, project, stem)
+
+    async def get(self, project: str, stem: str) -> LoadedSession:
+        """The session, loaded and fresh; ``NotASession`` when there is none."""
+        key = (project, stem)
+        session = self._sessions.get(key)
+        if session is None:
+            lock = self._loading.setdefault(key, trio.Lock())
+            async with lock:
+                session = self._sessions.get(key)
+                if session is None:
+                    session = await self._load(project, stem)
+            self._loading.pop(key, None)
+        self._sessions.move_to_end(key)
+        if time.monotonic() - session.checked_at > FRESH_INTERVAL:
+            await self._refresh(session)
+        return session
+
+    async def _load(self, project: str, stem: str) -> LoadedSession:
+        ref = await self.ref(project, stem)
+        if ref is None:
+            raise NotASession(f"{project}/{stem}")
+
+        def load() -> LoadedSession:
+            st = os.stat(ref.path)
+            try:
+                manager = open_browse(ref.path)
+            except Exception as exc:  # a hostile file must never take the mount down
+                if type(exc).__name__ == "NotASessionError":
+                    raise NotASession(str(ref.path)) from exc
+                raise
+            session = LoadedSession(ref=ref, manager=manager)
+            session.file_state = (st.st_ino, st.st_size, st.st_mtime_ns)
+            session.checked_at = time.monotonic()
+            return session
+
+        session = await trio.to_thread.run_sync(load)
+        self._sessions[(project, stem)] = session
+        self._evict(keep=session)
+        return session
+
+    async def _refresh(self, session: LoadedSession) -> None:
+        async with session.lock:
+            if time.monotonic() - session.checked_at <= FRESH_INTERVAL:
+                return  # another task refreshed it while we waited
+            try:
+                changed = await trio.to_thread.run_sync(session.refresh)
+            except FileNotFoundError:
+                self.drop(session)
+                raise NotASession(str(session.ref.path)) from None
+        if changed:
+            log.debug("%s changed (%d)", session.ref.path, changed)
+            for listener in self.listeners:
+                listener(session, changed < 0)
+
+    async def run(self, session: LoadedSession, fn: Callable[[], T]) -> T:
+        """Run ``fn`` (core work on this session) in a worker thread under its lock."""
+        async with session.lock:
+            result = await trio.to_thread.run_sync(fn)
+        self._evict(keep=session)
+        return result
+
+    async def render(self, session: LoadedSession, what: str) -> bytes:
+        cached = session.cached(what)
+        if cached is not None:
+            return cached
+        return await self.run(session, lambda: session.rendered(what))
+
+    def drop(self, session: LoadedSession) -> None:
+        if self._sessions.get(session.key) is session:
+            del self._sessions[session.key]
+
+    def loaded(self) -> list[LoadedSession]:
+        return list(self._sessions.values())
+
+    def _evict(self, keep: LoadedSession) -> None:
+        total = sum(s.memory_cost() for s in self._sessions.values())
+        for key in list(self._sessions):
+            if total <= self.budget:
+                break
+            session = self._sessions[key]
+            if session is keep or session.lock.locked() or session.pinned_leaf is not None:
+                continue
+            total -= session.memory_cost()
+            del self._sessions[key]
+            log.debug("evicted %s from the session cache", session.ref.path)

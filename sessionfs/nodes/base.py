@@ -1,0 +1,224 @@
+"""The node model: one small class per kind of path, and what they share.
+
+A node is a cheap, short-lived description of one path in the mount (``key`` = the
+path as a tuple of names, which is also its identity in the inode table). Nodes look
+things up again on every call, so a node the kernel still remembers for a session
+that has since vanished answers ``ENOENT`` instead of stale data.
+
+Write operations exist on every node and refuse with ``EPERM`` by default; the nodes
+that accept writes (issue 5: ``leaf``, ``append/``, ``labels/``, ``title``, ``ctl``)
+override exactly the ones they support. ``--read-only`` is decided once, in ``ops``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+import pyfuse3
+
+if TYPE_CHECKING:
+    from sessionfs.live import AgentIndex, SessionCache
+
+__all__ = [
+    "IMMUTABLE",
+    "STATIC",
+    "VOLATILE",
+    "BytesHandle",
+    "CacheTier",
+    "DirNode",
+    "FileNode",
+    "Kind",
+    "LinkNode",
+    "MountContext",
+    "Node",
+    "OpenFile",
+    "Stat",
+    "refuse",
+]
+
+
+class Kind(Enum):
+    DIR = stat.S_IFDIR
+    FILE = stat.S_IFREG
+    LINK = stat.S_IFLNK
+
+
+@dataclass(frozen=True)
+class CacheTier:
+    """How long the kernel may trust what it was told about a node."""
+
+    name: str
+    entry_timeout: float  # name -> inode
+    attr_timeout: float  # size, mtime, mode
+    keep_cache: bool  # keep page cache across opens
+    direct_io: bool  # bypass the page cache: every read comes to the daemon
+
+
+# The three tiers, declared once. Which node uses which:
+# IMMUTABLE - entries/<id>.json, blobs/<sha> (root and per session): content for a name
+#             never changes (a replaced file invalidates them explicitly).
+# STATIC    - directories and the README: structure that changes rarely; short enough
+#             that new sessions and projects show up within a second.
+# VOLATILE  - context.json, transcript.md, tree.txt, stats.json, header.json, title,
+#             ctl, history files, symlinks: change with every append. direct_io makes
+#             each read current; attributes are invalidated when a change is seen.
+IMMUTABLE = CacheTier("immutable", 3600.0, 3600.0, keep_cache=True, direct_io=False)
+STATIC = CacheTier("static", 1.0, 1.0, keep_cache=False, direct_io=False)
+VOLATILE = CacheTier("volatile", 1.0, 0.5, keep_cache=False, direct_io=True)
+
+
+@dataclass(frozen=True)
+class Stat:
+    size: int
+    mtime_ns: int
+
+
+@dataclass
+class MountContext:
+    """Everything nodes share: the agent dir's views and the mount's settings."""
+
+    index: AgentIndex
+    sessions: SessionCache
+    history: Any  # sessionfs.nodes.history.HistoryView
+    read_only: bool
+    started_ns: int
+    uid: int
+    gid: int
+    root_last_result: str | None = None
+    root_last_error: str | None = None
+
+
+def refuse(code: int = errno.EPERM) -> pyfuse3.FUSEError:
+    return pyfuse3.FUSEError(code)
+
+
+class OpenFile:
+    """An open file handle. Read-only by default; writers override ``write``/``release``."""
+
+    async def read(self, offset: int, size: int) -> bytes:
+        raise refuse(errno.EBADF)
+
+    async def write(self, offset: int, data: bytes) -> int:
+        raise refuse(errno.EBADF)
+
+    async def flush(self) -> None:
+        return None
+
+    async def release(self) -> None:
+        return None
+
+
+class BytesHandle(OpenFile):
+    """A snapshot of a rendered file taken at open: a reader never sees a half-update."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def read(self, offset: int, size: int) -> bytes:
+        return self.data[offset : offset + size]
+
+
+class Node:
+    kind: Kind = Kind.FILE
+    tier: CacheTier = STATIC
+    #: permission bits shown when the mount is writable (``--read-only`` drops the w bits)
+    mode: int = 0o444
+
+    def __init__(self, ctx: MountContext, key: tuple[str, ...]) -> None:
+        self.ctx = ctx
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({'/'.join(self.key) or '/'})"
+
+    async def stat(self) -> Stat:
+        return Stat(0, self.ctx.started_ns)
+
+    # -- writes: refused unless a node says otherwise (issue 5) ----------------------
+    async def setattr(self, attr: Any, fields: Any) -> None:
+        raise refuse()
+
+    async def open(self, flags: int) -> OpenFile:
+        raise refuse(errno.EISDIR)
+
+
+class DirNode(Node):
+    kind = Kind.DIR
+    mode = 0o555
+
+    async def children(self) -> list[tuple[str, Node]]:
+        """The listing, in display order."""
+        return []
+
+    async def lookup(self, name: str) -> Node | None:
+        """One child by name (may resolve names that are not listed, e.g. id prefixes)."""
+        for child_name, node in await self.children():
+            if child_name == name:
+                return node
+        return None
+
+    def child_key(self, name: str) -> tuple[str, ...]:
+        return (*self.key, name)
+
+    async def create(self, name: str, flags: int, mode: int) -> tuple[Node, OpenFile]:
+        raise refuse()
+
+    async def mkdir(self, name: str, mode: int) -> Node:
+        raise refuse()
+
+    async def symlink(self, name: str, target: str) -> Node:
+        raise refuse()
+
+    async def unlink(self, name: str) -> None:
+        raise refuse()
+
+    async def rmdir(self, name: str) -> None:
+        raise refuse()
+
+    async def rename(self, name: str, new_parent: DirNode, new_name: str, flags: int) -> None:
+        raise refuse()
+
+    async def link(self, node: Node, new_name: str) -> Node:
+        raise refuse()
+
+
+class FileNode(Node):
+    kind = Kind.FILE
+
+    async def content(self) -> bytes:
+        """The whole file; ``stat`` size and ``read`` both come from these bytes."""
+        return b""
+
+    async def stat(self) -> Stat:
+        return Stat(len(await self.content()), await self.mtime_ns())
+
+    async def mtime_ns(self) -> int:
+        return self.ctx.started_ns
+
+    async def open(self, flags: int) -> OpenFile:
+        if flags & os.O_ACCMODE != os.O_RDONLY:
+            raise refuse(errno.EACCES)
+        return BytesHandle(await self.content())
+
+
+class LinkNode(Node):
+    kind = Kind.LINK
+    tier = VOLATILE
+    mode = 0o777
+
+    async def target(self) -> str:
+        raise refuse(errno.ENOENT)
+
+    async def stat(self) -> Stat:
+        return Stat(len(os.fsencode(await self.target())), await self.mtime_ns())
+
+    async def mtime_ns(self) -> int:
+        return self.ctx.started_ns
+
+    async def open(self, flags: int) -> OpenFile:
+        raise refuse(errno.ELOOP)  # the kernel follows symlinks itself; never reached

@@ -1,0 +1,71 @@
+"""``blobs/<sha256>`` at the root (the agent's blob store) and in each session dir
+(the blobs that session references). Blobs are immutable, read straight from disk."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import trio
+
+from sessionfs.nodes.base import (
+    IMMUTABLE,
+    STATIC,
+    DirNode,
+    FileNode,
+    MountContext,
+    Node,
+    OpenFile,
+    Stat,
+    refuse,
+)
+
+
+class BlobHandle(OpenFile):
+    """Reads a blob file with ``pread`` in a worker thread (blobs may be large)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    async def read(self, offset: int, size: int) -> bytes:
+        return await trio.to_thread.run_sync(os.pread, self.fd, size, offset)
+
+    async def release(self) -> None:
+        os.close(self.fd)
+
+
+class BlobFile(FileNode):
+    tier = IMMUTABLE
+
+    def __init__(self, ctx: MountContext, key: tuple[str, ...], path: Path) -> None:
+        super().__init__(ctx, key)
+        self.path = path
+
+    async def stat(self) -> Stat:
+        try:
+            st = await trio.to_thread.run_sync(os.stat, self.path)
+        except FileNotFoundError:
+            raise refuse(errno.ENOENT) from None
+        return Stat(st.st_size, st.st_mtime_ns)
+
+    async def open(self, flags: int) -> OpenFile:
+        if flags & os.O_ACCMODE != os.O_RDONLY:
+            raise refuse(errno.EACCES)
+        fd = await trio.to_thread.run_sync(os.open, self.path, os.O_RDONLY)
+        return BlobHandle(fd)
+
+
+class RootBlobsDir(DirNode):
+    """``/blobs``: every blob in ``<agent>/blobs``."""
+
+    tier = STATIC
+
+    async def children(self) -> list[tuple[str, Node]]:
+        names = await trio.to_thread.run_sync(self.ctx.index.blob_names)
+        blobs_dir = self.ctx.index.blobs_dir
+        return [(n, BlobFile(self.ctx, self.child_key(n), blobs_dir / n)) for n in names]
+
+    async def lookup(self, name: str) -> Node | None:
+        path = await trio.to_thread.run_sync(self.ctx.index.blob_path, name)
+        return BlobFile(self.ctx, self.child_key(name), path) if path is not None else None

@@ -1,0 +1,179 @@
+"""The per-entry views of a session: ``entries/``, ``path/``, ``labels/``, ``blobs/``."""
+
+from __future__ import annotations
+
+import errno
+
+import trio
+
+from core.context import path_to_root
+from sessionfs.live import LoadedSession
+from sessionfs.names import dedupe, encode_name
+from sessionfs.nodes.base import (
+    IMMUTABLE,
+    VOLATILE,
+    DirNode,
+    FileNode,
+    LinkNode,
+    MountContext,
+    Node,
+    Stat,
+    refuse,
+)
+from sessionfs.nodes.blobs import BlobFile
+from sessionfs.nodes.session import InSession
+
+
+class EntryFile(InSession, FileNode):
+    """``entries/<id>.json``: one entry exactly as stored, pretty JSON; mtime = its time.
+
+    Immutable: an id's content never changes while its file is appended to. A listing
+    hands each file its stat so ``ls -l`` of 1,000 entries is one pass, not 1,000.
+    """
+
+    tier = IMMUTABLE
+
+    def __init__(self, ctx: MountContext, key: tuple[str, ...], known: Stat | None = None) -> None:
+        super().__init__(ctx, key)
+        self.known = known
+
+    async def _index(self, session: LoadedSession) -> int:
+        index = await self.ctx.sessions.run(
+            session, lambda: session.table().index_of_name.get(self.key[-1])
+        )
+        if index is None:
+            raise refuse(errno.ENOENT)
+        return index
+
+    async def stat(self) -> Stat:
+        if self.known is not None:
+            return self.known
+        session = await self.session()
+        index = await self._index(session)
+        return await self.ctx.sessions.run(
+            session,
+            lambda: Stat(len(session.entry_bytes(index)), session.entry_mtime_ns(index)),
+        )
+
+    async def content(self) -> bytes:
+        session = await self.session()
+        index = await self._index(session)
+        return await self.ctx.sessions.run(session, lambda: session.entry_bytes(index))
+
+
+class EntriesDir(InSession, DirNode):
+    """``entries/``: every entry in insertion (file) order."""
+
+    tier = VOLATILE
+
+    async def stat(self) -> Stat:
+        return Stat(0, (await self.session()).mtime_ns)
+
+    async def children(self) -> list[tuple[str, Node]]:
+        session = await self.session()
+
+        def listing() -> list[tuple[str, Stat]]:
+            table = session.table()
+            return [
+                (name, Stat(len(session.entry_bytes(i)), session.entry_mtime_ns(i)))
+                for i, name in enumerate(table.names)
+            ]
+
+        rows = await self.ctx.sessions.run(session, listing)
+        return [(name, EntryFile(self.ctx, self.child_key(name), st)) for name, st in rows]
+
+    async def lookup(self, name: str) -> Node | None:
+        session = await self.session()
+        found = await self.ctx.sessions.run(session, lambda: name in session.table().index_of_name)
+        return EntryFile(self.ctx, self.child_key(name)) if found else None
+
+
+class EntryLink(InSession, LinkNode):
+    """A symlink to ``../entries/<name>`` (used by ``path/`` and ``labels/``)."""
+
+    def __init__(self, ctx: MountContext, key: tuple[str, ...], target: str) -> None:
+        super().__init__(ctx, key)
+        self._target = target
+
+    async def target(self) -> str:
+        return self._target
+
+    async def mtime_ns(self) -> int:
+        return (await self.session()).mtime_ns
+
+
+class PathDir(InSession, DirNode):
+    """``path/NNNN-<id>.json``: the root->leaf path as numbered symlinks."""
+
+    tier = VOLATILE
+
+    async def stat(self) -> Stat:
+        return Stat(0, (await self.session()).mtime_ns)
+
+    async def _links(self) -> list[tuple[str, str]]:
+        session = await self.session()
+
+        def links() -> list[tuple[str, str]]:
+            table = session.table()
+            path = path_to_root(session.leaf_id(), session.by_id())
+            width = max(4, len(str(len(path) - 1)))
+            out = []
+            for number, entry in enumerate(path):
+                name = table.name_of_object.get(id(entry))
+                if name is not None:
+                    out.append((f"{number:0{width}d}-{name}", f"../entries/{name}"))
+            return out
+
+        return await self.ctx.sessions.run(session, links)
+
+    async def children(self) -> list[tuple[str, Node]]:
+        return [
+            (name, EntryLink(self.ctx, self.child_key(name), target))
+            for name, target in await self._links()
+        ]
+
+
+class LabelsDir(InSession, DirNode):
+    """``labels/<label> -> ../entries/<targetId>.json`` for every current label."""
+
+    tier = VOLATILE
+    mode = 0o755  # ln -s / mv / rm manage labels (issue 5)
+
+    async def stat(self) -> Stat:
+        return Stat(0, (await self.session()).mtime_ns)
+
+    async def children(self) -> list[tuple[str, Node]]:
+        session = await self.session()
+
+        def links() -> list[tuple[str, str]]:
+            table, by_id = session.table(), session.by_id()
+            pairs = []
+            for target_id, label in session.labels().items():
+                name = table.name_for_id(target_id, by_id)
+                if label and name is not None:
+                    pairs.append((encode_name(label), f"../entries/{name}"))
+            names = dedupe([label for label, _ in pairs])
+            return [(n, target) for n, (_, target) in zip(names, pairs, strict=True)]
+
+        rows = await self.ctx.sessions.run(session, links)
+        return [(name, EntryLink(self.ctx, self.child_key(name), t)) for name, t in rows]
+
+
+class SessionBlobsDir(InSession, DirNode):
+    """``blobs/``: the blobs this session's entries reference (those in the store)."""
+
+    tier = VOLATILE
+
+    async def stat(self) -> Stat:
+        return Stat(0, (await self.session()).mtime_ns)
+
+    async def children(self) -> list[tuple[str, Node]]:
+        session = await self.session()
+        shas = await self.ctx.sessions.run(session, session.blob_shas)
+        blobs_dir = self.ctx.index.blobs_dir
+
+        def existing() -> list[str]:
+            return [sha for sha in shas if (blobs_dir / sha).is_file()]
+
+        present = await trio.to_thread.run_sync(existing)
+        return [(sha, BlobFile(self.ctx, self.child_key(sha), blobs_dir / sha)) for sha in present]

@@ -1,0 +1,96 @@
+"""The mount's root: ``README.md``, ``ctl``, and the top-level directories."""
+
+from __future__ import annotations
+
+from sessionfs.nodes.base import STATIC, VOLATILE, DirNode, FileNode, Node
+from sessionfs.nodes.blobs import RootBlobsDir
+from sessionfs.nodes.history import HistoryDir
+from sessionfs.nodes.index import ByIdDir, RecentDir
+from sessionfs.nodes.session import SessionsDir
+from sessionfs.render import status_text
+
+README_TEXT = """\
+# sessionfs
+
+This directory is a live view of the coding-agent sessions in an agent dir. Every
+session file is a directory; every entry is a file. Use the ordinary tools.
+
+## Where things are
+
+    sessions/<project>/<session>/   one dir per session file
+    by-id/<session-id>              symlink to the session dir (a unique id prefix works too)
+    recent/1 .. recent/50           newest sessions first (by file mtime)
+    history/recent.txt              the last 100 prompts: <time> TAB <cwd> TAB <prompt>
+    history/search/<words>          prompts matching all words (same format)
+    blobs/<sha256>                  the agent's blob store (images)
+    ctl                             root control file (status on read)
+
+Inside a session dir:
+
+    header.json      the session header
+    title            the title (one line, empty if none)
+    entries/<id>.json  every entry exactly as stored, in file order; mtime = entry time
+    context.json     what the model sees at the current leaf
+    transcript.md    the same as Markdown
+    leaf             symlink to the current leaf entry
+    path/            the root -> leaf path as numbered symlinks
+    tree.txt         the whole tree; '*' marks the current path, [label] marks labels
+    labels/<label>   symlinks to labelled entries
+    blobs/<sha256>   the blobs this session references
+    stats.json       entry counts, depth, usage totals
+    ctl              status: id, file, version, leaf, entries, ...
+    append/          drop box for new entries
+
+## Recipes
+
+    ls -l recent/                               what did I work on lately?
+    cat recent/1/transcript.md | less           read the newest session
+    grep -rl 'some words' sessions/             which sessions mention them?
+    jq '.messages | length' by-id/<id>/context.json
+    readlink recent/1/leaf                      the current leaf entry
+    cat history/search/fuse%2Fmount             search prompts ("/" is written %2F)
+
+Names that cannot be file names are percent-encoded: "/" is %2F, "%" is %25, and
+an id that is exactly "." or ".." is %2E or %2E%2E. Reading never changes a session
+file; sessions an agent is writing update live (within a second).
+"""
+
+
+class ReadmeFile(FileNode):
+    tier = STATIC
+
+    async def content(self) -> bytes:
+        return README_TEXT.encode()
+
+
+class RootCtl(FileNode):
+    """Root ``ctl``: last result / error of a root command (``new`` comes in issue 5)."""
+
+    tier = VOLATILE
+    mode = 0o644
+
+    async def content(self) -> bytes:
+        return status_text(
+            [("last_result", self.ctx.root_last_result), ("last_error", self.ctx.root_last_error)]
+        )
+
+
+class RootDir(DirNode):
+    tier = STATIC
+
+    _CHILDREN: dict[str, type[Node]] = {  # noqa: RUF012 - a fixed table, never mutated
+        "README.md": ReadmeFile,
+        "ctl": RootCtl,
+        "sessions": SessionsDir,
+        "by-id": ByIdDir,
+        "recent": RecentDir,
+        "history": HistoryDir,
+        "blobs": RootBlobsDir,
+    }
+
+    async def children(self) -> list[tuple[str, Node]]:
+        return [(name, cls(self.ctx, (name,))) for name, cls in self._CHILDREN.items()]
+
+    async def lookup(self, name: str) -> Node | None:
+        cls = self._CHILDREN.get(name)
+        return cls(self.ctx, (name,)) if cls is not None else None

@@ -1,0 +1,415 @@
+"""The pyfuse3 adapter: inodes, handles and errno; it never knows what a session is.
+
+Concurrency: pyfuse3 runs each request as a trio task, many at a time. This class
+only touches its own tables (inode table, handle table) between awaits, so it needs no
+locks; everything slow happens in nodes, which push core work into worker threads.
+
+Inodes: a node's identity is its path in the mount (``Node.key``). The table gives a
+key a number on first sight and keeps it while the kernel holds lookups on it
+(``lookup``/``readdirplus`` add, ``forget`` subtracts); at zero the number is dropped.
+Numbers are never reused, so ``generation`` can stay 0.
+
+Writes: every write-type request checks ``--read-only`` here (``EROFS``), then asks the
+node; nodes refuse with ``EPERM`` unless they implement the operation.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import os
+import queue
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import pyfuse3
+
+from sessionfs.live import LoadedSession
+from sessionfs.nodes.base import IMMUTABLE, DirNode, Kind, LinkNode, Node, OpenFile
+
+__all__ = ["DirHandle", "InodeTable", "Invalidator", "SessionFsOperations"]
+
+log = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+WRITE_BITS = 0o222
+
+
+def _errno_guard(fn: F) -> F:
+    """Turn every failure into a ``FUSEError``: a bug or a hostile file answers one
+    request with an error and never takes the mount down."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: SessionFsOperations, *args: Any) -> Any:
+        if self.debug:
+            log.debug("%s%r", fn.__name__, args)
+        try:
+            return await fn(self, *args)
+        except pyfuse3.FUSEError:
+            raise
+        except (FileNotFoundError, NotADirectoryError):
+            raise pyfuse3.FUSEError(errno.ENOENT) from None
+        except PermissionError:
+            raise pyfuse3.FUSEError(errno.EACCES) from None
+        except OSError as exc:
+            raise pyfuse3.FUSEError(exc.errno or errno.EIO) from None
+        except Exception:
+            log.exception("%s%r failed", fn.__name__, args)
+            raise pyfuse3.FUSEError(errno.EIO) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+class InodeTable:
+    """key <-> inode number, the live node per inode, and kernel lookup counts."""
+
+    def __init__(self, root: Node) -> None:
+        self._next = pyfuse3.ROOT_INODE + 1
+        self.by_key: dict[tuple[str, ...], int] = {root.key: pyfuse3.ROOT_INODE}
+        self.nodes: dict[int, Node] = {pyfuse3.ROOT_INODE: root}
+        self.lookups: dict[int, int] = {pyfuse3.ROOT_INODE: 1}
+        # (project, stem) -> inodes below that session dir, for invalidation on change
+        self.by_session: dict[tuple[str, str], set[int]] = {}
+
+    def inode_for(self, node: Node) -> int:
+        inode = self.by_key.get(node.key)
+        if inode is None:
+            inode = self._next
+            self._next += 1
+            self.by_key[node.key] = inode
+            self.lookups[inode] = 0
+            if len(node.key) >= 3 and node.key[0] == "sessions":
+                self.by_session.setdefault((node.key[1], node.key[2]), set()).add(inode)
+        self.nodes[inode] = node  # the newest description wins (fresh stat snapshots)
+        return inode
+
+    def node(self, inode: int) -> Node:
+        node = self.nodes.get(inode)
+        if node is None:
+            raise pyfuse3.FUSEError(errno.ESTALE)
+        return node
+
+    def remember(self, inode: int) -> None:
+        self.lookups[inode] = self.lookups.get(inode, 0) + 1
+
+    def forget(self, inode: int, count: int) -> None:
+        if inode == pyfuse3.ROOT_INODE or inode not in self.lookups:
+            return
+        left = self.lookups[inode] - count
+        if left > 0:
+            self.lookups[inode] = left
+            return
+        node = self.nodes.pop(inode)
+        del self.lookups[inode]
+        self.by_key.pop(node.key, None)
+        if len(node.key) >= 3 and node.key[0] == "sessions":
+            inodes = self.by_session.get((node.key[1], node.key[2]))
+            if inodes is not None:
+                inodes.discard(inode)
+                if not inodes:
+                    del self.by_session[(node.key[1], node.key[2])]
+
+
+class Invalidator:
+    """Tells the kernel to drop cached attributes/data, from a thread of its own.
+
+    ``invalidate_inode`` may block until the kernel is done with the inode, which can
+    wait for a request this daemon has yet to answer; calling it from the event loop
+    could deadlock, so a dedicated thread does it (like pyfuse3's own async entry
+    invalidation).
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[tuple[int, bool] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="invalidator", daemon=True)
+        self._thread.start()
+
+    def invalidate(self, inode: int, attr_only: bool) -> None:
+        self._queue.put((inode, attr_only))
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            inode, attr_only = item
+            try:
+                pyfuse3.invalidate_inode(inode, attr_only)
+            except OSError as exc:  # the kernel forgot it already: nothing to drop
+                log.debug("invalidate_inode(%d): %s", inode, exc)
+            except Exception:
+                log.exception("invalidate_inode(%d) failed", inode)
+
+    def stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=5)
+
+
+class DirHandle:
+    """A directory listing snapshot: ``readdir`` offsets index into it, so entries
+    added or removed meanwhile never make others skip or repeat."""
+
+    def __init__(self, rows: list[tuple[str, Node]]) -> None:
+        self.rows = rows
+
+
+class SessionFsOperations(pyfuse3.Operations):
+    supports_dot_lookup = True
+    enable_writeback_cache = False
+
+    def __init__(self, root: Node, *, read_only: bool, debug: bool = False) -> None:
+        super().__init__()
+        self.table = InodeTable(root)
+        self.read_only = read_only
+        self.debug = debug
+        self.uid, self.gid = os.getuid(), os.getgid()
+        self._handles: dict[int, OpenFile | DirHandle] = {}
+        self._next_handle = 1
+        self.invalidator: Invalidator | None = None
+
+    # -- helpers ---------------------------------------------------------------------
+
+    async def _attrs(self, node: Node, inode: int) -> pyfuse3.EntryAttributes:
+        st = await node.stat()
+        attrs = pyfuse3.EntryAttributes()
+        attrs.st_ino = inode
+        attrs.generation = 0
+        attrs.entry_timeout = node.tier.entry_timeout
+        attrs.attr_timeout = node.tier.attr_timeout
+        mode = node.mode & ~WRITE_BITS if self.read_only else node.mode
+        attrs.st_mode = node.kind.value | mode
+        attrs.st_nlink = 2 if node.kind is Kind.DIR else 1
+        attrs.st_uid, attrs.st_gid = self.uid, self.gid
+        attrs.st_rdev = 0
+        attrs.st_size = st.size
+        attrs.st_blksize = 4096
+        attrs.st_blocks = (st.size + 511) // 512
+        attrs.st_atime_ns = attrs.st_mtime_ns = attrs.st_ctime_ns = st.mtime_ns
+        return attrs
+
+    def _dir(self, inode: int) -> DirNode:
+        node = self.table.node(inode)
+        if not isinstance(node, DirNode):
+            raise pyfuse3.FUSEError(errno.ENOTDIR)
+        return node
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise pyfuse3.FUSEError(errno.EROFS)
+
+    def _add_handle(self, handle: OpenFile | DirHandle) -> int:
+        fh = self._next_handle
+        self._next_handle += 1
+        self._handles[fh] = handle
+        return fh
+
+    def _file_handle(self, fh: int) -> OpenFile:
+        handle = self._handles.get(fh)
+        if not isinstance(handle, OpenFile):
+            raise pyfuse3.FUSEError(errno.EBADF)
+        return handle
+
+    async def _reply_entry(self, node: Node) -> pyfuse3.EntryAttributes:
+        """Attributes for a new directory entry; counts one kernel lookup."""
+        inode = self.table.inode_for(node)
+        attrs = await self._attrs(node, inode)
+        self.table.remember(inode)
+        return attrs
+
+    def session_changed(self, session: LoadedSession, full_reload: bool) -> None:
+        """``SessionCache`` listener: drop what the kernel cached for a changed session.
+
+        Appends change only the volatile files (the immutable entry files stay valid);
+        a replaced or shrunk file may have changed anything, so then everything goes.
+        """
+        if self.invalidator is None:
+            return
+        for inode in list(self.table.by_session.get(session.key, ())):
+            node = self.table.nodes.get(inode)
+            if node is None:
+                continue
+            if node.tier is IMMUTABLE and not full_reload:
+                continue
+            self.invalidator.invalidate(inode, attr_only=node.kind is not Kind.FILE)
+
+    # -- reading ---------------------------------------------------------------------
+
+    @_errno_guard
+    async def lookup(
+        self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        parent = self._dir(parent_inode)
+        text = os.fsdecode(name)
+        if text == ".":
+            child: Node | None = parent
+        elif text == "..":
+            child = self.table.nodes.get(self.table.by_key.get(parent.key[:-1], 0))
+            if child is None:
+                raise pyfuse3.FUSEError(errno.ENOENT)
+        else:
+            child = await parent.lookup(text)
+        if child is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return await self._reply_entry(child)
+
+    @_errno_guard
+    async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        return await self._attrs(self.table.node(inode), inode)
+
+    async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
+        for inode, count in inode_list:
+            self.table.forget(inode, count)
+
+    @_errno_guard
+    async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
+        node = self.table.node(inode)
+        if not isinstance(node, LinkNode):
+            raise pyfuse3.FUSEError(errno.EINVAL)
+        return os.fsencode(await node.target())
+
+    @_errno_guard
+    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
+        return self._add_handle(DirHandle(await self._dir(inode).children()))
+
+    @_errno_guard
+    async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        handle = self._handles.get(fh)
+        if not isinstance(handle, DirHandle):
+            raise pyfuse3.FUSEError(errno.EBADF)
+        for offset in range(start_id, len(handle.rows)):
+            name, node = handle.rows[offset]
+            inode = self.table.inode_for(node)
+            try:
+                attrs = await self._attrs(node, inode)
+            except pyfuse3.FUSEError:
+                continue  # vanished since the listing was taken
+            if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, offset + 1):
+                break
+            self.table.remember(inode)
+
+    @_errno_guard
+    async def releasedir(self, fh: int) -> None:
+        self._handles.pop(fh, None)
+
+    @_errno_guard
+    async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        node = self.table.node(inode)
+        if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
+            self._writable()
+        handle = await node.open(flags)
+        return pyfuse3.FileInfo(
+            fh=self._add_handle(handle),
+            direct_io=node.tier.direct_io,
+            keep_cache=node.tier.keep_cache,
+        )
+
+    @_errno_guard
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        return await self._file_handle(fh).read(off, size)
+
+    @_errno_guard
+    async def flush(self, fh: int) -> None:
+        await self._file_handle(fh).flush()
+
+    @_errno_guard
+    async def release(self, fh: int) -> None:
+        handle = self._handles.pop(fh, None)
+        if isinstance(handle, OpenFile):
+            await handle.release()
+
+    @_errno_guard
+    async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
+        data = pyfuse3.StatvfsData()
+        data.f_bsize = data.f_frsize = 4096
+        data.f_namemax = 255
+        return data
+
+    # -- writing: EROFS under --read-only, else the node decides (EPERM by default) --
+
+    @_errno_guard
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        self._writable()
+        return await self._file_handle(fh).write(off, buf)
+
+    @_errno_guard
+    async def create(
+        self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
+    ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        self._writable()
+        node, handle = await self._dir(parent_inode).create(os.fsdecode(name), flags, mode)
+        attrs = await self._reply_entry(node)
+        info = pyfuse3.FileInfo(fh=self._add_handle(handle), direct_io=node.tier.direct_io)
+        return info, attrs
+
+    @_errno_guard
+    async def setattr(
+        self,
+        inode: int,
+        attr: pyfuse3.EntryAttributes,
+        fields: pyfuse3.SetattrFields,
+        fh: int | None,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        self._writable()
+        node = self.table.node(inode)
+        await node.setattr(attr, fields)
+        return await self._attrs(node, inode)
+
+    @_errno_guard
+    async def symlink(
+        self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        self._writable()
+        node = await self._dir(parent_inode).symlink(os.fsdecode(name), os.fsdecode(target))
+        return await self._reply_entry(node)
+
+    @_errno_guard
+    async def rename(
+        self,
+        parent_inode_old: int,
+        name_old: bytes,
+        parent_inode_new: int,
+        name_new: bytes,
+        flags: int,
+        ctx: pyfuse3.RequestContext,
+    ) -> None:
+        self._writable()
+        old_dir, new_dir = self._dir(parent_inode_old), self._dir(parent_inode_new)
+        await old_dir.rename(os.fsdecode(name_old), new_dir, os.fsdecode(name_new), flags)
+
+    @_errno_guard
+    async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        self._writable()
+        await self._dir(parent_inode).unlink(os.fsdecode(name))
+
+    @_errno_guard
+    async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        self._writable()
+        await self._dir(parent_inode).rmdir(os.fsdecode(name))
+
+    @_errno_guard
+    async def mkdir(
+        self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        self._writable()
+        node = await self._dir(parent_inode).mkdir(os.fsdecode(name), mode)
+        return await self._reply_entry(node)
+
+    @_errno_guard
+    async def mknod(
+        self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        self._writable()
+        raise pyfuse3.FUSEError(errno.EPERM)  # device files and fifos have no meaning here
+
+    @_errno_guard
+    async def link(
+        self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        self._writable()
+        node = await self._dir(new_parent_inode).link(self.table.node(inode), os.fsdecode(new_name))
+        return await self._reply_entry(node)
+
+    @_errno_guard
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        await self._file_handle(fh).flush()

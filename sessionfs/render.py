@@ -1,0 +1,355 @@
+"""Renderings of core objects for people: pretty JSON, Markdown transcript, tree text,
+stats, ``key: value`` status. Pure functions over plain dicts; no FUSE, no I/O.
+
+Every rendering returns the exact bytes a file shows, so ``st_size`` can be the
+length of the same bytes ``read`` returns.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from core.blobs import parse_blob_ref
+from core.context import path_to_root
+from core.jsonl import dumps_pretty
+
+__all__ = [
+    "context_json",
+    "message_sources",
+    "pretty_json",
+    "stats_json",
+    "status_text",
+    "title_text",
+    "transcript_md",
+    "tree_text",
+]
+
+Entry = dict[str, Any]
+
+TREE_TEXT_CHARS = 60
+
+
+def pretty_json(obj: Any) -> bytes:
+    """Two-space indented JSON + newline: entries, header, context all look alike."""
+    return dumps_pretty(obj)
+
+
+def context_json(context: Mapping[str, Any]) -> bytes:
+    return dumps_pretty(context)
+
+
+def title_text(header: Mapping[str, Any]) -> bytes:
+    title = header.get("title")
+    return (title + "\n").encode("utf-8", "surrogatepass") if isinstance(title, str) else b""
+
+
+def status_text(pairs: Iterable[tuple[str, Any]]) -> bytes:
+    """``key: value`` lines (the ``ctl`` files); ``None`` shows as an empty value."""
+    lines = []
+    for key, value in pairs:
+        if value is None:
+            text = ""
+        elif isinstance(value, bool):
+            text = "true" if value else "false"
+        else:
+            text = " ".join(str(value).split("\n"))
+        lines.append(f"{key}: {text}\n")
+    return "".join(lines).encode("utf-8", "surrogatepass")
+
+
+# --- which entry produced which context message -------------------------------------
+
+
+def _contributes_message(entry: Entry) -> bool:
+    """Mirror of the spec's section 9 step 4: does this path entry yield a message?"""
+    kind = entry.get("type")
+    if kind == "message":
+        return isinstance(entry.get("message"), dict)
+    if kind == "custom_message":
+        return True
+    return kind == "branch_summary" and bool(entry.get("summary"))
+
+
+def message_sources(leaf_id: str | None, by_id: Mapping[str, Entry]) -> list[Entry]:
+    """The entries behind ``build_session_context(...)["messages"]``, in the same order.
+
+    The context messages carry no entry ids, but the transcript's headings name them,
+    so the same path/compaction walk is repeated here. Callers check the length
+    against the real context and drop the ids if the two ever disagree.
+    """
+    path = path_to_root(leaf_id, by_id)
+    compaction_index = None
+    for index, entry in enumerate(path):
+        if entry.get("type") == "compaction":
+            compaction_index = index
+    if compaction_index is None:
+        return [e for e in path if _contributes_message(e)]
+    compaction = path[compaction_index]
+    first_kept = compaction.get("firstKeptEntryId")
+    kept_start = next(
+        (i for i in range(compaction_index) if path[i].get("id") == first_kept),
+        compaction_index,
+    )
+    kept = path[kept_start:compaction_index] + path[compaction_index + 1 :]
+    return [compaction, *(e for e in kept if _contributes_message(e))]
+
+
+# --- transcript.md ------------------------------------------------------------------
+
+
+def _fence(text: str, info: str = "") -> str:
+    """A code fence longer than any backtick run inside ``text`` (so it cannot break)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    body = text if text.endswith("\n") else text + "\n"
+    return f"{ticks}{info}\n{body}{ticks}\n"
+
+
+def _quote(text: str) -> str:
+    return "".join(f"> {line}\n" if line else ">\n" for line in text.split("\n"))
+
+
+def _image(block: Mapping[str, Any]) -> str:
+    for value in (block.get("data"), block.get("image_url"), block.get("url")):
+        sha = parse_blob_ref(value)
+        if sha is not None:
+            return f"![image](blobs/{sha})\n"
+    mime = block.get("mimeType") or block.get("mime_type") or "image"
+    data = block.get("data")
+    size = len(data) if isinstance(data, str) else 0
+    return f"*[inline {mime}, {size} base64 characters]*\n"
+
+
+def _json_text(value: Any) -> str:
+    return dumps_pretty(value).decode("utf-8", "replace")
+
+
+def _block(block: Any, fenced_text: bool) -> str:
+    if isinstance(block, str):
+        return _fence(block) if fenced_text else block + ("\n" if not block.endswith("\n") else "")
+    if not isinstance(block, dict):
+        return _fence(_json_text(block), "json")
+    kind = block.get("type")
+    if kind == "text" and isinstance(block.get("text"), str):
+        return _block(block["text"], fenced_text)
+    if kind == "thinking":
+        thinking = block.get("thinking")
+        return _quote(thinking) if isinstance(thinking, str) else ""
+    if kind == "toolCall":
+        name, call_id = block.get("name", "?"), block.get("id", "")
+        return f"**tool call** `{name}` `{call_id}`\n\n" + _fence(
+            _json_text(block.get("arguments", {})), "json"
+        )
+    if kind == "image" or "image_url" in block:
+        return _image(block)
+    return _fence(_json_text(block), "json")
+
+
+def _content(content: Any, fenced_text: bool = False) -> str:
+    if content is None:
+        return ""
+    blocks = content if isinstance(content, list) else [content]
+    return "\n".join(part for part in (_block(b, fenced_text) for b in blocks) if part)
+
+
+def _message_body(message: Mapping[str, Any]) -> str:
+    role = message.get("role")
+    if role in ("compactionSummary", "branchSummary"):
+        summary = message.get("summary")
+        return summary + "\n" if isinstance(summary, str) else ""
+    if role == "toolResult":
+        head = f"result of `{message.get('toolName', '?')}` `{message.get('toolCallId', '')}`"
+        if message.get("isError"):
+            head += " (error)"
+        return head + "\n\n" + _content(message.get("content"), fenced_text=True)
+    if role in ("bashExecution", "pythonExecution"):
+        lang = "sh" if role == "bashExecution" else "python"
+        code = message.get("command") or message.get("code") or ""
+        output = message.get("output") or ""
+        text = _fence(str(code), lang)
+        if output:
+            text += "\n" + _fence(str(output))
+        if message.get("exitCode") not in (None, 0):
+            text += f"\nexit code {message.get('exitCode')}\n"
+        return text
+    return _content(message.get("content"))
+
+
+def transcript_md(
+    title: str | None, messages: Sequence[Mapping[str, Any]], sources: Sequence[Entry] | None
+) -> bytes:
+    """The context as Markdown: one ``## <role> · <entry id> · <time>`` section each."""
+    parts = [f"# {title}\n" if title else "# (untitled session)\n"]
+    for index, message in enumerate(messages):
+        role = message.get("role", "?")
+        entry = sources[index] if sources is not None else None
+        entry_id = entry.get("id", "?") if entry is not None else "?"
+        when = entry.get("timestamp", "") if entry is not None else ""
+        parts.append(f"\n## {role} · {entry_id} · {when}\n\n")
+        parts.append(_message_body(message))
+    return "".join(parts).encode("utf-8", "surrogatepass")
+
+
+# --- tree.txt -----------------------------------------------------------------------
+
+
+def _first_block_text(blocks: list[Any]) -> str | None:
+    for block in blocks:
+        if isinstance(block, dict):
+            text = block.get("text") or block.get("thinking") or block.get("name")
+            if isinstance(text, str) and text:
+                return text
+    return None
+
+
+def one_line_text(entry: Entry) -> str:
+    """A short human description of an entry: its text, summary or setting."""
+    kind = entry.get("type")
+    value: Any = None
+    if kind == "message":
+        message = entry.get("message")
+        if isinstance(message, dict):
+            value = message.get("content")
+            if message.get("role") in ("bashExecution", "pythonExecution"):
+                value = message.get("command") or message.get("code")
+            if isinstance(value, list):
+                value = _first_block_text(value)
+    elif kind in ("compaction", "branch_summary"):
+        value = entry.get("shortSummary") or entry.get("summary")
+    elif kind == "custom_message":
+        content = entry.get("content")
+        value = content if isinstance(content, str) else entry.get("customType")
+    elif kind == "thinking_level_change":
+        value = entry.get("thinkingLevel")
+    elif kind == "model_change":
+        value = entry.get("model") or entry.get("modelId")
+    elif kind == "label":
+        value = f"{entry.get('targetId')} = {entry.get('label', '')}"
+    elif kind == "custom":
+        value = entry.get("customType")
+    elif kind == "mode_change":
+        value = entry.get("mode")
+    if not isinstance(value, str):
+        value = "" if value is None else str(value)
+    return " ".join(value.split())[:TREE_TEXT_CHARS]
+
+
+def kind_of(entry: Entry) -> str:
+    """``<type or role>``: messages show their role, everything else its type."""
+    message = entry.get("message")
+    if entry.get("type") == "message" and isinstance(message, dict):
+        return str(message.get("role", "message"))
+    return str(entry.get("type", "?"))
+
+
+def _children_map(entries: Sequence[Entry]) -> tuple[list[Entry], dict[str, list[Entry]]]:
+    """Roots and children lists as the spec's get_tree defines them (orphans are roots)."""
+    ids = {e.get("id") for e in entries if isinstance(e.get("id"), str)}
+    children: dict[str, list[Entry]] = {}
+    roots: list[Entry] = []
+    for entry in entries:
+        parent = entry.get("parentId")
+        if not isinstance(parent, str) or parent == entry.get("id") or parent not in ids:
+            roots.append(entry)
+        else:
+            children.setdefault(parent, []).append(entry)
+    for kids in children.values():
+        kids.sort(key=lambda e: str(e.get("timestamp", "")))  # stable: file order on ties
+    return roots, children
+
+
+def tree_text(
+    entries: Sequence[Entry],
+    leaf_id: str | None,
+    labels: Mapping[str, str],
+    by_id: Mapping[str, Entry],
+) -> bytes:
+    """The whole tree, one line per entry: ``* id kind text [label]``.
+
+    A chain stays at one depth and only siblings indent, so a 100,000-entry linear
+    session is not 100,000 levels deep. The walk is iterative and marks visited
+    entries; a parent cycle (no root reaches it) is entered at its first entry.
+    """
+    on_path = {id(e) for e in path_to_root(leaf_id, by_id)}
+    roots, children = _children_map(entries)
+    visited: set[int] = set()
+    lines: list[str] = []
+
+    def walk(start: Entry, depth: int) -> None:
+        stack: list[tuple[Entry, int]] = [(start, depth)]
+        while stack:
+            entry, level = stack.pop()
+            if id(entry) in visited:
+                continue
+            visited.add(id(entry))
+            mark = "*" if id(entry) in on_path else " "
+            entry_id = entry.get("id")
+            label = labels.get(entry_id) if isinstance(entry_id, str) else None
+            text = one_line_text(entry)
+            line = f"{'  ' * level}{mark} {entry_id} {kind_of(entry)}"
+            if text:
+                line += f" {text}"
+            if label:
+                line += f" [{label}]"
+            lines.append(line + "\n")
+            kids = children.get(entry_id, []) if isinstance(entry_id, str) else []
+            child_level = level if len(kids) == 1 else level + 1
+            for kid in reversed(kids):
+                stack.append((kid, child_level))
+
+    for root in roots:
+        walk(root, 0)
+    for entry in entries:  # whatever no root reached: members of a parent cycle
+        if id(entry) not in visited:
+            walk(entry, 0)
+    return "".join(lines).encode("utf-8", "surrogatepass")
+
+
+# --- stats.json ---------------------------------------------------------------------
+
+
+def _max_depth(roots: Sequence[Entry], children: Mapping[str, list[Entry]]) -> int:
+    deepest = 0
+    seen: set[int] = set()
+    stack = [(root, 1) for root in roots]
+    while stack:
+        entry, depth = stack.pop()
+        if id(entry) in seen:
+            continue
+        seen.add(id(entry))
+        deepest = max(deepest, depth)
+        entry_id = entry.get("id")
+        if isinstance(entry_id, str):
+            stack.extend((kid, depth + 1) for kid in children.get(entry_id, []))
+    return deepest
+
+
+def stats_json(
+    entries: Sequence[Entry],
+    leaf_id: str | None,
+    by_id: Mapping[str, Entry],
+    usage: Mapping[str, Any] | None,
+) -> bytes:
+    by_type = Counter(str(e.get("type", "?")) for e in entries)
+    by_role = Counter(
+        str(e["message"].get("role", "?"))
+        for e in entries
+        if e.get("type") == "message" and isinstance(e.get("message"), dict)
+    )
+    roots, children = _children_map(entries)
+    leaves = sum(1 for e in entries if not children.get(e.get("id")))  # type: ignore[arg-type]
+    stats = {
+        "entries": len(entries),
+        "byType": dict(sorted(by_type.items())),
+        "byRole": dict(sorted(by_role.items())),
+        "leafCount": leaves,
+        "roots": len(roots),
+        "depth": _max_depth(roots, children),
+        "leafId": leaf_id,
+        "pathLength": len(path_to_root(leaf_id, by_id)),
+        "usage": dict(usage) if usage is not None else None,
+    }
+    return dumps_pretty(stats)
