@@ -1,0 +1,199 @@
+"""The command language of the mount's ``ctl`` files.
+
+Session ``ctl`` (one command per line)::
+
+    branch <id>                 move the leaf (any form a ``leaf`` symlink accepts)
+    reset                       leaf = none; the next append is a new root
+    summary <id|root> <text>    branch_with_summary: leaf = <id>, then a branch_summary
+    fork                        copy the session into a new file in the same project
+    extract <id>                new file holding the root -> <id> path
+    flush                       fsync everything
+
+Root ``ctl``: ``new <cwd> [title]``.
+
+A write is parsed whole before anything runs, so one unknown or malformed line
+refuses the whole write (``EINVAL``) and nothing happens. Then the commands run in
+order; each is its own operation (``summary`` appends, ``fork`` creates a file), and
+the first failing one stops the rest. Arguments are plain text split on whitespace:
+there is no shell here, so ``;``, ``$(...)``, quotes and backticks mean nothing — a
+summary text is stored exactly as written, a cwd is a path like any other.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from core.manager import SessionManager
+from sessionfs import session_writer
+from sessionfs.append_parse import AppendOp, entry_op
+from sessionfs.link_targets import SESSION_DIR, resolve_link_target
+from sessionfs.write_errors import WriteRejected
+
+__all__ = [
+    "CommandResult",
+    "RootCommand",
+    "SessionCommand",
+    "parse_root_commands",
+    "parse_session_commands",
+    "run_root_command",
+    "run_session_command",
+    "run_session_commands",
+]
+
+_SESSION_USAGE = "branch <id> | reset | summary <id|root> <text> | fork | extract <id> | flush"
+_ROOT_USAGE = "new <cwd> [title]"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionCommand:
+    """One parsed session ``ctl`` line: ``name`` plus its arguments as written."""
+
+    name: str
+    target: str | None = None  # branch / summary / extract: the entry (or "root")
+    text: str | None = None  # summary: the summary text
+
+
+@dataclass(frozen=True, slots=True)
+class RootCommand:
+    """One parsed root ``ctl`` line (only ``new`` exists)."""
+
+    cwd: str
+    title: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """What a command did, for ``ctl``'s ``last_result``.
+
+    ``text`` describes it (``leaf: 1a2b3c4d``); ``new_session_file`` is set by
+    ``fork``/``extract``/``new`` so the node layer can show the new session's path
+    in the mount instead.
+    """
+
+    text: str
+    new_session_file: str | None = None
+
+
+def _invalid(reason: str) -> WriteRejected:
+    return WriteRejected(errno.EINVAL, reason)
+
+
+def _lines(data: bytes) -> list[tuple[int, str]]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _invalid(f"ctl: not UTF-8 text (byte {exc.start})") from None
+    out = []
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.strip()
+        if line:
+            out.append((number, line))
+    if not out:
+        raise _invalid("ctl: no command (write one of: " + _SESSION_USAGE + ")")
+    return out
+
+
+def _parse_session_line(number: int, line: str) -> SessionCommand:
+    name, _, rest = line.partition(" ")
+    rest = rest.strip()
+    where = f"ctl line {number}"
+    if name in ("reset", "fork", "flush"):
+        if rest:
+            raise _invalid(f"{where}: {name} takes no arguments")
+        return SessionCommand(name)
+    if name in ("branch", "extract"):
+        if not rest or len(rest.split()) != 1:
+            raise _invalid(f"{where}: usage: {name} <id>")
+        return SessionCommand(name, target=rest)
+    if name == "summary":
+        target, _, text = rest.partition(" ")
+        text = text.strip()
+        if not target or not text:
+            raise _invalid(f"{where}: usage: summary <id|root> <text>")
+        return SessionCommand(name, target=target, text=text)
+    raise _invalid(f"{where}: unknown command {name!r} (commands: {_SESSION_USAGE})")
+
+
+def parse_session_commands(data: bytes) -> list[SessionCommand]:
+    """Every command of a session ``ctl`` write, or ``EINVAL`` for the first bad line."""
+    return [_parse_session_line(number, line) for number, line in _lines(data)]
+
+
+def parse_root_commands(data: bytes) -> list[RootCommand]:
+    """Every command of a root ``ctl`` write, or ``EINVAL`` for the first bad line."""
+    commands = []
+    for number, line in _lines(data):
+        name, _, rest = line.partition(" ")
+        if name != "new":
+            raise _invalid(f"ctl line {number}: unknown command {name!r} (command: {_ROOT_USAGE})")
+        cwd, _, title = rest.strip().partition(" ")
+        if not cwd.startswith("/"):
+            raise _invalid(f"ctl line {number}: usage: {_ROOT_USAGE} (cwd an absolute path)")
+        commands.append(RootCommand(cwd, title.strip() or None))
+    return commands
+
+
+def _entry_id(manager: SessionManager, target: str, session_dirs: Iterable[str]) -> str:
+    # The same spellings a leaf symlink accepts: bare id, entries/<id>.json, path/...
+    with manager.lock:
+        manager.catch_up()
+        return resolve_link_target(
+            target,
+            link_dir=SESSION_DIR,
+            has_entry=lambda i: manager.get_entry(i) is not None,
+            session_dirs=session_dirs,
+        )
+
+
+def _summary_op(from_id: str, text: str) -> AppendOp:
+    return entry_op({"type": "branch_summary", "fromId": from_id, "summary": text})
+
+
+def run_session_command(
+    manager: SessionManager, command: SessionCommand, *, session_dirs: Iterable[str] = ()
+) -> CommandResult:
+    """Run one parsed command against the mounted session's manager."""
+    dirs = tuple(session_dirs)
+    if command.name == "reset":
+        session_writer.reset_leaf(manager)
+        return CommandResult("leaf: none")
+    if command.name == "flush":
+        session_writer.flush_session(manager)
+        return CommandResult("flushed")
+    if command.name == "fork":
+        path = session_writer.fork_session(manager)
+        return CommandResult(f"forked: {path}", new_session_file=path)
+    assert command.target is not None
+    if command.name == "branch":
+        entry_id = session_writer.set_leaf_from_link(manager, command.target, session_dirs=dirs)
+        return CommandResult(f"leaf: {entry_id}")
+    if command.name == "extract":
+        entry_id = _entry_id(manager, command.target, dirs)
+        path = session_writer.extract_session(manager, entry_id)
+        return CommandResult(f"extracted: {path}", new_session_file=path)
+    if command.name == "summary":
+        assert command.text is not None
+        from_id = "root" if command.target == "root" else _entry_id(manager, command.target, dirs)
+        result = session_writer.append_ops(manager, [_summary_op(from_id, command.text)])
+        return CommandResult(f"leaf: {result.leaf_id}")
+    raise _invalid(f"unknown command {command.name!r}")
+
+
+def run_session_commands(
+    manager: SessionManager,
+    commands: Sequence[SessionCommand],
+    *,
+    session_dirs: Iterable[str] = (),
+) -> list[CommandResult]:
+    """Run commands in order; the first failure propagates (earlier ones stay done)."""
+    dirs = tuple(session_dirs)
+    return [run_session_command(manager, c, session_dirs=dirs) for c in commands]
+
+
+def run_root_command(agent_dir: str | os.PathLike[str], command: RootCommand) -> CommandResult:
+    """``new <cwd> [title]``: the new session file, already on disk."""
+    path = session_writer.create_session(agent_dir, command.cwd, command.title)
+    return CommandResult(f"created: {path}", new_session_file=path)
