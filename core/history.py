@@ -29,12 +29,12 @@ import logging
 import os
 import sqlite3
 import threading
-import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from core import paths
 
@@ -89,14 +89,37 @@ CREATE TRIGGER IF NOT EXISTS history_ai AFTER INSERT ON history BEGIN
 END;
 """
 
-_INSERT_SQL = "INSERT INTO history (prompt, created_at, cwd) VALUES (?, ?, ?)"
-_RECENT_SQL = (
-    "SELECT id, prompt, created_at, cwd FROM history ORDER BY created_at DESC, id DESC LIMIT ?"
+# created_at comes from the column default, i.e. the time of the commit, as the agents
+# do: rows committed under the write lock one after another then get non-decreasing
+# times in id order across processes, which _read_newest relies on for speed.
+_INSERT_SQL = "INSERT INTO history (prompt, cwd) VALUES (?, ?)"
+
+# "Newest first" means ORDER BY created_at DESC, id DESC (as the agents order it).
+# Sorting every match that way costs a table lookup per match: ~100 ms for a word in
+# half of 100,000 prompts. But ids grow with time, so the newest `limit` rows by id
+# are almost always the answer, and both FTS5 and the table stream rows by id
+# descending and stop at LIMIT. _read_newest takes that fast path and then proves it
+# (no row older by id is newer by time); only if the proof fails does it run the
+# exact query.
+_COLUMNS = "h.id, h.prompt, h.created_at, h.cwd"
+_RECENT_FAST_SQL = f"SELECT {_COLUMNS} FROM history h ORDER BY h.id DESC LIMIT ?"
+_RECENT_EXACT_SQL = (
+    f"SELECT {_COLUMNS} FROM history h ORDER BY h.created_at DESC, h.id DESC LIMIT ?"
 )
-_SEARCH_SQL = (
-    "SELECT h.id, h.prompt, h.created_at, h.cwd FROM history_fts f"
-    " JOIN history h ON h.id = f.rowid"
-    " WHERE history_fts MATCH ? ORDER BY h.created_at DESC, h.id DESC LIMIT ?"
+_SEARCH_FROM = "FROM history_fts f JOIN history h ON h.id = f.rowid WHERE history_fts MATCH ?"
+_SEARCH_FAST_SQL = f"SELECT {_COLUMNS} {_SEARCH_FROM} ORDER BY f.rowid DESC LIMIT ?"
+_SEARCH_EXACT_SQL = (
+    f"SELECT {_COLUMNS} {_SEARCH_FROM} ORDER BY h.created_at DESC, h.id DESC LIMIT ?"
+)
+# The proof: is any row with a smaller id than the page's lowest stamped later than
+# the page's oldest time? It walks the index entries newer than that time, at most
+# _PROOF_BUDGET of them; when there are more (a rare word whose newest matches span
+# most of the history), the exact query is cheaper anyway because it has few matches
+# to sort.
+_PROOF_BUDGET = 8000
+_NEWER_ROWS_SQL = (
+    "SELECT count(*), min(id) FROM (SELECT id FROM history"
+    " INDEXED BY idx_history_created_at WHERE created_at > ? LIMIT ?)"
 )
 _LAST_PROMPT_SQL = "SELECT prompt FROM history ORDER BY id DESC LIMIT 1"
 
@@ -122,7 +145,6 @@ class HistoryEntry:
 @dataclass(frozen=True, slots=True)
 class _PendingPrompt:
     prompt: str
-    created_at: int
     cwd: str | None
 
 
@@ -222,6 +244,9 @@ def _connect(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connectio
         check_same_thread=check_same_thread,
     )
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    # As the agents do: in WAL mode NORMAL never corrupts the file; a power cut can
+    # only lose the last few prompts, which is the right price for not fsyncing each.
+    conn.execute("PRAGMA synchronous=NORMAL")
     return conn
 
 
@@ -247,9 +272,7 @@ class HistoryStorage:
             row = self._reader.execute(_LAST_PROMPT_SQL).fetchone()
         except sqlite3.Error as exc:
             self._reader.close()
-            raise HistoryStorageError(
-                f"cannot use prompt history {self.path}: {exc}"
-            ) from exc
+            raise HistoryStorageError(f"cannot use prompt history {self.path}: {exc}") from exc
         self._read_lock = threading.Lock()
         # Consecutive-duplicate filter. Seeded from the file so re-running the last
         # prompt after a restart is not recorded twice.
@@ -306,7 +329,7 @@ class HistoryStorage:
             if trimmed == self._last_prompt:
                 return
             self._last_prompt = trimmed
-            self._pending.append(_PendingPrompt(trimmed, int(time.time()), cwd))
+            self._pending.append(_PendingPrompt(trimmed, cwd))
             self._ensure_writer()
             self._cond.notify_all()
 
@@ -316,9 +339,7 @@ class HistoryStorage:
         Returns False if ``timeout`` seconds passed first.
         """
         with self._cond:
-            return self._cond.wait_for(
-                lambda: not self._pending and self._in_flight == 0, timeout
-            )
+            return self._cond.wait_for(lambda: not self._pending and self._in_flight == 0, timeout)
 
     def close(self) -> None:
         """Write pending prompts, stop the writer thread and close the database."""
@@ -390,7 +411,7 @@ class HistoryStorage:
                 conn.close()
 
     def _write_batch(self, conn: sqlite3.Connection, batch: Sequence[_PendingPrompt]) -> None:
-        rows = [(item.prompt, item.created_at, item.cwd) for item in batch]
+        rows = [(item.prompt, item.cwd) for item in batch]
         try:
             self._insert_rows(conn, rows)
         except Exception as exc:
@@ -411,7 +432,7 @@ class HistoryStorage:
                     log.exception("prompt history %s: could not record a prompt", self.path)
 
     def _insert_rows(
-        self, conn: sqlite3.Connection, rows: Sequence[tuple[str, int, str | None]]
+        self, conn: sqlite3.Connection, rows: Sequence[tuple[str, str | None]]
     ) -> None:
         for attempt in range(1, _LOCK_RETRIES + 1):
             try:
@@ -433,7 +454,7 @@ class HistoryStorage:
         safe_limit = _clamp_limit(limit)
         if safe_limit == 0:
             return []
-        return self._read(_RECENT_SQL, (safe_limit,), "recent")
+        return self._read_newest(_RECENT_FAST_SQL, _RECENT_EXACT_SQL, (), safe_limit, "recent")
 
     def search(self, query: str, limit: int = 100) -> list[HistoryEntry]:
         """Prompts containing every word of ``query`` as a word prefix, newest first."""
@@ -441,18 +462,57 @@ class HistoryStorage:
         match = build_match_query(query)
         if safe_limit == 0 or match is None:
             return []
-        return self._read(_SEARCH_SQL, (match, safe_limit), "search")
+        return self._read_newest(
+            _SEARCH_FAST_SQL, _SEARCH_EXACT_SQL, (match,), safe_limit, "search"
+        )
 
-    def _read(self, sql: str, params: tuple[object, ...], what: str) -> list[HistoryEntry]:
+    def _read_newest(
+        self,
+        fast_sql: str,
+        exact_sql: str,
+        params: tuple[object, ...],
+        limit: int,
+        what: str,
+    ) -> list[HistoryEntry]:
         try:
             with self._read_lock:
-                rows = self._reader.execute(sql, params).fetchall()
-            return [HistoryEntry(int(r[0]), str(r[1]), int(r[2]), r[3]) for r in rows]
+                rows = self._reader.execute(fast_sql, (*params, limit)).fetchall()
+                if len(rows) == limit and not self._page_is_newest(rows):
+                    rows = self._reader.execute(exact_sql, (*params, limit)).fetchall()
+            entries = [_entry_from_row(row) for row in rows]
         except Exception:
             # A corrupt file, a dropped table or a closed store must not break the
             # caller (a prompt box, a FUSE read): log and show nothing.
             log.exception("prompt history %s: %s failed", self.path, what)
             return []
+        entries.sort(key=lambda e: (e.created_at, e.id), reverse=True)
+        return entries
+
+    def _page_is_newest(self, rows: Sequence[Sequence[Any]]) -> bool:
+        """True if a full fast-path page is provably the newest ``len(rows)`` rows.
+
+        Rows beyond the page all have smaller ids; the page is right unless one of them
+        is stamped later than the page's oldest time (a clock stepped back, rows
+        imported from elsewhere).
+        """
+        oldest = min(row[2] for row in rows)
+        lowest_id = min(row[0] for row in rows)
+        newer, min_id = self._reader.execute(
+            _NEWER_ROWS_SQL, (oldest, _PROOF_BUDGET + 1)
+        ).fetchone()
+        if newer > _PROOF_BUDGET:
+            return False  # proof too costly: let the exact query decide
+        return newer == 0 or min_id >= lowest_id
+
+
+def _entry_from_row(row: Sequence[Any]) -> HistoryEntry:
+    row_id, prompt, created_at, cwd = row
+    return HistoryEntry(
+        id=int(row_id),
+        prompt=str(prompt),
+        created_at=int(created_at),
+        cwd=None if cwd is None else str(cwd),
+    )
 
 
 _SCHEMA_OBJECTS = frozenset(
