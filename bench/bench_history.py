@@ -34,38 +34,10 @@ if __package__ in (None, ""):
 
 from core.history import SCHEMA_SQL, HistoryStorage
 
-COMMON_WORDS = [
-    "the",
-    "a",
-    "to",
-    "and",
-    "of",
-    "in",
-    "fix",
-    "test",
-    "file",
-    "add",
-    "please",
-    "make",
-    "function",
-    "error",
-    "why",
-    "how",
-    "what",
-    "update",
-    "run",
-    "code",
-    "this",
-    "it",
-    "use",
-    "with",
-    "for",
-    "is",
-    "on",
-    "can",
-    "you",
-    "check",
-]
+# The most frequent words of the synthetic vocabulary (its Zipf weights favour them).
+_COMMON = "the a to and of in fix test file add please make function error why how what"
+_COMMON += " update run code this it use with for is on can you check"
+COMMON_WORDS = tuple(_COMMON.split(" "))
 
 
 def make_vocabulary(rng: random.Random, size: int = 5000) -> list[str]:
@@ -140,7 +112,7 @@ def make_queries(vocabulary: Sequence[str], count: int, seed: int = 7) -> list[t
         ("mid word", lambda: rng.choice(middle)),
         ("rare word", lambda: rng.choice(rare)),
         ("2-3 words", lambda: " ".join(rng.sample(vocabulary[:300], rng.randint(2, 3)))),
-        ("short prefix", lambda: rng.choice(vocabulary[:1000])[: rng.randint(1, 3)]),
+        ("1-3 char prefix", lambda: rng.choice(vocabulary[:1000])[: rng.randint(1, 3)]),
         ("no match", lambda: "zzqx" + str(rng.randint(0, 999))),
         (
             "fts syntax",
@@ -212,13 +184,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{kind:20} {len(samples):5} {statistics.median(samples) * 1e3:8.3f}"
             f" {percentile(samples, 0.95) * 1e3:8.3f} {max(samples) * 1e3:8.3f}"
         )
-    p95 = percentile(every, 0.95) * 1e3
-    print(
-        f"{'all searches':20} {len(every):5} {statistics.median(every) * 1e3:8.3f}"
-        f" {p95:8.3f} {max(every) * 1e3:8.3f}"
-    )
+    words = [
+        sample
+        for kind, samples in timings.items()
+        if kind not in ("recent(100)", "1-3 char prefix")
+        for sample in samples
+    ]
+    for label, samples in (("all searches", every), ("all but 1-3 char", words)):
+        p95 = percentile(samples, 0.95) * 1e3
+        print(
+            f"{label:20} {len(samples):5} {statistics.median(samples) * 1e3:8.3f}"
+            f" {p95:8.3f} {max(samples) * 1e3:8.3f}   p95 target < 5 ms:"
+            f" {'met' if p95 < 5 else 'MISSED'}"
+        )
     print()
-    print(f"search p95 {p95:.2f} ms (target < 5 ms): {'OK' if p95 < 5 else 'MISSED'}")
+    print(
+        "1-3 char prefixes expand to every indexed word with that prefix; the agents'\n"
+        "FTS5 table has no prefix index and the schema is theirs, so that cost stays."
+    )
     return 0
 
 
