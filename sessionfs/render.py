@@ -269,42 +269,44 @@ def tree_text(
 ) -> bytes:
     """The whole tree, one line per entry: ``* id kind text [label]``.
 
-    A chain stays at one depth and only siblings indent, so a 100,000-entry linear
-    session is not 100,000 levels deep. The walk is iterative and marks visited
-    entries; a parent cycle (no root reaches it) is entered at its first entry.
+    A chain stays at one depth and only forks indent (``+`` marks the first entry of
+    each branch), so a 100,000-entry linear session is not 100,000 levels deep. The
+    walk is iterative and marks visited entries; a parent cycle (no root reaches it)
+    is entered at its first entry.
     """
     on_path = {id(e) for e in path_to_root(leaf_id, by_id)}
     roots, children = _children_map(entries)
     visited: set[int] = set()
     lines: list[str] = []
 
-    def walk(start: Entry, depth: int) -> None:
-        stack: list[tuple[Entry, int]] = [(start, depth)]
+    def walk(start: Entry) -> None:
+        stack: list[tuple[Entry, int, bool]] = [(start, 0, False)]
         while stack:
-            entry, level = stack.pop()
+            entry, level, branch_start = stack.pop()
             if id(entry) in visited:
                 continue
             visited.add(id(entry))
+            indent = "  " * (level - 1) + "+ " if branch_start else "  " * level
             mark = "*" if id(entry) in on_path else " "
             entry_id = entry.get("id")
             label = labels.get(entry_id) if isinstance(entry_id, str) else None
+            line = f"{indent}{mark} {entry_id} {kind_of(entry)}"
             text = one_line_text(entry)
-            line = f"{'  ' * level}{mark} {entry_id} {kind_of(entry)}"
             if text:
                 line += f" {text}"
             if label:
                 line += f" [{label}]"
             lines.append(line + "\n")
             kids = children.get(entry_id, []) if isinstance(entry_id, str) else []
-            child_level = level if len(kids) == 1 else level + 1
+            forks = len(kids) > 1
             for kid in reversed(kids):
-                stack.append((kid, child_level))
+                stack.append((kid, level + 1 if forks else level, forks))
 
     for root in roots:
-        walk(root, 0)
+        walk(root)
     for entry in entries:  # whatever no root reached: members of a parent cycle
         if id(entry) not in visited:
-            walk(entry, 0)
+            walk(entry)
     return "".join(lines).encode("utf-8", "surrogatepass")
 
 
