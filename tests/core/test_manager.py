@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from pathlib import Path
@@ -49,7 +50,7 @@ def test_every_append_method_chains_on_the_leaf() -> None:
     assert len(set(ids)) == len(ids)
     assert all(HEX8.fullmatch(i) for i in ids)
     assert entries[0]["parentId"] is None
-    for previous, entry in zip(entries, entries[1:], strict=False):
+    for previous, entry in itertools.pairwise(entries):
         assert entry["parentId"] == previous["id"]
     assert m.get_leaf_id() == ids[-1]
     by_type = {e["type"]: e for e in entries}
@@ -62,7 +63,11 @@ def test_every_append_method_chains_on_the_leaf() -> None:
     assert by_type["session_init"]["outputSchema"] == {"type": "x"}
     assert by_type["mode_change"]["data"] == {"step": 1}
     comp = by_type["compaction"]
-    assert (comp["shortSummary"], comp["tokensBefore"], comp["preserveData"]) == ("short", 1234, {"p": 1})
+    assert (comp["shortSummary"], comp["tokensBefore"], comp["preserveData"]) == (
+        "short",
+        1234,
+        {"p": 1},
+    )
     assert "fromExtension" not in comp
     assert by_type["label"]["targetId"] == ids[0]
     assert m.get_label(ids[0]) == "start"
@@ -154,18 +159,49 @@ def test_get_branch_and_tree_roots_orphans_and_order() -> None:
     storage = MemorySessionStorage()
     lines = [
         {"type": "session", "version": 3, "id": "s", "timestamp": "2025-01-01T00:00:00.000Z"},
-        {"type": "message", "id": "r", "parentId": None, "timestamp": "2025-01-01T00:00:01.000Z",
-         "message": user("r")},
-        {"type": "message", "id": "late", "parentId": "r", "timestamp": "2025-01-01T00:00:09.000Z",
-         "message": user("late")},
-        {"type": "message", "id": "early", "parentId": "r", "timestamp": "2025-01-01T00:00:02.000Z",
-         "message": user("early")},
-        {"type": "message", "id": "self", "parentId": "self", "timestamp": "2025-01-01T00:00:03.000Z",
-         "message": user("self")},
-        {"type": "message", "id": "orph", "parentId": "gone", "timestamp": "2025-01-01T00:00:04.000Z",
-         "message": user("orphan")},
-        {"type": "label", "id": "lab", "parentId": "early", "timestamp": "2025-01-01T00:00:05.000Z",
-         "targetId": "r", "label": "root!"},
+        {
+            "type": "message",
+            "id": "r",
+            "parentId": None,
+            "timestamp": "2025-01-01T00:00:01.000Z",
+            "message": user("r"),
+        },
+        {
+            "type": "message",
+            "id": "late",
+            "parentId": "r",
+            "timestamp": "2025-01-01T00:00:09.000Z",
+            "message": user("late"),
+        },
+        {
+            "type": "message",
+            "id": "early",
+            "parentId": "r",
+            "timestamp": "2025-01-01T00:00:02.000Z",
+            "message": user("early"),
+        },
+        {
+            "type": "message",
+            "id": "self",
+            "parentId": "self",
+            "timestamp": "2025-01-01T00:00:03.000Z",
+            "message": user("self"),
+        },
+        {
+            "type": "message",
+            "id": "orph",
+            "parentId": "gone",
+            "timestamp": "2025-01-01T00:00:04.000Z",
+            "message": user("orphan"),
+        },
+        {
+            "type": "label",
+            "id": "lab",
+            "parentId": "early",
+            "timestamp": "2025-01-01T00:00:05.000Z",
+            "targetId": "r",
+            "label": "root!",
+        },
     ]
     storage.write_bytes("/s/f.jsonl", b"".join(core.dumps_line(o) for o in lines))
     m = SessionManager.open("/s/f.jsonl", storage=storage, browse=True)
@@ -203,7 +239,12 @@ def test_usage_statistics_sum_assistant_usage() -> None:
     m.append_message(assistant("c", usage="garbage"))
     stats = m.get_usage_statistics()
     assert first["input"] == 10
-    assert (stats["input"], stats["output"], stats["cacheRead"], stats["cacheWrite"]) == (20, 10, 4, 2)
+    assert (stats["input"], stats["output"], stats["cacheRead"], stats["cacheWrite"]) == (
+        20,
+        10,
+        4,
+        2,
+    )
     assert stats["cost"] == pytest.approx(1.0)
 
 
@@ -323,7 +364,9 @@ def test_move_to_moves_file_and_artifacts(tmp_path: Path) -> None:
     artifacts.mkdir()
     (artifacts / "out.txt").write_text("artifact")
     new_file = m.move_to("/new/place")
-    assert new_file == str(core.session_dir_for_cwd("/new/place", agent) / os.path.basename(old_file))
+    assert new_file == str(
+        core.session_dir_for_cwd("/new/place", agent) / os.path.basename(old_file)
+    )
     assert not os.path.exists(old_file) and not artifacts.exists()
     assert (Path(new_file[: -len(".jsonl")]) / "out.txt").read_text() == "artifact"
     assert file_objects(new_file)[0]["cwd"] == "/new/place"
@@ -417,13 +460,29 @@ def test_open_rewrites_a_migrated_file_at_once(tmp_path: Path) -> None:
 def test_unknown_types_and_fields_survive_a_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     lines = [
-        {"type": "session", "version": 3, "id": "s", "timestamp": "2025-01-01T00:00:00.000Z",
-         "cwd": "/x", "futureHeader": {"a": [1, 2]}},
-        {"type": "context_change", "id": "aaaaaaaa", "parentId": None,
-         "timestamp": "2025-01-01T00:00:01.000Z", "weird": [None, True, 1.5, "ü"]},
-        {"type": "message", "id": "bbbbbbbb", "parentId": "aaaaaaaa",
-         "timestamp": "2025-01-01T00:00:02.000Z", "extra": 1,
-         "message": {"role": "assistant", "content": [], "unknownKey": "v"}},
+        {
+            "type": "session",
+            "version": 3,
+            "id": "s",
+            "timestamp": "2025-01-01T00:00:00.000Z",
+            "cwd": "/x",
+            "futureHeader": {"a": [1, 2]},
+        },
+        {
+            "type": "context_change",
+            "id": "aaaaaaaa",
+            "parentId": None,
+            "timestamp": "2025-01-01T00:00:01.000Z",
+            "weird": [None, True, 1.5, "ü"],
+        },
+        {
+            "type": "message",
+            "id": "bbbbbbbb",
+            "parentId": "aaaaaaaa",
+            "timestamp": "2025-01-01T00:00:02.000Z",
+            "extra": 1,
+            "message": {"role": "assistant", "content": [], "unknownKey": "v"},
+        },
     ]
     path.write_bytes(b"".join(core.dumps_line(o) for o in lines))
     m = SessionManager.open(path)
@@ -440,8 +499,13 @@ def test_catch_up_reads_lines_appended_by_another_writer(tmp_path: Path) -> None
     assert m.catch_up() == 0
     path = m.session_file
     assert path is not None
-    foreign = {"type": "message", "id": "f0f0f0f0", "parentId": a,
-               "timestamp": "2025-01-01T00:00:00.000Z", "message": user("from agent")}
+    foreign = {
+        "type": "message",
+        "id": "f0f0f0f0",
+        "parentId": a,
+        "timestamp": "2025-01-01T00:00:00.000Z",
+        "message": user("from agent"),
+    }
     with open(path, "ab") as fh:
         fh.write(core.dumps_line(foreign))
         fh.write(b'{"type":"message","id":"torn"')  # half a line: waits
@@ -503,19 +567,71 @@ def test_build_session_context_method_uses_current_leaf() -> None:
 
 
 def test_public_surface_of_core() -> None:
-    names = """SessionManager build_session_context load_entries_from_file parse_jsonl_lenient
-    migrate_session_entries CURRENT_SESSION_VERSION BlobStore FileSessionStorage
-    MemorySessionStorage get_recent_sessions find_most_recent_session list_sessions list_all
-    resolve_session HistoryStorage encode_cwd default_agent_dir NotASessionError
-    PersistenceError""".split()
+    names = [
+        "SessionManager",
+        "build_session_context",
+        "load_entries_from_file",
+        "parse_jsonl_lenient",
+        "migrate_session_entries",
+        "CURRENT_SESSION_VERSION",
+        "BlobStore",
+        "FileSessionStorage",
+        "MemorySessionStorage",
+        "get_recent_sessions",
+        "find_most_recent_session",
+        "list_sessions",
+        "list_all",
+        "resolve_session",
+        "HistoryStorage",
+        "encode_cwd",
+        "default_agent_dir",
+        "NotASessionError",
+        "PersistenceError",
+    ]
     missing = [n for n in names if not hasattr(core, n)]
     assert missing == []
-    for method in """create open continue_recent fork_from in_memory append_message
-    append_thinking_level_change append_model_change append_compaction append_custom_entry
-    append_custom_message_entry append_label_change append_ttsr_injection append_session_init
-    append_mode_change branch reset_leaf branch_with_summary get_entries get_entry
-    get_children get_label get_leaf_id get_branch get_tree create_branched_session fork
-    move_to set_session_name get_header get_session_file get_session_id get_usage_statistics
-    flush close ensure_on_disk rewrite_entries build_session_context catch_up batch
-    get_labels set_session_file""".split():
+    for method in [
+        "create",
+        "open",
+        "continue_recent",
+        "fork_from",
+        "in_memory",
+        "append_message",
+        "append_thinking_level_change",
+        "append_model_change",
+        "append_compaction",
+        "append_custom_entry",
+        "append_custom_message_entry",
+        "append_label_change",
+        "append_ttsr_injection",
+        "append_session_init",
+        "append_mode_change",
+        "branch",
+        "reset_leaf",
+        "branch_with_summary",
+        "get_entries",
+        "get_entry",
+        "get_children",
+        "get_label",
+        "get_leaf_id",
+        "get_branch",
+        "get_tree",
+        "create_branched_session",
+        "fork",
+        "move_to",
+        "set_session_name",
+        "get_header",
+        "get_session_file",
+        "get_session_id",
+        "get_usage_statistics",
+        "flush",
+        "close",
+        "ensure_on_disk",
+        "rewrite_entries",
+        "build_session_context",
+        "catch_up",
+        "batch",
+        "get_labels",
+        "set_session_file",
+    ]:
         assert callable(getattr(SessionManager, method)), method
