@@ -451,22 +451,11 @@ def _analyse(path: Path, blobs_dir: Path | None) -> _Analysis:
         before = _Snapshot.of(st)
         with open(path, "rb") as fh:
             a.data = fh.read()
-        after = _snapshot(path)
     except OSError as exc:
         a.report.findings.append(Finding("unreadable", "error", f"cannot read: {exc}"))
         return a
     a.snapshot = before
     a.parsed = parse_jsonl_report(a.data)
-    if after != before:
-        reason = before.describe_change(after) if after is not None else "it disappeared"
-        a.report.findings.append(
-            Finding(
-                "changed-during-check",
-                "warning",
-                f"the file changed while it was read ({reason}); a live process may be "
-                "writing it; results may be stale, nothing will be repaired",
-            )
-        )
     _check_lines(a)
     if _check_header(a):
         # Deep copy: fix compares migrated entries with the originals to keep unchanged
@@ -486,6 +475,18 @@ def _analyse(path: Path, blobs_dir: Path | None) -> _Analysis:
                 )
             )
         _check_entries(a, BlobStore(blobs_dir) if blobs_dir is not None else None)
+    # Stat again after the whole analysis: a live writer during it makes it stale.
+    after = _snapshot(path)
+    if after != before:
+        reason = before.describe_change(after) if after is not None else "it disappeared"
+        a.report.findings.append(
+            Finding(
+                "changed-during-check",
+                "warning",
+                f"the file changed while it was checked ({reason}); a live process may be "
+                "writing it; results may be stale, nothing will be repaired",
+            )
+        )
     a.report.findings.sort(key=lambda f: f.line or 0)
     return a
 
