@@ -441,6 +441,36 @@ def test_fix_through_a_symlink_rewrites_the_target(session: Path, tmp_path: Path
     assert load_entries_from_file(real)[0]["version"] == 3
 
 
+def test_fix_keeps_mode_and_owner(session: Path) -> None:
+    write(session, *V1_LINES)
+    session.chmod(0o600)
+    as_root = os.getuid() == 0
+    if as_root:
+        os.chown(session, 4321, 4321)
+    assert fix_file(session).fixed
+    st = session.stat()
+    assert st.st_mode & 0o777 == 0o600  # private transcripts stay private
+    if as_root:
+        assert (st.st_uid, st.st_gid) == (4321, 4321)
+
+
+def test_failed_rewrite_leaves_file_and_no_temp(
+    session: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(session, *V1_LINES)
+    before = session.read_bytes()
+
+    def refuse(*_args: Any, **_kwargs: Any) -> None:
+        raise PermissionError("simulated")
+
+    monkeypatch.setattr(os, "chmod", refuse)
+    report = fix_file(session)
+    assert report.fixed == []
+    assert report.refused and "rewrite failed" in report.refused[0]
+    assert session.read_bytes() == before
+    assert not list(session.parent.glob(".*.tmp"))
+
+
 def test_fix_refuses_when_the_file_grows_before_the_rewrite(
     session: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
