@@ -1,0 +1,131 @@
+"""Helpers for the write tests: real sessions on disk, an agent writing behind our back,
+and a storage that fails like a full (or broken) disk."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.jsonl import dumps_line, parse_jsonl_lenient
+from core.manager import SessionManager
+from core.storage import FileSessionStorage, FileSessionWriter, PathArg, SessionWriter, WriterMode
+
+_clock = [1_700_000_000_000]
+
+
+def _ms() -> int:
+    _clock[0] += 1
+    return _clock[0]
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": _ms()}
+
+
+def assistant(text: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "provider": "anthropic",
+        "model": "claude-x",
+        "stopReason": "stop",
+        "timestamp": _ms(),
+    }
+
+
+def file_objects(path: PathArg) -> list[dict[str, Any]]:
+    """Every JSON object line of the file, header first."""
+    return parse_jsonl_lenient(Path(path).read_bytes())
+
+
+def append_raw_line(path: PathArg, obj: dict[str, Any]) -> None:
+    """What a running agent does: one O_APPEND write of one line, behind our back."""
+    with open(path, "ab") as fh:
+        fh.write(dumps_line(obj))
+
+
+class FailingStorage(FileSessionStorage):
+    """The real filesystem, except that writes fail with `fail_errno` while it is set
+    (ENOSPC: a full disk; EIO: a broken one)."""
+
+    def __init__(self) -> None:
+        self.fail_errno: int | None = None
+
+    def open_writer(self, path: PathArg, mode: WriterMode = "a") -> SessionWriter:
+        return _MaybeFullWriter(self, path, mode)
+
+
+class _MaybeFullWriter(FileSessionWriter):
+    def __init__(self, storage: FailingStorage, path: PathArg, mode: WriterMode) -> None:
+        super().__init__(path, mode)
+        self._storage = storage
+
+    def write(self, data: bytes) -> None:
+        failure = self._storage.fail_errno
+        if failure is not None:
+            raise OSError(failure, os.strerror(failure))
+        super().write(data)
+
+
+def make_session(agent_dir: Path, *, storage: FileSessionStorage | None = None) -> Path:
+    """A v3 session on disk: u1 -> a1 -> u2 -> a2, plus a second branch u3 under a1."""
+    manager = SessionManager.create(
+        "/work/demo", agent_dir / "sessions" / "--work-demo--", storage=storage
+    )
+    with manager:
+        manager.append_message(user("first question"))
+        a1 = manager.append_message(assistant("first answer"))
+        manager.append_message(user("second question"))
+        manager.append_message(assistant("second answer"))
+        manager.branch(a1)
+        manager.append_message(user("other branch"))
+        manager.ensure_on_disk()
+    path = manager.get_session_file()
+    assert path is not None
+    return Path(path)
+
+
+def v1_session(agent_dir: Path) -> Path:
+    """A small v1 file (no ids, no version) with a compaction index and a hookMessage."""
+    project = agent_dir / "sessions" / "--work-old--"
+    project.mkdir(parents=True, exist_ok=True)
+    lines = [
+        {
+            "type": "session",
+            "id": "old-session",
+            "timestamp": "2025-01-01T00:00:00.000Z",
+            "cwd": "/work/old",
+        },
+        {"type": "message", "timestamp": "2025-01-01T00:00:01.000Z", "message": user("hi")},
+        {"type": "message", "timestamp": "2025-01-01T00:00:02.000Z", "message": assistant("hello")},
+        {
+            "type": "message",
+            "timestamp": "2025-01-01T00:00:03.000Z",
+            "message": {"role": "hookMessage", "content": "hook", "timestamp": 1},
+        },
+        {
+            "type": "compaction",
+            "timestamp": "2025-01-01T00:00:04.000Z",
+            "summary": "s",
+            "firstKeptEntryIndex": 2,
+            "tokensBefore": 10,
+        },
+    ]
+    path = project / "2025-01-01T00-00-00-000Z_old-session.jsonl"
+    path.write_bytes(b"".join(dumps_line(obj) for obj in lines))
+    return path
+
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES_DIR = REPO.parent / "shared" / "fixtures"
+
+
+def fixture_path(name: str) -> Path:
+    """A real agent fixture (read-only); skips when the fixtures are not beside the repo."""
+    path = FIXTURES_DIR / name
+    if not path.is_file():
+        pytest.skip(f"real fixture {name} not found beside the repo ({FIXTURES_DIR})")
+    return path
