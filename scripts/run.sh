@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The README's main job (`make run`): mount the agent dir at MOUNTPOINT in the
+# background and say what to try. Mounts the user's agent dir ($PI_CODING_AGENT_DIR or
+# ~/.xcsh/agent) when it exists; otherwise generates a demo agent dir once, with the
+# core engine (contrib/demo.py), under the platformdirs user data dir, and mounts that.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MOUNTPOINT=${1:-$PWD/mnt}
+PY=.venv/bin/python
+
+agent_dir=${PI_CODING_AGENT_DIR:-$HOME/.xcsh/agent}
+what="your agent dir"
+if [ ! -d "$agent_dir" ]; then
+  data_dir=$("$PY" -c 'import platformdirs; print(platformdirs.user_data_dir("sessionfs"))')
+  agent_dir="$data_dir/demo-agent"
+  what="a demo agent dir (no agent dir at ${PI_CODING_AGENT_DIR:-~/.xcsh/agent})"
+  if [ ! -d "$agent_dir/sessions" ]; then
+    echo "run: generating a demo agent dir in $agent_dir" >&2
+    "$PY" contrib/demo.py "$agent_dir" >/dev/null
+  fi
+fi
+
+mkdir -p "$MOUNTPOINT"
+if mountpoint -q "$MOUNTPOINT" 2>/dev/null; then
+  echo "run: $MOUNTPOINT is already mounted; unmount it with: $PWD/$PY -m sessionfs umount $MOUNTPOINT" >&2
+  exit 1
+fi
+
+"$PY" -m sessionfs mount "$MOUNTPOINT" --agent-dir "$agent_dir"
+
+cat <<EOT
+sessionfs: mounted $what
+  $agent_dir
+at
+  $MOUNTPOINT
+
+Try:
+  ls $MOUNTPOINT/sessions/*/            # one directory per session
+  ls -l $MOUNTPOINT/recent/             # newest sessions first
+  cat $MOUNTPOINT/recent/1/transcript.md
+  cat $MOUNTPOINT/recent/1/tree.txt     # '*' marks the current path
+  readlink $MOUNTPOINT/recent/1/leaf
+  grep -rl middleware $MOUNTPOINT/sessions/
+  cat $MOUNTPOINT/history/recent.txt
+  cat $MOUNTPOINT/README.md             # the manual of the mount
+
+Unmount with:
+  $PWD/$PY -m sessionfs umount $MOUNTPOINT
+EOT
