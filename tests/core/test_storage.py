@@ -1,0 +1,160 @@
+"""FileSessionStorage and MemorySessionStorage behave alike; writers and atomic_write."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from core import FileSessionStorage, MemorySessionStorage, SessionStorage, SessionWriter
+from core.storage import atomic_write, temp_path_for
+
+
+@pytest.fixture(params=["file", "memory"])
+def storage_and_root(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[SessionStorage, str]:
+    if request.param == "file":
+        return FileSessionStorage(), str(tmp_path)
+    return MemorySessionStorage(), "/mem"
+
+
+def test_protocols_are_satisfied() -> None:
+    assert isinstance(FileSessionStorage(), SessionStorage)
+    assert isinstance(MemorySessionStorage(), SessionStorage)
+    assert isinstance(MemorySessionStorage().open_writer("/x"), SessionWriter)
+
+
+def test_basic_file_operations(storage_and_root: tuple[SessionStorage, str]) -> None:
+    storage, root = storage_and_root
+    directory = os.path.join(root, "a", "b")
+    storage.ensure_dir(directory)
+    assert storage.is_dir(directory) and storage.exists(directory)
+    path = os.path.join(directory, "f.jsonl")
+    assert not storage.exists(path)
+    storage.write_text(path, "one\ntwo\n")
+    assert storage.read_text(path) == "one\ntwo\n"
+    assert storage.read_bytes_from(path, 4) == b"two\n"
+    assert storage.read_text_prefix(path, 3) == "one"
+    data, st = storage.read_bytes_with_stat(path)
+    assert data == b"one\ntwo\n" and st.size == 8
+    assert storage.stat(path).inode == st.inode
+    storage.write_text(os.path.join(directory, "g.txt"), "")
+    assert [os.path.basename(p) for p in storage.list_files(directory, "*.jsonl")] == ["f.jsonl"]
+    assert sorted(os.path.basename(p) for p in storage.list_files(directory)) == [
+        "f.jsonl",
+        "g.txt",
+    ]
+    assert storage.list_dirs(os.path.join(root, "a")) == [directory]
+    assert storage.list_files(os.path.join(root, "missing"), "*") == []
+    moved = os.path.join(directory, "h.jsonl")
+    storage.rename(path, moved)
+    assert not storage.exists(path) and storage.read_text(moved) == "one\ntwo\n"
+    storage.unlink(moved)
+    assert not storage.exists(moved)
+    with pytest.raises(FileNotFoundError):
+        storage.read_bytes(moved)
+    with pytest.raises(FileNotFoundError):
+        storage.stat(moved)
+    storage.fsync_dir(directory)
+
+
+def test_directory_rename(storage_and_root: tuple[SessionStorage, str]) -> None:
+    storage, root = storage_and_root
+    src = os.path.join(root, "art")
+    storage.ensure_dir(os.path.join(src, "sub"))
+    storage.write_text(os.path.join(src, "sub", "x.txt"), "x")
+    dst = os.path.join(root, "moved")
+    storage.rename(src, dst)
+    assert storage.read_text(os.path.join(dst, "sub", "x.txt")) == "x"
+    assert not storage.exists(src)
+
+
+def test_writer_appends_lines_in_order_with_torn_line_guard(
+    storage_and_root: tuple[SessionStorage, str],
+) -> None:
+    storage, root = storage_and_root
+    storage.ensure_dir(root)
+    path = os.path.join(root, "w.jsonl")
+    storage.write_text(path, '{"a":1}\n{"torn"')
+    writer = storage.open_writer(path, "a")
+    writer.write_line('{"b":2}')
+    writer.write_line(b'{"c":3}\n')
+    writer.write(b'{"d":4}\n{"e":5}\n')
+    writer.flush()
+    writer.fsync()
+    writer.close()
+    assert storage.read_text(path).split("\n") == [
+        '{"a":1}',
+        '{"torn"',
+        '{"b":2}',
+        '{"c":3}',
+        '{"d":4}',
+        '{"e":5}',
+        "",
+    ]
+    assert writer.error is None
+
+
+def test_writer_in_write_mode_truncates(storage_and_root: tuple[SessionStorage, str]) -> None:
+    storage, root = storage_and_root
+    storage.ensure_dir(root)
+    path = os.path.join(root, "t.jsonl")
+    storage.write_text(path, "old content without newline")
+    writer = storage.open_writer(path, "w")
+    writer.write(b"new\n")
+    writer.close()
+    assert storage.read_text(path) == "new\n"
+
+
+def test_closed_writer_refuses_writes(storage_and_root: tuple[SessionStorage, str]) -> None:
+    storage, root = storage_and_root
+    storage.ensure_dir(root)
+    writer = storage.open_writer(os.path.join(root, "c.jsonl"))
+    writer.close()
+    writer.close()  # idempotent
+    with pytest.raises(ValueError):
+        writer.write_line("x")
+
+
+def test_file_writer_latches_its_first_error(tmp_path: Path) -> None:
+    writer = FileSessionStorage().open_writer(tmp_path / "e.jsonl")
+    fd = writer._fd  # type: ignore[attr-defined]
+    os.close(fd)  # break the descriptor under the writer
+    with pytest.raises(OSError) as first:
+        writer.write_line("x")
+    assert writer.error is first.value
+    with pytest.raises(OSError) as again:
+        writer.write_line("y")
+    assert again.value is first.value
+    writer._fd = None  # type: ignore[attr-defined]  # already closed above
+
+
+def test_atomic_write_replaces_and_cleans_up(storage_and_root: tuple[SessionStorage, str]) -> None:
+    storage, root = storage_and_root
+    storage.ensure_dir(root)
+    path = os.path.join(root, "s.jsonl")
+    storage.write_text(path, "old\n")
+    atomic_write(storage, path, [b"a\n", b"b\n"])
+    assert storage.read_text(path) == "a\nb\n"
+    assert [p for p in storage.list_files(root) if p.endswith(".tmp")] == []
+
+
+def test_temp_names_are_hidden_siblings() -> None:
+    tmp = temp_path_for("/x/y/2025_abc.jsonl")
+    assert os.path.dirname(tmp) == "/x/y"
+    name = os.path.basename(tmp)
+    assert name.startswith(".2025_abc.jsonl.") and name.endswith(".tmp")
+    assert tmp != temp_path_for("/x/y/2025_abc.jsonl")
+
+
+def test_memory_appends_extend_in_place() -> None:
+    """O(1) amortised appends: the stored buffer grows in place, never copied."""
+    storage = MemorySessionStorage()
+    writer = storage.open_writer("/m/a.jsonl")
+    writer.write_line("first")
+    buffer = storage._files["/m/a.jsonl"].data
+    for i in range(1000):
+        writer.write_line(f"line {i}")
+    assert storage._files["/m/a.jsonl"].data is buffer
+    assert storage.stat("/m/a.jsonl").size == len(buffer)
+    assert writer.last_write_span is not None  # type: ignore[attr-defined]
