@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` (mount) and `make test` (the test suite).
-.PHONY: run test setup lint typecheck bench clean
+.PHONY: run umount test setup lint bench clean
 
 MOUNTPOINT ?= $(CURDIR)/mnt
 
@@ -8,6 +8,9 @@ setup:
 
 run: setup
 	@scripts/run.sh "$(MOUNTPOINT)"
+
+umount:
+	@.venv/bin/sessionfs umount "$(MOUNTPOINT)"
 
 test: setup
 	.venv/bin/python -m pytest -q
