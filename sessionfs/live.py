@@ -238,6 +238,9 @@ class LoadedSession:
     _renders: dict[str, bytes] = field(default_factory=dict)
     _table: EntryTable | None = None
     _entry_bytes: dict[int, bytes] = field(default_factory=dict)
+    _cached_bytes: int = 0  # sum of the cached renderings (kept incrementally: hot path)
+    #: per-version listings (name -> node) reused by repeated readdirs; owned by nodes
+    listings: dict[str, Any] = field(default_factory=dict)
     _by_id: dict[str, dict[str, Any]] | None = None
     # Set by the write paths (issue 5): a leaf chosen through the mount survives
     # eviction and catch-ups until an append records it.
@@ -273,6 +276,8 @@ class LoadedSession:
         self._renders = {}
         self._table = None
         self._entry_bytes = {}
+        self._cached_bytes = 0
+        self.listings = {}
         self._by_id = None
 
     # -- views of the manager ------------------------------------------------------------
@@ -306,7 +311,16 @@ class LoadedSession:
         if data is None:
             data = render.pretty_json(self.table().entries[index])
             self._entry_bytes[index] = data
+            self._cached_bytes += len(data)
         return data
+
+    def cached_entry_bytes(self, name: str) -> bytes | None:
+        """The entry file's bytes if already rendered (no work: safe on the event loop)."""
+        table = self._table
+        if table is None:
+            return None
+        index = table.index_of_name.get(name)
+        return self._entry_bytes.get(index) if index is not None else None
 
     def entry_mtime_ns(self, index: int) -> int:
         ms = paths.iso_to_ms(self.table().entries[index].get("timestamp"))
@@ -332,12 +346,11 @@ class LoadedSession:
         if data is None:
             data = _RENDERERS[what](self)
             self._renders[what] = data
+            self._cached_bytes += len(data)
         return data
 
     def memory_cost(self) -> int:
-        rendered = sum(len(v) for v in self._renders.values())
-        entry_files = sum(len(v) for v in self._entry_bytes.values())
-        return self.file_state[1] * PARSED_SIZE_FACTOR + rendered + entry_files
+        return self.file_state[1] * PARSED_SIZE_FACTOR + self._cached_bytes
 
 
 def _render_transcript(session: LoadedSession) -> bytes:
@@ -385,6 +398,13 @@ class SessionCache:
 
     async def ref(self, project: str, stem: str) -> SessionRef | None:
         return await trio.to_thread.run_sync(self.index.session, project, stem)
+
+    def loaded_fresh(self, project: str, stem: str) -> LoadedSession | None:
+        """The session if it is loaded and was checked moments ago (no I/O at all)."""
+        session = self._sessions.get((project, stem))
+        if session is not None and time.monotonic() - session.checked_at <= FRESH_INTERVAL:
+            return session
+        return None
 
     async def get(self, project: str, stem: str) -> LoadedSession:
         """The session, loaded and fresh; ``NotASession`` when there is none."""

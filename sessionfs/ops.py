@@ -169,13 +169,15 @@ class SessionFsOperations(pyfuse3.Operations):
 
     # -- helpers ---------------------------------------------------------------------
 
-    async def _attrs(self, node: Node, inode: int) -> pyfuse3.EntryAttributes:
-        st = await node.stat()
+    async def _attrs(
+        self, node: Node, inode: int, listing: bool = False
+    ) -> pyfuse3.EntryAttributes:
+        st = await (node.listing_stat() if listing else node.stat())
         attrs = pyfuse3.EntryAttributes()
         attrs.st_ino = inode
         attrs.generation = 0
         attrs.entry_timeout = node.tier.entry_timeout
-        attrs.attr_timeout = node.tier.attr_timeout
+        attrs.attr_timeout = node.tier.attr_timeout if st.exact else 0
         mode = node.mode & ~WRITE_BITS if self.read_only else node.mode
         attrs.st_mode = node.kind.value | mode
         attrs.st_nlink = 2 if node.kind is Kind.DIR else 1
@@ -280,7 +282,7 @@ class SessionFsOperations(pyfuse3.Operations):
             name, node = handle.rows[offset]
             inode = self.table.inode_for(node)
             try:
-                attrs = await self._attrs(node, inode)
+                attrs = await self._attrs(node, inode, listing=True)
             except pyfuse3.FUSEError:
                 continue  # vanished since the listing was taken
             if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, offset + 1):

@@ -76,6 +76,9 @@ VOLATILE = CacheTier("volatile", 1.0, 0.5, keep_cache=False, direct_io=True)
 class Stat:
     size: int
     mtime_ns: int
+    #: False for a listing's placeholder: the kernel is told not to cache it, so any
+    #: ``stat`` asks again and gets the exact size (see ``Node.listing_stat``).
+    exact: bool = True
 
 
 @dataclass
@@ -138,6 +141,12 @@ class Node:
 
     async def stat(self) -> Stat:
         return Stat(0, self.ctx.started_ns)
+
+    async def listing_stat(self) -> Stat:
+        """Attributes for a directory listing (readdirplus). Nodes whose exact size is
+        costly to know override this to answer a non-caching placeholder: ``find`` and
+        ``grep -r`` only need names and types, and ``ls -l`` stats again anyway."""
+        return await self.stat()
 
     # -- writes: refused unless a node says otherwise (issue 5) ----------------------
     async def setattr(self, attr: Any, fields: Any) -> None:

@@ -57,6 +57,9 @@ class EntryFile(InSession, FileNode):
 
     async def content(self) -> bytes:
         session = await self.session()
+        cached = session.cached_entry_bytes(self.key[-1])
+        if cached is not None:
+            return cached  # the common case after a listing: no thread hop
         index = await self._index(session)
         return await self.ctx.sessions.run(session, lambda: session.entry_bytes(index))
 
@@ -79,11 +82,17 @@ class EntriesDir(InSession, DirNode):
                 for i, name in enumerate(table.names)
             ]
 
-        rows = await self.ctx.sessions.run(session, listing)
-        return [(name, EntryFile(self.ctx, self.child_key(name), st)) for name, st in rows]
+        cached = session.listings.get("entries")
+        if cached is None:
+            rows = await self.ctx.sessions.run(session, listing)
+            cached = [(name, EntryFile(self.ctx, self.child_key(name), st)) for name, st in rows]
+            session.listings["entries"] = cached
+        return cached
 
     async def lookup(self, name: str) -> Node | None:
         session = await self.session()
+        if session.cached_entry_bytes(name) is not None:
+            return EntryFile(self.ctx, self.child_key(name))
         found = await self.ctx.sessions.run(session, lambda: name in session.table().index_of_name)
         return EntryFile(self.ctx, self.child_key(name)) if found else None
 
@@ -127,10 +136,15 @@ class PathDir(InSession, DirNode):
         return await self.ctx.sessions.run(session, links)
 
     async def children(self) -> list[tuple[str, Node]]:
-        return [
-            (name, EntryLink(self.ctx, self.child_key(name), target))
-            for name, target in await self._links()
-        ]
+        session = await self.session()
+        cached = session.listings.get("path")
+        if cached is None:
+            cached = [
+                (name, EntryLink(self.ctx, self.child_key(name), target))
+                for name, target in await self._links()
+            ]
+            session.listings["path"] = cached
+        return cached
 
 
 class LabelsDir(InSession, DirNode):

@@ -56,6 +56,13 @@ class RenderedFile(InSession, FileNode):
     async def mtime_ns(self) -> int:
         return (await self.session()).mtime_ns
 
+    async def listing_stat(self) -> Stat:
+        session = await self.session()
+        cached = session.cached(self.rendering)
+        if cached is not None:
+            return Stat(len(cached), session.mtime_ns)
+        return Stat(0, session.mtime_ns, exact=False)  # listing a dir renders nothing
+
 
 class HeaderFile(RenderedFile):
     rendering = "header.json"
@@ -87,6 +94,9 @@ class SessionCtl(InSession, FileNode):
 
     tier = VOLATILE
     mode = 0o644
+
+    async def listing_stat(self) -> Stat:
+        return Stat(0, (await self.session()).mtime_ns, exact=False)
 
     async def content(self) -> bytes:
         session = await self.session()
@@ -172,6 +182,9 @@ class SessionDir(InSession, DirNode):
         self.ref = ref
 
     async def stat(self) -> Stat:
+        loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
+        if loaded is not None:
+            return Stat(0, loaded.mtime_ns)
         ref = await self.ctx.sessions.ref(self.project, self.stem)
         if ref is None:
             raise refuse(errno.ENOENT)
@@ -220,6 +233,9 @@ class ProjectDir(DirNode):
         return [(r.stem, SessionDir(self.ctx, self.child_key(r.stem), r)) for r in refs]
 
     async def lookup(self, name: str) -> Node | None:
+        loaded = self.ctx.sessions.loaded_fresh(self.key[1], name)
+        if loaded is not None:
+            return SessionDir(self.ctx, self.child_key(name), loaded.ref)
         ref = await self.ctx.sessions.ref(self.key[1], name)
         return SessionDir(self.ctx, self.child_key(name), ref) if ref is not None else None
 
