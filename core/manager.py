@@ -22,9 +22,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -78,12 +80,6 @@ class EntryNotFoundError(KeyError):
         return f"Entry {self.entry_id} not found"
 
 
-# Markers that a serialised entry may be changed by `prepare_for_persist`. A line that
-# is at most MAX_PERSIST_CHARS bytes cannot hold a string over the limit (a UTF-16
-# length never exceeds the UTF-8 length), and without these keys/values there is no
-# dropped key, no image block and no image_url, so the line is already its persisted
-# form and the costly copy is skipped.
-_PERSIST_MARKERS = (b'"partialJson"', b'"jsonlEvents"', b'"image')
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SPACE_RUNS = re.compile(r" {2,}")
@@ -92,6 +88,38 @@ _SPACE_RUNS = re.compile(r" {2,}")
 def sanitize_session_name(name: str) -> str:
     """Control chars (C0/C1) -> spaces, runs of spaces collapsed, trimmed."""
     return _SPACE_RUNS.sub(" ", _CONTROL_CHARS.sub(" ", name)).strip()
+
+
+class _IsoClock:
+    """`paths.now_iso()` output at a fraction of its cost: the part up to the second is
+    formatted once per second and reused (appends are hot; strftime is not cheap)."""
+
+    __slots__ = ("_cached",)
+
+    def __init__(self) -> None:
+        # (second, "YYYY-MM-DDTHH:MM:SS.") swapped as one object: thread-safe reads.
+        self._cached: tuple[int, str] = (-1, "")
+
+    def now(self) -> str:
+        second, millis = divmod(time.time_ns() // 1_000_000, 1000)
+        cached = self._cached
+        if cached[0] != second:
+            cached = (second, paths.ms_to_iso(second * 1000)[:-4])
+            self._cached = cached
+        return f"{cached[1]}{millis:03d}Z"
+
+
+_now_iso = _IsoClock().now
+# Entry ids only need to be unique within a session (checked against the index); a
+# seeded PRNG is several times cheaper per id than the secrets module.
+_id_random = random.Random(os.urandom(16))
+
+
+def _new_entry_id(taken: Container[str]) -> str:
+    while True:
+        candidate = f"{_id_random.getrandbits(32):08x}"
+        if candidate not in taken:
+            return candidate
 
 
 def _is_assistant_message(entry: Entry) -> bool:
@@ -741,21 +769,44 @@ class SessionManager:
     # ------------------------------------------------------------------ appends
 
     def _append(self, kind: str, body: Mapping[str, Any]) -> str:
+        """Create one entry under the leaf, index it, make it the leaf, persist it.
+
+        This is the hot path of every append, so the common case (a session already on
+        disk, no batch) is written out inline rather than through the general helpers.
+        """
         with self.lock:
-            self._check_persist_error()
-            entry_id = paths.new_entry_id(self._by_id)
+            if self._persist_error is not None and self._persist:
+                raise self._persist_error
+            by_id = self._by_id
+            entry_id = _new_entry_id(by_id)
             entry: Entry = {
                 "type": kind,
                 "id": entry_id,
                 "parentId": self._leaf_id,
-                "timestamp": paths.now_iso(),
+                "timestamp": _now_iso(),
             }
             entry.update(body)
             self._entries.append(entry)
-            self._index_new((entry,))
+            if kind == "label" or self._children is not None or self._usage is not None:
+                self._index_new((entry,))
+            else:
+                by_id[entry_id] = entry
+                if kind == "message" and not self._has_assistant:
+                    self._has_assistant = _is_assistant_message(entry)
             self._leaf_id = entry_id
-            if self._batch_depth == 0:
+            if self._batch_depth or not self._persist:
+                return entry_id
+            writer = self._writer
+            if writer is None or not self._on_disk or self._needs_rewrite:
                 self._persist_new((entry,))
+                return entry_id
+            line = self._persisted_line(entry)
+            before = self._loaded_offset
+            try:
+                writer.write(line)
+            except Exception as exc:
+                self._latch(exc)
+            self._after_own_append(writer, before)
             return entry_id
 
     def append_entry(self, body: Mapping[str, Any]) -> str:
@@ -932,9 +983,19 @@ class SessionManager:
         except Exception as exc:
             self._latch(exc)
 
+    # The copy made by `prepare_for_persist` is only needed when the serialised line
+    # shows something it would change. A line of at most MAX_PERSIST_CHARS bytes cannot
+    # hold a string over the limit (a UTF-16 length never exceeds the UTF-8 length);
+    # without the markers below it has no dropped key, no image block and no image_url.
+    # Such a line already is its persisted form, and the costly deep copy is skipped.
     def _persisted_line(self, entry: Entry) -> bytes:
         line = dumps_line(entry)
-        if len(line) <= MAX_PERSIST_CHARS and not any(m in line for m in _PERSIST_MARKERS):
+        if (
+            len(line) <= MAX_PERSIST_CHARS
+            and b'"partialJson"' not in line
+            and b'"jsonlEvents"' not in line
+            and b'"image' not in line
+        ):
             return line
         return dumps_line(prepare_for_persist(entry, self._blob_store))
 
@@ -949,8 +1010,14 @@ class SessionManager:
         if self._needs_rewrite:
             self._persisting(self._write_full)
             return
-        data = b"".join(self._persisted_line(e) for e in new)
-        self._persisting(lambda: self._write_append(data))
+        self._append_line(b"".join(self._persisted_line(e) for e in new))
+
+    def _append_line(self, data: bytes) -> None:
+        """One write of whole lines to the append writer; failures are latched."""
+        try:
+            self._write_append(data)
+        except Exception as exc:
+            self._latch(exc)
 
     def _open_writer(self) -> SessionWriter:
         if self._writer is None:
@@ -967,8 +1034,11 @@ class SessionManager:
         writer = self._open_writer()
         before = self._loaded_offset
         writer.write(data)
+        self._after_own_append(writer, before)
+
+    def _after_own_append(self, writer: SessionWriter, before: int) -> None:
         # Our own lines need no catch-up: advance the offset when nothing else was
-        # written in between (then the file size is exactly before + len(data)).
+        # written in between (then our write started exactly where we had read to).
         span = getattr(writer, "last_write_span", None)
         if span is not None and span[0] == before:
             self._loaded_offset = self._file_size = span[1]
@@ -1102,14 +1172,14 @@ class SessionManager:
                 label = self._labels.get(target) if isinstance(target, str) else None
                 if label is None:
                     continue
-                label_id = paths.new_entry_id(taken)
+                label_id = _new_entry_id(taken)
                 taken.add(label_id)
                 path.append(
                     {
                         "type": "label",
                         "id": label_id,
                         "parentId": parent_id,
-                        "timestamp": paths.now_iso(),
+                        "timestamp": _now_iso(),
                         "targetId": target,
                         "label": label,
                     }

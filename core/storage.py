@@ -104,10 +104,12 @@ def _as_line(line: str | bytes) -> bytes:
 class FileSessionWriter:
     """Unbuffered `O_APPEND` writer with a torn-line guard.
 
-    If the file does not end with a newline when we are about to write (a crashed
-    writer left half a line), the write is prefixed with b"\\n" so our line is never
-    glued onto the torn one. Checking costs one `fstat` per write; the last byte is
-    only read when the size is not the one our own previous write left behind.
+    A crashed writer can leave half a line at the end of the file; a new line must
+    never be glued onto it. Before the first write (and before any multi-line write)
+    the file's last byte is checked and the write prefixed with b"\\n" if needed.
+    Later single-line writes are checked after the fact, which costs one `lseek`
+    instead of an `fstat`: if another process wrote a torn line since our previous
+    write, the line is written again on a line of its own.
     """
 
     def __init__(self, path: PathArg, mode: WriterMode = "a") -> None:
@@ -140,21 +142,48 @@ class FileSessionWriter:
     def write(self, data: bytes) -> None:
         fd = self._fd_or_raise()
         try:
-            if self._mode == "a":
+            if self._mode != "a":
+                self._write_all(fd, data)
+                start = self._expected_end
+                self._expected_end += len(data)
+                self.last_write_span = (start, self._expected_end)
+                return
+            checked = False
+            if self._expected_end < 0 or data.count(b"\n") > 1:
+                # First write, or several lines at once: look before writing.
                 size = os.fstat(fd).st_size
                 if size > 0 and size != self._expected_end and os.pread(fd, 1, size - 1) != b"\n":
                     data = b"\n" + data
-            else:
-                size = self._expected_end
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            self._expected_end = size + len(data)
-            self.last_write_span = (size, self._expected_end)
+                checked = True
+            self._write_all(fd, data)
+            # With O_APPEND our position is now the end of what we wrote, so this tells
+            # where our data landed without an fstat per line (the hot path).
+            end = os.lseek(fd, 0, os.SEEK_CUR)
+            start = end - len(data)
+            if (
+                not checked
+                and start != self._expected_end
+                and start > 0
+                and os.pread(fd, 1, start - 1) != b"\n"
+            ):
+                # Someone else wrote since our last line and left it torn (a crash), so
+                # this single line was glued onto theirs: write it again on its own line.
+                # The glued copy is an invalid line that lenient readers skip.
+                self._write_all(fd, b"\n" + data)
+                end = os.lseek(fd, 0, os.SEEK_CUR)
+            self._expected_end = end
+            self.last_write_span = (start, end)
         except BaseException as exc:
             self._error = exc
             raise
+
+    @staticmethod
+    def _write_all(fd: int, data: bytes) -> None:
+        written = os.write(fd, data)
+        if written != len(data):  # short write (disk full, signal): finish or fail
+            view = memoryview(data)[written:]
+            while view:
+                view = view[os.write(fd, view) :]
 
     def flush(self) -> None:
         # Nothing is buffered in user space; kept for the protocol.

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import core
 from core import FileSessionStorage, MemorySessionStorage, SessionStorage, SessionWriter
 from core.storage import atomic_write, temp_path_for
 
@@ -158,3 +159,23 @@ def test_memory_appends_extend_in_place() -> None:
     assert storage._files["/m/a.jsonl"].data is buffer
     assert storage.stat("/m/a.jsonl").size == len(buffer)
     assert writer.last_write_span is not None  # type: ignore[attr-defined]
+
+
+def _foreign_append(path: Path, data: bytes) -> None:
+    with open(path, "ab") as fh:
+        fh.write(data)
+
+
+def test_file_writer_never_leaves_a_line_glued_to_a_foreign_torn_line(tmp_path: Path) -> None:
+    path = tmp_path / "g.jsonl"
+    writer = FileSessionStorage().open_writer(path)
+    writer.write_line('{"n":1}')
+    _foreign_append(path, b'{"foreign":1}\n{"torn":')  # another process crashed mid-line
+    writer.write_line('{"n":2}')  # single line: checked after the write, repaired
+    _foreign_append(path, b'{"torn again":')
+    writer.write(b'{"n":3}\n{"n":4}\n')  # several lines: checked before the write
+    writer.write_line('{"n":5}')  # nothing foreign since: plain append
+    writer.close()
+    objects = core.parse_jsonl_lenient(path.read_bytes())
+    assert objects == [{"n": 1}, {"foreign": 1}, {"n": 2}, {"n": 3}, {"n": 4}, {"n": 5}]
+    assert path.read_bytes().endswith(b'{"n":5}\n')
