@@ -528,10 +528,12 @@ class SessionManager:
             end = complete_prefix_length(data)
             if end == 0:
                 return 0
+            known = self._by_id
             new = [
                 obj
                 for obj in parse_jsonl_lenient(data[:end])
-                if obj.get("type") != "session" and obj.get("id") not in self._by_id
+                if obj.get("type") != "session"
+                and not (isinstance(obj.get("id"), str) and obj["id"] in known)
             ]
             if self._resolve_blobs and self._blob_store is not None:
                 for entry in new:
@@ -668,10 +670,11 @@ class SessionManager:
         """
         with self.lock:
             labels = self._labels
-            nodes: list[dict[str, Any]] = [
-                {"entry": e, "children": [], "label": labels.get(e.get("id"))}  # type: ignore[arg-type]
-                for e in self._entries
-            ]
+            nodes: list[dict[str, Any]] = []
+            for e in self._entries:
+                entry_id = e.get("id")
+                label = labels.get(entry_id) if isinstance(entry_id, str) else None
+                nodes.append({"entry": e, "children": [], "label": label})
             node_by_id: dict[str, dict[str, Any]] = {}
             for node in nodes:
                 entry_id = node["entry"].get("id")
@@ -786,6 +789,17 @@ class SessionManager:
                 "timestamp": _now_iso(),
             }
             entry.update(body)
+            writer = self._writer
+            fast = (
+                writer is not None
+                and self._persist
+                and self._on_disk
+                and not self._needs_rewrite
+                and not self._batch_depth
+            )
+            # Serialise before touching memory: an entry that cannot be written (not
+            # JSON) is refused without leaving a half-applied append behind.
+            line = self._persisted_line(entry) if fast else b""
             self._entries.append(entry)
             if kind == "label" or self._children is not None or self._usage is not None:
                 self._index_new((entry,))
@@ -794,13 +808,10 @@ class SessionManager:
                 if kind == "message" and not self._has_assistant:
                     self._has_assistant = _is_assistant_message(entry)
             self._leaf_id = entry_id
-            if self._batch_depth or not self._persist:
+            if not fast or writer is None:
+                if not self._batch_depth:
+                    self._persist_new((entry,))
                 return entry_id
-            writer = self._writer
-            if writer is None or not self._on_disk or self._needs_rewrite:
-                self._persist_new((entry,))
-                return entry_id
-            line = self._persisted_line(entry)
             before = self._loaded_offset
             try:
                 writer.write(line)

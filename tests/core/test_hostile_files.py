@@ -99,6 +99,13 @@ CASES: dict[str, Callable[[], bytes]] = {
         {"type": "label", "id": "aaaaaaaa", "parentId": None, "targetId": 5, "label": ["x"]},
         {"type": "compaction", "id": "bbbbbbbb", "parentId": "aaaaaaaa", "firstKeptEntryId": 7},
     ),
+    "unhashable-ids": lambda: lines(
+        HEADER,
+        {"type": "message", "id": [1], "parentId": {"a": 1}, "message": user("l")},
+        {"type": "label", "id": {"x": 1}, "parentId": [1], "targetId": [1], "label": "y"},
+        entry("aaaaaaaa", None),
+        {"type": "message", "id": "bbbbbbbb", "parentId": ["aaaaaaaa"], "message": user("m")},
+    ),
     "v1-with-bad-compaction-index": lambda: lines(
         {"type": "session", "id": "v1", "timestamp": "2025-01-01T00:00:00.000Z"},
         {"type": "message", "timestamp": "t", "message": user("a")},

@@ -326,3 +326,19 @@ def test_missing_blob_warns_and_keeps_the_ref(
     assert reloaded.get_entries()[0]["message"]["content"][1]["data"] == f"blob:sha256:{sha}"
     assert any(sha in r.getMessage() for r in caplog.records)
     assert reloaded.build_session_context()["messages"][0]["content"][1]["data"].startswith("blob:")
+
+
+def test_unserialisable_append_is_refused_without_changing_anything(tmp_path: Path) -> None:
+    m = SessionManager.create("/w", session_dir(tmp_path))
+    m.append_message(assistant("a"))
+    m.append_message(user("b"))  # the append writer is open now
+    path = m.session_file
+    assert path is not None
+    before_file, before_entries, leaf = Path(path).read_bytes(), m.get_entries(), m.get_leaf_id()
+    with pytest.raises(TypeError):
+        m.append_message({"role": "user", "content": object()})
+    assert m.get_entries() == before_entries and m.get_leaf_id() == leaf
+    assert Path(path).read_bytes() == before_file
+    assert m.persist_error is None
+    m.append_message(user("still fine"))
+    assert file_objects(path)[-1]["parentId"] == leaf
