@@ -1070,6 +1070,12 @@ class SessionManager:
         except OSError:
             self._file_inode = None
 
+    def _catch_up_before_rewrite(self) -> None:
+        """Whole-file operations start from what is on disk now: lines another process
+        appended since our last look would otherwise be lost by the rewrite."""
+        if self._persist and self._on_disk:
+            self.catch_up()
+
     def ensure_on_disk(self) -> None:
         """Write the session now (even without an assistant message); later appends
         go straight to disk. A pending migration rewrite happens here too."""
@@ -1130,9 +1136,10 @@ class SessionManager:
         with self.lock:
             if self._batch_depth:
                 raise RuntimeError("set_session_name inside batch()")
+            self._check_persist_error()
+            self._catch_up_before_rewrite()
             if source == "auto" and self._header.get("titleSource") == "user":
                 return False
-            self._check_persist_error()
             before: Entry = {
                 k: self._header[k] for k in ("title", "titleSource") if k in self._header
             }
@@ -1175,6 +1182,7 @@ class SessionManager:
             if self._batch_depth:
                 raise RuntimeError("create_branched_session inside batch()")
             self._check_persist_error()
+            self._catch_up_before_rewrite()
             path = self._path_without_labels(leaf_id)
             taken = {e["id"] for e in path if isinstance(e.get("id"), str)}
             parent_id = path[-1].get("id") if path else None
@@ -1228,6 +1236,7 @@ class SessionManager:
             if self._batch_depth:
                 raise RuntimeError("fork inside batch()")
             self._check_persist_error()
+            self._catch_up_before_rewrite()
             old_id = self.get_session_id()
             entries = list(self._entries)
             leaf = self._leaf_id
@@ -1253,6 +1262,7 @@ class SessionManager:
             if self._batch_depth:
                 raise RuntimeError("move_to inside batch()")
             self._check_persist_error()
+            self._catch_up_before_rewrite()
             old_file, old_dir, old_cwd = self._session_file, self._session_dir, self._cwd
             old_header_cwd = self._header.get("cwd")
             if old_file is None or not self._persist:

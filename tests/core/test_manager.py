@@ -635,3 +635,23 @@ def test_public_surface_of_core() -> None:
         "set_session_file",
     ]:
         assert callable(getattr(SessionManager, method)), method
+
+
+def test_whole_file_rewrites_keep_lines_appended_by_others(tmp_path: Path) -> None:
+    m = SessionManager.create("/w", agent_session_dir(tmp_path))
+    a = m.append_message(assistant("a"))
+    path = m.session_file
+    assert path is not None
+    foreign = {
+        "type": "message",
+        "id": "0f0f0f0f",
+        "parentId": a,
+        "timestamp": "2025-01-01T00:00:00.000Z",
+        "message": user("written by the agent meanwhile"),
+    }
+    with open(path, "ab") as fh:
+        fh.write(core.dumps_line(foreign))
+    m.set_session_name("renamed", "user")
+    objects = file_objects(path)
+    assert objects[0]["title"] == "renamed"
+    assert objects[-1]["id"] == "0f0f0f0f"
