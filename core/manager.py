@@ -4,10 +4,11 @@ A session is an append-only list of entries (plain dicts, so unknown fields surv
 plus a movable leaf pointer. The manager keeps them in memory, indexed by id, and
 mirrors appends to the session file (spec sections 5-7):
 
-* Nothing is written before the session holds an assistant message (or
+* A new session is not written before it holds an assistant message (or
   `ensure_on_disk()` is called); then the whole session is written by an atomic
   rewrite, and from then on each append is one line, written with one `os.write` on an
-  `O_APPEND` descriptor (a `batch()` is one write for all its lines).
+  `O_APPEND` descriptor (a `batch()` is one write for all its lines). A session loaded
+  from an existing file is on disk already: its appends are written at once.
 * Whole-file changes (migration, title, fork, move, `rewrite_entries`) go through
   `storage.atomic_write`: temp file + fsync + rename + directory fsync.
 * The first persistence error is latched, logged once, and raised again by every later
