@@ -71,8 +71,12 @@ def _persistence_failure(what: str, exc: BaseException) -> WriteRejected:
     while isinstance(cause, PersistenceError) and cause.__cause__ is not None:
         cause = cause.__cause__
     detail = describe_oserror(cause) if isinstance(cause, OSError) else str(cause)
+    # "Nothing added", not "nothing written": a write cut short by a full disk can leave
+    # a torn line, which loaders skip and the next append starts after on a new line.
     return WriteRejected(
-        persistence_errno(exc), f"{what} failed: {detail}; nothing was written", reload_session=True
+        persistence_errno(exc),
+        f"{what} failed: {detail}; nothing was added to the session",
+        reload_session=True,
     )
 
 
