@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import errno
+import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -434,3 +436,19 @@ def test_other_persistence_errors_are_eio(agent_dir: Path) -> None:
     error = rejected_errno(writer.append_ops, manager, ops("x", name="a.txt"))
     assert error.errno == errno.EIO and error.reload_session
     assert "Input/output error" in error.reason
+
+
+def test_large_images_go_to_the_blob_store_like_the_agents_do(
+    session_path: Path, agent_dir: Path
+) -> None:
+    picture = bytes(range(256)) * 8
+    data = base64.b64encode(picture).decode()
+    body = (
+        '{"role":"user","content":[{"type":"text","text":"see"},'
+        f'{{"type":"image","data":"{data}","mimeType":"image/png"}}]}}'
+    )
+    writer.append_ops(browse(session_path), ops(body, name="img.json"))
+    stored = file_objects(session_path)[-1]["message"]["content"][1]["data"]
+    sha = hashlib.sha256(picture).hexdigest()
+    assert stored == f"blob:sha256:{sha}"
+    assert (agent_dir / "blobs" / sha).read_bytes() == picture
