@@ -29,7 +29,6 @@ effort). Anything else is refused and reported, never guessed at.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import stat as stat_module
@@ -44,7 +43,7 @@ from core.jsonl import JsonlReport, dumps_line, is_header, parse_jsonl_report
 from core.migrate import CURRENT_SESSION_VERSION, migrate_session_entries
 from core.paths import agent_dir_for_session_file
 from core.persist import blob_refs_in
-from core.storage import FileSessionStorage, PathArg, SessionWriter, WriterMode, atomic_write
+from core.storage import FileSessionStorage, atomic_write
 
 __all__ = [
     "STALE_TEMP_SECONDS",
@@ -587,30 +586,6 @@ def fix_file(path: str | os.PathLike[str], *, blobs_dir: Path | None = None) -> 
     return report
 
 
-class _OwnershipKeepingStorage(FileSessionStorage):
-    """Gives the rewrite's temp file the original's mode and owner before any byte is
-    written: session files hold private transcripts (a 0600 file must not come back
-    0644), and a root-run fix must not leave a user's session owned by root, which the
-    agent could then no longer append to."""
-
-    def __init__(self, original: Path) -> None:
-        self._original = os.stat(original)
-
-    def open_writer(self, path: PathArg, mode: WriterMode = "a") -> SessionWriter:
-        writer = super().open_writer(path, mode)
-        try:
-            os.chmod(path, stat_module.S_IMODE(self._original.st_mode))
-            if (self._original.st_uid, self._original.st_gid) != (os.getuid(), os.getgid()):
-                os.chown(path, self._original.st_uid, self._original.st_gid)
-        except OSError:
-            # atomic_write only cleans up temp files of writers it got; this one it did not.
-            writer.close()
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-            raise
-        return writer
-
-
 def _rewrite_if_safe(path: Path, a: _Analysis) -> None:
     report = a.report
     what = ", ".join(sorted({f.code for f in report.findings if f.fixable}))
@@ -633,7 +608,7 @@ def _rewrite_if_safe(path: Path, a: _Analysis) -> None:
         report.refused.append(f"{what}: {reason} since it was checked; not rewritten")
         return
     try:
-        atomic_write(_OwnershipKeepingStorage(target), target, [content])
+        atomic_write(FileSessionStorage(), target, [content])
     except OSError as exc:
         report.refused.append(f"{what}: rewrite failed ({exc}); the file is untouched")
         return

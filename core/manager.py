@@ -23,11 +23,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import random
 import re
 import threading
-import time
-from collections.abc import Callable, Container, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -81,7 +79,6 @@ class EntryNotFoundError(KeyError):
         return f"Entry {self.entry_id} not found"
 
 
-
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SPACE_RUNS = re.compile(r" {2,}")
 
@@ -89,38 +86,6 @@ _SPACE_RUNS = re.compile(r" {2,}")
 def sanitize_session_name(name: str) -> str:
     """Control chars (C0/C1) -> spaces, runs of spaces collapsed, trimmed."""
     return _SPACE_RUNS.sub(" ", _CONTROL_CHARS.sub(" ", name)).strip()
-
-
-class _IsoClock:
-    """`paths.now_iso()` output at a fraction of its cost: the part up to the second is
-    formatted once per second and reused (appends are hot; strftime is not cheap)."""
-
-    __slots__ = ("_cached",)
-
-    def __init__(self) -> None:
-        # (second, "YYYY-MM-DDTHH:MM:SS.") swapped as one object: thread-safe reads.
-        self._cached: tuple[int, str] = (-1, "")
-
-    def now(self) -> str:
-        second, millis = divmod(time.time_ns() // 1_000_000, 1000)
-        cached = self._cached
-        if cached[0] != second:
-            cached = (second, paths.ms_to_iso(second * 1000)[:-4])
-            self._cached = cached
-        return f"{cached[1]}{millis:03d}Z"
-
-
-_now_iso = _IsoClock().now
-# Entry ids only need to be unique within a session (checked against the index); a
-# seeded PRNG is several times cheaper per id than the secrets module.
-_id_random = random.Random(os.urandom(16))
-
-
-def _new_entry_id(taken: Container[str]) -> str:
-    while True:
-        candidate = f"{_id_random.getrandbits(32):08x}"
-        if candidate not in taken:
-            return candidate
 
 
 def _is_assistant_message(entry: Entry) -> bool:
@@ -782,12 +747,12 @@ class SessionManager:
             if self._persist_error is not None and self._persist:
                 raise self._persist_error
             by_id = self._by_id
-            entry_id = _new_entry_id(by_id)
+            entry_id = paths.new_entry_id(by_id)
             entry: Entry = {
                 "type": kind,
                 "id": entry_id,
                 "parentId": self._leaf_id,
-                "timestamp": _now_iso(),
+                "timestamp": paths.now_iso(),
             }
             entry.update(body)
             writer = self._writer
@@ -1192,14 +1157,14 @@ class SessionManager:
                 label = self._labels.get(target) if isinstance(target, str) else None
                 if label is None:
                     continue
-                label_id = _new_entry_id(taken)
+                label_id = paths.new_entry_id(taken)
                 taken.add(label_id)
                 path.append(
                     {
                         "type": "label",
                         "id": label_id,
                         "parentId": parent_id,
-                        "timestamp": _now_iso(),
+                        "timestamp": paths.now_iso(),
                         "targetId": target,
                         "label": label,
                     }

@@ -7,6 +7,7 @@ means the user's default (``$PI_CODING_AGENT_DIR`` or ``~/.xcsh/agent``).
 from __future__ import annotations
 
 import os
+import random
 import secrets
 import sys
 import time
@@ -103,17 +104,45 @@ def new_session_id() -> str:
     return str(uuid.UUID(int=value))
 
 
+# Entry ids only need to be unique within a session (callers pass the id index as
+# `taken`); a seeded PRNG is several times cheaper per id than the secrets module, and
+# appends are a hot path.
+_id_random = random.Random(secrets.token_bytes(16))
+
+
 def new_entry_id(taken: Container[str]) -> str:
     """8 lowercase hex chars not in ``taken``."""
     while True:
-        candidate = secrets.token_hex(4)
+        candidate = f"{_id_random.getrandbits(32):08x}"
         if candidate not in taken:
             return candidate
 
 
+class _IsoClock:
+    """``now_iso`` at a fraction of strftime's cost: the part up to the second is
+    formatted once per second and reused."""
+
+    __slots__ = ("_cached",)
+
+    def __init__(self) -> None:
+        # (second, "YYYY-MM-DDTHH:MM:SS.") swapped as one object: thread-safe reads.
+        self._cached: tuple[int, str] = (-1, "")
+
+    def now(self) -> str:
+        second, millis = divmod(time.time_ns() // 1_000_000, 1000)
+        cached = self._cached
+        if cached[0] != second:
+            cached = (second, ms_to_iso(second * 1000)[:-4])
+            self._cached = cached
+        return f"{cached[1]}{millis:03d}Z"
+
+
+_clock = _IsoClock()
+
+
 def now_iso() -> str:
     """Current UTC time as the agents write it: ``2026-02-16T10:20:30.000Z``."""
-    return ms_to_iso(time.time_ns() // 1_000_000)
+    return _clock.now()
 
 
 def ms_to_iso(ms: int) -> str:

@@ -88,6 +88,8 @@ class SessionStorage(Protocol):
 
     def fsync_dir(self, path: PathArg) -> None: ...
 
+    def copy_permissions(self, src: PathArg, dst: PathArg) -> None: ...
+
     def open_writer(self, path: PathArg, mode: WriterMode = "a") -> SessionWriter: ...
 
 
@@ -285,6 +287,16 @@ class FileSessionStorage:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def copy_permissions(self, src: PathArg, dst: PathArg) -> None:
+        """Give `dst` the mode and owner of `src`. Session files hold private
+        transcripts (a 0600 file must not come back 0644 after a rewrite), and a rewrite
+        run as root must not leave a user's session owned by root, which the agent could
+        then no longer append to."""
+        original = os.stat(src)
+        os.chmod(dst, stat_module.S_IMODE(original.st_mode))
+        if (original.st_uid, original.st_gid) != (os.getuid(), os.getgid()):
+            os.chown(dst, original.st_uid, original.st_gid)
 
     def open_writer(self, path: PathArg, mode: WriterMode = "a") -> SessionWriter:
         return FileSessionWriter(path, mode)
@@ -487,6 +499,9 @@ class MemorySessionStorage:
     def fsync_dir(self, path: PathArg) -> None:
         return None
 
+    def copy_permissions(self, src: PathArg, dst: PathArg) -> None:
+        return None  # dict entries have no mode or owner
+
     def open_writer(self, path: PathArg, mode: WriterMode = "a") -> SessionWriter:
         key = self._key(path)
         with self._lock:
@@ -509,6 +524,8 @@ def temp_path_for(path: PathArg) -> str:
 def atomic_write(storage: SessionStorage, path: PathArg, chunks: Iterable[bytes]) -> None:
     """Replace `path` with `chunks`: temp file, fsync, rename, directory fsync.
 
+    The new file keeps the old one's mode and owner.
+
     On any failure before the rename the temp file is removed and `path` is untouched.
     """
     path = os.fspath(path)
@@ -516,6 +533,8 @@ def atomic_write(storage: SessionStorage, path: PathArg, chunks: Iterable[bytes]
     tmp = temp_path_for(path)
     writer = storage.open_writer(tmp, "w")
     try:
+        if storage.exists(path):
+            storage.copy_permissions(path, tmp)  # before any byte of the content exists
         writer.write(b"".join(chunks))
         writer.flush()
         writer.fsync()

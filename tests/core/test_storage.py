@@ -179,3 +179,28 @@ def test_file_writer_never_leaves_a_line_glued_to_a_foreign_torn_line(tmp_path: 
     objects = core.parse_jsonl_lenient(path.read_bytes())
     assert objects == [{"n": 1}, {"foreign": 1}, {"n": 2}, {"n": 3}, {"n": 4}, {"n": 5}]
     assert path.read_bytes().endswith(b'{"n":5}\n')
+
+
+def test_atomic_write_keeps_mode_and_owner(tmp_path: Path) -> None:
+    """A private (0600) transcript stays private through every kind of rewrite."""
+    target = tmp_path / "s.jsonl"
+    target.write_bytes(b"old\n")
+    os.chmod(target, 0o600)
+    if os.getuid() == 0:
+        os.chown(target, 4321, 4321)  # a user's file rewritten by root stays the user's
+    atomic_write(FileSessionStorage(), target, [b"new\n"])
+    st = target.stat()
+    assert target.read_bytes() == b"new\n"
+    assert st.st_mode & 0o777 == 0o600
+    if os.getuid() == 0:
+        assert (st.st_uid, st.st_gid) == (4321, 4321)
+
+
+def test_session_rewrite_keeps_mode(tmp_path: Path) -> None:
+    manager = core.SessionManager.create("/w", session_dir=str(tmp_path))
+    manager.ensure_on_disk()
+    path = Path(manager.get_session_file() or "")
+    os.chmod(path, 0o640)
+    manager.set_session_name("renamed", "user")
+    assert path.stat().st_mode & 0o777 == 0o640
+    assert core.load_entries_from_file(path)[0]["title"] == "renamed"
