@@ -343,19 +343,19 @@ def run(work: Path, sessions: int, entries: int, cache_mb: int) -> int:
         )
     )
 
-    # 4. RSS after reading the whole corpus
-    rss = max(walk_rss, grep_rss)
+    # 4. RSS after reading the whole corpus (after the walk, and after the greps)
     limit = cache_mb + 100
-    rows.append(
-        Row(
-            "4. daemon RSS after whole corpus (MB)",
-            f"{rss:.0f}",
-            f"{cache_mb} (--cache-mb)",
-            rss / limit,
-            f"< {limit} MB",
-            rss < limit,
+    for label, rss in (("walk", walk_rss), ("greps", grep_rss)):
+        rows.append(
+            Row(
+                f"4. daemon RSS after whole corpus, {label} (MB)",
+                f"{rss:.0f}",
+                f"{cache_mb} (--cache-mb)",
+                rss / limit,
+                f"< {limit} MB",
+                rss < limit,
+            )
         )
-    )
 
     print_table(
         f"sessionfs mount ({sessions} sessions x {entries} entries, "

@@ -43,8 +43,9 @@ T = TypeVar("T")
 FRESH_INTERVAL = 0.2
 #: Header prefix read by listings (the spec's "first 4 KiB").
 HEADER_PREFIX = 4096
-#: Rough in-memory size of parsed JSON relative to its file size, for the LRU budget.
-PARSED_SIZE_FACTOR = 6
+#: In-memory size of a parsed session relative to its file size, for the LRU budget
+#: (measured with tracemalloc on fixture-shaped sessions: ~2.4; rounded up).
+PARSED_SIZE_FACTOR = 3
 
 
 class NotASession(Exception):
@@ -227,7 +228,13 @@ def build_entry_table(entries: list[dict[str, Any]]) -> EntryTable:
 
 @dataclass
 class LoadedSession:
-    """A browse-loaded session and its renderings (sync; callers hold ``lock``)."""
+    """A browse-loaded session and its renderings (sync; callers hold ``lock``).
+
+    Two weights: *hydrated* (``manager`` holds the parsed session) or *dehydrated*
+    (only the renderings are kept, valid for ``file_state``). The cache dehydrates
+    before it forgets, so re-reading ``transcript.md`` of a session that fell out of
+    the parsed set costs one stat, not a re-parse; ``ensure_loaded`` re-hydrates.
+    """
 
     ref: SessionRef
     manager: Any
@@ -258,6 +265,27 @@ class LoadedSession:
 
     # -- freshness ---------------------------------------------------------------------
 
+    def ensure_loaded(self) -> None:
+        """Parse the file again if this session was dehydrated (worker thread)."""
+        if self.manager is not None:
+            return
+        st = os.stat(self.ref.path)
+        self.manager = open_browse(self.ref.path)
+        state = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if state != self.file_state:
+            self._forget_renders()
+        self.file_state = state
+        self.checked_at = time.monotonic()
+
+    def dehydrate(self) -> None:
+        """Drop the parsed session and everything derived per entry; keep renderings."""
+        self.manager = None
+        self._table = None
+        self._entry_bytes = {}
+        self.listings = {}
+        self._by_id = None
+        self._cached_bytes = sum(len(v) for v in self._renders.values())
+
     def refresh(self) -> int:
         """Catch up with the file. Returns 0 (same), >0 new entries, -1 full reload."""
         st = os.stat(self.ref.path)
@@ -265,6 +293,10 @@ class LoadedSession:
         self.checked_at = time.monotonic()
         if state == self.file_state:
             return 0
+        if self.manager is None:  # dehydrated: the renderings are simply stale now
+            self._forget_renders()
+            self.file_state = state
+            return -1
         changed = int(self.manager.catch_up())
         self.file_state = state
         if changed != 0:
@@ -365,7 +397,8 @@ class LoadedSession:
         return data
 
     def memory_cost(self) -> int:
-        return self.file_state[1] * PARSED_SIZE_FACTOR + self._cached_bytes
+        parsed = self.file_state[1] * PARSED_SIZE_FACTOR if self.manager is not None else 0
+        return parsed + self._cached_bytes
 
 
 def _render_transcript(session: LoadedSession) -> bytes:
@@ -480,8 +513,13 @@ class SessionCache:
 
     async def run(self, session: LoadedSession, fn: Callable[[], T]) -> T:
         """Run ``fn`` (core work on this session) in a worker thread under its lock."""
+
+        def hydrated() -> T:
+            session.ensure_loaded()
+            return fn()
+
         async with session.lock:
-            result = await trio.to_thread.run_sync(fn)
+            result = await trio.to_thread.run_sync(hydrated)
         self._evict(keep=session)
         return result
 
@@ -499,13 +537,22 @@ class SessionCache:
         return list(self._sessions.values())
 
     def _evict(self, keep: LoadedSession) -> None:
+        """Least recently used first: dehydrate, and if that is not enough, forget."""
         total = sum(s.memory_cost() for s in self._sessions.values())
-        for key in list(self._sessions):
-            if total <= self.budget:
-                break
-            session = self._sessions[key]
-            if session is keep or session.lock.locked() or session.pinned_leaf is not None:
-                continue
-            total -= session.memory_cost()
-            del self._sessions[key]
-            log.debug("evicted %s from the session cache", session.ref.path)
+        if total <= self.budget:
+            return
+        for forget in (False, True):
+            for key in list(self._sessions):
+                if total <= self.budget:
+                    return
+                session = self._sessions[key]
+                if session is keep or session.lock.locked() or session.pinned_leaf is not None:
+                    continue
+                if not forget and session.manager is None:
+                    continue
+                before = session.memory_cost()
+                if forget:
+                    del self._sessions[key]
+                else:
+                    session.dehydrate()
+                total -= before - (0 if forget else session.memory_cost())

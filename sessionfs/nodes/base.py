@@ -72,7 +72,7 @@ STATIC = CacheTier("static", 1.0, 1.0, keep_cache=False, direct_io=False)
 VOLATILE = CacheTier("volatile", 1.0, 0.5, keep_cache=False, direct_io=True)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Stat:
     size: int
     mtime_ns: int
@@ -127,6 +127,8 @@ class BytesHandle(OpenFile):
 
 
 class Node:
+    __slots__ = ("ctx", "key")
+
     kind: Kind = Kind.FILE
     tier: CacheTier = STATIC
     #: permission bits shown when the mount is writable (``--read-only`` drops the w bits)
@@ -157,6 +159,8 @@ class Node:
 
 
 class DirNode(Node):
+    __slots__ = ()
+
     kind = Kind.DIR
     mode = 0o555
 
@@ -197,6 +201,8 @@ class DirNode(Node):
 
 
 class FileNode(Node):
+    __slots__ = ()
+
     kind = Kind.FILE
 
     async def content(self) -> bytes:
@@ -216,6 +222,8 @@ class FileNode(Node):
 
 
 class LinkNode(Node):
+    __slots__ = ()
+
     kind = Kind.LINK
     tier = VOLATILE
     mode = 0o777

@@ -36,6 +36,8 @@ class BlobHandle(OpenFile):
 
 
 class BlobFile(FileNode):
+    __slots__ = ("path",)
+
     tier = IMMUTABLE
 
     def __init__(self, ctx: MountContext, key: tuple[str, ...], path: Path) -> None:
@@ -58,6 +60,8 @@ class BlobFile(FileNode):
 
 class RootBlobsDir(DirNode):
     """``/blobs``: every blob in ``<agent>/blobs``."""
+
+    __slots__ = ()
 
     tier = STATIC
 

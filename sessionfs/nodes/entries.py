@@ -31,6 +31,8 @@ class EntryFile(InSession, FileNode):
     hands each file its stat so ``ls -l`` of 1,000 entries is one pass, not 1,000.
     """
 
+    __slots__ = ("known",)
+
     tier = IMMUTABLE
 
     def __init__(self, ctx: MountContext, key: tuple[str, ...], known: Stat | None = None) -> None:
@@ -67,6 +69,8 @@ class EntryFile(InSession, FileNode):
 class EntriesDir(InSession, DirNode):
     """``entries/``: every entry in insertion (file) order."""
 
+    __slots__ = ()
+
     tier = VOLATILE
 
     async def stat(self) -> Stat:
@@ -100,6 +104,8 @@ class EntriesDir(InSession, DirNode):
 class EntryLink(InSession, LinkNode):
     """A symlink to ``../entries/<name>`` (used by ``path/`` and ``labels/``)."""
 
+    __slots__ = ("_target",)
+
     def __init__(self, ctx: MountContext, key: tuple[str, ...], target: str) -> None:
         super().__init__(ctx, key)
         self._target = target
@@ -113,6 +119,8 @@ class EntryLink(InSession, LinkNode):
 
 class PathDir(InSession, DirNode):
     """``path/NNNN-<id>.json``: the root->leaf path as numbered symlinks."""
+
+    __slots__ = ()
 
     tier = VOLATILE
 
@@ -150,6 +158,8 @@ class PathDir(InSession, DirNode):
 class LabelsDir(InSession, DirNode):
     """``labels/<label> -> ../entries/<targetId>.json`` for every current label."""
 
+    __slots__ = ()
+
     tier = VOLATILE
     mode = 0o755  # ln -s / mv / rm manage labels (issue 5)
 
@@ -175,6 +185,8 @@ class LabelsDir(InSession, DirNode):
 
 class SessionBlobsDir(InSession, DirNode):
     """``blobs/``: the blobs this session's entries reference (those in the store)."""
+
+    __slots__ = ()
 
     tier = VOLATILE
 

@@ -62,6 +62,8 @@ class HistoryView:
 
 
 class HistoryFile(FileNode):
+    __slots__ = ("query",)
+
     tier = VOLATILE
 
     def __init__(self, ctx: MountContext, key: tuple[str, ...], query: str | None) -> None:
@@ -75,6 +77,8 @@ class HistoryFile(FileNode):
 class HistorySearchDir(DirNode):
     """Lookup-only: ``history/search/<query>`` exists for any query; lists empty."""
 
+    __slots__ = ()
+
     tier = STATIC
 
     async def lookup(self, name: str) -> Node | None:
@@ -82,6 +86,8 @@ class HistorySearchDir(DirNode):
 
 
 class HistoryDir(DirNode):
+    __slots__ = ()
+
     tier = STATIC
 
     async def children(self) -> list[tuple[str, Node]]:

@@ -16,6 +16,8 @@ RECENT_COUNT = 50
 class SessionLink(LinkNode):
     """A symlink to ``../sessions/<project>/<stem>`` (stays inside the mount)."""
 
+    __slots__ = ("ref",)
+
     def __init__(self, ctx: MountContext, key: tuple[str, ...], ref: SessionRef) -> None:
         super().__init__(ctx, key)
         self.ref = ref
@@ -29,6 +31,8 @@ class SessionLink(LinkNode):
 
 class ByIdDir(DirNode):
     """``by-id/<session-id>``; lookup also takes a unique id or file-stem prefix."""
+
+    __slots__ = ()
 
     tier = STATIC
 
@@ -62,6 +66,8 @@ class ByIdDir(DirNode):
 
 class RecentDir(DirNode):
     """``recent/1..50``: sessions by file mtime, newest = 1."""
+
+    __slots__ = ()
 
     tier = STATIC
 

@@ -57,6 +57,8 @@ file; sessions an agent is writing update live (within a second).
 
 
 class ReadmeFile(FileNode):
+    __slots__ = ()
+
     tier = STATIC
 
     async def content(self) -> bytes:
@@ -65,6 +67,8 @@ class ReadmeFile(FileNode):
 
 class RootCtl(FileNode):
     """Root ``ctl``: last result / error of a root command (``new`` comes in issue 5)."""
+
+    __slots__ = ()
 
     tier = VOLATILE
     mode = 0o644
@@ -76,6 +80,8 @@ class RootCtl(FileNode):
 
 
 class RootDir(DirNode):
+    __slots__ = ()
+
     tier = STATIC
 
     _CHILDREN: dict[str, type[Node]] = {  # noqa: RUF012 - a fixed table, never mutated

@@ -25,6 +25,8 @@ from sessionfs.render import status_text
 class InSession:
     """Mixin for nodes below ``sessions/<project>/<stem>``: finds their session."""
 
+    __slots__ = ()
+
     key: tuple[str, ...]
     ctx: MountContext
 
@@ -46,6 +48,8 @@ class InSession:
 class RenderedFile(InSession, FileNode):
     """A file whose bytes are one of ``LoadedSession``'s cached renderings."""
 
+    __slots__ = ()
+
     tier = VOLATILE
     rendering: ClassVar[str]
 
@@ -65,32 +69,46 @@ class RenderedFile(InSession, FileNode):
 
 
 class HeaderFile(RenderedFile):
+    __slots__ = ()
+
     rendering = "header.json"
 
 
 class TitleFile(RenderedFile):
+    __slots__ = ()
+
     rendering = "title"
     mode = 0o644  # writable in issue 5: set_session_name on close
 
 
 class ContextFile(RenderedFile):
+    __slots__ = ()
+
     rendering = "context.json"
 
 
 class TranscriptFile(RenderedFile):
+    __slots__ = ()
+
     rendering = "transcript.md"
 
 
 class TreeFile(RenderedFile):
+    __slots__ = ()
+
     rendering = "tree.txt"
 
 
 class StatsFile(RenderedFile):
+    __slots__ = ()
+
     rendering = "stats.json"
 
 
 class SessionCtl(InSession, FileNode):
     """``ctl``: status on read; commands on write (issue 5)."""
+
+    __slots__ = ()
 
     tier = VOLATILE
     mode = 0o644
@@ -126,6 +144,8 @@ class SessionCtl(InSession, FileNode):
 class LeafLink(InSession, LinkNode):
     """``leaf -> entries/<leafId>.json``; absent while the leaf is null."""
 
+    __slots__ = ()
+
     async def target(self) -> str:
         session = await self.session()
 
@@ -143,6 +163,8 @@ class LeafLink(InSession, LinkNode):
 
 class AppendDir(InSession, DirNode):
     """``append/``: a drop box for new entries (issue 5); always lists empty."""
+
+    __slots__ = ()
 
     tier = VOLATILE
     mode = 0o755
@@ -174,6 +196,8 @@ def _session_children() -> dict[str, type[Node]]:
 
 class SessionDir(InSession, DirNode):
     """``sessions/<project>/<stem>/``. Its stat comes from the listing (no full load)."""
+
+    __slots__ = ("ref",)
 
     tier = STATIC
 
@@ -220,6 +244,8 @@ class SessionDir(InSession, DirNode):
 class ProjectDir(DirNode):
     """``sessions/<project>/``: one dir per valid session file (4 KiB header reads)."""
 
+    __slots__ = ()
+
     tier = STATIC
 
     async def stat(self) -> Stat:
@@ -242,6 +268,8 @@ class ProjectDir(DirNode):
 
 class SessionsDir(DirNode):
     """``sessions/``: the project dirs under ``<agent>/sessions``."""
+
+    __slots__ = ()
 
     tier = STATIC
 

@@ -32,7 +32,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     skip = pytest.mark.skip(reason="FUSE is not available (/dev/fuse or fusermount3 missing)")
     for item in items:
-        if Path(str(item.fspath)).is_relative_to(here):
+        path = Path(str(item.fspath))
+        if path.is_relative_to(here) and not path.name.startswith("test_units"):
             item.add_marker(pytest.mark.fuse)
             if not fuse_available():
                 item.add_marker(skip)

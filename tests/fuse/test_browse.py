@@ -75,7 +75,8 @@ def test_every_file_equals_what_core_computes(demo_mount: Mount) -> None:
         stats = orjson.loads((d / "stats.json").read_bytes())
         assert stats["entries"] == len(entries)
         transcript = (d / "transcript.md").read_text()
-        assert transcript.count("\n## ") == len(context["messages"])
+        for message in context["messages"]:
+            assert f"\n## {message['role']} · " in transcript
         ctl = (d / "ctl").read_text()
         assert f"id: {sm.get_session_id()}\n" in ctl and f"entries: {len(entries)}\n" in ctl
 

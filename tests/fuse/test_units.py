@@ -1,0 +1,141 @@
+"""Unit tests of the daemon's pure parts (no mount): names, renderings, the cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+import trio
+from hypothesis import given
+from hypothesis import strategies as st
+
+from core import SessionManager, build_session_context
+from sessionfs import render
+from sessionfs.live import (
+    PARSED_SIZE_FACTOR,
+    AgentIndex,
+    SessionCache,
+    build_entry_table,
+    read_header,
+)
+from sessionfs.names import decode_name, dedupe, encode_name
+from tests.fuse.conftest import fixture_files
+
+
+@given(st.text())
+def test_encoded_names_are_file_names_and_round_trip(name: str) -> None:
+    encoded = encode_name(name)
+    assert "/" not in encoded and "\x00" not in encoded
+    assert encoded not in (".", "..")
+    assert decode_name(encoded) == name
+
+
+def test_special_names() -> None:
+    assert encode_name(".") == "%2E" and encode_name("..") == "%2E%2E"
+    assert encode_name("a/b%c") == "a%2Fb%25c"
+    assert dedupe(["a", "a", "b", "a", "a~2"]) == ["a", "a~3", "b", "a~4", "a~2"]
+
+
+def test_entry_table_names_duplicates_and_odd_ids() -> None:
+    entries = [{"id": "x"}, {"id": "x"}, {"id": "a/b"}, {"id": None}, {"id": ""}]
+    table = build_entry_table(entries)
+    assert table.names == ["x.json", "x~2.json", "a%2Fb.json", "~3.json", "~4.json"]
+    assert table.name_of_object[id(entries[1])] == "x~2.json"
+
+
+def chain(n: int) -> list[dict]:
+    return [
+        {
+            "type": "message",
+            "id": f"{i:08x}",
+            "parentId": f"{i - 1:08x}" if i else None,
+            "timestamp": "2026-01-01T00:00:00.000Z",
+            "message": {"role": "user", "content": f"m{i}", "timestamp": 0},
+        }
+        for i in range(n)
+    ]
+
+
+def test_tree_of_a_deep_chain_stays_flat_and_fast() -> None:
+    entries = chain(100_000)
+    by_id = {e["id"]: e for e in entries}
+    text = render.tree_text(entries, entries[-1]["id"], {}, by_id)
+    lines = text.decode().splitlines()
+    assert len(lines) == 100_000 and all(line.startswith("* ") for line in lines)
+    stats = orjson.loads(render.stats_json(entries, entries[-1]["id"], by_id, None))
+    assert stats["depth"] == 100_000 and stats["leafCount"] == 1
+
+
+def test_tree_with_a_cycle_shows_every_entry_once() -> None:
+    entries = chain(3)
+    entries[0]["parentId"] = entries[2]["id"]  # 0 -> 2 -> 1 -> 0
+    by_id = {e["id"]: e for e in entries}
+    lines = render.tree_text(entries, entries[2]["id"], {}, by_id).decode().splitlines()
+    assert sorted(line.split()[1] for line in lines) == sorted(by_id)
+
+
+def test_transcript_sources_match_core_context_on_real_files() -> None:
+    for path in fixture_files():
+        sm = SessionManager.open(path, browse=True, resolve_blobs=False)
+        entries = sm.get_entries()
+        by_id = {e["id"]: e for e in entries}
+        context = build_session_context(entries, sm.get_leaf_id(), by_id)
+        sources = render.message_sources(sm.get_leaf_id(), by_id)
+        assert len(sources) == len(context["messages"])
+        md = render.transcript_md(None, context["messages"], sources).decode()
+        for source, message in zip(sources, context["messages"], strict=True):
+            assert f"\n## {message['role']} · {source['id']} · " in md
+
+
+def test_fences_never_break_on_backticks() -> None:
+    message = {
+        "role": "toolResult",
+        "toolName": "bash",
+        "toolCallId": "c",
+        "content": [{"type": "text", "text": "```\nnot the end\n````"}],
+    }
+    md = render.transcript_md("t", [message], None).decode()
+    assert "`````\n```\nnot the end\n````\n`````" in md
+
+
+def test_read_header_skips_junk_lines_and_reads_long_headers(tmp_path: Path) -> None:
+    f = tmp_path / "s.jsonl"
+    f.write_bytes(b"junk\n" + orjson.dumps({"type": "session", "id": "h"}) + b"\n")
+    assert read_header(f) == {"type": "session", "id": "h"}
+    long = {"type": "session", "id": "L", "title": "x" * 10_000}
+    f.write_bytes(orjson.dumps(long) + b"\n" + b"{}\n" * 10)
+    assert read_header(f) == long
+    f.write_bytes(orjson.dumps({"type": "message", "id": "m"}) + b"\n")
+    assert read_header(f) is None
+
+
+def test_session_cache_is_bounded_and_reloads_evicted_sessions(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    project = agent / "sessions" / "p"
+    project.mkdir(parents=True)
+    for n in range(6):
+        header = {"type": "session", "version": 3, "id": f"s{n}", "timestamp": "t", "cwd": "/"}
+        lines = [header, *chain(200)]
+        (project / f"s{n}.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    size = os.path.getsize(project / "s0.jsonl")
+    budget = size * PARSED_SIZE_FACTOR * 2 + 1  # two parsed sessions
+    cache = SessionCache(AgentIndex(agent), budget_bytes=budget)
+
+    def parsed() -> int:
+        return sum(1 for s in cache.loaded() if s.manager is not None)
+
+    async def scenario() -> None:
+        for n in range(6):
+            session = await cache.get("p", f"s{n}")
+            assert await cache.render(session, "title") == b""
+            assert await cache.run(session, lambda s=session: len(s.table().entries)) == 200
+            assert parsed() <= 2
+        first = await cache.get("p", "s0")  # dehydrated long ago: parsed again on demand
+        assert first.manager is None
+        assert (await cache.run(first, first.header))["id"] == "s0"
+        with pytest.raises(Exception, match="nope"):
+            await cache.get("p", "nope")
+
+    trio.run(scenario)
