@@ -689,7 +689,9 @@ class SessionManager:
         """Token and cost totals over every assistant message of the session."""
         with self.lock:
             if self._usage is None:
-                totals = dict.fromkeys((*_USAGE_KEYS, "cost"), 0.0)
+                # Token counts stay ints (they are counts); only cost is a float.
+                totals: dict[str, float] = dict.fromkeys(_USAGE_KEYS, 0)
+                totals["cost"] = 0.0
                 for entry in self._entries:
                     _add_usage(totals, entry)
                 self._usage = totals
