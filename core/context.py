@@ -56,14 +56,6 @@ def path_to_root(leaf_id: str | None, by_id: Mapping[str, Entry]) -> list[Entry]
     return path
 
 
-def _with_optional(target: dict[str, Any], source: Entry, *keys: str) -> dict[str, Any]:
-    """Copy keys that are present: JSON.stringify drops undefined, so absent stays absent."""
-    for key in keys:
-        if key in source:
-            target[key] = source[key]
-    return target
-
-
 def _entry_ms(entry: Entry) -> int | None:
     return iso_to_ms(entry.get("timestamp"))
 
@@ -75,10 +67,15 @@ def _message_of(entry: Entry) -> dict[str, Any] | None:
         message = entry.get("message")
         return message if isinstance(message, dict) else None
     if kind == "custom_message":
-        custom = {"role": "custom", "customType": entry.get("customType")}
-        _with_optional(custom, entry, "content", "display", "details", "attribution")
-        custom["timestamp"] = _entry_ms(entry)
-        return custom
+        return {
+            "role": "custom",
+            "customType": entry.get("customType"),
+            "content": entry.get("content"),
+            "display": entry.get("display"),
+            "details": entry.get("details"),
+            "attribution": entry.get("attribution"),
+            "timestamp": _entry_ms(entry),
+        }
     if kind == "branch_summary" and entry.get("summary"):
         return {
             "role": "branchSummary",
@@ -90,10 +87,13 @@ def _message_of(entry: Entry) -> dict[str, Any] | None:
 
 
 def _compaction_message(entry: Entry) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "compactionSummary", "summary": entry.get("summary", "")}
-    _with_optional(message, entry, "shortSummary", "tokensBefore")
-    message["timestamp"] = _entry_ms(entry)
-    return message
+    return {
+        "role": "compactionSummary",
+        "summary": entry.get("summary", ""),
+        "shortSummary": entry.get("shortSummary"),
+        "tokensBefore": entry.get("tokensBefore"),
+        "timestamp": _entry_ms(entry),
+    }
 
 
 def _model_of_change(entry: Entry) -> str | None:

@@ -68,7 +68,7 @@ def test_custom_message_branch_summary_and_invisible_entries():
     assert [m["role"] for m in messages] == ["user", "custom", "branchSummary"]
     assert messages[1] == {
         "role": "custom", "customType": "note", "content": "c", "display": True,
-        "timestamp": iso_to_ms(T),
+        "details": None, "attribution": None, "timestamp": iso_to_ms(T),
     }
     assert messages[2] == {
         "role": "branchSummary", "summary": "went elsewhere", "fromId": "a",
