@@ -20,6 +20,7 @@ import trio
 
 from core import paths
 from sessionfs.live import AgentIndex, SessionCache
+from sessionfs.memory import tune_malloc
 from sessionfs.nodes import MountContext, RootDir
 from sessionfs.nodes.history import HistoryView
 from sessionfs.ops import Invalidator, SessionFsOperations
@@ -105,6 +106,7 @@ def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountCont
     )
     ops = SessionFsOperations(RootDir(ctx, ()), read_only=opts.read_only, debug=opts.debug)
     cache.listeners.append(ops.session_changed)
+    cache.dehydrate_listeners.append(ops.session_dehydrated)
     return ops, ctx
 
 
@@ -125,6 +127,7 @@ async def _unmount_on_signal() -> None:
 
 def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
     """Mount, call ``on_ready``, serve until unmounted or signalled, then clean up."""
+    tune_malloc()
     ops, ctx = build_operations(opts)
     fuse_options = set(pyfuse3.default_options) | {"fsname=sessionfs", "subtype=sessionfs"}
     if opts.read_only:

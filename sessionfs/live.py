@@ -33,6 +33,7 @@ from core import jsonl, paths
 from core.context import build_session_context
 from core.persist import blob_refs_in
 from sessionfs import render
+from sessionfs.memory import release_free_memory
 from sessionfs.names import dedupe, encode_name
 
 log = logging.getLogger(__name__)
@@ -443,6 +444,8 @@ class SessionCache:
         self._sessions: OrderedDict[tuple[str, str], LoadedSession] = OrderedDict()
         self._loading: dict[tuple[str, str], trio.Lock] = {}
         self.listeners: list[ChangeListener] = []
+        #: called with a session about to be dehydrated, while its listings still exist
+        self.dehydrate_listeners: list[Callable[[LoadedSession], None]] = []
 
     async def ref(self, project: str, stem: str) -> SessionRef | None:
         return await trio.to_thread.run_sync(self.index.session, project, stem)
@@ -541,10 +544,11 @@ class SessionCache:
         total = sum(s.memory_cost() for s in self._sessions.values())
         if total <= self.budget:
             return
+        freed = False
         for forget in (False, True):
             for key in list(self._sessions):
                 if total <= self.budget:
-                    return
+                    break
                 session = self._sessions[key]
                 if session is keep or session.lock.locked() or session.pinned_leaf is not None:
                     continue
@@ -554,5 +558,10 @@ class SessionCache:
                 if forget:
                     del self._sessions[key]
                 else:
+                    for listener in self.dehydrate_listeners:
+                        listener(session)
                     session.dehydrate()
                 total -= before - (0 if forget else session.memory_cost())
+                freed = True
+        if freed:
+            release_free_memory()

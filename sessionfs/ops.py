@@ -64,14 +64,20 @@ def _errno_guard(fn: F) -> F:
 
 
 class InodeTable:
-    """key <-> inode number, the live node per inode, and kernel lookup counts."""
+    """key <-> inode number and the live node per inode, with kernel lookup counts.
+
+    A walk of a big corpus makes the kernel hold hundreds of thousands of inodes (every
+    readdirplus entry counts as a lookup), so rows are kept small: the count lives on
+    the node itself, and only changing (non-immutable) nodes are indexed per session
+    for invalidation.
+    """
 
     def __init__(self, root: Node) -> None:
         self._next = pyfuse3.ROOT_INODE + 1
+        root.nlookup = 1
         self.by_key: dict[tuple[str, ...], int] = {root.key: pyfuse3.ROOT_INODE}
         self.nodes: dict[int, Node] = {pyfuse3.ROOT_INODE: root}
-        self.lookups: dict[int, int] = {pyfuse3.ROOT_INODE: 1}
-        # (project, stem) -> inodes below that session dir, for invalidation on change
+        # (project, stem) -> inodes of changing nodes below that session dir
         self.by_session: dict[tuple[str, str], set[int]] = {}
 
     def inode_for(self, node: Node) -> int:
@@ -80,9 +86,12 @@ class InodeTable:
             inode = self._next
             self._next += 1
             self.by_key[node.key] = inode
-            self.lookups[inode] = 0
-            if len(node.key) >= 3 and node.key[0] == "sessions":
+            if len(node.key) >= 3 and node.key[0] == "sessions" and node.tier is not IMMUTABLE:
                 self.by_session.setdefault((node.key[1], node.key[2]), set()).add(inode)
+        else:
+            old = self.nodes.get(inode)
+            if old is not None and old is not node:
+                node.nlookup = old.nlookup
         self.nodes[inode] = node  # the newest description wins (fresh stat snapshots)
         return inode
 
@@ -93,17 +102,23 @@ class InodeTable:
         return node
 
     def remember(self, inode: int) -> None:
-        self.lookups[inode] = self.lookups.get(inode, 0) + 1
+        self.nodes[inode].nlookup += 1
+
+    def session_inodes(self, key: tuple[str, str], everything: bool) -> list[int]:
+        """Inodes below one session dir: the changing ones, or (rare) all of them."""
+        if not everything:
+            return list(self.by_session.get(key, ()))
+        prefix = ("sessions", *key)
+        return [i for k, i in self.by_key.items() if k[:3] == prefix]
 
     def forget(self, inode: int, count: int) -> None:
-        if inode == pyfuse3.ROOT_INODE or inode not in self.lookups:
+        node = self.nodes.get(inode)
+        if inode == pyfuse3.ROOT_INODE or node is None:
             return
-        left = self.lookups[inode] - count
-        if left > 0:
-            self.lookups[inode] = left
+        node.nlookup -= count
+        if node.nlookup > 0:
             return
-        node = self.nodes.pop(inode)
-        del self.lookups[inode]
+        del self.nodes[inode]
         self.by_key.pop(node.key, None)
         if len(node.key) >= 3 and node.key[0] == "sessions":
             inodes = self.by_session.get((node.key[1], node.key[2]))
@@ -226,13 +241,33 @@ class SessionFsOperations(pyfuse3.Operations):
         """
         if self.invalidator is None:
             return
-        for inode in list(self.table.by_session.get(session.key, ())):
+        for inode in self.table.session_inodes(session.key, everything=full_reload):
             node = self.table.nodes.get(inode)
             if node is None:
                 continue
             if node.tier is IMMUTABLE and not full_reload:
                 continue
             self.invalidator.invalidate(inode, attr_only=node.kind is not Kind.FILE)
+
+    def session_dehydrated(self, session: LoadedSession) -> None:
+        """``SessionCache`` listener: a session left the parsed set, so let the kernel
+        drop the dentries of its ``entries/`` and ``path/`` children too.
+
+        A walk of a big corpus would otherwise leave hundreds of thousands of inodes
+        pinned by the kernel's dentry cache, each a row in the inode table, and the
+        daemon's memory would grow with the corpus instead of with ``--cache-mb``.
+        Open files are not affected; a later access simply looks the name up again.
+        """
+        for dir_name, rows in session.listings.items():
+            parent = self.table.by_key.get(("sessions", *session.key, dir_name))
+            if parent is None:
+                continue
+            for name, _node in rows:
+                try:
+                    pyfuse3.invalidate_entry_async(parent, os.fsencode(name), ignore_enoent=True)
+                except Exception:  # no FUSE session (tests) or shutting down
+                    log.debug("invalidate_entry_async failed", exc_info=True)
+                    return
 
     # -- reading ---------------------------------------------------------------------
 

@@ -127,7 +127,7 @@ class BytesHandle(OpenFile):
 
 
 class Node:
-    __slots__ = ("ctx", "key")
+    __slots__ = ("ctx", "key", "nlookup")
 
     kind: Kind = Kind.FILE
     tier: CacheTier = STATIC
@@ -137,6 +137,7 @@ class Node:
     def __init__(self, ctx: MountContext, key: tuple[str, ...]) -> None:
         self.ctx = ctx
         self.key = key
+        self.nlookup = 0  # kernel lookup count, kept by the inode table
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({'/'.join(self.key) or '/'})"
