@@ -179,6 +179,7 @@ class SessionFsOperations(pyfuse3.Operations):
         self.debug = debug
         self.uid, self.gid = os.getuid(), os.getgid()
         self._handles: dict[int, OpenFile | DirHandle] = {}
+        self._page_versions: dict[int, object] = {}  # inode -> version in the page cache
         self._next_handle = 1
         self.invalidator: Invalidator | None = None
 
@@ -296,6 +297,8 @@ class SessionFsOperations(pyfuse3.Operations):
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         for inode, count in inode_list:
             self.table.forget(inode, count)
+            if inode not in self.table.nodes:
+                self._page_versions.pop(inode, None)
 
     @_errno_guard
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
@@ -334,10 +337,13 @@ class SessionFsOperations(pyfuse3.Operations):
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
             self._writable()
         handle = await node.open(flags)
+        keep = node.tier.keep_cache
+        if keep and handle.version is not None:
+            # Reuse the kernel's pages only if they hold this very version.
+            keep = self._page_versions.get(inode) == handle.version
+            self._page_versions[inode] = handle.version
         return pyfuse3.FileInfo(
-            fh=self._add_handle(handle),
-            direct_io=node.tier.direct_io,
-            keep_cache=node.tier.keep_cache,
+            fh=self._add_handle(handle), direct_io=node.tier.direct_io, keep_cache=keep
         )
 
     @_errno_guard

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IMMUTABLE",
+    "RENDERED",
     "STATIC",
     "VOLATILE",
     "BytesHandle",
@@ -59,16 +60,21 @@ class CacheTier:
     direct_io: bool  # bypass the page cache: every read comes to the daemon
 
 
-# The three tiers, declared once. Which node uses which:
+# The tiers, declared once. Which node uses which:
 # IMMUTABLE - entries/<id>.json, blobs/<sha> (root and per session): content for a name
 #             never changes (a replaced file invalidates them explicitly).
 # STATIC    - directories and the README: structure that changes rarely; short enough
 #             that new sessions and projects show up within a second.
-# VOLATILE  - context.json, transcript.md, tree.txt, stats.json, header.json, title,
-#             ctl, history files, symlinks: change with every append. direct_io makes
-#             each read current; attributes are invalidated when a change is seen.
+# RENDERED  - context.json, transcript.md, tree.txt, stats.json, header.json, title:
+#             change with appends, read often. The page cache is kept across opens
+#             only while the rendering's version is the one the kernel has cached
+#             (``OpenFile.version``, checked by ``ops.open``); a change drops it, and
+#             attributes are invalidated as soon as the change is seen.
+# VOLATILE  - ctl, history files, symlinks and the per-session dirs: change at any
+#             moment; direct_io makes every read current.
 IMMUTABLE = CacheTier("immutable", 3600.0, 3600.0, keep_cache=True, direct_io=False)
 STATIC = CacheTier("static", 1.0, 1.0, keep_cache=False, direct_io=False)
+RENDERED = CacheTier("rendered", 1.0, 0.5, keep_cache=True, direct_io=False)
 VOLATILE = CacheTier("volatile", 1.0, 0.5, keep_cache=False, direct_io=True)
 
 
@@ -101,7 +107,13 @@ def refuse(code: int = errno.EPERM) -> pyfuse3.FUSEError:
 
 
 class OpenFile:
-    """An open file handle. Read-only by default; writers override ``write``/``release``."""
+    """An open file handle. Read-only by default; writers override ``write``/``release``.
+
+    ``version`` identifies the content for page-cache reuse (``RENDERED`` tier): equal
+    versions mean equal bytes. ``None`` means "no claim".
+    """
+
+    version: object = None
 
     async def read(self, offset: int, size: int) -> bytes:
         raise refuse(errno.EBADF)
@@ -119,8 +131,9 @@ class OpenFile:
 class BytesHandle(OpenFile):
     """A snapshot of a rendered file taken at open: a reader never sees a half-update."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, version: object = None) -> None:
         self.data = data
+        self.version = version
 
     async def read(self, offset: int, size: int) -> bytes:
         return self.data[offset : offset + size]

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import errno
+import os
 from typing import ClassVar
 
 import trio
 
 from sessionfs.live import LoadedSession, NotASession, SessionRef
 from sessionfs.nodes.base import (
+    RENDERED,
     STATIC,
     VOLATILE,
+    BytesHandle,
     DirNode,
     FileNode,
     LinkNode,
     MountContext,
     Node,
+    OpenFile,
     Stat,
     refuse,
 )
@@ -50,7 +54,7 @@ class RenderedFile(InSession, FileNode):
 
     __slots__ = ()
 
-    tier = VOLATILE
+    tier = RENDERED
     rendering: ClassVar[str]
 
     async def content(self) -> bytes:
@@ -59,6 +63,13 @@ class RenderedFile(InSession, FileNode):
 
     async def mtime_ns(self) -> int:
         return (await self.session()).mtime_ns
+
+    async def open(self, flags: int) -> OpenFile:
+        if flags & os.O_ACCMODE != os.O_RDONLY:
+            raise refuse(errno.EACCES)  # title becomes writable in issue 5
+        session = await self.session()
+        data = await self.ctx.sessions.render(session, self.rendering)
+        return BytesHandle(data, version=(session.file_state, session.version))
 
     async def listing_stat(self) -> Stat:
         session = await self.session()
