@@ -20,7 +20,7 @@ import trio
 
 from core import paths
 from sessionfs.live import AgentIndex, SessionCache
-from sessionfs.memory import tune_malloc
+from sessionfs.memory import tune_gc, tune_malloc
 from sessionfs.nodes import MountContext, RootDir
 from sessionfs.nodes.history import HistoryView
 from sessionfs.ops import Invalidator, SessionFsOperations
@@ -128,6 +128,7 @@ async def _unmount_on_signal() -> None:
 def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
     """Mount, call ``on_ready``, serve until unmounted or signalled, then clean up."""
     tune_malloc()
+    tune_gc()
     ops, ctx = build_operations(opts)
     fuse_options = set(pyfuse3.default_options) | {"fsname=sessionfs", "subtype=sessionfs"}
     if opts.read_only:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import logging
 import time
 
@@ -52,6 +53,14 @@ def tune_malloc() -> None:
     ):
         if libc.mallopt(option, value) != 1:
             log.debug("mallopt(%d, %d) refused", option, value)
+
+
+def tune_gc() -> None:
+    """Collect cycles far less often. Parsed sessions are millions of small dicts and
+    lists without cycles; with the default thresholds every load triggers full
+    collections that walk all cached sessions, which made loads about 1.7x slower."""
+    gc.freeze()  # everything imported so far is permanent
+    gc.set_threshold(100_000, 50, 1000)
 
 
 def release_free_memory() -> None:
