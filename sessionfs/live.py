@@ -45,8 +45,9 @@ FRESH_INTERVAL = 0.2
 #: Header prefix read by listings (the spec's "first 4 KiB").
 HEADER_PREFIX = 4096
 #: In-memory size of a parsed session relative to its file size, for the LRU budget
-#: (measured with tracemalloc on fixture-shaped sessions: ~2.4; rounded up).
-PARSED_SIZE_FACTOR = 3
+#: (tracemalloc on fixture-shaped sessions: ~2.4 for the manager; plus our own
+#: indexes and allocator slack, rounded up so RSS stays near the budget).
+PARSED_SIZE_FACTOR = 4
 
 
 class NotASession(Exception):
@@ -476,11 +477,11 @@ class SessionCache:
         return session
 
     async def _load(self, project: str, stem: str) -> LoadedSession:
-        ref = await self.ref(project, stem)
-        if ref is None:
-            raise NotASession(f"{project}/{stem}")
-
         def load() -> LoadedSession:
+            # One thread hop for finding, checking and parsing the file.
+            ref = self.index.session(project, stem)
+            if ref is None:
+                raise NotASession(f"{project}/{stem}")
             st = os.stat(ref.path)
             try:
                 manager = open_browse(ref.path)

@@ -102,10 +102,9 @@ def message_sources(leaf_id: str | None, by_id: Mapping[str, Entry]) -> list[Ent
 
 def _fence(text: str, info: str = "") -> str:
     """A code fence longer than any backtick run inside ``text`` (so it cannot break)."""
-    if "```" in text:  # rare: only then is the longest backtick run worth finding
+    ticks = "```"
+    if ticks in text:  # rare: only then is the longest backtick run worth finding
         ticks = "`" * (max(len(run) for run in re.findall(r"`+", text)) + 1)
-    else:
-        ticks = "```"
     body = text if text.endswith("\n") else text + "\n"
     return f"{ticks}{info}\n{body}{ticks}\n"
 
