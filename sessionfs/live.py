@@ -50,6 +50,10 @@ HEADER_PREFIX = 4096
 PARSED_SIZE_FACTOR = 4
 
 
+#: ``AgentIndex.session_if_known``: the header has to be read first (a thread's job).
+NEEDS_IO = object()
+
+
 class NotASession(Exception):
     """The path is not (or no longer) a valid session file."""
 
@@ -118,10 +122,14 @@ class AgentIndex:
             return None
         return st.st_mtime_ns if stat.S_ISDIR(st.st_mode) else None
 
-    def _ref(self, project: str, path: Path, st: os.stat_result) -> SessionRef | None:
+    def _ref(
+        self, project: str, path: Path, st: os.stat_result, cached_only: bool = False
+    ) -> SessionRef | object | None:
         cached = self._headers.get(path)
         # Appends keep the inode and only grow the file; a rewrite is a new inode.
         if cached is None or cached[0] != st.st_ino or st.st_size < cached[1]:
+            if cached_only:
+                return NEEDS_IO
             try:
                 header = read_header(path)
             except OSError:
@@ -149,7 +157,7 @@ class AgentIndex:
                     except OSError:
                         continue
                     ref = self._ref(project, Path(item.path), st)
-                    if ref is not None:
+                    if isinstance(ref, SessionRef):
                         refs.append(ref)
         except (FileNotFoundError, NotADirectoryError):
             return []
@@ -157,6 +165,15 @@ class AgentIndex:
 
     def session(self, project: str, stem: str) -> SessionRef | None:
         """One session by its mount names: one stat (and a prefix read if unseen)."""
+        ref = self.session_if_known(project, stem, cached_only=False)
+        return ref if isinstance(ref, SessionRef) else None
+
+    def session_if_known(
+        self, project: str, stem: str, cached_only: bool = True
+    ) -> SessionRef | object | None:
+        """Like ``session``, but with ``cached_only`` answers ``NEEDS_IO`` instead of
+        reading a header it has not seen: then it is one stat, cheap enough to run on
+        the event loop."""
         if "/" in project or "/" in stem or project in (".", "..") or stem in (".", ".."):
             return None
         path = self.sessions_root / project / (stem + ".jsonl")
@@ -164,9 +181,9 @@ class AgentIndex:
             st = os.stat(path)
         except OSError:
             return None
-        if not os.path.isfile(path):
+        if not stat.S_ISREG(st.st_mode):
             return None
-        return self._ref(project, path, st)
+        return self._ref(project, path, st, cached_only)
 
     def all_sessions(self) -> list[SessionRef]:
         return [ref for project in self.projects() for ref in self.sessions_in(project)]
@@ -449,7 +466,10 @@ class SessionCache:
         self.dehydrate_listeners: list[Callable[[LoadedSession], None]] = []
 
     async def ref(self, project: str, stem: str) -> SessionRef | None:
-        return await trio.to_thread.run_sync(self.index.session, project, stem)
+        known = self.index.session_if_known(project, stem)  # one stat, on the event loop
+        if known is NEEDS_IO:
+            return await trio.to_thread.run_sync(self.index.session, project, stem)
+        return known if isinstance(known, SessionRef) else None
 
     def loaded_fresh(self, project: str, stem: str) -> LoadedSession | None:
         """The session if it is loaded and unchanged on disk (at most one stat)."""
@@ -460,7 +480,7 @@ class SessionCache:
             return session
         return session if session.unchanged_on_disk() else None
 
-    async def get(self, project: str, stem: str) -> LoadedSession:
+    async def get(self, project: str, stem: str, warm: str | None = None) -> LoadedSession:
         """The session, loaded and fresh; ``NotASession`` when there is none."""
         key = (project, stem)
         session = self._sessions.get(key)
@@ -469,16 +489,18 @@ class SessionCache:
             async with lock:
                 session = self._sessions.get(key)
                 if session is None:
-                    session = await self._load(project, stem)
+                    session = await self._load(project, stem, warm)
             self._loading.pop(key, None)
         self._sessions.move_to_end(key)
         if time.monotonic() - session.checked_at > FRESH_INTERVAL:
             await self._refresh(session)
         return session
 
-    async def _load(self, project: str, stem: str) -> LoadedSession:
+    async def _load(self, project: str, stem: str, warm: str | None) -> LoadedSession:
+        """Find, check, parse (and render ``warm``, the file about to be read): all in
+        one thread hop, which is most of what a first access costs besides the parse."""
+
         def load() -> LoadedSession:
-            # One thread hop for finding, checking and parsing the file.
             ref = self.index.session(project, stem)
             if ref is None:
                 raise NotASession(f"{project}/{stem}")
@@ -492,6 +514,8 @@ class SessionCache:
             session = LoadedSession(ref=ref, manager=manager)
             session.file_state = (st.st_ino, st.st_size, st.st_mtime_ns)
             session.checked_at = time.monotonic()
+            if warm is not None:
+                session.rendered(warm)
             return session
 
         session = await trio.to_thread.run_sync(load)

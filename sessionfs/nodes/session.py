@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from typing import ClassVar
 
 import trio
 
-from sessionfs.live import LoadedSession, NotASession, SessionRef
+from sessionfs.live import FRESH_INTERVAL, LoadedSession, NotASession, SessionRef
 from sessionfs.nodes.base import (
     RENDERED,
     STATIC,
@@ -42,9 +43,9 @@ class InSession:
     def stem(self) -> str:
         return self.key[2]
 
-    async def session(self) -> LoadedSession:
+    async def session(self, warm: str | None = None) -> LoadedSession:
         try:
-            return await self.ctx.sessions.get(self.project, self.stem)
+            return await self.ctx.sessions.get(self.project, self.stem, warm)
         except NotASession:
             raise refuse(errno.ENOENT) from None
 
@@ -208,19 +209,22 @@ def _session_children() -> dict[str, type[Node]]:
 class SessionDir(InSession, DirNode):
     """``sessions/<project>/<stem>/``. Its stat comes from the listing (no full load)."""
 
-    __slots__ = ("ref",)
+    __slots__ = ("ref", "ref_at")
 
     tier = STATIC
 
     def __init__(self, ctx: MountContext, key: tuple[str, ...], ref: SessionRef | None) -> None:
         super().__init__(ctx, key)
         self.ref = ref
+        self.ref_at = time.monotonic()  # a lookup's ref answers the stat right after it
 
     async def stat(self) -> Stat:
         loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
         if loaded is not None:
             return Stat(0, loaded.mtime_ns)
-        ref = await self.ctx.sessions.ref(self.project, self.stem)
+        ref = self.ref
+        if ref is None or time.monotonic() - self.ref_at > FRESH_INTERVAL:
+            ref = await self.ctx.sessions.ref(self.project, self.stem)
         if ref is None:
             raise refuse(errno.ENOENT)
         return Stat(0, ref.mtime_ns)
@@ -246,7 +250,8 @@ class SessionDir(InSession, DirNode):
         cls = _session_children().get(name)
         if cls is None:
             return None
-        await self.session()  # ENOENT if the session is gone or not a session
+        rendering = getattr(cls, "rendering", None)  # about to be stat'ed: render it now
+        await self.session(warm=rendering)  # ENOENT if the session is gone or not one
         if name == "leaf" and not await self._has_leaf():
             return None
         return cls(self.ctx, self.child_key(name))
