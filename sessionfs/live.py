@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import trio
 
-from core import jsonl, paths
+from core import SessionManager, jsonl, paths
 from core.context import build_session_context
 from core.persist import blob_refs_in
 from sessionfs import render
@@ -211,8 +211,6 @@ def _is_sha(name: str) -> bool:
 
 def open_browse(path: Path) -> Any:
     """``SessionManager.open`` for viewing: migrate in memory only, keep blob refs."""
-    from core import SessionManager  # imported late: core's manager may be absent in tools
-
     return SessionManager.open(str(path), browse=True, resolve_blobs=False)
 
 
