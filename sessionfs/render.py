@@ -128,32 +128,42 @@ def _json_text(value: Any) -> str:
     return dumps_pretty(value).decode("utf-8", "replace")
 
 
+def _text_block(text: str, fenced_text: bool) -> str:
+    if fenced_text:
+        return _fence(text)
+    return text if text.endswith("\n") else text + "\n"
+
+
 def _block(block: Any, fenced_text: bool) -> str:
-    if isinstance(block, str):
-        return _fence(block) if fenced_text else block + ("\n" if not block.endswith("\n") else "")
-    if not isinstance(block, dict):
+    if isinstance(block, dict):  # the common case first: this runs once per block
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            if isinstance(text, str):
+                return _text_block(text, fenced_text)
+        elif kind == "thinking":
+            thinking = block.get("thinking")
+            return _quote(thinking) if isinstance(thinking, str) else ""
+        elif kind == "toolCall":
+            name, call_id = block.get("name", "?"), block.get("id", "")
+            return f"**tool call** `{name}` `{call_id}`\n\n" + _fence(
+                _json_text(block.get("arguments", {})), "json"
+            )
+        if kind == "image" or "image_url" in block:
+            return _image(block)
         return _fence(_json_text(block), "json")
-    kind = block.get("type")
-    if kind == "text" and isinstance(block.get("text"), str):
-        return _block(block["text"], fenced_text)
-    if kind == "thinking":
-        thinking = block.get("thinking")
-        return _quote(thinking) if isinstance(thinking, str) else ""
-    if kind == "toolCall":
-        name, call_id = block.get("name", "?"), block.get("id", "")
-        return f"**tool call** `{name}` `{call_id}`\n\n" + _fence(
-            _json_text(block.get("arguments", {})), "json"
-        )
-    if kind == "image" or "image_url" in block:
-        return _image(block)
+    if isinstance(block, str):
+        return _text_block(block, fenced_text)
     return _fence(_json_text(block), "json")
 
 
 def _content(content: Any, fenced_text: bool = False) -> str:
     if content is None:
         return ""
+    if isinstance(content, str):
+        return _text_block(content, fenced_text)
     blocks = content if isinstance(content, list) else [content]
-    return "\n".join(part for part in (_block(b, fenced_text) for b in blocks) if part)
+    return "\n".join([part for part in [_block(b, fenced_text) for b in blocks] if part])
 
 
 def _message_body(message: Mapping[str, Any]) -> str:
@@ -191,7 +201,14 @@ def transcript_md(
         when = entry.get("timestamp", "") if entry is not None else ""
         parts.append(f"\n## {role} · {entry_id} · {when}\n\n")
         parts.append(_message_body(message))
-    return "".join(parts).encode("utf-8", "surrogatepass")
+    return _utf8("".join(parts))
+
+
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode()  # fast path; lone surrogates from odd JSON need the slow one
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
 
 
 # --- tree.txt -----------------------------------------------------------------------
