@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import trio
 
-from core import SessionManager, jsonl, paths
+from core import NotASessionError, SessionManager, jsonl, paths
 from core.context import build_session_context
 from core.persist import blob_refs_in
 from sessionfs import render
@@ -505,10 +505,8 @@ class SessionCache:
             st = os.stat(ref.path)
             try:
                 manager = open_browse(ref.path)
-            except Exception as exc:  # a hostile file must never take the mount down
-                if type(exc).__name__ == "NotASessionError":
-                    raise NotASession(str(ref.path)) from exc
-                raise
+            except NotASessionError as exc:  # e.g. replaced by junk since it was listed
+                raise NotASession(str(ref.path)) from exc
             session = LoadedSession(ref=ref, manager=manager)
             session.file_state = (st.st_ino, st.st_size, st.st_mtime_ns)
             session.checked_at = time.monotonic()
