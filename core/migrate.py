@@ -16,14 +16,31 @@ CURRENT_SESSION_VERSION: Final = 3
 
 
 def deterministic_entry_id(session_id: str, position: int, taken: set[str]) -> str:
-    """First 8 hex of sha256(session id, position); re-derived with a counter on collision."""
-    attempt = 0
-    while True:
-        seed = f"{session_id}:{position}" if attempt == 0 else f"{session_id}:{position}:{attempt}"
-        candidate = hashlib.sha256(seed.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-        if candidate not in taken:
-            return candidate
-        attempt += 1
+    """First 8 hex of sha256("<session id>:<position>"); re-derived with a counter
+    (":<n>" appended) on collision."""
+    return _IdDeriver(session_id).derive(position, taken)
+
+
+class _IdDeriver:
+    """Hashes the session-id prefix once; each id then costs one copy + update (this
+    runs for every entry of every v1 file that is browsed)."""
+
+    __slots__ = ("_prefix",)
+
+    def __init__(self, session_id: str) -> None:
+        self._prefix = hashlib.sha256(f"{session_id}:".encode("utf-8", "surrogatepass"))
+
+    def derive(self, position: int, taken: set[str]) -> str:
+        attempt = 0
+        while True:
+            digest = self._prefix.copy()
+            digest.update(
+                str(position).encode() if attempt == 0 else f"{position}:{attempt}".encode()
+            )
+            candidate = digest.hexdigest()[:8]
+            if candidate not in taken:
+                return candidate
+            attempt += 1
 
 
 def _version_of(header: dict[str, Any]) -> int:
@@ -37,13 +54,13 @@ def _version_of(header: dict[str, Any]) -> int:
 def _migrate_v1_to_v2(entries: list[dict[str, Any]]) -> None:
     """Chain every entry in file order and turn compaction indexes into ids."""
     header = entries[0]
-    session_id = str(header.get("id", ""))
+    ids = _IdDeriver(str(header.get("id", "")))
     taken: set[str] = {e["id"] for e in entries[1:] if isinstance(e.get("id"), str)}
     previous: str | None = None
     for position, entry in enumerate(entries[1:], start=1):
         entry_id = entry.get("id")
         if not isinstance(entry_id, str):
-            entry_id = deterministic_entry_id(session_id, position, taken)
+            entry_id = ids.derive(position, taken)
             taken.add(entry_id)
             entry["id"] = entry_id
             entry["parentId"] = previous
