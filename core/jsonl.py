@@ -54,8 +54,11 @@ def _dumps(obj: Any, option: int, indent: int | None) -> bytes:
 
 
 def dumps_line(obj: Any) -> bytes:
-    """Compact JSON plus ``\\n``: exactly one JSONL line."""
-    return _dumps(obj, 0, None) + b"\n"
+    """Compact JSON plus ``\\n``: exactly one JSONL line (the append hot path)."""
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE)
+    except TypeError:
+        return _dumps(obj, 0, None) + b"\n"
 
 
 def dumps_pretty(obj: Any) -> bytes:
