@@ -13,6 +13,8 @@
 Concurrency: all core work runs in worker threads (``trio.to_thread``) under a
 per-session ``trio.Lock``, so one session's slow load or render never blocks the event
 loop or any other session, and a session's state never changes under a renderer.
+Writes through the mount (``SessionCache.write``) take the same lock, so writes to one
+session are serialised and a reader never sees half of one.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import trio
 
@@ -35,6 +37,7 @@ from core.persist import blob_refs_in
 from sessionfs import render
 from sessionfs.memory import release_free_memory
 from sessionfs.names import dedupe, encode_name
+from sessionfs.write_errors import WriteRejected
 
 log = logging.getLogger(__name__)
 
@@ -266,8 +269,9 @@ class LoadedSession:
     #: per-version listings (name -> node) reused by repeated readdirs; owned by nodes
     listings: dict[str, Any] = field(default_factory=dict)
     _by_id: dict[str, dict[str, Any]] | None = None
-    # Set by the write paths (issue 5): a leaf chosen through the mount survives
-    # eviction and catch-ups until an append records it.
+    # Set by the write paths: a leaf chosen through the mount (``ln -sfn``, ``rm leaf``)
+    # is not in the file, so it is kept here until an append records it. A pinned
+    # session is never dehydrated or forgotten (that would lose the leaf).
     pinned_leaf: tuple[str | None] | None = None
     last_result: str | None = None
     last_error: str | None = None
@@ -294,6 +298,19 @@ class LoadedSession:
         self.file_state = state
         self.checked_at = time.monotonic()
 
+    def apply_pin(self) -> None:
+        """Put a pinned leaf back after a full reload (the loader picks the last entry);
+        a pin whose entry vanished (file replaced) is dropped."""
+        if self.pinned_leaf is None or self.manager is None:
+            return
+        (leaf,) = self.pinned_leaf
+        if leaf is None:
+            self.manager.reset_leaf()
+        elif self.manager.get_entry(leaf) is not None:
+            self.manager.branch(leaf)
+        else:
+            self.pinned_leaf = None
+
     def dehydrate(self) -> None:
         """Drop the parsed session and everything derived per entry; keep renderings."""
         self.manager = None
@@ -316,9 +333,26 @@ class LoadedSession:
             return -1
         changed = int(self.manager.catch_up())
         self.file_state = state
+        if changed > 0:
+            # Another process appended: core moved the leaf to its last line, which
+            # records a leaf in the file; the one chosen through the mount is over.
+            self.pinned_leaf = None
+        elif changed < 0:
+            self.apply_pin()
         if changed != 0:
             self._forget_renders()
         return changed
+
+    def after_write(self) -> None:
+        """A write through the mount changed memory (and maybe the file): every
+        rendering is stale, and the file as it is now is what we have seen."""
+        self._forget_renders()
+        try:
+            st = os.stat(self.ref.path)
+        except OSError:
+            return
+        self.file_state = (st.st_ino, st.st_size, st.st_mtime_ns)
+        self.checked_at = time.monotonic()
 
     def unchanged_on_disk(self) -> bool:
         """One ``stat``: True (and marked fresh) when the file is exactly as last seen.
@@ -450,6 +484,10 @@ _RENDERERS: dict[str, Callable[[LoadedSession], bytes]] = {
 
 ChangeListener = Callable[[LoadedSession, bool], None]
 
+#: What a write does to the leaf: "moved" (branch/reset: pin it, it is not in the
+#: file), "recorded" (an append wrote it down: unpin), "kept" (title, flush, fork).
+LeafEffect = Literal["moved", "recorded", "kept"]
+
 
 class SessionCache:
     """Loaded sessions, LRU-bounded by an estimate of their memory (async API)."""
@@ -462,6 +500,10 @@ class SessionCache:
         self.listeners: list[ChangeListener] = []
         #: called with a session about to be dehydrated, while its listings still exist
         self.dehydrate_listeners: list[Callable[[LoadedSession], None]] = []
+        #: pinned leaves of sessions dropped after a failed write, restored on reload
+        self._dropped_pins: dict[tuple[str, str], tuple[str | None]] = {}
+        #: temporary symlinks made in session dirs (name -> target), per session
+        self._pending_links: dict[tuple[str, str], dict[str, str]] = {}
 
     async def ref(self, project: str, stem: str) -> SessionRef | None:
         known = self.index.session_if_known(project, stem)  # one stat, on the event loop
@@ -510,6 +552,8 @@ class SessionCache:
             session = LoadedSession(ref=ref, manager=manager)
             session.file_state = (st.st_ino, st.st_size, st.st_mtime_ns)
             session.checked_at = time.monotonic()
+            session.pinned_leaf = self._dropped_pins.pop((project, stem), None)
+            session.apply_pin()
             if warm is not None:
                 session.rendered(warm)
             return session
@@ -553,9 +597,68 @@ class SessionCache:
             return cached
         return await self.run(session, lambda: session.rendered(what))
 
+    def pending_links(self, project: str, stem: str) -> dict[str, str]:
+        """The temporary symlinks of one session dir (name -> target; read only).
+        GNU ``ln -sf`` makes one and renames it over ``leaf``; they are kept apart
+        from the LRU so eviction cannot lose one between the two calls."""
+        return self._pending_links.get((project, stem), {})
+
+    def set_pending_link(self, project: str, stem: str, name: str, target: str | None) -> None:
+        """Add (or with ``None`` remove) a temporary symlink; empty sets are not kept."""
+        key = (project, stem)
+        links = self._pending_links.setdefault(key, {})
+        if target is None:
+            links.pop(name, None)
+        else:
+            links[name] = target
+        if not links:
+            del self._pending_links[key]
+
     def drop(self, session: LoadedSession) -> None:
         if self._sessions.get(session.key) is session:
             del self._sessions[session.key]
+            if session.pinned_leaf is not None:
+                self._dropped_pins[session.key] = session.pinned_leaf
+
+    async def write(
+        self, session: LoadedSession, fn: Callable[[Any], T], *, leaf: LeafEffect = "kept"
+    ) -> T:
+        """Apply one write through the mount: ``fn(manager)`` (a `session_writer` call)
+        in a worker thread under the session's lock. Afterwards the renderings are
+        stale, the kernel is told (listeners), and the outcome is kept for ``ctl``.
+
+        A `WriteRejected` is recorded as ``last_error`` and re-raised; with
+        ``reload_session`` (core latched a persistence error) the session is dropped,
+        so the next access loads it from disk again and writes can work again once
+        the disk has room, without remounting.
+        """
+
+        def apply() -> T:
+            session.ensure_loaded()
+            try:
+                return fn(session.manager)
+            finally:
+                session.after_write()  # even a refused write may have caught up
+
+        async with session.lock:
+            try:
+                result = await trio.to_thread.run_sync(apply)
+            except WriteRejected as exc:
+                session.last_error = exc.reason
+                if exc.reload_session:
+                    self.drop(session)
+                raise
+            finally:
+                for listener in self.listeners:
+                    listener(session, False)
+            session.last_error = None
+            if leaf == "moved":
+                leaf_id = session.manager.get_leaf_id()
+                session.pinned_leaf = (leaf_id if isinstance(leaf_id, str) else None,)
+            elif leaf == "recorded":
+                session.pinned_leaf = None
+        self._evict(keep=session)
+        return result
 
     def loaded(self) -> list[LoadedSession]:
         return list(self._sessions.values())

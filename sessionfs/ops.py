@@ -28,6 +28,7 @@ import pyfuse3
 
 from sessionfs.live import LoadedSession
 from sessionfs.nodes.base import IMMUTABLE, DirNode, Kind, LinkNode, Node, OpenFile
+from sessionfs.write_errors import WriteRejected
 
 __all__ = ["DirHandle", "InodeTable", "Invalidator", "SessionFsOperations"]
 
@@ -50,6 +51,8 @@ def _errno_guard(fn: F) -> F:
             return await fn(self, *args)
         except pyfuse3.FUSEError:
             raise
+        except WriteRejected as exc:  # a refused write: its errno was decided where known
+            raise pyfuse3.FUSEError(exc.errno) from None
         except (FileNotFoundError, NotADirectoryError):
             raise pyfuse3.FUSEError(errno.ENOENT) from None
         except PermissionError:
@@ -101,6 +104,20 @@ class InodeTable:
             raise pyfuse3.FUSEError(errno.ESTALE)
         return node
 
+    def move(self, old_key: tuple[str, ...], node: Node) -> None:
+        """A rename: the inode the kernel knows under ``old_key`` now answers for
+        ``node.key`` (the kernel moved its dentry; a node found by the old key would
+        no longer exist). An inode that held the new name keeps its number until
+        the kernel forgets it."""
+        inode = self.by_key.pop(old_key, None)
+        if inode is None:
+            return
+        old = self.nodes.get(inode)
+        if old is not None:
+            node.nlookup = old.nlookup
+        self.by_key[node.key] = inode
+        self.nodes[inode] = node
+
     def remember(self, inode: int) -> None:
         self.nodes[inode].nlookup += 1
 
@@ -119,7 +136,8 @@ class InodeTable:
         if node.nlookup > 0:
             return
         del self.nodes[inode]
-        self.by_key.pop(node.key, None)
+        if self.by_key.get(node.key) == inode:  # not if a rename gave the name away
+            del self.by_key[node.key]
         if len(node.key) >= 3 and node.key[0] == "sessions":
             inodes = self.by_session.get((node.key[1], node.key[2]))
             if inodes is not None:
@@ -418,7 +436,11 @@ class SessionFsOperations(pyfuse3.Operations):
     ) -> None:
         self._writable()
         old_dir, new_dir = self._dir(parent_inode_old), self._dir(parent_inode_new)
-        await old_dir.rename(os.fsdecode(name_old), new_dir, os.fsdecode(name_new), flags)
+        old_name, new_name = os.fsdecode(name_old), os.fsdecode(name_new)
+        await old_dir.rename(old_name, new_dir, new_name, flags)
+        moved = await new_dir.lookup(new_name)
+        if moved is not None:
+            self.table.move(old_dir.child_key(old_name), moved)
 
     @_errno_guard
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:

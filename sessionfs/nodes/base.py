@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from sessionfs.live import AgentIndex, SessionCache
 
 __all__ = [
+    "DROPBOX",
     "IMMUTABLE",
     "RENDERED",
     "STATIC",
@@ -39,6 +40,7 @@ __all__ = [
     "Node",
     "OpenFile",
     "Stat",
+    "allow_truncate_to_zero",
     "refuse",
 ]
 
@@ -72,10 +74,14 @@ class CacheTier:
 #             attributes are invalidated as soon as the change is seen.
 # VOLATILE  - ctl, history files, symlinks and the per-session dirs: change at any
 #             moment; direct_io makes every read current.
+# DROPBOX   - files being written into append/: never cached at all, so once closed
+#             the name is gone again (append/ always lists empty) and the next file
+#             of the same name is a new create, not an open of a stale inode.
 IMMUTABLE = CacheTier("immutable", 3600.0, 3600.0, keep_cache=True, direct_io=False)
 STATIC = CacheTier("static", 1.0, 1.0, keep_cache=False, direct_io=False)
 RENDERED = CacheTier("rendered", 1.0, 0.5, keep_cache=True, direct_io=False)
 VOLATILE = CacheTier("volatile", 1.0, 0.5, keep_cache=False, direct_io=True)
+DROPBOX = CacheTier("dropbox", 0.0, 0.0, keep_cache=False, direct_io=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,10 +106,29 @@ class MountContext:
     gid: int
     root_last_result: str | None = None
     root_last_error: str | None = None
+    #: where the mount is, when known: absolute symlink targets into a session and
+    #: ``last_result`` paths use it; without it results are relative to the mount root
+    mountpoint: str | None = None
+
+    def mount_path(self, *parts: str) -> str:
+        """A path in the mount: absolute when the mountpoint is known."""
+        relative = "/".join(parts)
+        return f"{self.mountpoint.rstrip('/')}/{relative}" if self.mountpoint else relative
 
 
 def refuse(code: int = errno.EPERM) -> pyfuse3.FUSEError:
     return pyfuse3.FUSEError(code)
+
+
+def allow_truncate_to_zero(attr: Any, fields: Any) -> None:
+    """``setattr`` of a file whose content is replaced on close (title, ctl, append
+    files): the truncate of ``> file`` (size 0, with its time stamps) is accepted and
+    changes nothing by itself; chmod, chown or a truncate to another size is ``EPERM``.
+    """
+    if any(getattr(fields, name, False) for name in ("update_mode", "update_uid", "update_gid")):
+        raise refuse()
+    if getattr(fields, "update_size", False) and attr.st_size != 0:
+        raise refuse()
 
 
 class OpenFile:

@@ -7,8 +7,9 @@ import errno
 import trio
 
 from core.context import path_to_root
+from sessionfs import session_writer
 from sessionfs.live import LoadedSession
-from sessionfs.names import dedupe, encode_name
+from sessionfs.names import decode_name, dedupe, encode_name
 from sessionfs.nodes.base import (
     IMMUTABLE,
     VOLATILE,
@@ -21,7 +22,7 @@ from sessionfs.nodes.base import (
     refuse,
 )
 from sessionfs.nodes.blobs import BlobFile
-from sessionfs.nodes.session import InSession
+from sessionfs.nodes.session import RENAME_EXCHANGE, RENAME_NOREPLACE, InSession
 
 
 class EntryFile(InSession, FileNode):
@@ -156,31 +157,88 @@ class PathDir(InSession, DirNode):
 
 
 class LabelsDir(InSession, DirNode):
-    """``labels/<label> -> ../entries/<targetId>.json`` for every current label."""
+    """``labels/<label> -> ../entries/<targetId>.json`` for every current label.
+
+    Writes: ``ln -s ../entries/<id>.json labels/<name>`` labels an entry (``ln -sfn``
+    moves a label to another entry), ``mv labels/a labels/b`` relabels, ``rm
+    labels/<name>`` clears. Each is one label change appended through core.
+    """
 
     __slots__ = ()
 
     tier = VOLATILE
-    mode = 0o755  # ln -s / mv / rm manage labels (issue 5)
+    mode = 0o755
 
     async def stat(self) -> Stat:
         return Stat(0, (await self.session()).mtime_ns)
 
-    async def children(self) -> list[tuple[str, Node]]:
+    async def _rows(self) -> list[tuple[str, str, str]]:
+        """(file name, target entry id, link target) per current label."""
         session = await self.session()
 
-        def links() -> list[tuple[str, str]]:
+        def rows() -> list[tuple[str, str, str]]:
             table, by_id = session.table(), session.by_id()
-            pairs = []
+            found = []
             for target_id, label in session.labels().items():
                 name = table.name_for_id(target_id, by_id)
                 if label and name is not None:
-                    pairs.append((encode_name(label), f"../entries/{name}"))
-            names = dedupe([label for label, _ in pairs])
-            return [(n, target) for n, (_, target) in zip(names, pairs, strict=True)]
+                    found.append((encode_name(label), target_id, f"../entries/{name}"))
+            names = dedupe([label for label, _, _ in found])
+            return [(n, t, link) for n, (_, t, link) in zip(names, found, strict=True)]
 
-        rows = await self.ctx.sessions.run(session, links)
-        return [(name, EntryLink(self.ctx, self.child_key(name), t)) for name, t in rows]
+        return await self.ctx.sessions.run(session, rows)
+
+    async def children(self) -> list[tuple[str, Node]]:
+        return [
+            (name, EntryLink(self.ctx, self.child_key(name), link))
+            for name, _, link in await self._rows()
+        ]
+
+    async def _target_of(self, name: str) -> str:
+        for listed, target_id, _ in await self._rows():
+            if listed == name:
+                return target_id
+        raise refuse(errno.ENOENT)
+
+    async def _reply(self, name: str) -> Node:
+        node = await self.lookup(name)
+        if node is None:  # cleared again by someone else in between: still "made"
+            raise refuse(errno.ENOENT)
+        return node
+
+    async def symlink(self, name: str, target: str) -> Node:
+        if await self.lookup(name) is not None:
+            raise refuse(errno.EEXIST)
+        label, dirs = decode_name(name), self.session_dirs(target)
+        await self.apply_write(
+            lambda m: session_writer.set_label_from_link(m, label, target, session_dirs=dirs),
+            leaf="recorded",
+            done=f"label: {label}",
+        )
+        return await self._reply(name)
+
+    async def rename(self, name: str, new_parent: DirNode, new_name: str, flags: int) -> None:
+        if new_parent.key != self.key:
+            raise refuse(errno.EXDEV)
+        if flags & RENAME_EXCHANGE:
+            raise refuse(errno.EINVAL)
+        target_id = await self._target_of(name)
+        if flags & RENAME_NOREPLACE and await self.lookup(new_name) is not None:
+            raise refuse(errno.EEXIST)
+        label = decode_name(new_name)
+        await self.apply_write(
+            lambda m: session_writer.set_label(m, target_id, label),
+            leaf="recorded",
+            done=f"label: {label}",
+        )
+
+    async def unlink(self, name: str) -> None:
+        target_id = await self._target_of(name)
+        await self.apply_write(
+            lambda m: session_writer.clear_label(m, target_id),
+            leaf="recorded",
+            done=f"label cleared: {decode_name(name)}",
+        )
 
 
 class SessionBlobsDir(InSession, DirNode):

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
-from sessionfs.nodes.base import STATIC, VOLATILE, DirNode, FileNode, Node
+from typing import Any
+
+import trio
+
+from sessionfs.nodes.base import (
+    STATIC,
+    VOLATILE,
+    DirNode,
+    FileNode,
+    Node,
+    OpenFile,
+    allow_truncate_to_zero,
+)
 from sessionfs.nodes.blobs import RootBlobsDir
 from sessionfs.nodes.history import HistoryDir
 from sessionfs.nodes.index import ByIdDir, RecentDir
-from sessionfs.nodes.session import SessionsDir
+from sessionfs.nodes.session import SessionsDir, describe, opened_for_writing
+from sessionfs.nodes.write_handles import LineCommandHandle
 from sessionfs.render import status_text
+from sessionfs.session_commands import parse_root_commands, run_root_command
+from sessionfs.write_errors import WriteRejected
 
 README_TEXT = """\
 # sessionfs
@@ -66,7 +81,8 @@ class ReadmeFile(FileNode):
 
 
 class RootCtl(FileNode):
-    """Root ``ctl``: last result / error of a root command (``new`` comes in issue 5)."""
+    """Root ``ctl``: ``new <cwd> [title]`` creates a session on disk at once; reading
+    gives the last result (the new session's path in the mount) or error."""
 
     __slots__ = ()
 
@@ -77,6 +93,24 @@ class RootCtl(FileNode):
         return status_text(
             [("last_result", self.ctx.root_last_result), ("last_error", self.ctx.root_last_error)]
         )
+
+    async def open(self, flags: int) -> OpenFile:
+        if not opened_for_writing(flags):
+            return await super().open(flags)
+        return LineCommandHandle(self._run, on_error=self._record_error)
+
+    async def setattr(self, attr: Any, fields: Any) -> None:
+        allow_truncate_to_zero(attr, fields)
+
+    async def _record_error(self, exc: WriteRejected) -> None:
+        self.ctx.root_last_error = exc.reason
+
+    async def _run(self, data: bytes) -> None:
+        agent_dir = self.ctx.index.agent_dir
+        for command in parse_root_commands(data):
+            result = await trio.to_thread.run_sync(run_root_command, agent_dir, command)
+            self.ctx.root_last_result = describe(result, self.ctx)
+            self.ctx.root_last_error = None
 
 
 class RootDir(DirNode):

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import time
-from typing import ClassVar
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
 
 import trio
 
-from sessionfs.live import FRESH_INTERVAL, LoadedSession, NotASession, SessionRef
+from sessionfs import session_writer
+from sessionfs.append_parse import parse_append, reject_oversize
+from sessionfs.link_targets import SESSION_DIR, resolve_link_target
+from sessionfs.live import FRESH_INTERVAL, LeafEffect, LoadedSession, NotASession, SessionRef
 from sessionfs.nodes.base import (
+    DROPBOX,
     RENDERED,
     STATIC,
     VOLATILE,
@@ -22,9 +29,64 @@ from sessionfs.nodes.base import (
     Node,
     OpenFile,
     Stat,
+    allow_truncate_to_zero,
     refuse,
 )
+from sessionfs.nodes.write_handles import BufferedWriteHandle, LineCommandHandle
 from sessionfs.render import status_text
+from sessionfs.session_commands import (
+    CommandResult,
+    SessionCommand,
+    parse_session_commands,
+    run_session_command,
+)
+from sessionfs.write_errors import WriteRejected
+
+T = TypeVar("T")
+
+#: Largest ``title`` write kept in memory (a title is one line).
+TITLE_LIMIT = 64 * 1024
+#: Temporary symlinks (GNU ``ln -sf`` makes one before renaming it over ``leaf``) kept
+#: per session; more is refused rather than letting memory grow.
+MAX_PENDING_LINKS = 64
+
+
+def sessionfs_mountpoints() -> list[str]:
+    """Every sessionfs mount on this machine (``/proc/self/mountinfo``).
+
+    The daemon is not told its own mountpoint, so an absolute symlink target is
+    accepted when it lies below ``<a sessionfs mount>/sessions/<project>/<stem>/``:
+    the same project and file name is the same session file.
+    """
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        fields, _, rest = line.partition(" - ")
+        parts = fields.split(" ")
+        if len(parts) >= 5 and rest.split(" ", 1)[0] == "fuse.sessionfs":
+            # mountinfo escapes space, tab, newline and backslash as octal
+            found.append(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[4]))
+    return found
+
+
+def opened_for_writing(flags: int) -> bool:
+    return flags & os.O_ACCMODE != os.O_RDONLY
+
+
+def session_mount_path(ctx: MountContext, session_file: str) -> str:
+    """Where a session file shows up in the mount (``last_result`` of fork/new)."""
+    path = Path(session_file)
+    return ctx.mount_path("sessions", path.parent.name, path.name.removesuffix(".jsonl"))
+
+
+def describe(result: CommandResult, ctx: MountContext) -> str:
+    if result.new_session_file is not None:
+        return session_mount_path(ctx, result.new_session_file)
+    return result.text
 
 
 class InSession:
@@ -49,6 +111,33 @@ class InSession:
         except NotASession:
             raise refuse(errno.ENOENT) from None
 
+    def session_dirs(self, *targets: str | None) -> tuple[str, ...]:
+        """This session's dir as absolute paths, needed only when one of ``targets``
+        (link targets, command arguments) is an absolute path."""
+        if not any(t and t.startswith("/") for t in targets):
+            return ()
+        mounts = [self.ctx.mountpoint] if self.ctx.mountpoint else sessionfs_mountpoints()
+        return tuple(f"{m.rstrip('/')}/sessions/{self.project}/{self.stem}" for m in mounts)
+
+    async def apply_write(
+        self, fn: Callable[[Any], T], *, leaf: LeafEffect = "kept", done: str | None = None
+    ) -> T:
+        """One write through ``SessionCache.write``; ``done`` becomes ``last_result``.
+        A refusal propagates as `WriteRejected` (``ops`` turns it into its errno)."""
+        session = await self.session()
+        result = await self.ctx.sessions.write(session, fn, leaf=leaf)
+        if done is not None:
+            session.last_result = done
+        return result
+
+    async def record_error(self, exc: WriteRejected) -> None:
+        """A refusal found outside a write (parsing, early checks), for ``ctl``."""
+        try:
+            session = await self.session()
+        except Exception:  # the session is gone: nobody can read its ctl any more
+            return
+        session.last_error = exc.reason
+
 
 class RenderedFile(InSession, FileNode):
     """A file whose bytes are one of ``LoadedSession``'s cached renderings."""
@@ -66,8 +155,8 @@ class RenderedFile(InSession, FileNode):
         return (await self.session()).mtime_ns
 
     async def open(self, flags: int) -> OpenFile:
-        if flags & os.O_ACCMODE != os.O_RDONLY:
-            raise refuse(errno.EACCES)  # title becomes writable in issue 5
+        if opened_for_writing(flags):
+            raise refuse(errno.EACCES)
         session = await self.session()
         data = await self.ctx.sessions.render(session, self.rendering)
         return BytesHandle(data, version=(session.file_state, session.version))
@@ -87,10 +176,34 @@ class HeaderFile(RenderedFile):
 
 
 class TitleFile(RenderedFile):
+    """``title``: writing it and closing sets the title (``set_session_name(text,
+    "user")``, an atomic rewrite that keeps every entry)."""
+
     __slots__ = ()
 
     rendering = "title"
-    mode = 0o644  # writable in issue 5: set_session_name on close
+    mode = 0o644
+
+    async def open(self, flags: int) -> OpenFile:
+        if not opened_for_writing(flags):
+            return await super().open(flags)
+        return BufferedWriteHandle(self._commit, too_big=_title_too_big, on_error=self.record_error)
+
+    async def setattr(self, attr: Any, fields: Any) -> None:
+        allow_truncate_to_zero(attr, fields)
+
+    async def _commit(self, data: bytes) -> None:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise WriteRejected(errno.EINVAL, "title: not UTF-8 text") from None
+        title = await self.apply_write(lambda m: session_writer.set_title(m, text))
+        (await self.session()).last_result = f"title: {title}"
+
+
+def _title_too_big(size: int) -> None:
+    if size > TITLE_LIMIT:
+        raise WriteRejected(errno.EFBIG, f"title: more than {TITLE_LIMIT} bytes")
 
 
 class ContextFile(RenderedFile):
@@ -118,7 +231,9 @@ class StatsFile(RenderedFile):
 
 
 class SessionCtl(InSession, FileNode):
-    """``ctl``: status on read; commands on write (issue 5)."""
+    """``ctl``: status on read; commands on write, run as each line arrives
+    (`sessionfs.session_commands`): ``branch``, ``reset``, ``summary``, ``fork``,
+    ``extract``, ``flush``."""
 
     __slots__ = ()
 
@@ -152,6 +267,30 @@ class SessionCtl(InSession, FileNode):
     async def mtime_ns(self) -> int:
         return (await self.session()).mtime_ns
 
+    async def open(self, flags: int) -> OpenFile:
+        if not opened_for_writing(flags):
+            return await super().open(flags)
+        return LineCommandHandle(self._run, on_error=self.record_error)
+
+    async def setattr(self, attr: Any, fields: Any) -> None:
+        allow_truncate_to_zero(attr, fields)
+
+    async def _run(self, data: bytes) -> None:
+        commands = parse_session_commands(data)
+        dirs = self.session_dirs(*(c.target for c in commands))
+        for command in commands:
+            result = await self.apply_write(
+                lambda m, c=command: run_session_command(m, c, session_dirs=dirs),
+                leaf=_leaf_effect(command),
+            )
+            (await self.session()).last_result = describe(result, self.ctx)
+
+
+def _leaf_effect(command: SessionCommand) -> LeafEffect:
+    if command.name in ("branch", "reset"):
+        return "moved"
+    return "recorded" if command.name == "summary" else "kept"
+
 
 class LeafLink(InSession, LinkNode):
     """``leaf -> entries/<leafId>.json``; absent while the leaf is null."""
@@ -174,7 +313,8 @@ class LeafLink(InSession, LinkNode):
 
 
 class AppendDir(InSession, DirNode):
-    """``append/``: a drop box for new entries (issue 5); always lists empty."""
+    """``append/``: a drop box for new entries; always lists empty. Each file created
+    here is parsed and appended when it is closed (`AppendFile`)."""
 
     __slots__ = ()
 
@@ -183,6 +323,64 @@ class AppendDir(InSession, DirNode):
 
     async def lookup(self, name: str) -> Node | None:
         return None
+
+    async def create(self, name: str, flags: int, mode: int) -> tuple[Node, OpenFile]:
+        await self.session()  # ENOENT when the session is gone
+        node = AppendFile(self.ctx, self.child_key(name))
+        return node, node.handle()
+
+
+class AppendFile(InSession, FileNode):
+    """A file being written into ``append/``: on close its content is parsed
+    (`sessionfs.append_parse`) and appended all-or-nothing, fsynced before ``close()``
+    returns. Nothing is ever kept under its name."""
+
+    __slots__ = ()
+
+    tier = DROPBOX
+    mode = 0o644
+
+    async def stat(self) -> Stat:
+        return Stat(0, time.time_ns())
+
+    def handle(self) -> OpenFile:
+        return BufferedWriteHandle(
+            self._commit, too_big=reject_oversize, on_error=self.record_error
+        )
+
+    async def open(self, flags: int) -> OpenFile:
+        if not opened_for_writing(flags):
+            raise refuse(errno.EACCES)  # a drop box: what goes in is read from entries/
+        return self.handle()
+
+    async def setattr(self, attr: Any, fields: Any) -> None:
+        allow_truncate_to_zero(attr, fields)
+
+    async def _commit(self, data: bytes) -> None:
+        name = self.key[-1]
+        result = await self.apply_write(
+            lambda m: session_writer.append_ops(m, parse_append(name, data)), leaf="recorded"
+        )
+        count = len(result.new_ids)
+        (
+            await self.session()
+        ).last_result = (
+            f"appended {count} {'entry' if count == 1 else 'entries'}; leaf: {result.leaf_id}"
+        )
+
+
+class PendingLink(InSession, LinkNode):
+    """A symlink made in the session dir under another name than ``leaf`` (GNU
+    ``ln -sf`` makes one, then renames it over ``leaf``). Its target was checked
+    when it was made; it lives in memory until renamed or removed."""
+
+    __slots__ = ()
+
+    async def target(self) -> str:
+        target = self.ctx.sessions.pending_links(self.project, self.stem).get(self.key[-1])
+        if target is None:
+            raise refuse(errno.ENOENT)
+        return target
 
 
 def _session_children() -> dict[str, type[Node]]:
@@ -207,11 +405,16 @@ def _session_children() -> dict[str, type[Node]]:
 
 
 class SessionDir(InSession, DirNode):
-    """``sessions/<project>/<stem>/``. Its stat comes from the listing (no full load)."""
+    """``sessions/<project>/<stem>/``. Its stat comes from the listing (no full load).
+
+    Writes here move the leaf: ``ln -s <target> leaf`` (no leaf yet), GNU ``ln -sfn``
+    (a temporary link renamed over ``leaf``: see `PendingLink`), ``rm leaf``.
+    """
 
     __slots__ = ("ref", "ref_at")
 
     tier = STATIC
+    mode = 0o755
 
     def __init__(self, ctx: MountContext, key: tuple[str, ...], ref: SessionRef | None) -> None:
         super().__init__(ctx, key)
@@ -249,12 +452,93 @@ class SessionDir(InSession, DirNode):
     async def lookup(self, name: str) -> Node | None:
         cls = _session_children().get(name)
         if cls is None:
+            if name in self.ctx.sessions.pending_links(self.project, self.stem):
+                return PendingLink(self.ctx, self.child_key(name))
             return None
         rendering = getattr(cls, "rendering", None)  # about to be stat'ed: render it now
         await self.session(warm=rendering)  # ENOENT if the session is gone or not one
         if name == "leaf" and not await self._has_leaf():
             return None
         return cls(self.ctx, self.child_key(name))
+
+    # -- writes: the leaf ------------------------------------------------------------
+
+    async def _branch(self, target: str) -> None:
+        dirs = self.session_dirs(target)
+        entry_id = await self.apply_write(
+            lambda m: session_writer.set_leaf_from_link(m, target, session_dirs=dirs),
+            leaf="moved",
+        )
+        (await self.session()).last_result = f"leaf: {entry_id}"
+
+    async def _check_target(self, target: str) -> None:
+        session = await self.session()
+        dirs = self.session_dirs(target)
+
+        def check() -> str:
+            return resolve_link_target(
+                target,
+                link_dir=SESSION_DIR,
+                has_entry=lambda i: session.manager.get_entry(i) is not None,
+                session_dirs=dirs,
+            )
+
+        try:
+            await self.ctx.sessions.run(session, check)
+        except WriteRejected as exc:
+            session.last_error = exc.reason
+            raise
+
+    async def symlink(self, name: str, target: str) -> Node:
+        children = _session_children()
+        if name == "leaf":
+            if await self._has_leaf():
+                raise refuse(errno.EEXIST)
+            await self._branch(target)
+            return LeafLink(self.ctx, self.child_key(name))
+        if name in children:
+            raise refuse(errno.EEXIST)
+        pending = self.ctx.sessions.pending_links(self.project, self.stem)
+        if name in pending:
+            raise refuse(errno.EEXIST)
+        if len(pending) >= MAX_PENDING_LINKS:
+            raise refuse(errno.ENOSPC)
+        await self._check_target(target)  # a bad target fails at `ln`, not later
+        self.ctx.sessions.set_pending_link(self.project, self.stem, name, target)
+        return PendingLink(self.ctx, self.child_key(name))
+
+    async def rename(self, name: str, new_parent: DirNode, new_name: str, flags: int) -> None:
+        if new_parent.key != self.key:
+            raise refuse(errno.EXDEV)
+        if flags & RENAME_EXCHANGE:
+            raise refuse(errno.EINVAL)
+        target = self.ctx.sessions.pending_links(self.project, self.stem).get(name)
+        if target is None:
+            raise refuse()  # leaf, entries, ...: the session's own names stay
+        if new_name == "leaf":
+            if flags & RENAME_NOREPLACE and await self._has_leaf():
+                raise refuse(errno.EEXIST)
+            await self._branch(target)
+        elif new_name in _session_children():
+            raise refuse()
+        else:
+            self.ctx.sessions.set_pending_link(self.project, self.stem, new_name, target)
+        self.ctx.sessions.set_pending_link(self.project, self.stem, name, None)
+
+    async def unlink(self, name: str) -> None:
+        if name == "leaf":
+            await self.apply_write(session_writer.reset_leaf, leaf="moved", done="leaf: none")
+        elif name in self.ctx.sessions.pending_links(self.project, self.stem):
+            self.ctx.sessions.set_pending_link(self.project, self.stem, name, None)
+        elif name in _session_children():
+            raise refuse()
+        else:
+            raise refuse(errno.ENOENT)
+
+
+#: renameat2 flags (linux/fs.h)
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
 
 
 class ProjectDir(DirNode):

@@ -1,0 +1,118 @@
+"""Open-file handles of the files that take writes: ``append/<name>``, ``title``, ``ctl``.
+
+The kernel delivers a write as open, write()s, flush (at every ``close()``), release.
+``release`` cannot return an error to anyone, so the work happens at ``flush``: that is
+where an append becomes durable and where ``close()`` gets ``EINVAL``/``ENOENT``/...
+``write()`` already refuses what it can know early (``EFBIG`` past the size limit, a
+write that is not sequential); the rest of such a file is refused too.
+
+``ctl`` is different: commands run in ``write()``, one batch per call, so a shell's
+``echo cmd > ctl`` reports an unknown command at once (``echo: write error``) instead
+of in a ``close()`` that shells do not check.
+
+Every refusal is a `WriteRejected`; ``on_error`` records it (``ctl``'s ``last_error``)
+and the handle answers ``FUSEError(errno)``.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Awaitable, Callable
+
+import pyfuse3
+
+from sessionfs.nodes.base import OpenFile
+from sessionfs.write_errors import WriteRejected
+
+__all__ = ["CTL_LIMIT", "BufferedWriteHandle", "LineCommandHandle"]
+
+#: Largest command batch a ``ctl`` keeps while waiting for the end of a line.
+CTL_LIMIT = 64 * 1024
+
+Commit = Callable[[bytes], Awaitable[None]]
+OnError = Callable[[WriteRejected], Awaitable[None]]
+
+
+class BufferedWriteHandle(OpenFile):
+    """Sequential writes collected in memory; ``commit(data)`` runs at the next flush.
+
+    A handle that was never written to commits nothing (``touch``, ``: > file``).
+    ``too_big(size)`` raises `WriteRejected` (``EFBIG``) for a size over the limit.
+    """
+
+    def __init__(self, commit: Commit, *, too_big: Callable[[int], None], on_error: OnError):
+        self._commit = commit
+        self._too_big = too_big
+        self._on_error = on_error
+        self._data = bytearray()
+        self._committed = 0  # bytes of earlier flushes (a later write continues after them)
+        self._failed: WriteRejected | None = None
+
+    async def _refuse(self, exc: WriteRejected) -> pyfuse3.FUSEError:
+        await self._on_error(exc)
+        return pyfuse3.FUSEError(exc.errno)
+
+    async def write(self, offset: int, data: bytes) -> int:
+        try:
+            if self._failed is not None:
+                raise self._failed
+            if offset - self._committed != len(self._data):
+                raise WriteRejected(errno.EINVAL, "this file is written from start to end only")
+            self._too_big(self._committed + len(self._data) + len(data))
+        except WriteRejected as exc:
+            # Keep refusing: what follows a lost part of a file must not be applied.
+            self._failed = exc
+            self._data.clear()
+            raise await self._refuse(exc) from None
+        self._data += data
+        return len(data)
+
+    async def flush(self) -> None:
+        if self._failed is not None:
+            raise pyfuse3.FUSEError(self._failed.errno)
+        if not self._data:
+            return
+        data = bytes(self._data)
+        self._committed += len(data)
+        self._data.clear()
+        try:
+            await self._commit(data)
+        except WriteRejected as exc:
+            raise await self._refuse(exc) from None
+
+
+class LineCommandHandle(OpenFile):
+    """``ctl``: every ``write()`` runs the complete lines it holds; a trailing partial
+    line waits for the next write or the flush."""
+
+    def __init__(self, run: Commit, *, on_error: OnError) -> None:
+        self._run = run
+        self._on_error = on_error
+        self._pending = bytearray()
+
+    async def _execute(self, data: bytes) -> None:
+        try:
+            await self._run(data)
+        except WriteRejected as exc:
+            await self._on_error(exc)
+            raise pyfuse3.FUSEError(exc.errno) from None
+
+    async def write(self, offset: int, data: bytes) -> int:
+        if len(self._pending) + len(data) > CTL_LIMIT:
+            self._pending.clear()
+            exc = WriteRejected(errno.EFBIG, f"a ctl command is at most {CTL_LIMIT} bytes")
+            await self._on_error(exc)
+            raise pyfuse3.FUSEError(exc.errno)
+        self._pending += data
+        end = self._pending.rfind(b"\n") + 1
+        if end:
+            ready = bytes(self._pending[:end])
+            del self._pending[:end]
+            await self._execute(ready)
+        return len(data)
+
+    async def flush(self) -> None:
+        ready = bytes(self._pending)
+        self._pending.clear()
+        if ready.strip():
+            await self._execute(ready)
