@@ -57,6 +57,10 @@ PARSED_SIZE_FACTOR = 4
 NEEDS_IO = object()
 
 
+#: "not known without work" (see `LoadedSession.cached_leaf_name`)
+UNKNOWN = object()
+
+
 class NotASession(Exception):
     """The path is not (or no longer) a valid session file."""
 
@@ -343,10 +347,17 @@ class LoadedSession:
             self._forget_renders()
         return changed
 
-    def after_write(self) -> None:
-        """A write through the mount changed memory (and maybe the file): every
-        rendering is stale, and the file as it is now is what we have seen."""
-        self._forget_renders()
+    def after_write(self, entries_changed: bool = True) -> None:
+        """A write through the mount changed memory (and maybe the file): renderings
+        are stale, and the file as it is now is what we have seen. A leaf move that
+        added no entry keeps the per-entry tables (rebuilding them is O(entries))."""
+        if entries_changed:
+            self._forget_renders()
+        else:
+            self.version += 1
+            self._renders = {}
+            self._cached_bytes = sum(len(v) for v in self._entry_bytes.values())
+            self.listings = {}
         try:
             st = os.stat(self.ref.path)
         except OSError:
@@ -379,6 +390,13 @@ class LoadedSession:
         self._by_id = None
 
     # -- views of the manager ------------------------------------------------------------
+
+    def cached_leaf_name(self) -> str | object | None:
+        """The leaf's ``entries/`` file name (``None``: no leaf) when it is known
+        without work, else `UNKNOWN` (the caller then asks in a worker thread)."""
+        if self.manager is None or self._table is None or self._by_id is None:
+            return UNKNOWN
+        return self._table.name_for_id(self.leaf_id(), self._by_id)
 
     def entries(self) -> list[dict[str, Any]]:
         return list(self.manager.get_entries())
@@ -635,10 +653,13 @@ class SessionCache:
 
         def apply() -> T:
             session.ensure_loaded()
+            count = session.manager.entry_count()
             try:
                 return fn(session.manager)
             finally:
-                session.after_write()  # even a refused write may have caught up
+                # Even a refused write may have caught up with the file.
+                moved_only = leaf == "moved" and session.manager.entry_count() == count
+                session.after_write(entries_changed=not moved_only)
 
         async with session.lock:
             try:

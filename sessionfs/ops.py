@@ -89,7 +89,12 @@ class InodeTable:
             inode = self._next
             self._next += 1
             self.by_key[node.key] = inode
-            if len(node.key) >= 3 and node.key[0] == "sessions" and node.tier is not IMMUTABLE:
+            if (
+                len(node.key) >= 3
+                and node.key[0] == "sessions"
+                and node.tier is not IMMUTABLE
+                and node.invalidate_on_change
+            ):
                 self.by_session.setdefault((node.key[1], node.key[2]), set()).add(inode)
         else:
             old = self.nodes.get(inode)
@@ -198,6 +203,10 @@ class SessionFsOperations(pyfuse3.Operations):
         self.uid, self.gid = os.getuid(), os.getgid()
         self._handles: dict[int, OpenFile | DirHandle] = {}
         self._page_versions: dict[int, object] = {}  # inode -> version in the page cache
+        # Inodes invalidated since the kernel last got attributes or pages for them:
+        # it holds nothing to drop, so another change need not tell it again (a burst
+        # of appends then costs one invalidation per file, not one per append).
+        self._uncached: set[int] = set()
         self._next_handle = 1
         self.invalidator: Invalidator | None = None
 
@@ -207,6 +216,7 @@ class SessionFsOperations(pyfuse3.Operations):
         self, node: Node, inode: int, listing: bool = False
     ) -> pyfuse3.EntryAttributes:
         st = await (node.listing_stat() if listing else node.stat())
+        self._uncached.discard(inode)
         attrs = pyfuse3.EntryAttributes()
         attrs.st_ino = inode
         attrs.generation = 0
@@ -266,6 +276,14 @@ class SessionFsOperations(pyfuse3.Operations):
                 continue
             if node.tier is IMMUTABLE and not full_reload:
                 continue
+            if node.kind is Kind.DIR and not full_reload:
+                # A dir's only changing attribute is its mtime, trusted for at most
+                # its attr timeout anyway; dropping it would cost a getattr before
+                # every later request below it (permission checks).
+                continue
+            if inode in self._uncached:
+                continue
+            self._uncached.add(inode)
             self.invalidator.invalidate(inode, attr_only=node.kind is not Kind.FILE)
 
     def session_dehydrated(self, session: LoadedSession) -> None:
@@ -317,6 +335,7 @@ class SessionFsOperations(pyfuse3.Operations):
             self.table.forget(inode, count)
             if inode not in self.table.nodes:
                 self._page_versions.pop(inode, None)
+                self._uncached.discard(inode)
 
     @_errno_guard
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
@@ -355,6 +374,7 @@ class SessionFsOperations(pyfuse3.Operations):
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
             self._writable()
         handle = await node.open(flags)
+        self._uncached.discard(inode)  # its pages may be cached from now on
         keep = node.tier.keep_cache
         if keep and handle.version is not None:
             # Reuse the kernel's pages only if they hold this very version.
@@ -437,8 +457,9 @@ class SessionFsOperations(pyfuse3.Operations):
         self._writable()
         old_dir, new_dir = self._dir(parent_inode_old), self._dir(parent_inode_new)
         old_name, new_name = os.fsdecode(name_old), os.fsdecode(name_new)
-        await old_dir.rename(old_name, new_dir, new_name, flags)
-        moved = await new_dir.lookup(new_name)
+        moved = await old_dir.rename(old_name, new_dir, new_name, flags)
+        if moved is None:
+            moved = await new_dir.lookup(new_name)
         if moved is not None:
             self.table.move(old_dir.child_key(old_name), moved)
 

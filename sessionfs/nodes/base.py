@@ -169,6 +169,10 @@ class Node:
 
     kind: Kind = Kind.FILE
     tier: CacheTier = STATIC
+    #: whether the kernel must be told when its session changes. False for nodes whose
+    #: name fixes what they show (links into entries/) or that nothing reads (files
+    #: being dropped into append/): invalidating them would only cost time per write.
+    invalidate_on_change: bool = True
     #: permission bits shown when the mount is writable (``--read-only`` drops the w bits)
     mode: int = 0o444
 
@@ -232,7 +236,11 @@ class DirNode(Node):
     async def rmdir(self, name: str) -> None:
         raise refuse()
 
-    async def rename(self, name: str, new_parent: DirNode, new_name: str, flags: int) -> None:
+    async def rename(
+        self, name: str, new_parent: DirNode, new_name: str, flags: int
+    ) -> Node | None:
+        """Rename a child; returns the node now under ``new_name`` when it is cheap to
+        know (else ``ops`` looks it up)."""
         raise refuse()
 
     async def link(self, node: Node, new_name: str) -> Node:

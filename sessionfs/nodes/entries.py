@@ -107,6 +107,8 @@ class EntryLink(InSession, LinkNode):
 
     __slots__ = ("_target",)
 
+    invalidate_on_change = False  # readlink is never cached; the name fixes the target
+
     def __init__(self, ctx: MountContext, key: tuple[str, ...], target: str) -> None:
         super().__init__(ctx, key)
         self._target = target
@@ -217,7 +219,9 @@ class LabelsDir(InSession, DirNode):
         )
         return await self._reply(name)
 
-    async def rename(self, name: str, new_parent: DirNode, new_name: str, flags: int) -> None:
+    async def rename(
+        self, name: str, new_parent: DirNode, new_name: str, flags: int
+    ) -> Node | None:
         if new_parent.key != self.key:
             raise refuse(errno.EXDEV)
         if flags & RENAME_EXCHANGE:
@@ -231,6 +235,7 @@ class LabelsDir(InSession, DirNode):
             leaf="recorded",
             done=f"label: {label}",
         )
+        return None
 
     async def unlink(self, name: str) -> None:
         target_id = await self._target_of(name)

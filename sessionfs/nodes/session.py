@@ -15,7 +15,14 @@ import trio
 from sessionfs import session_writer
 from sessionfs.append_parse import parse_append, reject_oversize
 from sessionfs.link_targets import SESSION_DIR, resolve_link_target
-from sessionfs.live import FRESH_INTERVAL, LeafEffect, LoadedSession, NotASession, SessionRef
+from sessionfs.live import (
+    FRESH_INTERVAL,
+    UNKNOWN,
+    LeafEffect,
+    LoadedSession,
+    NotASession,
+    SessionRef,
+)
 from sessionfs.nodes.base import (
     DROPBOX,
     RENDERED,
@@ -339,6 +346,7 @@ class AppendFile(InSession, FileNode):
 
     tier = DROPBOX
     mode = 0o644
+    invalidate_on_change = False  # never cached, never read
 
     async def stat(self) -> Stat:
         return Stat(0, time.time_ns())
@@ -375,6 +383,8 @@ class PendingLink(InSession, LinkNode):
     when it was made; it lives in memory until renamed or removed."""
 
     __slots__ = ()
+
+    invalidate_on_change = False  # readlink is never cached
 
     async def target(self) -> str:
         target = self.ctx.sessions.pending_links(self.project, self.stem).get(self.key[-1])
@@ -434,6 +444,10 @@ class SessionDir(InSession, DirNode):
 
     async def _has_leaf(self) -> bool:
         session = await self.session()
+        if not session.lock.locked():
+            known = session.cached_leaf_name()  # the common case after a leaf move
+            if known is not UNKNOWN:
+                return known is not None
         return (
             await self.ctx.sessions.run(
                 session, lambda: session.table().name_for_id(session.leaf_id(), session.by_id())
@@ -484,7 +498,10 @@ class SessionDir(InSession, DirNode):
             )
 
         try:
-            await self.ctx.sessions.run(session, check)
+            if session.manager is not None and not session.lock.locked():
+                check()  # a few dict lookups: cheaper than a thread hop
+            else:
+                await self.ctx.sessions.run(session, check)
         except WriteRejected as exc:
             session.last_error = exc.reason
             raise
@@ -507,7 +524,9 @@ class SessionDir(InSession, DirNode):
         self.ctx.sessions.set_pending_link(self.project, self.stem, name, target)
         return PendingLink(self.ctx, self.child_key(name))
 
-    async def rename(self, name: str, new_parent: DirNode, new_name: str, flags: int) -> None:
+    async def rename(
+        self, name: str, new_parent: DirNode, new_name: str, flags: int
+    ) -> Node | None:
         if new_parent.key != self.key:
             raise refuse(errno.EXDEV)
         if flags & RENAME_EXCHANGE:
@@ -519,11 +538,14 @@ class SessionDir(InSession, DirNode):
             if flags & RENAME_NOREPLACE and await self._has_leaf():
                 raise refuse(errno.EEXIST)
             await self._branch(target)
+            moved: Node = LeafLink(self.ctx, self.child_key(new_name))
         elif new_name in _session_children():
             raise refuse()
         else:
             self.ctx.sessions.set_pending_link(self.project, self.stem, new_name, target)
+            moved = PendingLink(self.ctx, self.child_key(new_name))
         self.ctx.sessions.set_pending_link(self.project, self.stem, name, None)
+        return moved
 
     async def unlink(self, name: str) -> None:
         if name == "leaf":
