@@ -1,0 +1,156 @@
+"""Writing through the mount (issue 5), against baselines measured in the same run.
+
+1. Durable appends: files dropped into ``append/`` (each ``close()`` returns only after
+   the entry is fsynced) vs a Python loop doing open + ``O_APPEND`` write + fsync +
+   close of a JSONL line on the same disk. Target: at least 50% of the baseline rate.
+2. Branch switches with GNU ``ln -sfn``'s system calls (symlink to a temp name, rename
+   over ``leaf``) through the mount. Target: at least 1,000 switches/s. The baseline is
+   the same calls in a plain directory on the same disk.
+3. The ``ln -sfn`` command itself (one process per switch), mount vs plain directory:
+   a ratio only, since process start-up dominates both.
+
+Everything lives in one temp dir (``SESSIONFS_BENCH_DIR`` or the system temp dir), so
+the baseline and the mount write to the same disk.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import Row, mounted, print_table, sessionfs_args, timed
+from core import SessionManager
+from core.jsonl import dumps_line
+
+APPENDS = int(os.environ.get("SESSIONFS_BENCH_APPENDS", "400"))
+SWITCHES = int(os.environ.get("SESSIONFS_BENCH_SWITCHES", "2000"))
+LN_COMMANDS = int(os.environ.get("SESSIONFS_BENCH_LN", "200"))
+
+
+def make_agent_dir(root: Path) -> Path:
+    agent = root / "agent"
+    manager = SessionManager.create("/bench/writes", agent / "sessions" / "--bench-writes--")
+    with manager:
+        for n in range(20):
+            manager.append_message(
+                {"role": "user", "content": [{"type": "text", "text": f"q{n}"}], "timestamp": n}
+            )
+            manager.append_message(
+                {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": f"a{n}"}],
+                    "provider": "p",
+                    "model": "m",
+                    "timestamp": n,
+                }
+            )
+        manager.ensure_on_disk()
+    return agent
+
+
+def message_line(n: int) -> bytes:
+    return dumps_line({"role": "user", "content": [{"type": "text", "text": f"bench message {n}"}]})
+
+
+def baseline_appends(path: Path, count: int) -> None:
+    for n in range(count):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, message_line(n))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def mount_appends(append_dir: Path, count: int) -> None:
+    for n in range(count):
+        with open(append_dir / f"m{n}.json", "wb") as fh:
+            fh.write(message_line(n))
+
+
+def switch_leaf(directory: Path, targets: list[str], count: int) -> None:
+    """What ``ln -sfn TARGET leaf`` does once ``leaf`` exists: temp link + rename."""
+    leaf = directory / "leaf"
+    temp = directory / "CuBench0"
+    for n in range(count):
+        os.symlink(targets[n % len(targets)], temp)
+        os.rename(temp, leaf)
+
+
+def ln_commands(directory: Path, targets: list[str], count: int) -> None:
+    for n in range(count):
+        subprocess.run(["ln", "-sfn", targets[n % len(targets)], "leaf"], cwd=directory, check=True)
+
+
+def main() -> int:
+    base = Path(os.environ.get("SESSIONFS_BENCH_DIR", tempfile.gettempdir()))
+    with tempfile.TemporaryDirectory(prefix="sessionfs-bench-writes-", dir=base) as tmp:
+        root = Path(tmp)
+        agent = make_agent_dir(root)
+        plain = root / "plain"
+        plain.mkdir()
+        mountpoint = root / "mnt"
+        with mounted(sessionfs_args(mountpoint, agent), mountpoint):
+            (session,) = (mountpoint / "sessions" / "--bench-writes--").iterdir()
+            ids = [name[: -len(".json")] for name in os.listdir(session / "entries")]
+            targets = [f"entries/{entry_id}.json" for entry_id in ids[:10]]
+
+            base_s, _ = timed(lambda: baseline_appends(plain / "baseline.jsonl", APPENDS))
+            ours_s, _ = timed(lambda: mount_appends(session / "append", APPENDS))
+            entries_after = len(os.listdir(session / "entries"))
+
+            os.symlink(targets[0], plain / "leaf")
+            plain_switch_s, _ = timed(lambda: switch_leaf(plain, targets, SWITCHES))
+            mount_switch_s, _ = timed(lambda: switch_leaf(session, targets, SWITCHES))
+            leaf_now = os.readlink(session / "leaf")
+
+            plain_ln_s, _ = timed(lambda: ln_commands(plain, targets, LN_COMMANDS))
+            mount_ln_s, _ = timed(lambda: ln_commands(session, targets, LN_COMMANDS))
+
+        if entries_after != len(ids) + APPENDS:
+            print(f"error: {entries_after} entries, expected {len(ids) + APPENDS}")
+            return 1
+        if leaf_now != targets[(SWITCHES - 1) % len(targets)]:
+            print(f"error: leaf is {leaf_now}")
+            return 1
+
+        append_rate, base_rate = APPENDS / ours_s, APPENDS / base_s
+        switch_rate, plain_switch_rate = SWITCHES / mount_switch_s, SWITCHES / plain_switch_s
+        ln_rate, plain_ln_rate = LN_COMMANDS / mount_ln_s, LN_COMMANDS / plain_ln_s
+        rows = [
+            Row(
+                f"durable appends ({APPENDS} files into append/)",
+                f"{append_rate:,.0f}/s",
+                f"{base_rate:,.0f}/s open+write+fsync+close",
+                append_rate / base_rate,
+                ">= 0.50",
+                append_rate / base_rate >= 0.5,
+            ),
+            Row(
+                f"branch switches ({SWITCHES}x symlink+rename over leaf)",
+                f"{switch_rate:,.0f}/s",
+                f"{plain_switch_rate:,.0f}/s plain dir",
+                switch_rate / plain_switch_rate,
+                ">= 1,000/s",
+                switch_rate >= 1000,
+            ),
+            Row(
+                f"`ln -sfn` commands ({LN_COMMANDS} processes)",
+                f"{ln_rate:,.0f}/s",
+                f"{plain_ln_rate:,.0f}/s plain dir",
+                ln_rate / plain_ln_rate,
+                "(ratio only)",
+                True,
+            ),
+        ]
+        print_table(f"writes through the mount (temp dir on {base})", rows)
+        return 0 if all(row.ok for row in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
