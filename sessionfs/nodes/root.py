@@ -65,6 +65,24 @@ Inside a session dir:
     readlink recent/1/leaf                      the current leaf entry
     cat history/search/fuse%2Fmount             search prompts ("/" is written %2F)
 
+## Writing (each is one call into the session engine, fsynced before it returns)
+
+    ln -sfn entries/<id>.json S/leaf            branch: the next append goes below <id>
+    rm S/leaf                                   the next append starts a new root
+    printf 'next prompt' > S/append/p.txt       append a user message (.txt or .md)
+    cp msg.json S/append/                       append JSON: an AgentMessage ({"role": ...}),
+                                                an entry body ({"type": ...}) or JSON Lines
+    ln -s ../entries/<id>.json S/labels/name    label an entry; mv / rm relabel / clear
+    echo 'My title' > S/title                   set the title
+    echo 'fork' > S/ctl                         also: branch <id>, reset, flush,
+                                                summary <id|root> <text>, extract <id>
+    echo 'new /path/to/project Title' > ctl     a new session for that directory
+    cat S/ctl                                   last_result / last_error of the above
+
+A refused write fails with an errno (EINVAL, ENOENT, EFBIG over 64 MiB, ENOSPC, ...)
+and changes nothing; `cat S/ctl` says why. The leaf is not stored in the file: it is
+kept by the mount until the next append records it.
+
 Names that cannot be file names are percent-encoded: "/" is %2F, "%" is %25, and
 an id that is exactly "." or ".." is %2E or %2E%2E. Reading never changes a session
 file; sessions an agent is writing update live (within a second).

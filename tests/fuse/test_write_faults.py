@@ -203,6 +203,8 @@ def test_disk_full_then_space_freed_without_remount(small_disk: Path, mount_fact
     d = session_dir(mount, file)
     drop(d / "append", "before.txt", b"written before the disk filled up")
     ids_before = disk_ids(file)
+    # A leaf chosen through the mount must survive the reload after the failure.
+    subprocess.run(["ln", "-sfn", f"entries/{ids_before[0]}.json", "leaf"], cwd=d, check=True)
     filler = fill(small_disk)
     big = b"y" * (256 * 1024)
     code = errno_of(lambda: drop(d / "append", "lost.txt", big))
@@ -215,8 +217,10 @@ def test_disk_full_then_space_freed_without_remount(small_disk: Path, mount_fact
     assert code in (errno.ENOSPC, errno.EIO)
     assert not [n for n in os.listdir(file.parent) if n.endswith(".tmp")]
 
+    assert os.readlink(d / "leaf") == f"entries/{ids_before[0]}.json"
     filler.unlink()
     drop(d / "append", "after.txt", big)
+    assert on_disk(file).get_entries()[-1]["parentId"] == ids_before[0]
     (d / "title").write_text("Written after freeing space")
     disk = on_disk(file)
     assert [e["id"] for e in disk.get_entries()][: len(ids_before)] == ids_before

@@ -13,9 +13,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from core import build_session_context
+from core import SessionManager, build_session_context
 from tests.fuse.conftest import FIXTURES, Mount, run
 from tests.fuse.write_setup import (
+    PROJECT,
+    assistant,
     bad_lines,
     disk_ids,
     drop,
@@ -24,6 +26,7 @@ from tests.fuse.write_setup import (
     make_agent,
     on_disk,
     session_dir,
+    user,
 )
 
 
@@ -365,3 +368,23 @@ def test_read_only_mount_refuses_every_write_with_erofs(
     codes = {what: errno_of(attempt) for what, attempt in attempts.items()}
     assert all(code == errno.EROFS for code in codes.values()), codes
     assert file.read_bytes() == before
+
+
+def test_a_chosen_leaf_survives_cache_eviction(tmp_path: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+    agent_dir, file = make_agent(tmp_path)
+    for n in range(4):  # bulky neighbours that push the session out of a 1 MiB cache
+        other = SessionManager.create("/work/demo", agent_dir / "sessions" / PROJECT)
+        with other:
+            other.append_message(user(f"{n} " + "x" * 300_000))
+            other.append_message(assistant("ok"))
+            other.ensure_on_disk()
+    mount = mount_factory(agent_dir, "--cache-mb", "1")
+    d = session_dir(mount, file)
+    first = disk_ids(file)[0]
+    run("ln", "-sfn", f"entries/{first}.json", "leaf", cwd=d)
+    for _ in range(2):
+        for neighbour in d.parent.iterdir():
+            (neighbour / "transcript.md").read_bytes()
+            (neighbour / "context.json").read_bytes()
+    assert os.readlink(d / "leaf") == f"entries/{first}.json"
+    assert context_texts(d) == ["first question"]
