@@ -38,6 +38,8 @@ class BufferedWriteHandle(OpenFile):
 
     A handle that was never written to commits nothing (``touch``, ``: > file``).
     ``too_big(size)`` raises `WriteRejected` (``EFBIG``) for a size over the limit.
+    The first write may come at any offset (``>>`` writes at the old size): it is
+    where this handle's content starts.
     """
 
     def __init__(self, commit: Commit, *, too_big: Callable[[int], None], on_error: OnError):
@@ -45,6 +47,7 @@ class BufferedWriteHandle(OpenFile):
         self._too_big = too_big
         self._on_error = on_error
         self._data = bytearray()
+        self._start: int | None = None  # file offset of the first byte written
         self._committed = 0  # bytes of earlier flushes (a later write continues after them)
         self._failed: WriteRejected | None = None
 
@@ -56,7 +59,9 @@ class BufferedWriteHandle(OpenFile):
         try:
             if self._failed is not None:
                 raise self._failed
-            if offset - self._committed != len(self._data):
+            if self._start is None:
+                self._start = offset
+            if offset - self._start - self._committed != len(self._data):
                 raise WriteRejected(errno.EINVAL, "this file is written from start to end only")
             self._too_big(self._committed + len(self._data) + len(data))
         except WriteRejected as exc:
