@@ -348,10 +348,10 @@ def _typed_op(obj: dict[str, Any], where: str, line: int, now_ms: Callable[[], i
     for name, value in obj.items():
         if name == "type" or name in kind.required:
             continue
-        check = kind.optional.get(name)
-        if check is None:
+        optional = kind.optional.get(name)
+        if optional is None:
             raise _invalid(f"{where}: {name!r} is not a field of a {entry_type} entry")
-        body[name] = check(value, f"{where}: {name!r}")
+        body[name] = optional(value, f"{where}: {name!r}")
     return AppendOp(entry_type, body, line, kind)
 
 

@@ -286,10 +286,11 @@ class SessionCtl(InSession, FileNode):
         commands = parse_session_commands(data)
         dirs = self.session_dirs(*(c.target for c in commands))
         for command in commands:
-            result = await self.apply_write(
-                lambda m, c=command: run_session_command(m, c, session_dirs=dirs),
-                leaf=_leaf_effect(command),
-            )
+
+            def run(manager: Any, command: SessionCommand = command) -> CommandResult:
+                return run_session_command(manager, command, session_dirs=dirs)
+
+            result = await self.apply_write(run, leaf=_leaf_effect(command))
             (await self.session()).last_result = describe(result, self.ctx)
 
 
@@ -310,7 +311,11 @@ class LeafLink(InSession, LinkNode):
         def leaf_name() -> str | None:
             return session.table().name_for_id(session.leaf_id(), session.by_id())
 
-        name = await self.ctx.sessions.run(session, leaf_name)
+        known = session.cached_leaf_name() if not session.lock.locked() else UNKNOWN
+        if known is UNKNOWN:
+            name = await self.ctx.sessions.run(session, leaf_name)
+        else:
+            name = known if isinstance(known, str) else None
         if name is None:
             raise refuse(errno.ENOENT)
         return f"entries/{name}"
