@@ -18,7 +18,8 @@ from sessionfs.nodes.base import (
 from sessionfs.nodes.blobs import RootBlobsDir
 from sessionfs.nodes.history import HistoryDir
 from sessionfs.nodes.index import ByIdDir, RecentDir
-from sessionfs.nodes.session import SessionsDir, describe, opened_for_writing
+from sessionfs.nodes.mount_paths import describe
+from sessionfs.nodes.session import SessionsDir, opened_for_writing
 from sessionfs.nodes.write_handles import LineCommandHandle
 from sessionfs.render import status_text
 from sessionfs.session_commands import parse_root_commands, run_root_command

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import trio
@@ -39,6 +37,7 @@ from sessionfs.nodes.base import (
     allow_truncate_to_zero,
     refuse,
 )
+from sessionfs.nodes.mount_paths import describe, sessionfs_mountpoints
 from sessionfs.nodes.write_handles import BufferedWriteHandle, LineCommandHandle
 from sessionfs.render import status_text
 from sessionfs.session_commands import (
@@ -58,42 +57,8 @@ TITLE_LIMIT = 64 * 1024
 MAX_PENDING_LINKS = 64
 
 
-def sessionfs_mountpoints() -> list[str]:
-    """Every sessionfs mount on this machine (``/proc/self/mountinfo``).
-
-    The daemon is not told its own mountpoint, so an absolute symlink target is
-    accepted when it lies below ``<a sessionfs mount>/sessions/<project>/<stem>/``:
-    the same project and file name is the same session file.
-    """
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        return []
-    found = []
-    for line in lines:
-        fields, _, rest = line.partition(" - ")
-        parts = fields.split(" ")
-        if len(parts) >= 5 and rest.split(" ", 1)[0] == "fuse.sessionfs":
-            # mountinfo escapes space, tab, newline and backslash as octal
-            found.append(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[4]))
-    return found
-
-
 def opened_for_writing(flags: int) -> bool:
     return flags & os.O_ACCMODE != os.O_RDONLY
-
-
-def session_mount_path(ctx: MountContext, session_file: str) -> str:
-    """Where a session file shows up in the mount (``last_result`` of fork/new)."""
-    path = Path(session_file)
-    return ctx.mount_path("sessions", path.parent.name, path.name.removesuffix(".jsonl"))
-
-
-def describe(result: CommandResult, ctx: MountContext) -> str:
-    if result.new_session_file is not None:
-        return session_mount_path(ctx, result.new_session_file)
-    return result.text
 
 
 class InSession:
