@@ -165,7 +165,10 @@ def test_labels_round_trip(mounted: tuple[Mount, Path, Path]) -> None:
     assert sorted(os.listdir(labels)) == ["a%2Fb", "best"]
     assert on_disk(file).get_labels() == {ids[1]: "best", ids[2]: "a/b"}
     assert "[best]" in (d / "tree.txt").read_text()
-    run("rm", "labels/best", "labels/a%2Fb", cwd=d)
+    run("ln", "-s", ids[3], "labels/%2E%2E", cwd=d)  # the label ".." (a bare id target)
+    assert sorted(os.listdir(labels)) == ["%2E%2E", "a%2Fb", "best"]
+    assert on_disk(file).get_labels()[ids[3]] == ".."
+    run("rm", "labels/best", "labels/a%2Fb", "labels/%2E%2E", cwd=d)
     assert os.listdir(labels) == []
     assert on_disk(file).get_labels() == {}
     # Other file types in labels/ are refused.
