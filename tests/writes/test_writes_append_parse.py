@@ -7,7 +7,10 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from core.jsonl import dumps_line
 from sessionfs.append_parse import (
     ASSIGNED_FIELDS,
     ENTRY_TYPES,
@@ -237,3 +240,38 @@ def test_oversized_content_is_efbig_before_parsing() -> None:
     data = b" " * (MAX_APPEND_BYTES + 1)
     assert refused("big.json", data).errno == errno.EFBIG
     assert refused("big.txt", data).errno == errno.EFBIG
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=5)
+    ),
+    max_leaves=20,
+)
+entry_like = st.dictionaries(
+    st.sampled_from(["type", "role", "id", "message", "content", "label", "targetId", "x"]),
+    json_values,
+    max_size=5,
+).map(lambda d: {**d, "type": d["type"]} if isinstance(d.get("type"), str) else d)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(json_values, entry_like), st.sampled_from(["a.json", "b.jsonl", "c.txt"]))
+def test_any_json_is_parsed_or_refused_with_einval(value: Any, name: str) -> None:
+    data = dumps_line(value)  # falls back to the stdlib for integers beyond 64 bits
+    try:
+        ops = parse("x", data) if not name.endswith(".txt") else parse(name, data)
+    except WriteRejected as exc:
+        assert exc.errno == errno.EINVAL and exc.reason
+        return
+    assert ops and all(op.entry_type for op in ops)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200))
+def test_any_bytes_are_parsed_or_refused_with_einval(data: bytes) -> None:
+    try:
+        parse("junk.jsonl", data)
+    except WriteRejected as exc:
+        assert exc.errno == errno.EINVAL
