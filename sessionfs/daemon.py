@@ -103,6 +103,7 @@ def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountCont
         started_ns=time.time_ns(),
         uid=os.getuid(),
         gid=os.getgid(),
+        mountpoint=os.path.abspath(opts.mountpoint),
     )
     ops = SessionFsOperations(RootDir(ctx, ()), read_only=opts.read_only, debug=opts.debug)
     cache.listeners.append(ops.session_changed)

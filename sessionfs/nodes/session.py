@@ -37,7 +37,7 @@ from sessionfs.nodes.base import (
     allow_truncate_to_zero,
     refuse,
 )
-from sessionfs.nodes.mount_paths import describe, sessionfs_mountpoints
+from sessionfs.nodes.mount_paths import describe
 from sessionfs.nodes.write_handles import BufferedWriteHandle, LineCommandHandle
 from sessionfs.render import status_text
 from sessionfs.session_commands import (
@@ -86,10 +86,9 @@ class InSession:
     def session_dirs(self, *targets: str | None) -> tuple[str, ...]:
         """This session's dir as absolute paths, needed only when one of ``targets``
         (link targets, command arguments) is an absolute path."""
-        if not any(t and t.startswith("/") for t in targets):
+        if not self.ctx.mountpoint or not any(t and t.startswith("/") for t in targets):
             return ()
-        mounts = [self.ctx.mountpoint] if self.ctx.mountpoint else sessionfs_mountpoints()
-        return tuple(f"{m.rstrip('/')}/sessions/{self.project}/{self.stem}" for m in mounts)
+        return (self.ctx.mount_path("sessions", self.project, self.stem),)
 
     async def apply_write(
         self, fn: Callable[[Any], T], *, leaf: LeafEffect = "kept", done: str | None = None

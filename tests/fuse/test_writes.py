@@ -240,12 +240,14 @@ def test_session_ctl_commands(mounted: tuple[Mount, Path, Path]) -> None:
 
     run("sh", "-c", "echo fork > ctl", cwd=d)
     forked = ctl(d)["last_result"]
-    fork_dir = Path(forked) if forked.startswith("/") else mount.path / forked
+    fork_dir = Path(forked)  # an absolute path inside the mount, ready for cd
+    assert fork_dir.is_relative_to(mount.path)
     assert sorted(os.listdir(fork_dir / "entries")) == sorted(os.listdir(d / "entries"))
 
     run("sh", "-c", f"echo 'extract {ids[1]}' > ctl", cwd=d)
     extracted = ctl(d)["last_result"]
-    extract_dir = Path(extracted) if extracted.startswith("/") else mount.path / extracted
+    extract_dir = Path(extracted)
+    assert extract_dir.is_relative_to(mount.path)
     assert sorted(os.listdir(extract_dir / "entries")) == sorted(f"{i}.json" for i in ids[:2])
     assert os.readlink(d / "leaf") == f"entries/{summary['id']}.json"  # unchanged
 
@@ -265,7 +267,8 @@ def test_root_ctl_new(mounted: tuple[Mount, Path, Path]) -> None:
         if ": " in line
     )
     result = status["last_result"]
-    new_dir = Path(result) if result.startswith("/") else mount.path / result
+    new_dir = Path(result)
+    assert new_dir.is_relative_to(mount.path)
     assert new_dir.is_dir()
     header = json.loads((new_dir / "header.json").read_text())
     assert header["cwd"] == "/srv/other"
