@@ -182,10 +182,30 @@ class FileSessionWriter:
     @staticmethod
     def _write_all(fd: int, data: bytes) -> None:
         written = os.write(fd, data)
-        if written != len(data):  # short write (disk full, signal): finish or fail
+        if written == len(data):
+            return
+        # Short write (disk full, signal): finish, or take the partial line back out.
+        try:
             view = memoryview(data)[written:]
             while view:
-                view = view[os.write(fd, view) :]
+                step = os.write(fd, view)
+                written += step
+                view = view[step:]
+        except OSError:
+            FileSessionWriter._remove_partial_write(fd, written)
+            raise
+
+    @staticmethod
+    def _remove_partial_write(fd: int, written: int) -> None:
+        """Cut off the `written` bytes of a write that failed half-way, so a disk-full
+        error leaves no torn line behind. Only when nothing was appended after them
+        (the file still ends where our partial data ends)."""
+        if written <= 0:
+            return
+        with contextlib.suppress(OSError):
+            end = os.lseek(fd, 0, os.SEEK_CUR)
+            if os.fstat(fd).st_size == end:
+                os.ftruncate(fd, end - written)
 
     def flush(self) -> None:
         # Nothing is buffered in user space; kept for the protocol.

@@ -204,3 +204,26 @@ def test_session_rewrite_keeps_mode(tmp_path: Path) -> None:
     manager.set_session_name("renamed", "user")
     assert path.stat().st_mode & 0o777 == 0o640
     assert core.load_entries_from_file(path)[0]["title"] == "renamed"
+
+
+def test_a_write_cut_short_by_a_full_disk_leaves_no_torn_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"type":"session","id":"s"}\n')
+    writer = FileSessionStorage().open_writer(path, "a")
+    real_write = os.write
+    calls = {"n": 0}
+
+    def disk_fills_up(fd: int, data: bytes) -> int:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return real_write(fd, bytes(data[:5]))  # the first 5 bytes fit
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", disk_fills_up)
+    with pytest.raises(OSError):
+        writer.write_line(b'{"type":"message","id":"aaaaaaaa"}')
+    monkeypatch.undo()
+    assert path.read_bytes() == b'{"type":"session","id":"s"}\n'
+    assert writer.error is not None
