@@ -71,8 +71,9 @@ def _persistence_failure(what: str, exc: BaseException) -> WriteRejected:
     while isinstance(cause, PersistenceError) and cause.__cause__ is not None:
         cause = cause.__cause__
     detail = describe_oserror(cause) if isinstance(cause, OSError) else str(cause)
-    # "Nothing added", not "nothing written": a write cut short by a full disk can leave
-    # a torn line, which loaders skip and the next append starts after on a new line.
+    # core's writer takes a partial line back out after a short write, so the file is
+    # as it was; should even that fail, loaders skip the torn line and the next append
+    # starts on a new line — either way no entry was added.
     return WriteRejected(
         persistence_errno(exc),
         f"{what} failed: {detail}; nothing was added to the session",
