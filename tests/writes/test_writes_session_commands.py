@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from write_helpers import file_objects
+from agent_messages import file_objects
 
 from core import SessionManager
 from sessionfs.session_commands import (

@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_messages import assistant, file_objects
 from write_helpers import (
     FailingStorage,
     append_raw_line,
-    assistant,
-    file_objects,
     fixture_path,
     make_session,
     v1_session,

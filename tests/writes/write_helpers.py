@@ -8,37 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_messages import assistant, user
 
-from core.jsonl import dumps_line, parse_jsonl_lenient
+from core.jsonl import dumps_line
 from core.manager import SessionManager
 from core.storage import FileSessionStorage, FileSessionWriter, PathArg, SessionWriter, WriterMode
-
-_clock = [1_700_000_000_000]
-
-
-def _ms() -> int:
-    _clock[0] += 1
-    return _clock[0]
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": _ms()}
-
-
-def assistant(text: str) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": [{"type": "text", "text": text}],
-        "provider": "anthropic",
-        "model": "claude-x",
-        "stopReason": "stop",
-        "timestamp": _ms(),
-    }
-
-
-def file_objects(path: PathArg) -> list[dict[str, Any]]:
-    """Every JSON object line of the file, header first."""
-    return parse_jsonl_lenient(Path(path).read_bytes())
 
 
 def append_raw_line(path: PathArg, obj: dict[str, Any]) -> None:
