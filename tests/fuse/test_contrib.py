@@ -20,7 +20,10 @@ from core import SessionManager, build_session_context
 REPO = Path(__file__).resolve().parents[2]
 CONTRIB = REPO / "contrib"
 HELPERS = CONTRIB / "shell" / "sessionfs.sh"
-SHELLS = [s for s in ("bash", "zsh") if shutil.which(s)]
+SHELLS = [
+    pytest.param(name, marks=pytest.mark.skipif(not shutil.which(name), reason=f"no {name}"))
+    for name in ("bash", "zsh")
+]
 
 
 def shell(name: str, script: str, mount: Path, cwd: Path | None = None) -> str:
