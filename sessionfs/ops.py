@@ -152,33 +152,61 @@ class InodeTable:
 
 
 class Invalidator:
-    """Tells the kernel to drop cached attributes/data, from a thread of its own.
+    """Tells the kernel to drop cached attributes, data or names, from a thread of its own.
 
     ``invalidate_inode`` may block until the kernel is done with the inode, which can
     wait for a request this daemon has yet to answer; calling it from the event loop
-    could deadlock, so a dedicated thread does it (like pyfuse3's own async entry
-    invalidation).
+    could deadlock, so a dedicated thread does it. Entry (name) invalidations go the
+    same way rather than through ``pyfuse3.invalidate_entry_async``, whose own thread
+    logs an ERROR traceback for every request still queued when the mount goes away.
+
+    ``shutdown()`` is called as soon as the FUSE session ends: from then on nothing is
+    sent (the kernel has dropped everything anyway), queued requests are discarded, and
+    an unmount logs no error.
     """
 
     def __init__(self) -> None:
-        self._queue: queue.Queue[tuple[int, bool] | None] = queue.Queue()
+        self._queue: queue.Queue[tuple[int, bool | bytes] | None] = queue.Queue()
+        self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="invalidator", daemon=True)
         self._thread.start()
 
+    @property
+    def closing(self) -> bool:
+        return self._closing.is_set()
+
     def invalidate(self, inode: int, attr_only: bool) -> None:
-        self._queue.put((inode, attr_only))
+        """Drop the attributes (and unless ``attr_only`` the pages) of ``inode``."""
+        if not self._closing.is_set():
+            self._queue.put((inode, attr_only))
+
+    def invalidate_name(self, parent_inode: int, name: bytes) -> None:
+        """Drop the kernel's dentry ``name`` below ``parent_inode`` (if it has one)."""
+        if not self._closing.is_set():
+            self._queue.put((parent_inode, name))
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
-            inode, attr_only = item
+            if self._closing.is_set():
+                continue  # the session is gone: nothing left to drop
+            inode, what = item
             try:
-                pyfuse3.invalidate_inode(inode, attr_only)
-            except OSError as exc:  # the kernel forgot it already: nothing to drop
-                log.debug("invalidate_inode(%d): %s", inode, exc)
+                if isinstance(what, bytes):
+                    pyfuse3.invalidate_entry(inode, what)
+                else:
+                    pyfuse3.invalidate_inode(inode, what)
+            except OSError as exc:  # the kernel forgot it already, or is unmounting
+                log.debug("invalidate(%d, %r): %s", inode, what, exc)
             except Exception:
-                log.exception("invalidate_inode(%d) failed", inode)
+                if not self._closing.is_set():
+                    log.exception("invalidate(%d, %r) failed", inode, what)
+
+    def shutdown(self) -> None:
+        """The FUSE session has ended: send nothing more."""
+        self._closing.set()
 
     def stop(self) -> None:
+        self.shutdown()
         self._queue.put(None)
         self._thread.join(timeout=5)
 
@@ -268,7 +296,7 @@ class SessionFsOperations(pyfuse3.Operations):
         Appends change only the volatile files (the immutable entry files stay valid);
         a replaced or shrunk file may have changed anything, so then everything goes.
         """
-        if self.invalidator is None:
+        if self.invalidator is None or self.invalidator.closing:
             return
         for inode in self.table.session_inodes(session.key, everything=full_reload):
             node = self.table.nodes.get(inode)
@@ -295,16 +323,14 @@ class SessionFsOperations(pyfuse3.Operations):
         daemon's memory would grow with the corpus instead of with ``--cache-mb``.
         Open files are not affected; a later access simply looks the name up again.
         """
+        if self.invalidator is None or self.invalidator.closing:
+            return
         for dir_name, rows in session.listings.items():
             parent = self.table.by_key.get(("sessions", *session.key, dir_name))
             if parent is None:
                 continue
             for name, _node in rows:
-                try:
-                    pyfuse3.invalidate_entry_async(parent, os.fsencode(name), ignore_enoent=True)
-                except Exception:  # no FUSE session (tests) or shutting down
-                    log.debug("invalidate_entry_async failed", exc_info=True)
-                    return
+                self.invalidator.invalidate_name(parent, os.fsencode(name))
 
     # -- reading ---------------------------------------------------------------------
 
