@@ -111,11 +111,15 @@ def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountCont
     return ops, ctx
 
 
-async def _serve() -> None:
+async def _serve(ops: SessionFsOperations, cache: SessionCache) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_unmount_on_signal)
         await pyfuse3.main(max_tasks=MAX_FUSE_TASKS)
         nursery.cancel_scope.cancel()  # unmounted from outside: stop the signal watcher
+    if ops.invalidator is not None:
+        ops.invalidator.shutdown()  # the kernel side is gone: nothing to invalidate
+    # Labels made under temporary-looking names and not renamed yet are labels too.
+    await cache.commit_pending_labels()
 
 
 async def _unmount_on_signal() -> None:
@@ -144,8 +148,10 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
     log.info("mounted %s at %s", opts.agent_dir, opts.mountpoint)
     try:
         on_ready()
-        trio.run(_serve)
+        trio.run(_serve, ops, ctx.sessions)
     finally:
+        # The FUSE session is over (or failing): the kernel has nothing left to
+        # invalidate, and telling it would only log errors.
         ops.invalidator.stop()
         ctx.history.close()
         pyfuse3.close(unmount=True)

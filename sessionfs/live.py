@@ -24,7 +24,7 @@ import os
 import stat
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -502,6 +502,20 @@ _RENDERERS: dict[str, Callable[[LoadedSession], bytes]] = {
 
 ChangeListener = Callable[[LoadedSession, bool], None]
 
+
+@dataclass(eq=False)
+class PendingLabel:
+    """A symlink made in ``labels/`` under a name GNU ``ln -sfn`` uses for its
+    temporary link: held in memory, since a rename over the real name usually follows
+    at once (`sessionfs.nodes.entries.LabelsDir`). ``commit`` turns it into a real label
+    (a name that merely looks temporary is still a label: committed when read,
+    listed, after ``PENDING_LABEL_DELAY`` (entries.py), or at unmount)."""
+
+    entry_id: str
+    #: called with this record; does nothing if the record is no longer pending
+    commit: Callable[[PendingLabel], Awaitable[None]]
+
+
 #: What a write does to the leaf: "moved" (branch/reset: pin it, it is not in the
 #: file), "recorded" (an append wrote it down: unpin), "kept" (title, flush, fork).
 LeafEffect = Literal["moved", "recorded", "kept"]
@@ -522,6 +536,8 @@ class SessionCache:
         self._dropped_pins: dict[tuple[str, str], tuple[str | None]] = {}
         #: temporary symlinks made in session dirs (name -> target), per session
         self._pending_links: dict[tuple[str, str], dict[str, str]] = {}
+        #: temporary-looking symlinks made in labels/ (name -> record), per session
+        self._pending_labels: dict[tuple[str, str], dict[str, PendingLabel]] = {}
 
     async def ref(self, project: str, stem: str) -> SessionRef | None:
         known = self.index.session_if_known(project, stem)  # one stat, on the event loop
@@ -631,6 +647,37 @@ class SessionCache:
             links[name] = target
         if not links:
             del self._pending_links[key]
+
+    def pending_labels(self, project: str, stem: str) -> dict[str, PendingLabel]:
+        """Temporary-looking symlinks in one session's ``labels/`` (read only)."""
+        return self._pending_labels.get((project, stem), {})
+
+    def add_pending_label(self, project: str, stem: str, name: str, record: PendingLabel) -> None:
+        self._pending_labels.setdefault((project, stem), {})[name] = record
+
+    def take_pending_label(
+        self, project: str, stem: str, name: str, record: PendingLabel | None = None
+    ) -> PendingLabel | None:
+        """Remove and return the pending label ``name`` (only if it is still ``record``,
+        when given). Synchronous, so exactly one of a rename, an unlink, a reader and the
+        timer gets it: the others find it gone."""
+        labels = self._pending_labels.get((project, stem))
+        found = labels.get(name) if labels else None
+        if found is None or (record is not None and found is not record):
+            return None
+        del labels[name]  # type: ignore[union-attr]
+        if not labels:
+            del self._pending_labels[(project, stem)]
+        return found
+
+    async def commit_pending_labels(self) -> None:
+        """Make every pending label real (at unmount: none may be lost)."""
+        for labels in list(self._pending_labels.values()):
+            for record in list(labels.values()):
+                try:
+                    await record.commit(record)
+                except Exception:  # logged; the others still get their turn
+                    log.exception("committing a pending label failed")
 
     def drop(self, session: LoadedSession) -> None:
         if self._sessions.get(session.key) is session:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import errno
+import logging
+import re
 
 import trio
 
 from core.context import path_to_root
 from sessionfs import session_writer
-from sessionfs.live import LoadedSession
+from sessionfs.link_targets import LABELS_DIR, resolve_link_target
+from sessionfs.live import LoadedSession, PendingLabel
 from sessionfs.names import decode_name, dedupe, encode_name
 from sessionfs.nodes.base import (
     IMMUTABLE,
@@ -23,6 +26,17 @@ from sessionfs.nodes.base import (
 )
 from sessionfs.nodes.blobs import BlobFile
 from sessionfs.nodes.session import RENAME_EXCHANGE, RENAME_NOREPLACE, InSession
+from sessionfs.write_errors import WriteRejected
+
+log = logging.getLogger(__name__)
+
+#: The temporary names GNU ``ln -sf`` gives the link it then renames over the real one
+#: (coreutils' force_symlinkat: template ``CuXXXXXX``, X from [A-Za-z0-9]).
+GNU_TEMP_NAME = re.compile(r"Cu[A-Za-z0-9]{6}")
+#: How long a symlink with such a name in ``labels/`` waits for its rename before it
+#: becomes a label of its own (``ln`` renames at once; a person who really chose the
+#: name gets the label within this time, or as soon as the link is read or listed).
+PENDING_LABEL_DELAY = 1.0
 
 
 class EntryFile(InSession, FileNode):
@@ -191,10 +205,20 @@ class LabelsDir(InSession, DirNode):
         return await self.ctx.sessions.run(session, rows)
 
     async def children(self) -> list[tuple[str, Node]]:
+        await self._commit_all_pending()  # a listing shows labels, not temporary links
         return [
             (name, EntryLink(self.ctx, self.child_key(name), link))
             for name, _, link in await self._rows()
         ]
+
+    async def lookup(self, name: str) -> Node | None:
+        # Without committing anything: the kernel looks names up around ``ln -sfn``.
+        if name in self.ctx.sessions.pending_labels(self.project, self.stem):
+            return PendingLabelLink(self.ctx, self.child_key(name))
+        for listed, _, link in await self._rows():
+            if listed == name:
+                return EntryLink(self.ctx, self.child_key(name), link)
+        return None
 
     async def _target_of(self, name: str) -> str:
         for listed, target_id, _ in await self._rows():
@@ -208,9 +232,19 @@ class LabelsDir(InSession, DirNode):
             raise refuse(errno.ENOENT)
         return node
 
+    async def _set_label(self, target_id: str, name: str) -> None:
+        label = decode_name(name)
+        await self.apply_write(
+            lambda m: session_writer.set_label(m, target_id, label),
+            leaf="recorded",
+            done=f"label: {label}",
+        )
+
     async def symlink(self, name: str, target: str) -> Node:
         if await self.lookup(name) is not None:
             raise refuse(errno.EEXIST)
+        if GNU_TEMP_NAME.fullmatch(name):
+            return await self._hold(name, target)
         label, dirs = decode_name(name), self.session_dirs(target)
         await self.apply_write(
             lambda m: session_writer.set_label_from_link(m, label, target, session_dirs=dirs),
@@ -219,6 +253,52 @@ class LabelsDir(InSession, DirNode):
         )
         return await self._reply(name)
 
+    # -- GNU ``ln -sfn``: a temporary link, then a rename over the real name -----------
+    #
+    # Appending the temporary name as a label would leave a throwaway label entry in
+    # the file for every ``ln -sfn``. So a link with such a name is checked (a bad
+    # target still fails at ``ln``) and held in memory; the rename then appends just
+    # what the final state needs. Not renamed, it becomes a real label (see
+    # `PENDING_LABEL_DELAY`), so a name that merely looks temporary is never lost.
+
+    async def _hold(self, name: str, target: str) -> Node:
+        session = await self.session()
+        dirs = self.session_dirs(target)
+
+        def check() -> str:
+            return resolve_link_target(
+                target,
+                link_dir=LABELS_DIR,
+                has_entry=lambda i: session.manager.get_entry(i) is not None,
+                session_dirs=dirs,
+            )
+
+        try:
+            entry_id = await self.ctx.sessions.run(session, check)
+        except WriteRejected as exc:
+            session.last_error = exc.reason
+            raise
+        record = PendingLabel(entry_id, lambda r: self._commit_pending(name, r))
+        self.ctx.sessions.add_pending_label(self.project, self.stem, name, record)
+        trio.lowlevel.spawn_system_task(self._commit_later, name, record)
+        return PendingLabelLink(self.ctx, self.child_key(name))
+
+    async def _commit_pending(self, name: str, record: PendingLabel) -> None:
+        """Make the pending link ``name`` a real label, unless it is gone already."""
+        if self.ctx.sessions.take_pending_label(self.project, self.stem, name, record):
+            await self._set_label(record.entry_id, name)
+
+    async def _commit_later(self, name: str, record: PendingLabel) -> None:
+        await trio.sleep(PENDING_LABEL_DELAY)
+        try:
+            await record.commit(record)
+        except Exception as exc:  # a system task must not raise; ctl keeps the reason
+            log.warning("label %r in %s/%s: %r", name, self.project, self.stem, exc)
+
+    async def _commit_all_pending(self) -> None:
+        for record in list(self.ctx.sessions.pending_labels(self.project, self.stem).values()):
+            await record.commit(record)
+
     async def rename(
         self, name: str, new_parent: DirNode, new_name: str, flags: int
     ) -> Node | None:
@@ -226,24 +306,62 @@ class LabelsDir(InSession, DirNode):
             raise refuse(errno.EXDEV)
         if flags & RENAME_EXCHANGE:
             raise refuse(errno.EINVAL)
-        target_id = await self._target_of(name)
         if flags & RENAME_NOREPLACE and await self.lookup(new_name) is not None:
             raise refuse(errno.EEXIST)
-        label = decode_name(new_name)
-        await self.apply_write(
-            lambda m: session_writer.set_label(m, target_id, label),
-            leaf="recorded",
-            done=f"label: {label}",
-        )
+        pending = self.ctx.sessions.take_pending_label(self.project, self.stem, name)
+        if pending is not None:  # ``ln -sfn``: only the final label is appended
+            await self._set_label(pending.entry_id, new_name)
+            return None
+        await self._set_label(await self._target_of(name), new_name)
         return None
 
     async def unlink(self, name: str) -> None:
+        if self.ctx.sessions.take_pending_label(self.project, self.stem, name) is not None:
+            return  # a temporary link removed again (``ln`` cleaning up): nothing to undo
         target_id = await self._target_of(name)
         await self.apply_write(
             lambda m: session_writer.clear_label(m, target_id),
             leaf="recorded",
             done=f"label cleared: {decode_name(name)}",
         )
+
+
+class PendingLabelLink(InSession, LinkNode):
+    """A temporary-looking link in ``labels/`` (see `LabelsDir`). Reading it makes it a
+    real label first: whoever reads it wants what it points to to stay."""
+
+    __slots__ = ()
+
+    invalidate_on_change = False  # readlink is never cached
+
+    def _labels_dir(self) -> LabelsDir:
+        return LabelsDir(self.ctx, self.key[:-1])
+
+    async def target(self) -> str:
+        name = self.key[-1]
+        labels = self._labels_dir()
+        record = self.ctx.sessions.pending_labels(self.project, self.stem).get(name)
+        if record is not None:
+            await record.commit(record)
+        node = await labels.lookup(name)
+        if not isinstance(node, EntryLink):
+            raise refuse(errno.ENOENT)
+        return await node.target()
+
+    async def stat(self) -> Stat:
+        # Not through ``target()``: the kernel stats the link right after ``symlink``,
+        # and that must not commit it before the rename ``ln -sfn`` is about to make.
+        record = self.ctx.sessions.pending_labels(self.project, self.stem).get(self.key[-1])
+        if record is None:
+            return await super().stat()
+        session = await self.session()
+        name = await self.ctx.sessions.run(
+            session, lambda: session.table().name_for_id(record.entry_id, session.by_id())
+        )
+        return Stat(len(f"../entries/{name}".encode()), session.mtime_ns)
+
+    async def mtime_ns(self) -> int:
+        return (await self.session()).mtime_ns
 
 
 class SessionBlobsDir(InSession, DirNode):

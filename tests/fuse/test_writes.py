@@ -8,6 +8,8 @@ import json
 import os
 import shutil
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -177,6 +179,94 @@ def test_labels_round_trip(mounted: tuple[Mount, Path, Path]) -> None:
     assert errno_of(lambda: os.symlink("/etc/passwd", labels / "evil")) == errno.EINVAL
     assert errno_of(lambda: os.symlink("../entries/ffffffff.json", labels / "x")) == errno.ENOENT
     assert bad_lines(file) == []
+
+
+def label_changes(file: Path, since: int) -> list[tuple[str, str | None]]:
+    """(target id, label or None) of every entry appended after the first ``since``."""
+    new = on_disk(file).get_entries()[since:]
+    assert all(e["type"] == "label" for e in new), new
+    return [(e["targetId"], e.get("label")) for e in new]
+
+
+def test_ln_sfn_on_a_label_appends_only_what_the_final_state_needs(
+    mounted: tuple[Mount, Path, Path],
+) -> None:
+    _mount, d, file = mounted
+    ids = disk_ids(file)
+    run("ln", "-s", f"../entries/{ids[0]}.json", "labels/good", cwd=d)
+    start = len(disk_ids(file))
+    # GNU ln: symlink labels/CuXXXXXX, then rename it over labels/good. The file gains
+    # the move of "good" from ids[0] to ids[1], and no label named after the temp link.
+    run("ln", "-sfn", f"../entries/{ids[1]}.json", "labels/good", cwd=d)
+    assert label_changes(file, start) == [(ids[0], None), (ids[1], "good")]
+    assert on_disk(file).get_labels() == {ids[1]: "good"}
+    assert os.listdir(d / "labels") == ["good"]
+    assert os.readlink(d / "labels" / "good") == f"../entries/{ids[1]}.json"
+    # The same link again: the final state is already there, nothing is appended.
+    run("ln", "-sfn", f"../entries/{ids[1]}.json", "labels/good", cwd=d)
+    assert len(disk_ids(file)) == start + 2
+    # A bad target still fails at ln, and leaves nothing behind.
+    result = subprocess.run(
+        ["ln", "-sfn", "/etc/passwd", "labels/good"], cwd=d, capture_output=True, timeout=60
+    )
+    assert result.returncode != 0
+    assert os.listdir(d / "labels") == ["good"]
+    assert len(disk_ids(file)) == start + 2
+    assert bad_lines(file) == []
+
+
+def test_a_label_name_that_looks_temporary_is_still_a_label(
+    mounted: tuple[Mount, Path, Path],
+) -> None:
+    _mount, d, file = mounted
+    ids = disk_ids(file)
+    labels = d / "labels"
+    # Not renamed and not looked at: it becomes a label on its own, shortly.
+    run("ln", "-s", f"../entries/{ids[0]}.json", "labels/CuAbC123", cwd=d)
+    wait_for(lambda: on_disk(file).get_labels() == {ids[0]: "CuAbC123"})
+    # Listed: a listing shows labels, so it is one by then.
+    run("ln", "-s", ids[1], "labels/CuXyZ789", cwd=d)
+    assert sorted(os.listdir(labels)) == ["CuAbC123", "CuXyZ789"]
+    assert on_disk(file).get_labels()[ids[1]] == "CuXyZ789"
+    # Read: whoever reads the link wants it kept.
+    os.symlink(f"../entries/{ids[2]}.json", labels / "Cu0000qQ")
+    assert os.readlink(labels / "Cu0000qQ") == f"../entries/{ids[2]}.json"
+    assert on_disk(file).get_labels()[ids[2]] == "Cu0000qQ"
+    # Renamed to another name: that name is the label, once.
+    count = len(disk_ids(file))
+    os.symlink(f"../entries/{ids[3]}.json", labels / "CuRenAme")
+    os.rename(labels / "CuRenAme", labels / "renamed")
+    assert label_changes(file, count) == [(ids[3], "renamed")]
+    # Removed before anyone looked: nothing was ever appended for it.
+    count = len(disk_ids(file))
+    os.symlink(f"../entries/{ids[4]}.json", labels / "CuGone12")
+    os.unlink(labels / "CuGone12")
+    assert "CuGone12" not in os.listdir(labels)
+    assert len(disk_ids(file)) == count
+    # Bad targets fail at symlink time, as for any other name.
+    assert errno_of(lambda: os.symlink("/etc/passwd", labels / "CuEvil00")) == errno.EINVAL
+    assert errno_of(lambda: os.symlink("ffffffff", labels / "CuEvil00")) == errno.ENOENT
+    assert bad_lines(file) == []
+
+
+def test_a_temporary_looking_label_survives_an_immediate_unmount(
+    mounted: tuple[Mount, Path, Path],
+) -> None:
+    mount, d, file = mounted
+    ids = disk_ids(file)
+    os.symlink(f"../entries/{ids[0]}.json", d / "labels" / "CuLast00")
+    mount.unmount()
+    assert on_disk(file).get_labels() == {ids[0]: "CuLast00"}
+    log = mount.log.read_text(errors="replace")
+    assert "ERROR" not in log and "Traceback" not in log, log
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    """Poll until ``condition`` holds (a generous bound: a hang fails, not a slow box)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
 
 
 def test_title_rewrite_keeps_every_entry(mounted: tuple[Mount, Path, Path]) -> None:
