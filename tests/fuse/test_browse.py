@@ -239,3 +239,44 @@ def test_v1_file_is_shown_migrated_with_stable_ids(demo_mount: Mount, mount_fact
     demo_mount.unmount()
     again = mount_factory(demo_mount.agent_dir, name="mnt2")
     assert os.listdir(again.path / "sessions" / v1[0] / v1[1] / "entries") == ids
+
+
+def test_unmount_after_evictions_logs_no_error(tmp_path: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+    """Listing entries/ of sessions that a 1 MB cache then evicts queues kernel
+    invalidations for their names; an unmount right after must not log errors."""
+    agent = tmp_path / "agent"
+    project = agent / "sessions" / "--work-many--"
+    project.mkdir(parents=True)
+    for s in range(12):
+        session_id = f"{s:08x}-0000-4000-8000-000000000000"
+        lines = [
+            {
+                "type": "session",
+                "version": 3,
+                "id": session_id,
+                "timestamp": "2026-01-01T10:00:00.000Z",
+                "cwd": "/work/many",
+            }
+        ]
+        parent = None
+        for i in range(400):
+            entry_id = f"{s:02x}{i:06x}"
+            lines.append(
+                {
+                    "type": "message",
+                    "id": entry_id,
+                    "parentId": parent,
+                    "timestamp": "2026-01-01T10:00:01.000Z",
+                    "message": {"role": "user", "content": "x" * 200, "timestamp": 0},
+                }
+            )
+            parent = entry_id
+        (project / f"2026-01-01T10-00-00-000Z_{session_id}.jsonl").write_bytes(
+            b"".join(orjson.dumps(line) + b"\n" for line in lines)
+        )
+    mount = mount_factory(agent, "--cache-mb", "1")
+    for session in sorted((mount.path / "sessions" / "--work-many--").iterdir()):
+        assert len(os.listdir(session / "entries")) == 400
+    mount.unmount()
+    log = mount.log.read_text(errors="replace")
+    assert "ERROR" not in log and "Traceback" not in log, log
