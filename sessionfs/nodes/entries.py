@@ -10,7 +10,7 @@ import trio
 
 from core.context import path_to_root
 from sessionfs import session_writer
-from sessionfs.link_targets import LABELS_DIR, resolve_link_target
+from sessionfs.link_targets import LABELS_DIR
 from sessionfs.live import LoadedSession, PendingLabel
 from sessionfs.names import decode_name, dedupe, encode_name
 from sessionfs.nodes.base import (
@@ -26,7 +26,6 @@ from sessionfs.nodes.base import (
 )
 from sessionfs.nodes.blobs import BlobFile
 from sessionfs.nodes.session import RENAME_EXCHANGE, RENAME_NOREPLACE, InSession
-from sessionfs.write_errors import WriteRejected
 
 log = logging.getLogger(__name__)
 
@@ -262,22 +261,7 @@ class LabelsDir(InSession, DirNode):
     # `PENDING_LABEL_DELAY`), so a name that merely looks temporary is never lost.
 
     async def _hold(self, name: str, target: str) -> Node:
-        session = await self.session()
-        dirs = self.session_dirs(target)
-
-        def check() -> str:
-            return resolve_link_target(
-                target,
-                link_dir=LABELS_DIR,
-                has_entry=lambda i: session.manager.get_entry(i) is not None,
-                session_dirs=dirs,
-            )
-
-        try:
-            entry_id = await self.ctx.sessions.run(session, check)
-        except WriteRejected as exc:
-            session.last_error = exc.reason
-            raise
+        entry_id = await self.resolve_target(target, LABELS_DIR)
         record = PendingLabel(entry_id, lambda r: self._commit_pending(name, r))
         self.ctx.sessions.add_pending_label(self.project, self.stem, name, record)
         trio.lowlevel.spawn_system_task(self._commit_later, name, record)

@@ -90,6 +90,28 @@ class InSession:
             return ()
         return (self.ctx.mount_path("sessions", self.project, self.stem),)
 
+    async def resolve_target(self, target: str, link_dir: str) -> str:
+        """The entry id a symlink target in ``link_dir`` names (`resolve_link_target`);
+        a refusal is kept as the session's ``last_error`` and re-raised."""
+        session = await self.session()
+        dirs = self.session_dirs(target)
+
+        def check() -> str:
+            return resolve_link_target(
+                target,
+                link_dir=link_dir,
+                has_entry=lambda i: session.manager.get_entry(i) is not None,
+                session_dirs=dirs,
+            )
+
+        try:
+            if session.manager is not None and not session.lock.locked():
+                return check()  # a few dict lookups: cheaper than a thread hop
+            return await self.ctx.sessions.run(session, check)
+        except WriteRejected as exc:
+            session.last_error = exc.reason
+            raise
+
     async def apply_write(
         self, fn: Callable[[Any], T], *, leaf: LeafEffect = "kept", done: str | None = None
     ) -> T:
@@ -455,25 +477,7 @@ class SessionDir(InSession, DirNode):
         (await self.session()).last_result = f"leaf: {entry_id}"
 
     async def _check_target(self, target: str) -> None:
-        session = await self.session()
-        dirs = self.session_dirs(target)
-
-        def check() -> str:
-            return resolve_link_target(
-                target,
-                link_dir=SESSION_DIR,
-                has_entry=lambda i: session.manager.get_entry(i) is not None,
-                session_dirs=dirs,
-            )
-
-        try:
-            if session.manager is not None and not session.lock.locked():
-                check()  # a few dict lookups: cheaper than a thread hop
-            else:
-                await self.ctx.sessions.run(session, check)
-        except WriteRejected as exc:
-            session.last_error = exc.reason
-            raise
+        await self.resolve_target(target, SESSION_DIR)
 
     async def symlink(self, name: str, target: str) -> Node:
         children = _session_children()
