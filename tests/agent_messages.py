@@ -1,6 +1,7 @@
-"""AgentMessage builders and file readers shared by every test directory (tests/ is on
-pytest's pythonpath): messages shaped like the agents write them, with increasing
-millisecond timestamps so ordering-sensitive code sees distinct times."""
+"""AgentMessage builders, a small branched session and file readers shared by every
+test directory (tests/ is on pytest's pythonpath): messages shaped like the agents
+write them, with increasing millisecond timestamps so ordering-sensitive code sees
+distinct times."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from core.jsonl import parse_jsonl_lenient
+from core.manager import SessionManager
+from core.storage import SessionStorage
 
 _clock = itertools.count(1_700_000_000_001)
 
@@ -41,3 +44,22 @@ def assistant(
 def file_objects(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Every JSON object line of a file, header first."""
     return parse_jsonl_lenient(Path(path).read_bytes())
+
+
+def make_session(
+    agent_dir: Path, *, project: str = "--work-demo--", storage: SessionStorage | None = None
+) -> Path:
+    """A v3 session on disk: u1 -> a1 -> u2 -> a2, plus a second branch u3 under a1
+    (the leaf). Returns the session file."""
+    manager = SessionManager.create("/work/demo", agent_dir / "sessions" / project, storage=storage)
+    with manager:
+        manager.append_message(user("first question"))
+        a1 = manager.append_message(assistant("first answer"))
+        manager.append_message(user("second question"))
+        manager.append_message(assistant("second answer"))
+        manager.branch(a1)
+        manager.append_message(user("other branch"))
+        manager.ensure_on_disk()
+    path = manager.get_session_file()
+    assert path is not None
+    return Path(path)

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agent_messages import make_session
+
 from core import SessionManager
 from core.jsonl import parse_jsonl_report
 from tests.fuse.conftest import Mount
@@ -34,18 +36,7 @@ def make_agent(root: Path) -> tuple[Path, Path]:
     """``<root>/agent`` with one session u1 -> a1 -> u2 -> a2 (and u3 under a1).
     Returns (agent dir, session file)."""
     agent = root / "agent"
-    manager = SessionManager.create("/work/demo", agent / "sessions" / PROJECT)
-    with manager:
-        manager.append_message(user("first question"))
-        a1 = manager.append_message(assistant("first answer"))
-        manager.append_message(user("second question"))
-        manager.append_message(assistant("second answer"))
-        manager.branch(a1)
-        manager.append_message(user("other branch"))
-        manager.ensure_on_disk()
-    path = manager.get_session_file()
-    assert path is not None
-    return agent, Path(path)
+    return agent, make_session(agent, project=PROJECT)
 
 
 def session_dir(mount: Mount, session_file: Path) -> Path:

@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_messages import assistant, file_objects
+from agent_messages import assistant, file_objects, make_session
 from write_helpers import (
     FailingStorage,
     append_raw_line,
     fixture_path,
-    make_session,
     v1_session,
 )
 

@@ -11,7 +11,6 @@ import pytest
 from agent_messages import assistant, user
 
 from core.jsonl import dumps_line
-from core.manager import SessionManager
 from core.storage import FileSessionStorage, FileSessionWriter, PathArg, SessionWriter, WriterMode
 
 
@@ -42,24 +41,6 @@ class _MaybeFullWriter(FileSessionWriter):
         if failure is not None:
             raise OSError(failure, os.strerror(failure))
         super().write(data)
-
-
-def make_session(agent_dir: Path, *, storage: FileSessionStorage | None = None) -> Path:
-    """A v3 session on disk: u1 -> a1 -> u2 -> a2, plus a second branch u3 under a1."""
-    manager = SessionManager.create(
-        "/work/demo", agent_dir / "sessions" / "--work-demo--", storage=storage
-    )
-    with manager:
-        manager.append_message(user("first question"))
-        a1 = manager.append_message(assistant("first answer"))
-        manager.append_message(user("second question"))
-        manager.append_message(assistant("second answer"))
-        manager.branch(a1)
-        manager.append_message(user("other branch"))
-        manager.ensure_on_disk()
-    path = manager.get_session_file()
-    assert path is not None
-    return Path(path)
 
 
 def v1_session(agent_dir: Path) -> Path:
