@@ -38,6 +38,18 @@ GNU_TEMP_NAME = re.compile(r"Cu[A-Za-z0-9]{6}")
 PENDING_LABEL_DELAY = 1.0
 
 
+class SessionListing(InSession, DirNode):
+    """A directory of a session whose listing follows the session: it changes whenever
+    the session does (VOLATILE), and is as old as the session's last change."""
+
+    __slots__ = ()
+
+    tier = VOLATILE
+
+    async def stat(self) -> Stat:
+        return Stat(0, (await self.session()).mtime_ns)
+
+
 class EntryFile(InSession, FileNode):
     """``entries/<id>.json``: one entry exactly as stored, pretty JSON; mtime = its time.
 
@@ -80,15 +92,11 @@ class EntryFile(InSession, FileNode):
         return await self.ctx.sessions.run(session, lambda: session.entry_bytes(index))
 
 
-class EntriesDir(InSession, DirNode):
+class EntriesDir(SessionListing):
     """``entries/``: every entry in insertion (file) order."""
 
     __slots__ = ()
 
-    tier = VOLATILE
-
-    async def stat(self) -> Stat:
-        return Stat(0, (await self.session()).mtime_ns)
 
     async def children(self) -> list[tuple[str, Node]]:
         session = await self.session()
@@ -133,15 +141,11 @@ class EntryLink(InSession, LinkNode):
         return (await self.session()).mtime_ns
 
 
-class PathDir(InSession, DirNode):
+class PathDir(SessionListing):
     """``path/NNNN-<id>.json``: the root->leaf path as numbered symlinks."""
 
     __slots__ = ()
 
-    tier = VOLATILE
-
-    async def stat(self) -> Stat:
-        return Stat(0, (await self.session()).mtime_ns)
 
     async def _links(self) -> list[tuple[str, str]]:
         session = await self.session()
@@ -171,7 +175,7 @@ class PathDir(InSession, DirNode):
         return cached
 
 
-class LabelsDir(InSession, DirNode):
+class LabelsDir(SessionListing):
     """``labels/<label> -> ../entries/<targetId>.json`` for every current label.
 
     Writes: ``ln -s ../entries/<id>.json labels/<name>`` labels an entry (``ln -sfn``
@@ -181,11 +185,7 @@ class LabelsDir(InSession, DirNode):
 
     __slots__ = ()
 
-    tier = VOLATILE
     mode = 0o755
-
-    async def stat(self) -> Stat:
-        return Stat(0, (await self.session()).mtime_ns)
 
     async def _rows(self) -> list[tuple[str, str, str]]:
         """(file name, target entry id, link target) per current label."""
@@ -348,15 +348,11 @@ class PendingLabelLink(InSession, LinkNode):
         return (await self.session()).mtime_ns
 
 
-class SessionBlobsDir(InSession, DirNode):
+class SessionBlobsDir(SessionListing):
     """``blobs/``: the blobs this session's entries reference (those in the store)."""
 
     __slots__ = ()
 
-    tier = VOLATILE
-
-    async def stat(self) -> Stat:
-        return Stat(0, (await self.session()).mtime_ns)
 
     async def children(self) -> list[tuple[str, Node]]:
         session = await self.session()
