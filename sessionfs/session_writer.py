@@ -43,6 +43,7 @@ __all__ = [
     "append_ops",
     "clear_label",
     "create_session",
+    "entry_of_link",
     "extract_session",
     "flush_session",
     "fork_session",
@@ -148,17 +149,25 @@ def set_leaf(manager: SessionManager, entry_id: str) -> None:
         manager.branch(entry_id)
 
 
+def entry_of_link(
+    manager: SessionManager, target: str, link_dir: str, session_dirs: Iterable[str] = ()
+) -> str:
+    """The id of this session's entry that a symlink target in ``link_dir`` names
+    (`resolve_link_target` against the manager's entries)."""
+    return resolve_link_target(
+        target,
+        link_dir=link_dir,
+        has_entry=lambda i: manager.get_entry(i) is not None,
+        session_dirs=session_dirs,
+    )
+
+
 def set_leaf_from_link(
     manager: SessionManager, target: str, *, session_dirs: Iterable[str] = ()
 ) -> str:
     """``ln -sfn <target> leaf``: resolve the link target, then branch. Returns the id."""
     with _write_step(manager, "branch"):
-        entry_id = resolve_link_target(
-            target,
-            link_dir=SESSION_DIR,
-            has_entry=lambda i: manager.get_entry(i) is not None,
-            session_dirs=session_dirs,
-        )
+        entry_id = entry_of_link(manager, target, SESSION_DIR, session_dirs)
         manager.branch(entry_id)
         return entry_id
 
@@ -204,12 +213,7 @@ def set_label_from_link(
     """``ln -s <target> labels/<name>``: resolve (relative to ``labels/``), then label."""
     _check_label_name(name)
     with _write_step(manager, "label"):
-        entry_id = resolve_link_target(
-            target,
-            link_dir=LABELS_DIR,
-            has_entry=lambda i: manager.get_entry(i) is not None,
-            session_dirs=session_dirs,
-        )
+        entry_id = entry_of_link(manager, target, LABELS_DIR, session_dirs)
         return set_label(manager, entry_id, name)
 
 

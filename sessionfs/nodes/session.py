@@ -12,7 +12,7 @@ import trio
 
 from sessionfs import session_writer
 from sessionfs.append_parse import parse_append, reject_oversize
-from sessionfs.link_targets import SESSION_DIR, resolve_link_target
+from sessionfs.link_targets import SESSION_DIR
 from sessionfs.live import (
     FRESH_INTERVAL,
     UNKNOWN,
@@ -97,12 +97,7 @@ class InSession:
         dirs = self.session_dirs(target)
 
         def check() -> str:
-            return resolve_link_target(
-                target,
-                link_dir=link_dir,
-                has_entry=lambda i: session.manager.get_entry(i) is not None,
-                session_dirs=dirs,
-            )
+            return session_writer.entry_of_link(session.manager, target, link_dir, dirs)
 
         try:
             if session.manager is not None and not session.lock.locked():
