@@ -3,6 +3,7 @@ clean unmount on SIGINT/SIGTERM, and the background (daemon) start-up handshake.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -64,6 +65,11 @@ def preflight(opts: MountOptions) -> None:
             "pass --agent-dir DIR or set PI_CODING_AGENT_DIR"
         )
     mp = opts.mountpoint
+    if is_stale_mount(mp):
+        raise MountError(
+            f"{mp} is a stale mount (its daemon died); clear it with `fusermount3 -u {mp}` "
+            f"or `sessionfs umount {mp}`"
+        )
     if os.path.ismount(mp):
         raise MountError(f"{mp} is already a mount point (busy); run `sessionfs umount {mp}`")
     if not mp.is_dir():
@@ -246,8 +252,19 @@ def _read_line(fd: int, timeout: float) -> str:
     return data.decode(errors="replace").strip()
 
 
+def is_stale_mount(path: Path) -> bool:
+    """A FUSE mount whose daemon is gone: requests fail with ENOTCONN. statfs always
+    reaches the file system (a stat may be answered from the kernel's attribute cache)."""
+    try:
+        os.statvfs(path)
+    except OSError as exc:
+        return exc.errno == errno.ENOTCONN
+    return False
+
+
 def unmount(mountpoint: Path) -> None:
-    if not os.path.ismount(mountpoint):
+    # A stale mount fails the stat inside ismount, so it must be let through here.
+    if not os.path.ismount(mountpoint) and not is_stale_mount(mountpoint):
         raise MountError(f"{mountpoint} is not mounted")
     result = subprocess.run(
         ["fusermount3", "-u", str(mountpoint)], capture_output=True, text=True, check=False

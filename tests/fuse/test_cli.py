@@ -148,3 +148,28 @@ def test_read_only_mount_answers_erofs(demo_agent: Path, mount_factory) -> None:
     assert all(code == errno.EROFS for code in codes.values()), codes
     assert (mount.path / "recent" / "1" / "context.json").read_bytes()
     assert os.stat(mount.path / "recent" / "1" / "title").st_mode & 0o222 == 0
+
+
+def test_a_killed_daemon_leaves_a_stale_mount_that_is_named_and_cleared(
+    tmp_path: Path, demo_agent: Path
+) -> None:
+    """SIGKILL the daemon: the next `mount` says "stale mount" (one line, exit 2) instead
+    of a traceback, `umount` clears it, and mounting again works."""
+    mount = start_mount(demo_agent, tmp_path / "mnt")
+    try:
+        mount.process.kill()
+        mount.process.wait(timeout=COMMAND_TIMEOUT)
+        with pytest.raises(OSError) as stale:
+            os.listdir(mount.path)
+        assert stale.value.errno == errno.ENOTCONN
+        one_line_error(sessionfs("mount", mount.path, "--agent-dir", demo_agent), "stale mount")
+        result = sessionfs("umount", mount.path)
+        assert result.returncode == 0, result.stderr
+        assert os.listdir(mount.path) == []
+        again = start_mount(demo_agent, mount.path)
+        try:
+            assert "sessions" in os.listdir(again.path)
+        finally:
+            again.unmount()
+    finally:
+        mount.unmount()
