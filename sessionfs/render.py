@@ -360,7 +360,7 @@ def stats_json(
         if e.get("type") == "message" and isinstance(e.get("message"), dict)
     )
     roots, children = _children_map(entries)
-    leaves = sum(1 for e in entries if not children.get(e.get("id")))  # type: ignore[arg-type]
+    leaves = sum(1 for e in entries if not isinstance(e.get("id"), str) or e["id"] not in children)
     stats = {
         "entries": len(entries),
         "byType": dict(sorted(by_type.items())),
