@@ -25,7 +25,7 @@ from sessionfs.nodes.base import (
     refuse,
 )
 from sessionfs.nodes.blobs import BlobFile
-from sessionfs.nodes.session import RENAME_EXCHANGE, RENAME_NOREPLACE, InSession
+from sessionfs.nodes.session import RENAME_NOREPLACE, InSession, refuse_unsupported_rename
 
 log = logging.getLogger(__name__)
 
@@ -286,10 +286,7 @@ class LabelsDir(SessionListing):
     async def rename(
         self, name: str, new_parent: DirNode, new_name: str, flags: int
     ) -> Node | None:
-        if new_parent.key != self.key:
-            raise refuse(errno.EXDEV)
-        if flags & RENAME_EXCHANGE:
-            raise refuse(errno.EINVAL)
+        refuse_unsupported_rename(self, new_parent, flags)
         if flags & RENAME_NOREPLACE and await self.lookup(new_name) is not None:
             raise refuse(errno.EEXIST)
         pending = self.ctx.sessions.take_pending_label(self.project, self.stem, name)

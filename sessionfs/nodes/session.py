@@ -495,10 +495,7 @@ class SessionDir(InSession, DirNode):
     async def rename(
         self, name: str, new_parent: DirNode, new_name: str, flags: int
     ) -> Node | None:
-        if new_parent.key != self.key:
-            raise refuse(errno.EXDEV)
-        if flags & RENAME_EXCHANGE:
-            raise refuse(errno.EINVAL)
+        refuse_unsupported_rename(self, new_parent, flags)
         target = self.ctx.sessions.pending_links(self.project, self.stem).get(name)
         if target is None:
             raise refuse()  # leaf, entries, ...: the session's own names stay
@@ -529,6 +526,15 @@ class SessionDir(InSession, DirNode):
 #: renameat2 flags (linux/fs.h)
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
+
+
+def refuse_unsupported_rename(directory: DirNode, new_parent: DirNode, flags: int) -> None:
+    """Renames stay inside one directory of the mount (``EXDEV`` otherwise, so ``mv``
+    falls back to copy + delete) and never swap two names (``RENAME_EXCHANGE``)."""
+    if new_parent.key != directory.key:
+        raise refuse(errno.EXDEV)
+    if flags & RENAME_EXCHANGE:
+        raise refuse(errno.EINVAL)
 
 
 class ProjectDir(DirNode):
