@@ -12,7 +12,13 @@ from typing import Any, Final
 
 from core.paths import iso_to_ms
 
-__all__ = ["UNSET", "build_session_context", "empty_context", "path_to_root"]
+__all__ = [
+    "UNSET",
+    "build_session_context",
+    "context_sources",
+    "empty_context",
+    "path_to_root",
+]
 
 
 class _Unset:
@@ -143,11 +149,44 @@ def _collect_state(path: Sequence[Entry], context: dict[str, Any]) -> int | None
     return compaction_index
 
 
-def _append_messages(entries: Sequence[Entry], messages: list[dict[str, Any]]) -> None:
-    for entry in entries:
+def _message_pairs(
+    path: Sequence[Entry], compaction_index: int | None
+) -> list[tuple[Entry, dict[str, Any]]]:
+    """Each context message with the path entry it comes from, in context order: the
+    latest compaction's summary first, then the kept tail and what follows it."""
+    if compaction_index is None:
+        visible: Sequence[Entry] = path
+        pairs: list[tuple[Entry, dict[str, Any]]] = []
+    else:
+        compaction = path[compaction_index]
+        first_kept = compaction.get("firstKeptEntryId")
+        kept_start = next(
+            (i for i in range(compaction_index) if path[i].get("id") == first_kept),
+            compaction_index,  # not on the path: keep nothing from before the compaction
+        )
+        visible = [*path[kept_start:compaction_index], *path[compaction_index + 1 :]]
+        pairs = [(compaction, _compaction_message(compaction))]
+    for entry in visible:
         message = _message_of(entry)
         if message is not None:
-            messages.append(message)
+            pairs.append((entry, message))
+    return pairs
+
+
+def _leaf_path(
+    entries: Sequence[Entry], leaf_id: str | _Unset | None, by_id: Mapping[str, Entry] | None
+) -> list[Entry]:
+    """Root->leaf path for section 9 step 1-2 (empty for a ``None`` leaf or no entries)."""
+    if leaf_id is None or not entries:
+        return []
+    if by_id is None:
+        by_id = {e["id"]: e for e in entries if isinstance(e.get("id"), str)}
+    leaf = by_id.get(leaf_id) if isinstance(leaf_id, str) else None
+    if leaf is None:
+        leaf = entries[-1]
+    leaf_key = leaf.get("id")
+    path = path_to_root(leaf_key, by_id) if isinstance(leaf_key, str) else [leaf]
+    return path or [leaf]
 
 
 def build_session_context(
@@ -160,31 +199,22 @@ def build_session_context(
     ``entries`` are the session's entries without the header, in file order.
     """
     context = empty_context()
-    if leaf_id is None or not entries:
-        return context
-    if by_id is None:
-        by_id = {e["id"]: e for e in entries if isinstance(e.get("id"), str)}
-    leaf = by_id.get(leaf_id) if isinstance(leaf_id, str) else None
-    if leaf is None:
-        leaf = entries[-1]
-    leaf_key = leaf.get("id")
-    path = path_to_root(leaf_key, by_id) if isinstance(leaf_key, str) else [leaf]
-    if not path:
-        path = [leaf]
-
-    compaction_index = _collect_state(path, context)
-    messages: list[dict[str, Any]] = context["messages"]
-    if compaction_index is None:
-        _append_messages(path, messages)
-        return context
-
-    compaction = path[compaction_index]
-    messages.append(_compaction_message(compaction))
-    first_kept = compaction.get("firstKeptEntryId")
-    kept_start = next(
-        (i for i in range(compaction_index) if path[i].get("id") == first_kept),
-        compaction_index,  # not on the path: keep nothing from before the compaction
-    )
-    _append_messages(path[kept_start:compaction_index], messages)
-    _append_messages(path[compaction_index + 1 :], messages)
+    path = _leaf_path(entries, leaf_id, by_id)
+    if path:
+        compaction_index = _collect_state(path, context)
+        context["messages"] = [message for _, message in _message_pairs(path, compaction_index)]
     return context
+
+
+def context_sources(
+    entries: Sequence[Entry],
+    leaf_id: str | _Unset | None = UNSET,
+    by_id: Mapping[str, Entry] | None = None,
+) -> list[Entry]:
+    """The entry behind each message of ``build_session_context(...)`` with the same
+    arguments, in the same order (a compaction entry stands for its summary)."""
+    path = _leaf_path(entries, leaf_id, by_id)
+    compaction_index = next(
+        (i for i in range(len(path) - 1, -1, -1) if path[i].get("type") == "compaction"), None
+    )
+    return [entry for entry, _ in _message_pairs(path, compaction_index)]

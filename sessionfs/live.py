@@ -32,7 +32,7 @@ from typing import Any, Literal, TypeVar
 import trio
 
 from core import NotASessionError, SessionManager, jsonl, paths
-from core.context import build_session_context
+from core.context import build_session_context, context_sources
 from core.persist import blob_refs_in
 from sessionfs import render
 from sessionfs.memory import release_free_memory
@@ -473,11 +473,7 @@ class LoadedSession:
 def _render_transcript(session: LoadedSession) -> bytes:
     context = session.context()
     messages = context["messages"]
-    sources: list[dict[str, Any]] | None = render.message_sources(
-        session.leaf_id(), session.by_id()
-    )
-    if sources is not None and len(sources) != len(messages):
-        sources = None  # core's rules moved on; show the text without entry ids
+    sources = context_sources(session.entries(), session.leaf_id(), session.by_id())
     title = session.header().get("title")
     return render.transcript_md(title if isinstance(title, str) else None, messages, sources)
 

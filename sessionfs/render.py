@@ -18,7 +18,6 @@ from core.jsonl import dumps_pretty
 
 __all__ = [
     "context_json",
-    "message_sources",
     "pretty_json",
     "stats_json",
     "status_text",
@@ -58,43 +57,6 @@ def status_text(pairs: Iterable[tuple[str, Any]]) -> bytes:
             text = " ".join(str(value).split("\n"))
         lines.append(f"{key}: {text}\n")
     return "".join(lines).encode("utf-8", "surrogatepass")
-
-
-# --- which entry produced which context message -------------------------------------
-
-
-def _contributes_message(entry: Entry) -> bool:
-    """Mirror of the spec's section 9 step 4: does this path entry yield a message?"""
-    kind = entry.get("type")
-    if kind == "message":
-        return isinstance(entry.get("message"), dict)
-    if kind == "custom_message":
-        return True
-    return kind == "branch_summary" and bool(entry.get("summary"))
-
-
-def message_sources(leaf_id: str | None, by_id: Mapping[str, Entry]) -> list[Entry]:
-    """The entries behind ``build_session_context(...)["messages"]``, in the same order.
-
-    The context messages carry no entry ids, but the transcript's headings name them,
-    so the same path/compaction walk is repeated here. Callers check the length
-    against the real context and drop the ids if the two ever disagree.
-    """
-    path = path_to_root(leaf_id, by_id)
-    compaction_index = None
-    for index, entry in enumerate(path):
-        if entry.get("type") == "compaction":
-            compaction_index = index
-    if compaction_index is None:
-        return [e for e in path if _contributes_message(e)]
-    compaction = path[compaction_index]
-    first_kept = compaction.get("firstKeptEntryId")
-    kept_start = next(
-        (i for i in range(compaction_index) if path[i].get("id") == first_kept),
-        compaction_index,
-    )
-    kept = path[kept_start:compaction_index] + path[compaction_index + 1 :]
-    return [compaction, *(e for e in kept if _contributes_message(e))]
 
 
 # --- transcript.md ------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.context import UNSET, build_session_context, path_to_root
+from core.context import UNSET, build_session_context, context_sources, path_to_root
 from core.paths import iso_to_ms
 
 T = "2026-01-01T00:00:00.000Z"
@@ -115,3 +115,19 @@ def test_cycles_terminate_and_deep_chains_do_not_recurse():
     assert len(ctx["messages"]) == 100_000
     by_id = {e["id"]: e for e in chain}
     assert path_to_root(chain[500]["id"], by_id)[0] is chain[0]
+
+
+def test_context_sources_name_the_entry_behind_each_message():
+    entries = [msg(x, p, text=x) for x, p in [("a", None), ("b", "a"), ("c", "b")]]
+    entries += [
+        entry("k", "c", "compaction", summary="S", firstKeptEntryId="b", tokensBefore=5),
+        entry("n", "k", "custom_message", customType="note", content="n", display=True),
+        entry("l", "n", "label", targetId="a", label="L"),
+        msg("d", "l", text="d"),
+    ]
+    messages = build_session_context(entries)["messages"]
+    sources = context_sources(entries)
+    assert [e["id"] for e in sources] == ["k", "b", "c", "n", "d"]
+    assert len(sources) == len(messages)
+    assert context_sources(entries, None) == [] and context_sources([]) == []
+    assert [e["id"] for e in context_sources(entries, "b")] == ["a", "b"]

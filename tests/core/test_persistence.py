@@ -105,14 +105,19 @@ CRASH_CHILD = textwrap.dedent(
 )
 
 
-def test_killed_writer_leaves_a_loadable_file_with_every_flushed_entry(tmp_path: Path) -> None:
-    directory = session_dir(tmp_path)
-    m = SessionManager.create("/w", directory)
+def closed_session_on_disk(tmp_path: Path) -> str:
+    """A session with one question and answer, written and closed; its file path."""
+    m = SessionManager.create("/w", session_dir(tmp_path))
     m.append_message(user("q"))
     m.append_message(assistant("a"))
     m.close()
     path = m.session_file
     assert path is not None
+    return path
+
+
+def test_killed_writer_leaves_a_loadable_file_with_every_flushed_entry(tmp_path: Path) -> None:
+    path = closed_session_on_disk(tmp_path)
     child = subprocess.Popen(
         [sys.executable, "-c", CRASH_CHILD, str(REPO), path],
         stdout=subprocess.PIPE,
@@ -211,13 +216,8 @@ class _FsyncFails(FileSessionStorage):
 def test_interrupted_atomic_rewrite_keeps_original_and_leaves_no_temp(
     tmp_path: Path, storage: FileSessionStorage
 ) -> None:
-    directory = session_dir(tmp_path)
-    m = SessionManager.create("/w", directory)
-    m.append_message(user("q"))
-    m.append_message(assistant("a"))
-    m.close()
-    path = m.session_file
-    assert path is not None
+    path = closed_session_on_disk(tmp_path)
+    directory = Path(path).parent
     original = Path(path).read_bytes()
     broken = SessionManager.open(path, storage=storage)
     with pytest.raises(PersistenceError):

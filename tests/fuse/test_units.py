@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core import SessionManager, build_session_context
+from core.context import context_sources
 from sessionfs import render
 from sessionfs.live import (
     PARSED_SIZE_FACTOR,
@@ -82,7 +83,7 @@ def test_transcript_sources_match_core_context_on_real_files() -> None:
         entries = sm.get_entries()
         by_id = {e["id"]: e for e in entries}
         context = build_session_context(entries, sm.get_leaf_id(), by_id)
-        sources = render.message_sources(sm.get_leaf_id(), by_id)
+        sources = context_sources(entries, sm.get_leaf_id(), by_id)
         assert len(sources) == len(context["messages"])
         md = render.transcript_md(None, context["messages"], sources).decode()
         for source, message in zip(sources, context["messages"], strict=True):
