@@ -7,7 +7,7 @@ Every figure is a ratio against a baseline measured in the same run on the same 
 
 * load: ``SessionManager.open(path, browse=True)`` (read + parse + migrate + blob check
   + index) vs reading the file and ``orjson.loads`` of every line. Files: the two real
-  v1 fixtures in ``<repo>/../shared/fixtures`` (migrated on load), and a generated
+  v1 fixtures in ``tests/fixtures/`` (migrated on load), and a generated
   session of 100,000 entries, as v3 and as v1 (every id derived by migration).
 * context: ``build_session_context()`` at the leaf of a 10,000-deep path vs a bare
   parent-pointer walk over the same dicts.
@@ -40,11 +40,10 @@ if __package__ in (None, ""):
 
 import orjson
 
+from bench.common import FIXTURES
 from core import SessionManager
 from core.context import path_to_root
 
-REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures"
 FIXTURE_NAMES = ("pi-v1-before-compaction.jsonl", "pi-v1-large-session.jsonl")
 
 
@@ -158,7 +157,7 @@ def bench_loads(workdir: Path, entries: int, repeat: int) -> list[Row]:
             shutil.copyfile(source, copy)
             files.append((f"load {name} (v1, migrate)", copy))
         else:
-            print(f"(fixture {name} not found beside the repo: skipped)", file=sys.stderr)
+            print(f"(fixture {name} not found in {FIXTURES}: skipped)", file=sys.stderr)
     for v1 in (False, True):
         path = workdir / f"generated-{'v1' if v1 else 'v3'}.jsonl"
         write_generated_session(path, entries, v1=v1)

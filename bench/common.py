@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TypeVar
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO / ".." / "shared" / "fixtures"
+#: The real agent session files the tests use too (see tests/fixtures/README.md).
+FIXTURES = REPO / "tests" / "fixtures"
 MOUNT_TIMEOUT = 60.0
 
 T = TypeVar("T")

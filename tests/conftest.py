@@ -6,18 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-#: Real v1 session files recorded by the agents; read-only, beside the repo in CI.
-FIXTURES_DIR = REPO.parent / "shared" / "fixtures"
-FIXTURE_NAMES = ("pi-v1-before-compaction.jsonl", "pi-v1-large-session.jsonl")
-
-
-def fixture_path(name: str) -> Path:
-    path = FIXTURES_DIR / name
-    if not path.is_file():
-        pytest.skip(f"real fixture {name} not found beside the repo ({FIXTURES_DIR})")
-    return path
+from fixture_paths import FIXTURE_NAMES, fixture_path
 
 
 @pytest.fixture(params=FIXTURE_NAMES)

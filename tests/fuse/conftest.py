@@ -19,7 +19,6 @@ from types import ModuleType
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO / ".." / "shared" / "fixtures"
 COMMAND_TIMEOUT = 60
 MOUNT_TIMEOUT = 20
 
@@ -158,12 +157,3 @@ def demo_agent(demo_template: Path, tmp_path: Path) -> Path:
 @pytest.fixture
 def demo_mount(demo_agent: Path, mount_factory) -> Mount:  # type: ignore[no-untyped-def]
     return mount_factory(demo_agent)
-
-
-def fixture_files() -> list[Path]:
-    if not FIXTURES.is_dir():
-        pytest.skip(f"real fixtures not found at {FIXTURES} (<repo>/../shared/fixtures)")
-    files = sorted(FIXTURES.glob("*.jsonl"))
-    if not files:
-        pytest.skip(f"no *.jsonl fixtures in {FIXTURES}")
-    return files

@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 import trio
+from fixture_paths import fixture_files
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,7 +23,6 @@ from sessionfs.live import (
     read_header,
 )
 from sessionfs.names import decode_name, dedupe, encode_name
-from tests.fuse.conftest import fixture_files
 
 
 @given(st.text())

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import orjson
 import pytest
+from fixture_paths import fixture_path
 
 from core import SessionManager, build_session_context
-from tests.fuse.conftest import FIXTURES, Mount, run
+from tests.fuse.conftest import Mount, run
 from tests.fuse.write_setup import (
     PROJECT,
     assistant,
@@ -398,9 +399,7 @@ def test_first_write_migrates_a_real_v1_file_with_the_ids_shown(
     tmp_path: Path,
     mount_factory,  # type: ignore[no-untyped-def]
 ) -> None:
-    source = FIXTURES / "pi-v1-large-session.jsonl"
-    if not source.is_file():
-        pytest.skip(f"real fixture not found at {source}")
+    source = fixture_path("pi-v1-large-session.jsonl")
     agent_dir = tmp_path / "agent"
     project = agent_dir / "sessions" / "--fixture--"
     project.mkdir(parents=True)

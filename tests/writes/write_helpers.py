@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-import pytest
 from agent_messages import assistant, user
+from fixture_paths import fixture_path as fixture_path  # re-exported for the write tests
 
 from core.jsonl import dumps_line
 from core.storage import FileSessionStorage, FileSessionWriter, PathArg, SessionWriter, WriterMode
@@ -71,16 +71,4 @@ def v1_session(agent_dir: Path) -> Path:
     ]
     path = project / "2025-01-01T00-00-00-000Z_old-session.jsonl"
     path.write_bytes(b"".join(dumps_line(obj) for obj in lines))
-    return path
-
-
-REPO = Path(__file__).resolve().parents[2]
-FIXTURES_DIR = REPO.parent / "shared" / "fixtures"
-
-
-def fixture_path(name: str) -> Path:
-    """A real agent fixture (read-only); skips when the fixtures are not beside the repo."""
-    path = FIXTURES_DIR / name
-    if not path.is_file():
-        pytest.skip(f"real fixture {name} not found beside the repo ({FIXTURES_DIR})")
     return path
