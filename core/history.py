@@ -20,11 +20,32 @@ Concurrency model
   lets readers run beside a writer, every write transaction is ``BEGIN IMMEDIATE`` so
   it takes the write lock up front, and ``busy_timeout=5000`` makes a process wait for
   the lock instead of failing.
+
+Read-only mode
+--------------
+``HistoryStorage(path, read_only=True)`` is for readers that must leave the agent dir
+exactly as they found it (``sessionfs mount --read-only``, the mount's ``/history``,
+``sessionfs history``): no schema, trigger or FTS set-up, no journal-mode change, no
+writer thread, and no file created. A missing database, table or FTS index simply
+means "no history" / "no search": empty results.
+
+Each read opens its own short-lived ``mode=ro`` connection and closes it at once.
+Keeping one open would, in WAL mode, stop the last agent to close the database from
+removing its ``-wal``/``-shm`` files. And a ``mode=ro`` connection to a WAL database
+whose ``-wal``/``-shm`` files do not exist creates them (SQLite needs the shared
+wal-index), so then the read is ``immutable=1``: all the data is in the main file.
+immutable means "no locking", which is only safe while nobody checkpoints into the
+main file, so such a read is checked afterwards (same inode, size and mtime, still no
+``-wal``) and repeated when a writer came along meanwhile. When an agent has the
+database open, its ``-wal``/``-shm`` exist and the read shares them like any reader
+(recording its read mark in the shared-memory file is how WAL readers stay safe
+beside a writer; it creates nothing).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import sqlite3
@@ -34,7 +55,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from core import paths
 
@@ -51,6 +72,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 MAX_LIMIT = 1000
 """Upper bound for ``recent``/``search`` limits (spec: clamped to 0..1000)."""
@@ -117,11 +140,22 @@ _SEARCH_EXACT_SQL = (
 # most of the history), the exact query is cheaper anyway because it has few matches
 # to sort.
 _PROOF_BUDGET = 8000
+# The tables each read needs: a read-only store finds them missing in a database no
+# agent has set up yet (or one from before the FTS index) and answers "nothing".
+_RECENT_TABLES = frozenset({("table", "history")})
+_SEARCH_TABLES = _RECENT_TABLES | {("table", "history_fts")}
 _NEWER_ROWS_SQL = (
     "SELECT count(*), min(id) FROM (SELECT id FROM history"
     " INDEXED BY idx_history_created_at WHERE created_at > ? LIMIT ?)"
 )
 _LAST_PROMPT_SQL = "SELECT prompt FROM history ORDER BY id DESC LIMIT 1"
+
+# A read-only read of a database nobody has open is retried this often when a writer
+# changes the main file under it (see "Read-only mode" above).
+_SNAPSHOT_TRIES = 3
+_SQLITE_HEADER_SIZE = 100
+# Bytes 18 and 19 of the header (file format write/read version) are 2 in WAL mode.
+_WAL_HEADER_BYTES = b"\x02\x02"
 
 
 class HistoryStorageError(RuntimeError):
@@ -259,24 +293,21 @@ def _is_lock_error(exc: BaseException) -> bool:
 class HistoryStorage:
     """The prompt history store (spec section 11). See the module docstring."""
 
-    def __init__(self, db_path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self, db_path: str | os.PathLike[str] | None = None, *, read_only: bool = False
+    ) -> None:
         ensure_fts5_available()
         self.path = Path(db_path) if db_path is not None else paths.history_db_path()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._reader = _connect(self.path, check_same_thread=False)
-        except (OSError, sqlite3.Error) as exc:
-            raise HistoryStorageError(f"cannot open prompt history {self.path}: {exc}") from exc
-        try:
-            self._set_up_schema(self._reader)
-            row = self._reader.execute(_LAST_PROMPT_SQL).fetchone()
-        except sqlite3.Error as exc:
-            self._reader.close()
-            raise HistoryStorageError(f"cannot use prompt history {self.path}: {exc}") from exc
+        self.read_only = read_only
         self._read_lock = threading.Lock()
+        self._reader: sqlite3.Connection | None = None
         # Consecutive-duplicate filter. Seeded from the file so re-running the last
         # prompt after a restart is not recorded twice.
-        self._last_prompt: str | None = row[0] if row else None
+        self._last_prompt: str | None = None
+        if read_only:
+            self._check_readable()
+        else:
+            self._reader, self._last_prompt = self._open_for_writing()
 
         # Writer state, all guarded by _cond.
         self._cond = threading.Condition()
@@ -288,6 +319,29 @@ class HistoryStorage:
         self._atexit_hook: Callable[[], None] | None = None
 
     # -- set-up ---------------------------------------------------------------------
+
+    def _open_for_writing(self) -> tuple[sqlite3.Connection, str | None]:
+        """The shared reader connection (schema set up) and the newest stored prompt."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            reader = _connect(self.path, check_same_thread=False)
+        except (OSError, sqlite3.Error) as exc:
+            raise HistoryStorageError(f"cannot open prompt history {self.path}: {exc}") from exc
+        try:
+            self._set_up_schema(reader)
+            row = reader.execute(_LAST_PROMPT_SQL).fetchone()
+        except sqlite3.Error as exc:
+            reader.close()
+            raise HistoryStorageError(f"cannot use prompt history {self.path}: {exc}") from exc
+        return reader, (row[0] if row else None)
+
+    def _check_readable(self) -> None:
+        """Fail now, as the read-write open does, when the file is not a database; a
+        missing file is fine (no history yet)."""
+        try:
+            self._read_snapshot(_schema_objects)
+        except (OSError, sqlite3.Error) as exc:
+            raise HistoryStorageError(f"cannot read prompt history {self.path}: {exc}") from exc
 
     def _set_up_schema(self, conn: sqlite3.Connection) -> None:
         # An agent-written file already has everything: then touch nothing (no write
@@ -321,6 +375,9 @@ class HistoryStorage:
         """Record a prompt without waiting for the disk. Never raises for I/O errors."""
         trimmed = prompt.strip()
         if not trimmed:
+            return
+        if self.read_only:
+            log.warning("prompt history %s is open read-only; prompt not recorded", self.path)
             return
         with self._cond:
             if self._closed:
@@ -356,7 +413,8 @@ class HistoryStorage:
             atexit.unregister(self._atexit_hook)
             self._atexit_hook = None
         with self._read_lock:
-            self._reader.close()
+            if self._reader is not None:
+                self._reader.close()
 
     def __enter__(self) -> HistoryStorage:
         return self
@@ -454,7 +512,9 @@ class HistoryStorage:
         safe_limit = _clamp_limit(limit)
         if safe_limit == 0:
             return []
-        return self._read_newest(_RECENT_FAST_SQL, _RECENT_EXACT_SQL, (), safe_limit, "recent")
+        return self._read_newest(
+            _RECENT_FAST_SQL, _RECENT_EXACT_SQL, (), safe_limit, "recent", _RECENT_TABLES
+        )
 
     def search(self, query: str, limit: int = 100) -> list[HistoryEntry]:
         """Prompts containing every word of ``query`` as a word prefix, newest first."""
@@ -463,7 +523,7 @@ class HistoryStorage:
         if safe_limit == 0 or match is None:
             return []
         return self._read_newest(
-            _SEARCH_FAST_SQL, _SEARCH_EXACT_SQL, (match,), safe_limit, "search"
+            _SEARCH_FAST_SQL, _SEARCH_EXACT_SQL, (match,), safe_limit, "search", _SEARCH_TABLES
         )
 
     def _read_newest(
@@ -473,12 +533,22 @@ class HistoryStorage:
         params: tuple[object, ...],
         limit: int,
         what: str,
+        tables: frozenset[tuple[str, str]],
     ) -> list[HistoryEntry]:
+        def read(conn: sqlite3.Connection) -> list[Any]:
+            if self.read_only and not tables <= _schema_objects(conn):
+                return []  # nobody set this database up (or its FTS index) yet
+            return _newest_rows(conn, fast_sql, exact_sql, (*params, limit))
+
+        if self._closed:
+            return []
         try:
-            with self._read_lock:
-                rows = self._reader.execute(fast_sql, (*params, limit)).fetchall()
-                if len(rows) == limit and not self._page_is_newest(rows):
-                    rows = self._reader.execute(exact_sql, (*params, limit)).fetchall()
+            if self.read_only:
+                rows = self._read_snapshot(read) or []
+            else:
+                with self._read_lock:
+                    assert self._reader is not None
+                    rows = read(self._reader)
             entries = [_entry_from_row(row) for row in rows]
         except Exception:
             # A corrupt file, a dropped table or a closed store must not break the
@@ -488,21 +558,94 @@ class HistoryStorage:
         entries.sort(key=lambda e: (e.created_at, e.id), reverse=True)
         return entries
 
-    def _page_is_newest(self, rows: Sequence[Sequence[Any]]) -> bool:
-        """True if a full fast-path page is provably the newest ``len(rows)`` rows.
+    def _read_snapshot(self, read: Callable[[sqlite3.Connection], _T]) -> _T | None:
+        """``read`` on a fresh read-only connection; None when there is no database.
 
-        Rows beyond the page all have smaller ids; the page is right unless one of them
-        is stamped later than the page's oldest time (a clock stepped back, rows
-        imported from elsewhere).
+        See "Read-only mode" in the module docstring for why each read has its own
+        connection and when it is ``immutable`` (and then checked and repeated).
         """
-        oldest = min(row[2] for row in rows)
-        lowest_id = min(row[0] for row in rows)
-        newer, min_id = self._reader.execute(
-            _NEWER_ROWS_SQL, (oldest, _PROOF_BUDGET + 1)
-        ).fetchone()
-        if newer > _PROOF_BUDGET:
-            return False  # proof too costly: let the exact query decide
-        return newer == 0 or min_id >= lowest_id
+        for _ in range(_SNAPSHOT_TRIES):
+            before = _DatabaseFiles.of(self.path)
+            if before is None:
+                return None
+            with contextlib.closing(
+                _connect_read_only(self.path, immutable=before.needs_immutable)
+            ) as conn:
+                result = read(conn)
+            if not before.needs_immutable or _DatabaseFiles.of(self.path) == before:
+                return result
+        raise HistoryStorageError(
+            f"{self.path} was rewritten during each of {_SNAPSHOT_TRIES} reads"
+        )
+
+
+def _newest_rows(
+    conn: sqlite3.Connection, fast_sql: str, exact_sql: str, params: tuple[object, ...]
+) -> list[Any]:
+    """The fast path's page when it is provably the newest, else the exact query's."""
+    rows = conn.execute(fast_sql, params).fetchall()
+    limit = params[-1]
+    if len(rows) == limit and not _page_is_newest(conn, rows):
+        rows = conn.execute(exact_sql, params).fetchall()
+    return rows
+
+
+def _page_is_newest(conn: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> bool:
+    """True if a full fast-path page is provably the newest ``len(rows)`` rows.
+
+    Rows beyond the page all have smaller ids; the page is right unless one of them
+    is stamped later than the page's oldest time (a clock stepped back, rows
+    imported from elsewhere).
+    """
+    oldest = min(row[2] for row in rows)
+    lowest_id = min(row[0] for row in rows)
+    newer, min_id = conn.execute(_NEWER_ROWS_SQL, (oldest, _PROOF_BUDGET + 1)).fetchone()
+    if newer > _PROOF_BUDGET:
+        return False  # proof too costly: let the exact query decide
+    return bool(newer == 0 or min_id >= lowest_id)
+
+
+@dataclass(frozen=True, slots=True)
+class _DatabaseFiles:
+    """What a read-only reader compares before and after an ``immutable`` read."""
+
+    inode: int
+    size: int
+    mtime_ns: int
+    has_wal: bool
+    has_shm: bool
+    wal_mode: bool
+
+    @classmethod
+    def of(cls, path: Path) -> _DatabaseFiles | None:
+        try:
+            with open(path, "rb") as file:
+                header = file.read(_SQLITE_HEADER_SIZE)
+                st = os.fstat(file.fileno())
+        except FileNotFoundError:
+            return None
+        return cls(
+            inode=st.st_ino,
+            size=st.st_size,
+            mtime_ns=st.st_mtime_ns,
+            has_wal=os.path.exists(f"{path}-wal"),
+            has_shm=os.path.exists(f"{path}-shm"),
+            wal_mode=header[18:20] == _WAL_HEADER_BYTES,
+        )
+
+    @property
+    def needs_immutable(self) -> bool:
+        """A WAL database without its wal-index files: a ``mode=ro`` open would create
+        them. (A ``-wal`` left without ``-shm`` by a crash is not read: the agents
+        recover it the next time they open the database.)"""
+        return self.wal_mode and not (self.has_wal and self.has_shm)
+
+
+def _connect_read_only(path: Path, *, immutable: bool) -> sqlite3.Connection:
+    uri = path.absolute().as_uri() + "?mode=ro" + ("&immutable=1" if immutable else "")
+    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    return conn
 
 
 def _entry_from_row(row: Sequence[Any]) -> HistoryEntry:

@@ -102,7 +102,7 @@ def run_history(args: argparse.Namespace, out: TextIO | None = None) -> int:
         print(f"sessionfs: no prompt history yet ({db_path})", file=sys.stderr)
         return 1
     try:
-        with HistoryStorage(db_path) as storage:
+        with HistoryStorage(db_path, read_only=True) as storage:
             words: list[str] | None = args.history_words
             if words:
                 entries = storage.search(" ".join(words), limit=args.limit)

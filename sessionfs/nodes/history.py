@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Any
 
 import trio
 
+from core.history import HistoryStorage, HistoryStorageError, format_history_line
 from sessionfs.names import decode_name
 from sessionfs.nodes.base import STATIC, VOLATILE, DirNode, FileNode, MountContext, Node
 
@@ -21,25 +21,26 @@ SEARCH_LIMIT = 1000
 class HistoryView:
     """Read-only access to ``<agent>/history.db`` through ``core.history``.
 
-    The store is opened on first use and only if the file exists: browsing must never
-    create files in the agent dir. It is shared by worker threads (its reads are
-    locked inside core).
+    The mount only ever reads the history (agents record prompts), in every mount
+    mode: so the store is read-only, and browsing never creates, converts or
+    re-indexes the database (a missing file or FTS index shows as empty). The store
+    is shared by worker threads; each read is its own short connection inside core.
     """
 
     def __init__(self, db_path: Path) -> None:
         self.db_path = db_path
-        self._store: Any = None
+        self._store: HistoryStorage | None = None
         self._lock = threading.Lock()
 
-    def _open(self) -> Any:
+    def _open(self) -> HistoryStorage | None:
         with self._lock:
-            if self._store is None and self.db_path.is_file():
+            if self._store is None:
                 try:
-                    from core.history import HistoryStorage
-                except ImportError:
-                    log.warning("core.history is not available; history/ stays empty")
-                    return None
-                self._store = HistoryStorage(self.db_path)
+                    self._store = HistoryStorage(self.db_path, read_only=True)
+                except HistoryStorageError as exc:
+                    # Not a database (yet), or no FTS5: empty for now, tried again at
+                    # the next read, since the file may be replaced meanwhile.
+                    log.warning("history/ is empty: %s", exc)
             return self._store
 
     def lines(self, query: str | None) -> bytes:
@@ -47,8 +48,6 @@ class HistoryView:
         store = self._open()
         if store is None:
             return b""
-        from core.history import format_history_line
-
         found = store.recent(RECENT_LIMIT) if query is None else store.search(query, SEARCH_LIMIT)
         return "".join(format_history_line(e) + "\n" for e in found).encode(
             "utf-8", "surrogatepass"
