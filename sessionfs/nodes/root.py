@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from importlib import resources
 from typing import Any
 
 import trio
@@ -25,69 +27,15 @@ from sessionfs.render import status_text
 from sessionfs.session_commands import parse_root_commands, run_root_command
 from sessionfs.write_errors import WriteRejected
 
-README_TEXT = """\
-# sessionfs
+#: The mount manual. Its one source is docs/mount.md; ``sessionfs/mount.md`` is a symlink
+#: to it, shipped as package data, so an editable install and a wheel both find it.
+MANUAL_RESOURCE = "mount.md"
 
-This directory is a live view of the coding-agent sessions in an agent dir. Every
-session file is a directory; every entry is a file. Use the ordinary tools.
 
-## Where things are
-
-    sessions/<project>/<session>/   one dir per session file
-    by-id/<session-id>              symlink to the session dir (a unique id prefix works too)
-    recent/1 .. recent/50           newest sessions first (by file mtime)
-    history/recent.txt              the last 100 prompts: <time> TAB <cwd> TAB <prompt>
-    history/search/<words>          prompts matching all words (same format)
-    blobs/<sha256>                  the agent's blob store (images)
-    ctl                             root control file (status on read)
-
-Inside a session dir:
-
-    header.json      the session header
-    title            the title (one line, empty if none)
-    entries/<id>.json  every entry exactly as stored, in file order; mtime = entry time
-    context.json     what the model sees at the current leaf
-    transcript.md    the same as Markdown
-    leaf             symlink to the current leaf entry
-    path/            the root -> leaf path as numbered symlinks
-    tree.txt         the whole tree; '*' marks the current path, [label] marks labels
-    labels/<label>   symlinks to labelled entries
-    blobs/<sha256>   the blobs this session references
-    stats.json       entry counts, depth, usage totals
-    ctl              status: id, file, version, leaf, entries, ...
-    append/          drop box for new entries
-
-## Recipes
-
-    ls -l recent/                               what did I work on lately?
-    cat recent/1/transcript.md | less           read the newest session
-    grep -rl 'some words' sessions/             which sessions mention them?
-    jq '.messages | length' by-id/<id>/context.json
-    readlink recent/1/leaf                      the current leaf entry
-    cat history/search/fuse%2Fmount             search prompts ("/" is written %2F)
-
-## Writing (each is one call into the session engine, fsynced before it returns)
-
-    ln -sfn entries/<id>.json S/leaf            branch: the next append goes below <id>
-    rm S/leaf                                   the next append starts a new root
-    printf 'next prompt' > S/append/p.txt       append a user message (.txt or .md)
-    cp msg.json S/append/                       append JSON: an AgentMessage ({"role": ...}),
-                                                an entry body ({"type": ...}) or JSON Lines
-    ln -s ../entries/<id>.json S/labels/name    label an entry; mv / rm relabel / clear
-    echo 'My title' > S/title                   set the title
-    echo 'fork' > S/ctl                         also: branch <id>, reset, flush,
-                                                summary <id|root> <text>, extract <id>
-    echo 'new /path/to/project Title' > ctl     a new session for that directory
-    cat S/ctl                                   last_result / last_error of the above
-
-A refused write fails with an errno (EINVAL, ENOENT, EFBIG over 64 MiB, ENOSPC, ...)
-and changes nothing; `cat S/ctl` says why. The leaf is not stored in the file: it is
-kept by the mount until the next append records it.
-
-Names that cannot be file names are percent-encoded: "/" is %2F, "%" is %25, and
-an id that is exactly "." or ".." is %2E or %2E%2E. Reading never changes a session
-file; sessions an agent is writing update live (within a second).
-"""
+@functools.cache
+def mount_manual() -> bytes:
+    """The text the mount serves as ``/README.md`` (read once: it is part of the install)."""
+    return resources.files("sessionfs").joinpath(MANUAL_RESOURCE).read_bytes()
 
 
 class ReadmeFile(FileNode):
@@ -96,7 +44,7 @@ class ReadmeFile(FileNode):
     tier = STATIC
 
     async def content(self) -> bytes:
-        return README_TEXT.encode()
+        return mount_manual()
 
 
 class RootCtl(FileNode):

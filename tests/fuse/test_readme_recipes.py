@@ -1,0 +1,115 @@
+"""The recipes of README.md and of the mount manual (docs/mount.md) run as written
+against a real mount of the demo agent dir, so the documentation cannot drift from the
+program.
+
+Convention (stated in both documents): a fenced ```sh block whose first line is
+``# recipe: <what it does>`` is runnable. It runs unchanged with ``bash -euo pipefail``
+on a fresh demo mount. README recipes run from the directory that holds the mount
+(named ``mnt``, as ``make run`` makes it); the manual's run from inside the mount,
+where its readers are. A ``# expect: <regex>`` line states what the output must
+contain; without one, the output must not be empty. After every recipe each session
+file in the agent dir must still pass core's checker without an error.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from core.check import check_file
+from tests.fuse.conftest import REPO, Mount
+
+RECIPE_TIMEOUT = 30
+RECIPE_MARKER = re.compile(r"^# recipe: (?P<title>.+)$")
+EXPECT_MARKER = re.compile(r"^# expect: (?P<regex>.+)$", re.MULTILINE)
+SH_BLOCK = re.compile(r"^```sh\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
+
+#: document -> True when its recipes run inside the mount (else beside it, as ``mnt/``).
+DOCUMENTS = {"README.md": False, "docs/mount.md": True}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    document: str
+    title: str
+    script: str
+
+    @property
+    def expectations(self) -> list[str]:
+        return EXPECT_MARKER.findall(self.script)
+
+    @property
+    def runs_inside_mount(self) -> bool:
+        return DOCUMENTS[self.document]
+
+
+def recipes_of(document: str) -> list[Recipe]:
+    """The runnable ```sh blocks of a document, in order."""
+    text = (REPO / document).read_text(encoding="utf-8")
+    found = []
+    for block in SH_BLOCK.finditer(text):
+        body = block.group("body")
+        first_line = body.split("\n", 1)[0]
+        marker = RECIPE_MARKER.match(first_line)
+        if marker is not None:
+            found.append(Recipe(document, marker.group("title"), body))
+    return found
+
+
+ALL_RECIPES = [recipe for document in DOCUMENTS for recipe in recipes_of(document)]
+
+
+def run_recipe(recipe: Recipe, mount: Mount) -> subprocess.CompletedProcess[str]:
+    cwd = mount.path if recipe.runs_inside_mount else mount.path.parent
+    assert recipe.runs_inside_mount or mount.path.name == "mnt"
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", recipe.script],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=RECIPE_TIMEOUT,
+        check=False,
+    )
+
+
+def session_file_errors(agent_dir: Path) -> dict[str, list[str]]:
+    """Every error core's checker finds in the agent dir's session files (warnings such
+    as a v1 file's pending migration are not errors)."""
+    errors: dict[str, list[str]] = {}
+    for path in sorted((agent_dir / "sessions").glob("*/*.jsonl")):
+        report = check_file(path, blobs_dir=agent_dir / "blobs")
+        found = [f.message for f in report.problems if f.severity == "error"]
+        if found:
+            errors[path.name] = found
+    return errors
+
+
+@pytest.mark.parametrize("document", list(DOCUMENTS))
+def test_document_has_runnable_recipes(document: str) -> None:
+    # Guards the convention itself: renaming the fence or the marker must not turn
+    # this test file into one that checks nothing.
+    assert len(recipes_of(document)) >= 3
+
+
+@pytest.mark.parametrize(
+    "recipe", ALL_RECIPES, ids=[f"{r.document}:{r.title}" for r in ALL_RECIPES]
+)
+def test_recipe_runs_on_the_demo_mount(recipe: Recipe, demo_mount: Mount) -> None:
+    result = run_recipe(recipe, demo_mount)
+    assert result.returncode == 0, f"{recipe.title!r} failed:\n{result.stderr}"
+    assert result.stdout.strip(), f"{recipe.title!r} printed nothing"
+    for regex in recipe.expectations:
+        assert re.search(regex, result.stdout, re.MULTILINE), (
+            f"{recipe.title!r}: no match for {regex!r} in:\n{result.stdout}"
+        )
+    assert demo_mount.alive()
+    assert session_file_errors(demo_mount.agent_dir) == {}
+
+
+def test_the_mount_serves_docs_mount_md_as_its_readme(demo_mount: Mount) -> None:
+    served = (demo_mount.path / "README.md").read_bytes()
+    assert served == (REPO / "docs" / "mount.md").read_bytes()
