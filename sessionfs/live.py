@@ -34,9 +34,10 @@ import trio
 from core import NotASessionError, SessionManager, jsonl, paths
 from core.context import build_session_context, context_sources
 from core.persist import blob_refs_in
+from core.safe_open import open_regular
 from sessionfs import render
 from sessionfs.memory import release_free_memory
-from sessionfs.names import dedupe, encode_name
+from sessionfs.names import entry_file_names
 from sessionfs.write_errors import WriteRejected
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,11 @@ HEADER_PREFIX = 4096
 #: (tracemalloc on fixture-shaped sessions: ~2.4 for the manager; plus our own
 #: indexes and allocator slack, rounded up so RSS stays near the budget).
 PARSED_SIZE_FACTOR = 4
+#: Headers remembered by `AgentIndex` (LRU): enough for every session of a heavy
+#: user's agent dir to list from memory, bounded so a huge dir cannot grow it for ever.
+HEADER_CACHE_SIZE = 8192
+#: Paths already logged as skipped (so a hostile file is logged once, not per listing).
+SKIP_LOG_SIZE = 1024
 
 
 #: ``AgentIndex.session_if_known``: the header has to be read first (a thread's job).
@@ -78,6 +84,8 @@ class SessionRef:
     header: dict[str, Any]
     mtime_ns: int
     size: int
+    #: the file's permission bits: the session dir shows no more than these allow
+    mode: int = 0o644
 
     @property
     def session_id(self) -> str:
@@ -90,7 +98,7 @@ def read_header(path: Path, prefix: int = HEADER_PREFIX) -> dict[str, Any] | Non
     Like the loader: lines that are not JSON objects are skipped, and the first object
     must be a header. Only complete lines count, unless the file ends inside the prefix.
     """
-    with open(path, "rb") as f:
+    with open_regular(path) as f:  # a FIFO or a directory named *.jsonl raises, never blocks
         data = f.read(prefix)
         at_eof = len(data) < prefix
         if not at_eof and b"\n" not in data:
@@ -110,8 +118,9 @@ class AgentIndex:
         self.agent_dir = agent_dir
         self.sessions_root = paths.sessions_root(agent_dir)
         self.blobs_dir = paths.blobs_dir(agent_dir)
-        # path -> (inode, size seen, header or None when the file is not a session)
-        self._headers: dict[Path, tuple[int, int, dict[str, Any] | None]] = {}
+        # path -> (inode, size seen, header or None when the file is not a session); LRU
+        self._headers: OrderedDict[Path, tuple[int, int, dict[str, Any] | None]] = OrderedDict()
+        self._skipped: OrderedDict[Path, None] = OrderedDict()  # logged once each (LRU)
 
     def projects(self) -> list[str]:
         try:
@@ -139,14 +148,42 @@ class AgentIndex:
                 return NEEDS_IO
             try:
                 header = read_header(path)
-            except OSError:
+            except OSError as exc:
+                self.skip(path, exc)
                 return None
-            self._headers[path] = (st.st_ino, st.st_size, header)
+            self._remember_header(path, (st.st_ino, st.st_size, header))
         else:
+            self._headers.move_to_end(path)
             header = cached[2]
         if header is None:
             return None
-        return SessionRef(project, path.name[:-6], path, header, st.st_mtime_ns, st.st_size)
+        return SessionRef(
+            project,
+            path.name[:-6],
+            path,
+            header,
+            st.st_mtime_ns,
+            st.st_size,
+            stat.S_IMODE(st.st_mode),
+        )
+
+    def _remember_header(self, path: Path, row: tuple[int, int, dict[str, Any] | None]) -> None:
+        self._headers[path] = row
+        self._headers.move_to_end(path)
+        while len(self._headers) > HEADER_CACHE_SIZE:
+            self._headers.popitem(last=False)
+
+    def skip(self, path: Path | str, reason: object) -> None:
+        """A ``*.jsonl`` that cannot be a session (symlink loop, FIFO, socket, directory,
+        unreadable): left out of every listing, and logged the first time only."""
+        key = Path(path)
+        if key in self._skipped:
+            self._skipped.move_to_end(key)
+            return
+        self._skipped[key] = None
+        if len(self._skipped) > SKIP_LOG_SIZE:
+            self._skipped.popitem(last=False)
+        log.warning("skipping %s: %s", key, reason)
 
     def sessions_in(self, project: str) -> list[SessionRef]:
         """Valid sessions of one project, by file name (= creation time) order."""
@@ -154,14 +191,10 @@ class AgentIndex:
         refs = []
         try:
             with os.scandir(directory) as it:
-                files = sorted(
-                    (e for e in it if e.name.endswith(".jsonl") and e.is_file()),
-                    key=lambda e: e.name,
-                )
+                files = sorted((e for e in it if e.name.endswith(".jsonl")), key=lambda e: e.name)
                 for item in files:
-                    try:
-                        st = item.stat()
-                    except OSError:
+                    st = self._regular_stat(item)
+                    if st is None:
                         continue
                     ref = self._ref(project, Path(item.path), st)
                     if isinstance(ref, SessionRef):
@@ -169,6 +202,22 @@ class AgentIndex:
         except (FileNotFoundError, NotADirectoryError):
             return []
         return refs
+
+    def _regular_stat(self, item: os.DirEntry[str]) -> os.stat_result | None:
+        """The stat of a listed ``*.jsonl`` if it is (a symlink to) a regular file.
+        ``DirEntry.is_file`` raises for a symlink loop, which must cost that one name,
+        not the whole listing."""
+        try:
+            st = item.stat()
+        except FileNotFoundError:
+            return None  # removed since the listing: nothing to report
+        except OSError as exc:
+            self.skip(item.path, exc)
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            self.skip(item.path, "not a regular file")
+            return None
+        return st
 
     def session(self, project: str, stem: str) -> SessionRef | None:
         """One session by its mount names: one stat (and a prefix read if unseen)."""
@@ -236,12 +285,7 @@ class EntryTable:
 
 
 def build_entry_table(entries: list[dict[str, Any]]) -> EntryTable:
-    bases = []
-    for index, entry in enumerate(entries):
-        entry_id = entry.get("id")
-        base = encode_name(entry_id) if isinstance(entry_id, str) and entry_id else f"~{index}"
-        bases.append(base)
-    names = [name + ".json" for name in dedupe(bases)]
+    names = entry_file_names([entry.get("id") for entry in entries])
     return EntryTable(
         names=names,
         entries=entries,
@@ -265,6 +309,8 @@ class LoadedSession:
     version: int = 1
     checked_at: float = 0.0
     file_state: tuple[int, int, int] = (0, 0, 0)  # inode, size, mtime_ns when last checked
+    #: permission bits of the file when last checked (a chmod changes no other field)
+    file_mode: int | None = None
     lock: trio.Lock = field(default_factory=trio.Lock)
     _renders: dict[str, bytes] = field(default_factory=dict)
     _table: EntryTable | None = None
@@ -288,6 +334,16 @@ class LoadedSession:
     def mtime_ns(self) -> int:
         return self.file_state[2] or self.ref.mtime_ns
 
+    @property
+    def mode(self) -> int:
+        """The session file's permission bits as last seen."""
+        return self.file_mode if self.file_mode is not None else self.ref.mode
+
+    def _saw(self, st: os.stat_result) -> tuple[int, int, int]:
+        """Note the file's mode from a fresh stat; returns its state tuple."""
+        self.file_mode = stat.S_IMODE(st.st_mode)
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
     # -- freshness ---------------------------------------------------------------------
 
     def ensure_loaded(self) -> None:
@@ -296,7 +352,7 @@ class LoadedSession:
             return
         st = os.stat(self.ref.path)
         self.manager = open_browse(self.ref.path)
-        state = (st.st_ino, st.st_size, st.st_mtime_ns)
+        state = self._saw(st)
         if state != self.file_state:
             self._forget_renders()
         self.file_state = state
@@ -326,8 +382,7 @@ class LoadedSession:
 
     def refresh(self) -> int:
         """Catch up with the file. Returns 0 (same), >0 new entries, -1 full reload."""
-        st = os.stat(self.ref.path)
-        state = (st.st_ino, st.st_size, st.st_mtime_ns)
+        state = self._saw(os.stat(self.ref.path))
         self.checked_at = time.monotonic()
         if state == self.file_state:
             return 0
@@ -362,7 +417,7 @@ class LoadedSession:
             st = os.stat(self.ref.path)
         except OSError:
             return
-        self.file_state = (st.st_ino, st.st_size, st.st_mtime_ns)
+        self.file_state = self._saw(st)
         self.checked_at = time.monotonic()
 
     def unchanged_on_disk(self) -> bool:
@@ -375,7 +430,7 @@ class LoadedSession:
             st = os.stat(self.ref.path)
         except OSError:
             return False
-        if (st.st_ino, st.st_size, st.st_mtime_ns) != self.file_state:
+        if self._saw(st) != self.file_state:
             return False
         self.checked_at = time.monotonic()
         return True
@@ -489,7 +544,7 @@ _RENDERERS: dict[str, Callable[[LoadedSession], bytes]] = {
     "title": lambda s: render.title_text(s.header()),
     "context.json": lambda s: render.context_json(s.context()),
     "transcript.md": _render_transcript,
-    "tree.txt": lambda s: render.tree_text(s.entries(), s.leaf_id(), s.labels(), s.by_id()),
+    "tree.txt": lambda s: render.tree_text(s.manager.get_tree(), s.leaf_id(), s.by_id()),
     "stats.json": _render_stats,
 }
 
@@ -556,11 +611,16 @@ class SessionCache:
         session = self._sessions.get(key)
         if session is None:
             lock = self._loading.setdefault(key, trio.Lock())
-            async with lock:
-                session = self._sessions.get(key)
-                if session is None:
-                    session = await self._load(project, stem, warm)
-            self._loading.pop(key, None)
+            try:
+                async with lock:
+                    session = self._sessions.get(key)
+                    if session is None:
+                        session = await self._load(project, stem, warm)
+            finally:
+                # Also after a failed load (not a session, vanished, a FIFO...):
+                # nothing about a path that is not a session may stay behind.
+                if self._loading.get(key) is lock and not lock.statistics().tasks_waiting:
+                    del self._loading[key]
         self._sessions.move_to_end(key)
         if time.monotonic() - session.checked_at > FRESH_INTERVAL:
             await self._refresh(session)
@@ -580,7 +640,7 @@ class SessionCache:
             except NotASessionError as exc:  # e.g. replaced by junk since it was listed
                 raise NotASession(str(ref.path)) from exc
             session = LoadedSession(ref=ref, manager=manager)
-            session.file_state = (st.st_ino, st.st_size, st.st_mtime_ns)
+            session.file_state = session._saw(st)
             session.checked_at = time.monotonic()
             session.pinned_leaf = self._dropped_pins.pop((project, stem), None)
             session.apply_pin()

@@ -250,7 +250,9 @@ class SessionFsOperations(pyfuse3.Operations):
         attrs.generation = 0
         attrs.entry_timeout = node.tier.entry_timeout
         attrs.attr_timeout = node.tier.attr_timeout if st.exact else 0
-        mode = node.mode & ~WRITE_BITS if self.read_only else node.mode
+        mode = node.mode & await node.permission_mask()
+        if self.read_only:
+            mode &= ~WRITE_BITS
         attrs.st_mode = node.kind.value | mode
         attrs.st_nlink = 2 if node.kind is Kind.DIR else 1
         attrs.st_uid, attrs.st_gid = self.uid, self.gid

@@ -3,6 +3,11 @@ stats, ``key: value`` status. Pure functions over plain dicts; no FUSE, no I/O.
 
 Every rendering returns the exact bytes a file shows, so ``st_size`` can be the
 length of the same bytes ``read`` returns.
+
+Every rendering is bounded by a small multiple of what it shows as stored, whatever
+the data's shape (filesystem spec, "Scale"): pretty JSON falls back to compact JSON
+when indentation would multiply it (a deeply nested value), and ``tree.txt`` caps
+its indentation (a comb-shaped tree would otherwise grow with depth squared).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Any
 
 from core.blobs import parse_blob_ref
 from core.context import path_to_root
-from core.jsonl import dumps_pretty
+from core.jsonl import dumps_line, dumps_pretty
 
 __all__ = [
     "context_json",
@@ -29,15 +34,44 @@ __all__ = [
 Entry = dict[str, Any]
 
 TREE_TEXT_CHARS = 60
+#: Indentation levels ``tree.txt`` shows; deeper lines say ``[depth N]`` instead.
+TREE_MAX_INDENT = 64
+#: Pretty JSON may be this many times its compact form (plus `PRETTY_SLACK` bytes)
+#: before the compact form is shown instead: indentation grows with nesting depth, so
+#: a value nested 255 levels deep would otherwise render ~250 times its size.
+PRETTY_GROWTH_LIMIT = 4
+PRETTY_SLACK = 4096
+#: What a value too deeply nested for any JSON encoder shows (a JSON string).
+TOO_DEEP = b'"(sessionfs: nested too deeply to render; see the session file)"\n'
+
+
+def compact_json(obj: Any) -> bytes:
+    """One line of JSON + newline; a value too deep even for the stdlib encoder (Python's
+    recursion limit) becomes the `TOO_DEEP` note instead of an error."""
+    try:
+        return dumps_line(obj)
+    except (RecursionError, ValueError):
+        return TOO_DEEP
 
 
 def pretty_json(obj: Any) -> bytes:
-    """Two-space indented JSON + newline: entries, header, context all look alike."""
-    return dumps_pretty(obj)
+    """Two-space indented JSON + newline: entries, header, context all look alike.
+
+    Bounded: beyond orjson's nesting limit, or when indentation would make it more
+    than `PRETTY_GROWTH_LIMIT` times the compact JSON, the compact JSON is shown.
+    """
+    try:
+        pretty = dumps_pretty(obj)
+    except (RecursionError, ValueError):
+        return compact_json(obj)
+    if len(pretty) <= PRETTY_SLACK:
+        return pretty  # the common case: no second encoding
+    compact = compact_json(obj)
+    return compact if len(pretty) > PRETTY_GROWTH_LIMIT * len(compact) + PRETTY_SLACK else pretty
 
 
 def context_json(context: Mapping[str, Any]) -> bytes:
-    return dumps_pretty(context)
+    return pretty_json(context)
 
 
 def title_text(header: Mapping[str, Any]) -> bytes:
@@ -87,7 +121,7 @@ def _image(block: Mapping[str, Any]) -> str:
 
 
 def _json_text(value: Any) -> str:
-    return dumps_pretty(value).decode("utf-8", "replace")
+    return pretty_json(value).decode("utf-8", "replace")
 
 
 def _text_block(text: str, fenced_text: bool) -> str:
@@ -226,7 +260,8 @@ def kind_of(entry: Entry) -> str:
 
 
 def _children_map(entries: Sequence[Entry]) -> tuple[list[Entry], dict[str, list[Entry]]]:
-    """Roots and children lists as the spec's get_tree defines them (orphans are roots)."""
+    """Roots and children lists as the spec's get_tree defines them (orphans are roots);
+    for counting only (stats): the order of children does not matter here."""
     ids = {e.get("id") for e in entries if isinstance(e.get("id"), str)}
     children: dict[str, list[Entry]] = {}
     roots: list[Entry] = []
@@ -236,57 +271,48 @@ def _children_map(entries: Sequence[Entry]) -> tuple[list[Entry], dict[str, list
             roots.append(entry)
         else:
             children.setdefault(parent, []).append(entry)
-    for kids in children.values():
-        kids.sort(key=lambda e: str(e.get("timestamp", "")))  # stable: file order on ties
     return roots, children
 
 
+def _indent(level: int, branch_start: bool) -> str:
+    """Two spaces per level (``+ `` on the first entry of a branch), at most
+    `TREE_MAX_INDENT` levels; a deeper line names its depth instead, so a line's length
+    never depends on how deep the tree is."""
+    shown = min(level, TREE_MAX_INDENT)
+    indent = "  " * (shown - 1) + "+ " if branch_start else "  " * shown
+    return indent + f"[depth {level}] " if level > TREE_MAX_INDENT else indent
+
+
 def tree_text(
-    entries: Sequence[Entry],
-    leaf_id: str | None,
-    labels: Mapping[str, str],
-    by_id: Mapping[str, Entry],
+    roots: Sequence[Mapping[str, Any]], leaf_id: str | None, by_id: Mapping[str, Entry]
 ) -> bytes:
     """The whole tree, one line per entry: ``* id kind text [label]``.
 
+    ``roots`` is core's ``get_tree()`` (``{entry, children, label}`` nodes, children
+    oldest first by parsed timestamp, parent cycles cut), so the order is core's.
     A chain stays at one depth and only forks indent (``+`` marks the first entry of
-    each branch), so a 100,000-entry linear session is not 100,000 levels deep. The
-    walk is iterative and marks visited entries; a parent cycle (no root reaches it)
-    is entered at its first entry.
+    each branch), so a 100,000-entry linear session is not 100,000 levels deep; the
+    indentation is capped (`_indent`). The walk is iterative.
     """
     on_path = {id(e) for e in path_to_root(leaf_id, by_id)}
-    roots, children = _children_map(entries)
-    visited: set[int] = set()
     lines: list[str] = []
-
-    def walk(start: Entry) -> None:
-        stack: list[tuple[Entry, int, bool]] = [(start, 0, False)]
-        while stack:
-            entry, level, branch_start = stack.pop()
-            if id(entry) in visited:
-                continue
-            visited.add(id(entry))
-            indent = "  " * (level - 1) + "+ " if branch_start else "  " * level
-            mark = "*" if id(entry) in on_path else " "
-            entry_id = entry.get("id")
-            label = labels.get(entry_id) if isinstance(entry_id, str) else None
-            line = f"{indent}{mark} {entry_id} {kind_of(entry)}"
-            text = one_line_text(entry)
-            if text:
-                line += f" {text}"
-            if label:
-                line += f" [{label}]"
-            lines.append(line + "\n")
-            kids = children.get(entry_id, []) if isinstance(entry_id, str) else []
-            forks = len(kids) > 1
-            for kid in reversed(kids):
-                stack.append((kid, level + 1 if forks else level, forks))
-
-    for root in roots:
-        walk(root)
-    for entry in entries:  # whatever no root reached: members of a parent cycle
-        if id(entry) not in visited:
-            walk(entry)
+    stack: list[tuple[Mapping[str, Any], int, bool]] = [(r, 0, False) for r in reversed(roots)]
+    while stack:
+        node, level, branch_start = stack.pop()
+        entry = node["entry"]
+        mark = "*" if id(entry) in on_path else " "
+        line = f"{_indent(level, branch_start)}{mark} {entry.get('id')} {kind_of(entry)}"
+        text = one_line_text(entry)
+        if text:
+            line += f" {text}"
+        label = node.get("label")
+        if label:
+            line += f" [{label}]"
+        lines.append(line + "\n")
+        kids = node["children"]
+        forks = len(kids) > 1
+        for kid in reversed(kids):
+            stack.append((kid, level + 1 if forks else level, forks))
     return "".join(lines).encode("utf-8", "surrogatepass")
 
 
@@ -334,4 +360,4 @@ def stats_json(
         "pathLength": len(path_to_root(leaf_id, by_id)),
         "usage": dict(usage) if usage is not None else None,
     }
-    return dumps_pretty(stats)
+    return pretty_json(stats)

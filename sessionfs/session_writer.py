@@ -159,6 +159,7 @@ def entry_of_link(
         link_dir=link_dir,
         has_entry=lambda i: manager.get_entry(i) is not None,
         session_dirs=session_dirs,
+        entry_ids=lambda: [e.get("id") for e in manager.get_entries()],
     )
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "Stat",
     "allow_truncate_to_zero",
     "refuse",
+    "session_mode_mask",
 ]
 
 
@@ -116,6 +117,19 @@ class MountContext:
         return f"{self.mountpoint.rstrip('/')}/{relative}" if self.mountpoint else relative
 
 
+def session_mode_mask(file_mode: int) -> int:
+    """The permission bits a session dir may show for a session file of ``file_mode``:
+    the owner keeps everything; group and other may read (and enter dirs) only if the
+    file lets them read it. Write bits never reach group or other (nodes' own modes
+    are owner-writable at most)."""
+    mask = 0o700
+    if file_mode & 0o040:
+        mask |= 0o050
+    if file_mode & 0o004:
+        mask |= 0o005
+    return mask
+
+
 def refuse(code: int = errno.EPERM) -> pyfuse3.FUSEError:
     return pyfuse3.FUSEError(code)
 
@@ -186,6 +200,12 @@ class Node:
 
     async def stat(self) -> Stat:
         return Stat(0, self.ctx.started_ns)
+
+    async def permission_mask(self) -> int:
+        """The permission bits this node may show at most (``mode & mask``). Nodes in a
+        session dir follow the session file (``InSession``); everything else shows
+        its own ``mode``."""
+        return 0o777
 
     async def listing_stat(self) -> Stat:
         """Attributes for a directory listing (readdirplus). Nodes whose exact size is

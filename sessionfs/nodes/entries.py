@@ -12,7 +12,7 @@ from core.context import path_to_root
 from sessionfs import session_writer
 from sessionfs.link_targets import LABELS_DIR
 from sessionfs.live import LoadedSession, PendingLabel
-from sessionfs.names import decode_name, dedupe, encode_name
+from sessionfs.names import decode_name, encode_name, unique_names
 from sessionfs.nodes.base import (
     IMMUTABLE,
     VOLATILE,
@@ -97,7 +97,6 @@ class EntriesDir(SessionListing):
 
     __slots__ = ()
 
-
     async def children(self) -> list[tuple[str, Node]]:
         session = await self.session()
 
@@ -145,7 +144,6 @@ class PathDir(SessionListing):
     """``path/NNNN-<id>.json``: the root->leaf path as numbered symlinks."""
 
     __slots__ = ()
-
 
     async def _links(self) -> list[tuple[str, str]]:
         session = await self.session()
@@ -198,7 +196,7 @@ class LabelsDir(SessionListing):
                 name = table.name_for_id(target_id, by_id)
                 if label and name is not None:
                     found.append((encode_name(label), target_id, f"../entries/{name}"))
-            names = dedupe([label for label, _, _ in found])
+            names = unique_names([label for label, _, _ in found])
             return [(n, t, link) for n, (_, t, link) in zip(names, found, strict=True)]
 
         return await self.ctx.sessions.run(session, rows)
@@ -350,7 +348,6 @@ class SessionBlobsDir(SessionListing):
 
     __slots__ = ()
 
-
     async def children(self) -> list[tuple[str, Node]]:
         session = await self.session()
         shas = await self.ctx.sessions.run(session, session.blob_shas)
@@ -360,4 +357,13 @@ class SessionBlobsDir(SessionListing):
             return [sha for sha in shas if (blobs_dir / sha).is_file()]
 
         present = await trio.to_thread.run_sync(existing)
-        return [(sha, BlobFile(self.ctx, self.child_key(sha), blobs_dir / sha)) for sha in present]
+        return [
+            (sha, SessionBlobFile(self.ctx, self.child_key(sha), blobs_dir / sha))
+            for sha in present
+        ]
+
+
+class SessionBlobFile(InSession, BlobFile):
+    """A blob in a session's ``blobs/``: its mode follows the session file's."""
+
+    __slots__ = ()

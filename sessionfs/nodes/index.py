@@ -7,7 +7,7 @@ import errno
 import trio
 
 from sessionfs.live import SessionRef
-from sessionfs.names import decode_name, dedupe, encode_name
+from sessionfs.names import decode_name, encode_name, unique_names
 from sessionfs.nodes.base import STATIC, DirNode, LinkNode, MountContext, Node, refuse
 
 RECENT_COUNT = 50
@@ -39,7 +39,7 @@ class ByIdDir(DirNode):
     async def _named(self) -> list[tuple[str, SessionRef]]:
         refs = await trio.to_thread.run_sync(self.ctx.index.all_sessions)
         refs = [r for r in refs if r.session_id]
-        names = dedupe([encode_name(r.session_id) for r in refs])
+        names = unique_names([encode_name(r.session_id) for r in refs])
         return list(zip(names, refs, strict=True))
 
     async def children(self) -> list[tuple[str, Node]]:

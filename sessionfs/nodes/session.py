@@ -36,6 +36,7 @@ from sessionfs.nodes.base import (
     Stat,
     allow_truncate_to_zero,
     refuse,
+    session_mode_mask,
 )
 from sessionfs.nodes.mount_paths import describe
 from sessionfs.nodes.write_handles import BufferedWriteHandle, LineCommandHandle
@@ -76,6 +77,16 @@ class InSession:
     @property
     def stem(self) -> str:
         return self.key[2]
+
+    async def permission_mask(self) -> int:
+        """Follow the session file's mode: a ``0600`` file shows no group/other bits
+        anywhere in its dir. A loaded session knows it (at most one stat); else the
+        listing's view of the file (one stat, a thread hop only for an unseen file)."""
+        loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
+        if loaded is not None:
+            return session_mode_mask(loaded.mode)
+        ref = await self.ctx.sessions.ref(self.project, self.stem)
+        return session_mode_mask(ref.mode if ref is not None else 0)
 
     async def session(self, warm: str | None = None) -> LoadedSession:
         try:
@@ -427,6 +438,11 @@ class SessionDir(InSession, DirNode):
         if ref is None:
             raise refuse(errno.ENOENT)
         return Stat(0, ref.mtime_ns)
+
+    async def permission_mask(self) -> int:
+        if self.ref is not None and time.monotonic() - self.ref_at <= FRESH_INTERVAL:
+            return session_mode_mask(self.ref.mode)  # the listing's stat: fresh enough
+        return await super().permission_mask()
 
     async def _has_leaf(self) -> bool:
         session = await self.session()

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from core import SessionManager, build_session_context
 from core.context import context_sources
+from core.storage import MemorySessionStorage
 from sessionfs import render
 from sessionfs.live import (
     PARSED_SIZE_FACTOR,
@@ -59,10 +60,21 @@ def chain(n: int) -> list[dict]:
     ]
 
 
+def tree_of(entries: list[dict]) -> tuple[list[dict], dict[str, dict]]:
+    """core's ``get_tree`` of these entries and its entries by id (a browse-loaded
+    in-memory file)."""
+    storage = MemorySessionStorage()
+    header = {"type": "session", "version": 3, "id": "t", "timestamp": "2026-01-01T00:00:00Z"}
+    storage.write_bytes("/s.jsonl", b"".join(orjson.dumps(o) + b"\n" for o in [header, *entries]))
+    manager = SessionManager.open("/s.jsonl", storage=storage, browse=True, resolve_blobs=False)
+    by_id = {e["id"]: e for e in manager.get_entries() if isinstance(e.get("id"), str)}
+    return manager.get_tree(), by_id
+
+
 def test_tree_of_a_deep_chain_stays_flat_and_fast() -> None:
     entries = chain(100_000)
-    by_id = {e["id"]: e for e in entries}
-    text = render.tree_text(entries, entries[-1]["id"], {}, by_id)
+    roots, by_id = tree_of(entries)
+    text = render.tree_text(roots, entries[-1]["id"], by_id)
     lines = text.decode().splitlines()
     assert len(lines) == 100_000 and all(line.startswith("* ") for line in lines)
     stats = orjson.loads(render.stats_json(entries, entries[-1]["id"], by_id, None))
@@ -72,8 +84,8 @@ def test_tree_of_a_deep_chain_stays_flat_and_fast() -> None:
 def test_tree_with_a_cycle_shows_every_entry_once() -> None:
     entries = chain(3)
     entries[0]["parentId"] = entries[2]["id"]  # 0 -> 2 -> 1 -> 0
-    by_id = {e["id"]: e for e in entries}
-    lines = render.tree_text(entries, entries[2]["id"], {}, by_id).decode().splitlines()
+    roots, by_id = tree_of(entries)
+    lines = render.tree_text(roots, entries[2]["id"], by_id).decode().splitlines()
     assert sorted(line.split()[1] for line in lines) == sorted(by_id)
 
 
