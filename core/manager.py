@@ -9,8 +9,12 @@ mirrors appends to the session file (spec sections 5-7):
   rewrite, and from then on each append is one line, written with one `os.write` on an
   `O_APPEND` descriptor (a `batch()` is one write for all its lines). A session loaded
   from an existing file is on disk already: its appends are written at once.
-* Whole-file changes (migration, title, fork, move, `rewrite_entries`) go through
-  `storage.atomic_write`: temp file + fsync + rename + directory fsync.
+* Whole-file changes (migration, title, move, `rewrite_entries`) go through
+  `storage.rewrite` (`core.rewrite`): temp file + fsync + rename + directory fsync,
+  carrying over lines other processes append meanwhile, and refused with
+  `SessionBusyError` while another process holds the file open for writing. Only the
+  lines that change are re-serialised (`core.line_rewrite`); every other line keeps its
+  bytes. New files (first write, fork) go through `atomic_write`.
 * The first persistence error is latched, logged once, and raised again by every later
   persisting call, `flush()` and `close()`.
 
@@ -35,8 +39,10 @@ from core.blobs import BlobStore, may_contain_blob_refs
 from core.context import UNSET, path_to_root
 from core.context import build_session_context as _build_context
 from core.jsonl import complete_prefix_length, dumps_line, is_header, loads, parse_jsonl_lenient
+from core.line_rewrite import NotASessionFileError, rewrite_session_lines
 from core.migrate import CURRENT_SESSION_VERSION, migrate_session_entries
 from core.persist import MAX_PERSIST_CHARS, prepare_for_persist, resolve_blob_refs
+from core.rewrite import SessionBusyError, SourceReplacedError
 from core.storage import (
     FileSessionStorage,
     MemorySessionStorage,
@@ -51,6 +57,7 @@ __all__ = [
     "EntryNotFoundError",
     "NotASessionError",
     "PersistenceError",
+    "SessionBusyError",
     "SessionManager",
     "sanitize_session_name",
 ]
@@ -197,6 +204,11 @@ class SessionManager:
         self._file_mtime = 0.0
         self._file_inode: int | None = None
         self._loaded_offset = 0
+        # How many leading entries have their line in the file; the rest are unwritten
+        # (a deferred session, or appends waiting for a pending migration rewrite).
+        self._disk_entries = 0
+        # A new file takes this file's mode and owner (a fork: its source's).
+        self._permissions_model: str | None = None
 
     # ------------------------------------------------------------------ factories
 
@@ -298,6 +310,7 @@ class SessionManager:
         )
         manager = cls(cwd=cwd, session_dir=directory, persist=True, storage=storage)
         manager._new_session(parent_session=source_path, copy_title_from=loaded[0])
+        manager._permissions_model = source_path
         manager._blob_store = _default_blob_store(manager._require_file(), storage)
         manager._replace_entries(loaded[1:])
         manager._persisting(manager._write_full)
@@ -344,6 +357,7 @@ class SessionManager:
         self._close_writer()
         self._header = header
         self._replace_entries([])
+        self._permissions_model = None
         self._on_disk = False
         self._needs_rewrite = False
         self._file_inode = None
@@ -364,6 +378,7 @@ class SessionManager:
         self._has_assistant = False
         self._children = None
         self._usage = None
+        self._disk_entries = 0
         self._index_new(entries)
         self._entries = entries
         self._leaf_id = self._last_id(entries)
@@ -442,6 +457,7 @@ class SessionManager:
             self._cwd = cwd
         del loaded[0]  # O(n) pointer move, no copies of the entries
         self._replace_entries(loaded)
+        self._disk_entries = len(loaded)
         self._on_disk = True
         self._needs_rewrite = migrated
         self._remember_file(st, self._consumed_length(data))
@@ -504,6 +520,8 @@ class SessionManager:
             if self._resolve_blobs and self._blob_store is not None:
                 for entry in new:
                     resolve_blob_refs(entry, self._blob_store)
+            if self._disk_entries == len(self._entries):
+                self._disk_entries += len(new)
             self._entries.extend(new)
             self._index_new(new)
             self._loaded_offset += end
@@ -785,6 +803,7 @@ class SessionManager:
                 writer.write(line)
             except Exception as exc:
                 self._latch(exc)
+            self._disk_entries = len(self._entries)
             self._after_own_append(writer, before)
             return entry_id
 
@@ -931,6 +950,7 @@ class SessionManager:
                 del self._by_id[entry_id]
         self._labels = mark.labels
         self._leaf_id = mark.leaf_id
+        self._disk_entries = min(self._disk_entries, mark.entry_count)
         self._has_assistant = mark.has_assistant
         self._children = None
         self._usage = None
@@ -959,6 +979,8 @@ class SessionManager:
         self._check_persist_error()
         try:
             operation()
+        except SessionBusyError:
+            raise  # refused with the file untouched: nothing to latch
         except Exception as exc:
             self._latch(exc)
 
@@ -1013,6 +1035,7 @@ class SessionManager:
         writer = self._open_writer()
         before = self._loaded_offset
         writer.write(data)
+        self._disk_entries = len(self._entries)
         self._after_own_append(writer, before)
 
     def _after_own_append(self, writer: SessionWriter, before: int) -> None:
@@ -1022,21 +1045,122 @@ class SessionManager:
         if span is not None and span[0] == before:
             self._loaded_offset = self._file_size = span[1]
 
-    def _write_full(self) -> None:
-        """Atomic rewrite of header + every entry; afterwards appends go line by line."""
+    def _write_full(self, *, compare_entries: bool = False, target: str | None = None) -> None:
+        """Bring the file in line with memory; afterwards appends go line by line.
+
+        A file we have loaded is rewritten in place (`_rewrite_in_place`); otherwise
+        the whole session is written as a new file. ``compare_entries``: entries may
+        have been edited in place, re-serialise those that differ from the file.
+        ``target``: move the file there (same bytes rules) instead.
+        """
         file = self._require_file()
         self._close_writer()
+        if self._on_disk and self._file_inode is not None:
+            self._rewrite_in_place(file, compare_entries=compare_entries, target=target)
+        else:
+            self._write_new_file(target or file)
+
+    def _write_new_file(self, file: str) -> None:
+        """Header + every entry (size rules applied: they are all new to this file)."""
         lines = [dumps_line(self._header)]
         lines.extend(self._persisted_line(e) for e in self._entries)
         self._storage.ensure_dir(os.path.dirname(file) or ".")
-        atomic_write(self._storage, file, lines)
+        atomic_write(self._storage, file, lines, permissions_from=self._permissions_source(file))
+        self._session_file = file
         self._on_disk = True
         self._needs_rewrite = False
+        self._disk_entries = len(self._entries)
         written = sum(len(line) for line in lines)
         try:
             self._remember_file(self._storage.stat(file), written)
         except OSError:
             self._file_inode = None
+
+    def _permissions_source(self, file: str) -> str | None:
+        """Whose mode a new file takes: the file itself when it exists, else the fork
+        source, else another session in the same dir (a private project stays so)."""
+        if self._storage.exists(file):
+            return None
+        if self._permissions_model is not None and self._storage.exists(self._permissions_model):
+            return self._permissions_model
+        siblings = self._storage.list_files(os.path.dirname(file) or ".", "*.jsonl")
+        return min(siblings) if siblings else None
+
+    _REWRITE_ATTEMPTS = 3
+
+    def _rewrite_in_place(self, file: str, *, compare_entries: bool, target: str | None) -> None:
+        """Rewrite (or move) the loaded file, changing only the lines that must change
+        and carrying over what others append meanwhile; memory then catches up with
+        the lines that were carried."""
+        for attempt in range(self._REWRITE_ATTEMPTS):
+            reflected = 0
+
+            def transform(data: bytes) -> bytes:
+                nonlocal reflected
+                content, reflected = rewrite_session_lines(
+                    data,
+                    self._loaded_offset,
+                    self._header,
+                    unwritten=[self._persisted_line(e) for e in self._unwritten_entries()],
+                    edited=self._edited_line_finder() if compare_entries else None,
+                )
+                return content
+
+            try:
+                result = self._storage.rewrite(
+                    file, transform, expected_inode=self._file_inode, target=target
+                )
+            except (SourceReplacedError, NotASessionFileError):
+                if attempt + 1 == self._REWRITE_ATTEMPTS:
+                    raise
+                self._reload_keeping_changes()
+                continue
+            break
+        if target is not None:
+            self._session_file = target
+        self._on_disk = True
+        self._needs_rewrite = False
+        self._disk_entries = len(self._entries)
+        self._file_inode = result.inode
+        self._loaded_offset = self._file_size = reflected
+        self.catch_up()  # the lines carried over (and whatever came after them)
+
+    def _unwritten_entries(self) -> list[Entry]:
+        return self._entries[self._disk_entries :]
+
+    def _reload_keeping_changes(self) -> None:
+        """Another process replaced the file since we read it: load it again, keeping
+        our header change and the entries not written yet."""
+        header, pending = self._header, self._unwritten_entries()
+        self._reload()
+        if self._file_inode is None:
+            raise PersistenceError(f"{self._session_file} is no longer a session file")
+        self._header = header
+        fresh = [e for e in pending if e.get("id") not in self._by_id]
+        self._entries.extend(fresh)
+        self._index_new(fresh)
+
+    def _edited_line_finder(self) -> Callable[[Entry, bytes], bytes | None]:
+        """For `rewrite_entries`: the new line of a stored entry whose in-memory copy
+        differs from it (compared with blob refs resolved, as memory holds them)."""
+        seen: set[str] = set()
+        resolve = self._resolve_blobs and self._blob_store is not None
+
+        def edited(stored: Entry, raw: bytes) -> bytes | None:
+            entry_id = stored.get("id")
+            if not isinstance(entry_id, str) or entry_id in seen:
+                return None
+            seen.add(entry_id)
+            current = self._by_id.get(entry_id)
+            if current is None or current == stored:
+                return None
+            if resolve and may_contain_blob_refs(raw):
+                resolve_blob_refs(stored, self._blob_store)
+                if current == stored:
+                    return None
+            return self._persisted_line(current)
+
+        return edited
 
     def _catch_up_before_rewrite(self) -> None:
         """Whole-file operations start from what is on disk now: lines another process
@@ -1052,10 +1176,11 @@ class SessionManager:
                 self._persisting(self._write_full)
 
     def rewrite_entries(self) -> None:
-        """Atomically rewrite the file from memory (after in-place entry edits)."""
+        """Atomically rewrite the file after in-place entry edits: the entries that
+        differ from their stored line are re-serialised, every other line is kept."""
         with self.lock:
             if self._persist and (self._on_disk or self._has_assistant):
-                self._persisting(self._write_full)
+                self._persisting(lambda: self._write_full(compare_entries=True))
 
     def flush(self) -> None:
         """Push everything written so far to stable storage (fsync)."""
@@ -1116,7 +1241,7 @@ class SessionManager:
             if self._persist and self._on_disk:
                 try:
                     self._persisting(self._write_full)
-                except PersistenceError:
+                except (PersistenceError, SessionBusyError):
                     self._header.pop("title", None)
                     self._header.pop("titleSource", None)
                     self._header.update(before)
@@ -1177,6 +1302,7 @@ class SessionManager:
             target_manager._new_session(
                 with_file=self._persist, parent_session=old_file if self._persist else None
             )
+            target_manager._permissions_model = old_file
             target_manager._replace_entries(path)
             # Switching keeps the deferral rule (written once an assistant message is
             # there); a detached copy is written now so the new file exists.
@@ -1206,12 +1332,14 @@ class SessionManager:
             self._check_persist_error()
             self._catch_up_before_rewrite()
             old_id = self.get_session_id()
+            source_file = self._session_file
             entries = list(self._entries)
             leaf = self._leaf_id
             target = self if switch else self._sibling()
             target._new_session(
                 with_file=self._persist, parent_session=old_id, copy_title_from=self._header
             )
+            target._permissions_model = source_file
             target._replace_entries(entries)
             target._leaf_id = leaf
             if target._persist:
@@ -1254,9 +1382,6 @@ class SessionManager:
             try:
                 if new_file != old_file:
                     self._storage.ensure_dir(new_dir)
-                    if self._on_disk and self._storage.exists(old_file):
-                        self._storage.rename(old_file, new_file)
-                        moved.append((old_file, new_file))
                     if (
                         old_artifacts is not None
                         and new_artifacts is not None
@@ -1264,10 +1389,12 @@ class SessionManager:
                     ):
                         self._storage.rename(old_artifacts, new_artifacts)
                         moved.append((old_artifacts, new_artifacts))
-                self._session_file, self._session_dir, self._cwd = new_file, new_dir, new_cwd
                 self._header["cwd"] = new_cwd
-                if self._on_disk:
-                    self._write_full()
+                if self._on_disk and self._storage.exists(old_file):
+                    # The session file moves last, by the carrying rewrite itself: lines
+                    # an agent appends to the old file meanwhile are carried over.
+                    self._write_full(target=new_file if new_file != old_file else None)
+                self._session_file, self._session_dir, self._cwd = new_file, new_dir, new_cwd
             except BaseException:
                 for src, dst in reversed(moved):
                     with contextlib.suppress(OSError):

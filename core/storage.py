@@ -23,6 +23,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
+from core.rewrite import (
+    RewriteResult,
+    SourceReplacedError,
+    Transform,
+    complete_lines,
+    rewrite_file,
+)
+from core.safe_open import open_regular, open_regular_fd
+
 PathArg = str | os.PathLike[str]
 WriterMode = Literal["a", "w"]
 
@@ -91,6 +100,18 @@ class SessionStorage(Protocol):
     def copy_permissions(self, src: PathArg, dst: PathArg) -> None: ...
 
     def open_writer(self, path: PathArg, mode: WriterMode = "a") -> SessionWriter: ...
+
+    def rewrite(
+        self,
+        path: PathArg,
+        transform: Transform,
+        *,
+        expected_inode: int | None = None,
+        target: PathArg | None = None,
+    ) -> RewriteResult:
+        """Replace `path` (or move it to `target`) by `transform(its complete lines)`
+        without losing lines other writers append meanwhile (`core.rewrite`)."""
+        ...
 
 
 def _as_line(line: str | bytes) -> bytes:
@@ -231,6 +252,16 @@ class FileSessionWriter:
             raise
 
 
+def _is_file_entry(entry: os.DirEntry[str]) -> bool:
+    """A listed name that is (a symlink to) a regular file. ``DirEntry.is_file`` raises
+    for a symlink loop or an unreadable target: that costs the one name, not the whole
+    listing."""
+    try:
+        return entry.is_file(follow_symlinks=True)
+    except OSError:
+        return False
+
+
 class FileSessionStorage:
     """`SessionStorage` on the real filesystem."""
 
@@ -257,7 +288,7 @@ class FileSessionStorage:
                 return [
                     e.path
                     for e in it
-                    if fnmatch.fnmatchcase(e.name, pattern) and e.is_file(follow_symlinks=True)
+                    if fnmatch.fnmatchcase(e.name, pattern) and _is_file_entry(e)
                 ]
         except (FileNotFoundError, NotADirectoryError):
             return []
@@ -272,26 +303,26 @@ class FileSessionStorage:
     def read_text(self, path: PathArg) -> str:
         return self.read_bytes(path).decode("utf-8", errors="replace")
 
+    # Reads go through `open_regular`: a FIFO named *.jsonl must not block a reader.
     def read_bytes(self, path: PathArg) -> bytes:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             return fh.read()
 
     def read_bytes_with_stat(self, path: PathArg) -> tuple[bytes, StorageStat]:
         # fstat and read on the same descriptor: the stat describes the inode we read.
-        with open(path, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            if not stat_module.S_ISREG(st.st_mode):
-                raise IsADirectoryError(f"not a regular file: {os.fspath(path)}")
+        fd = open_regular_fd(path)
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fd)
             data = fh.read()
         return data, StorageStat(st.st_size, st.st_mtime, st.st_ino)
 
     def read_bytes_from(self, path: PathArg, offset: int) -> bytes:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             fh.seek(offset)
             return fh.read()
 
     def read_text_prefix(self, path: PathArg, max_bytes: int) -> str:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             data = fh.read(max_bytes)
         return data.decode("utf-8", errors="replace")
 
@@ -320,6 +351,16 @@ class FileSessionStorage:
 
     def open_writer(self, path: PathArg, mode: WriterMode = "a") -> SessionWriter:
         return FileSessionWriter(path, mode)
+
+    def rewrite(
+        self,
+        path: PathArg,
+        transform: Transform,
+        *,
+        expected_inode: int | None = None,
+        target: PathArg | None = None,
+    ) -> RewriteResult:
+        return rewrite_file(self, path, transform, expected_inode=expected_inode, target=target)
 
 
 # ---------------------------------------------------------------------------
@@ -529,6 +570,30 @@ class MemorySessionStorage:
                 self._files[key] = _MemoryFile(bytearray(), time.time(), self._new_inode())
         return MemorySessionWriter(self, key, mode)
 
+    def rewrite(
+        self,
+        path: PathArg,
+        transform: Transform,
+        *,
+        expected_inode: int | None = None,
+        target: PathArg | None = None,
+    ) -> RewriteResult:
+        """Atomic under the lock: no other writer of this storage can interleave."""
+        key = self._key(path)
+        destination = self._key(target) if target is not None else key
+        with self._lock:
+            file = self._files.get(key)
+            if file is not None and expected_inode is not None and file.inode != expected_inode:
+                raise SourceReplacedError(f"{key} was replaced by another file")
+            if file is None and expected_inode is not None:
+                raise SourceReplacedError(f"{key} no longer exists")
+            data = bytes(file.data) if file is not None else b""
+            content = transform(complete_lines(data)[0])
+            self._files.pop(key, None)
+            new = _MemoryFile(bytearray(content), time.time(), self._new_inode())
+            self._files[destination] = new
+            return RewriteResult(len(content), 0, new.inode)
+
 
 # ---------------------------------------------------------------------------
 # Atomic rewrite
@@ -541,10 +606,19 @@ def temp_path_for(path: PathArg) -> str:
     return os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
 
 
-def atomic_write(storage: SessionStorage, path: PathArg, chunks: Iterable[bytes]) -> None:
+def atomic_write(
+    storage: SessionStorage,
+    path: PathArg,
+    chunks: Iterable[bytes],
+    *,
+    permissions_from: PathArg | None = None,
+) -> None:
     """Replace `path` with `chunks`: temp file, fsync, rename, directory fsync.
 
-    The new file keeps the old one's mode and owner.
+    The new file keeps the old one's mode and owner, or takes those of
+    `permissions_from` (a fork takes its source's: a private session stays private).
+    This does not carry lines others append meanwhile: use `storage.rewrite` for a
+    file that may have other writers.
 
     On any failure before the rename the temp file is removed and `path` is untouched.
     """
@@ -553,8 +627,9 @@ def atomic_write(storage: SessionStorage, path: PathArg, chunks: Iterable[bytes]
     tmp = temp_path_for(path)
     writer = storage.open_writer(tmp, "w")
     try:
-        if storage.exists(path):
-            storage.copy_permissions(path, tmp)  # before any byte of the content exists
+        model = permissions_from if permissions_from is not None else path
+        if storage.exists(model):
+            storage.copy_permissions(model, tmp)  # before any byte of the content exists
         writer.write(b"".join(chunks))
         writer.flush()
         writer.fsync()

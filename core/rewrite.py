@@ -1,0 +1,323 @@
+"""Carrying rewrites: replace a session file without losing what others append meanwhile.
+
+An agent appends to its session file by path (open, write one line, close), or keeps a
+descriptor open. A rewrite (temp file + rename) has two windows in which such a line
+would go to the old, replaced inode and be lost:
+
+* while the temp file is written: lines appended to the source since it was read. They
+  are absorbed into the temp file right before the rename;
+* after the rename: a writer that opened the old path just before it may still write.
+  A descriptor on the old inode is kept, and while any other process holds that inode
+  open for writing (a ``/proc`` scan, bounded in time) its new complete lines are
+  appended to the new file.
+
+A process that keeps the file open for writing for good (not just for one append)
+would keep writing to the old inode after the rename, so such a rewrite is refused
+with `SessionBusyError` (``EBUSY``) and the file is left untouched. The check is retried
+briefly first: an append by path holds the file open for microseconds only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from core.jsonl import complete_prefix_length, loads
+from core.safe_open import open_regular_fd
+
+if TYPE_CHECKING:
+    from core.storage import SessionStorage
+
+__all__ = [
+    "BUSY_RETRY_SECONDS",
+    "CARRY_SECONDS",
+    "RewriteResult",
+    "SessionBusyError",
+    "SourceReplacedError",
+    "complete_lines",
+    "rewrite_file",
+    "writers_of",
+    "writers_of_inode",
+]
+
+log = logging.getLogger(__name__)
+
+PathArg = str | os.PathLike[str]
+#: Maps the source's complete lines to the new file's bytes.
+Transform = Callable[[bytes], bytes]
+
+#: How long a writer seen in the /proc scan may take to close the file before the
+#: rewrite is refused as busy (an append by path closes within microseconds).
+BUSY_RETRY_SECONDS: Final = 0.3
+#: How long, at most, the old inode is watched after the rename for a writer that
+#: opened it just before the rename and is still writing.
+CARRY_SECONDS: Final = 2.0
+_POLL_SECONDS: Final = 0.005
+_READ_CHUNK: Final = 1 << 20
+
+
+class SessionBusyError(OSError):
+    """Another process holds the session file open for writing; a rewrite would lose
+    what it writes later, so it was refused and the file is untouched (``EBUSY``)."""
+
+    def __init__(self, path: PathArg, pids: Sequence[int]) -> None:
+        self.pids = tuple(pids)
+        self.reason = (
+            f"{os.path.basename(os.fspath(path))} is held open for writing by pid "
+            f"{', '.join(map(str, self.pids))}; rewriting it now would lose that process's "
+            "later lines, so the file was left untouched (try again once it closes the file)"
+        )
+        super().__init__(errno.EBUSY, self.reason, os.fspath(path))
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+class SourceReplacedError(Exception):
+    """The file is not the one the caller read (another inode): reload, then retry."""
+
+
+@dataclass(frozen=True, slots=True)
+class RewriteResult:
+    """What a rewrite wrote. ``transformed``: bytes the transform produced, at the start
+    of the new file; lines carried from the old file (or appended by others to the new
+    one) follow them. ``inode``: the new file's inode."""
+
+    transformed: int
+    carried: int
+    inode: int
+
+
+# ---------------------------------------------------------------------------
+# Who writes this file? (Linux /proc, best effort: [] where it is unavailable)
+# ---------------------------------------------------------------------------
+
+
+def _write_flags(pid: str, fd: str) -> int:
+    with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+        return next(int(line.split()[1], 8) for line in info if line.startswith("flags:"))
+
+
+def _holds_for_writing(pid: str, device: int, inode: int) -> bool:
+    fd_dir = f"/proc/{pid}/fd"
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            st = os.stat(f"{fd_dir}/{fd}")
+            if (st.st_ino, st.st_dev) != (inode, device):
+                continue
+            if _write_flags(pid, fd) & (os.O_WRONLY | os.O_RDWR):
+                return True
+        except (OSError, StopIteration, ValueError, IndexError):
+            continue
+    return False
+
+
+def writers_of_inode(device: int, inode: int) -> list[int]:
+    """Pids (not ours) holding the inode open for writing."""
+    own = os.getpid()
+    try:
+        procs = [p for p in os.listdir("/proc") if p.isdigit() and int(p) != own]
+    except OSError:
+        return []
+    return [int(pid) for pid in procs if _holds_for_writing(pid, device, inode)]
+
+
+def writers_of(path: PathArg) -> list[int]:
+    """Pids (not ours) holding ``path`` open for writing; [] when it is missing."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return []
+    return writers_of_inode(st.st_dev, st.st_ino)
+
+
+def _refuse_if_held_open(path: PathArg, st: os.stat_result) -> None:
+    """Raise `SessionBusyError` when a writer keeps the file open past the grace time."""
+    deadline = time.monotonic() + BUSY_RETRY_SECONDS
+    while True:
+        pids = writers_of_inode(st.st_dev, st.st_ino)
+        if not pids:
+            return
+        if time.monotonic() >= deadline:
+            raise SessionBusyError(path, pids)
+        time.sleep(0.01)
+
+
+# ---------------------------------------------------------------------------
+# Reading the source
+# ---------------------------------------------------------------------------
+
+
+def _read_from(fd: int, offset: int) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        chunk = os.pread(fd, _READ_CHUNK, offset)
+        if not chunk:
+            return b"".join(parts)
+        parts.append(chunk)
+        offset += len(chunk)
+
+
+def _whole_object(tail: bytes) -> bool:
+    """A last line without its newline that is nevertheless a complete JSON object
+    (written by a tool that does not end lines): it is data, not a torn write."""
+    try:
+        return isinstance(loads(tail), dict)
+    except ValueError:
+        return False
+
+
+def complete_lines(data: bytes) -> tuple[bytes, int]:
+    """The complete lines of ``data`` and how many bytes of it they use. A last line
+    without newline counts when it is a whole object (it is given its newline)."""
+    end = complete_prefix_length(data)
+    tail = data[end:]
+    if tail and _whole_object(tail):
+        return data + b"\n", len(data)
+    return data[:end], end
+
+
+def _lines_since(fd: int, offset: int, *, final: bool) -> tuple[bytes, int]:
+    """`complete_lines` at ``offset`` and after, and the offset past them. With
+    ``final`` a torn last line is given up (logged); else it waits for its end."""
+    data = _read_from(fd, offset)
+    lines, used = complete_lines(data)
+    tail = data[used:]
+    if tail and final and not tail.isspace():
+        log.warning("dropping a torn last line (%d bytes, no newline) of a rewritten file", len(tail))
+    return lines, offset + used
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+# ---------------------------------------------------------------------------
+# The rewrite
+# ---------------------------------------------------------------------------
+
+
+def rewrite_file(
+    storage: SessionStorage,
+    path: PathArg,
+    transform: Transform,
+    *,
+    expected_inode: int | None = None,
+    target: PathArg | None = None,
+) -> RewriteResult:
+    """Replace ``path`` (or move it to ``target``) by ``transform(its complete lines)``,
+    carrying over every line other processes append meanwhile.
+
+    ``expected_inode``: the inode the caller's view of the file comes from; another one
+    raises `SourceReplacedError`. A missing ``path`` is a new file (``transform(b"")``).
+    Raises `SessionBusyError` when another process keeps the file open for writing.
+    On any failure before the rename the temp file is removed and nothing changed.
+    """
+    path = os.fspath(path)
+    destination = os.fspath(target) if target is not None else path
+    try:
+        source = open_regular_fd(path)
+    except FileNotFoundError:
+        if expected_inode is not None:
+            raise SourceReplacedError(f"{path} no longer exists") from None
+        return _write_new(storage, destination, transform(b""))
+    try:
+        return _carrying_rewrite(storage, path, destination, source, transform, expected_inode)
+    finally:
+        os.close(source)
+
+
+def _write_new(storage: SessionStorage, destination: str, content: bytes) -> RewriteResult:
+    from core.storage import atomic_write
+
+    atomic_write(storage, destination, [content])
+    return RewriteResult(len(content), 0, storage.stat(destination).inode)
+
+
+def _carrying_rewrite(
+    storage: SessionStorage,
+    path: str,
+    destination: str,
+    source: int,
+    transform: Transform,
+    expected_inode: int | None,
+) -> RewriteResult:
+    from core.storage import temp_path_for
+
+    st = os.fstat(source)
+    if expected_inode is not None and st.st_ino != expected_inode:
+        raise SourceReplacedError(f"{path} was replaced by another file")
+    _refuse_if_held_open(path, st)
+    current, offset = _lines_since(source, 0, final=False)
+    content = transform(current)
+    tmp = temp_path_for(destination)
+    writer = storage.open_writer(tmp, "w")
+    appender: int | None = None
+    try:
+        storage.copy_permissions(path, tmp)  # before any byte of the content exists
+        writer.write(content)
+        # An O_APPEND descriptor on the new inode, for lines carried after the rename.
+        appender = os.open(tmp, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        absorbed, offset = _lines_since(source, offset, final=False)
+        _refuse_if_held_open(path, st)  # a writer that opened since the first check
+        more, offset = _lines_since(source, offset, final=False)
+        absorbed += more
+        if absorbed:
+            writer.write(absorbed)
+        writer.flush()
+        writer.fsync()
+        writer.close()
+        storage.rename(tmp, destination)
+        if destination != path:
+            storage.unlink(path)
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            writer.close()
+        if appender is not None:
+            os.close(appender)
+        with contextlib.suppress(OSError):
+            storage.unlink(tmp)
+        raise
+    try:
+        storage.fsync_dir(os.path.dirname(destination) or ".")
+        if destination != path:
+            storage.fsync_dir(os.path.dirname(path) or ".")
+        carried = len(absorbed) + _carry_after_rename(source, offset, st, appender)
+        os.fsync(appender)
+        inode = os.fstat(appender).st_ino
+    finally:
+        os.close(appender)
+    return RewriteResult(len(content), carried, inode)
+
+
+def _carry_after_rename(source: int, offset: int, st: os.stat_result, appender: int) -> int:
+    """Copy lines that still land in the old inode to the new file, while another
+    process holds the old inode open for writing (at most `CARRY_SECONDS`)."""
+    deadline = time.monotonic() + CARRY_SECONDS
+    carried = 0
+    while True:
+        # Scan first, read after: a writer absent from the scan has either finished
+        # (its line is visible to the read below) or will open the path, i.e. the new file.
+        still_writing = bool(writers_of_inode(st.st_dev, st.st_ino))
+        final = not still_writing or time.monotonic() >= deadline
+        lines, offset = _lines_since(source, offset, final=final)
+        if lines:
+            _write_all(appender, lines)
+            carried += len(lines)
+        if final:
+            if still_writing:
+                log.warning("a writer still holds a replaced session file open; giving up")
+            return carried
+        time.sleep(_POLL_SECONDS)
