@@ -20,6 +20,7 @@ __all__ = [
     "agent_dir_for_session_file",
     "blobs_dir",
     "default_agent_dir",
+    "disown_terminal",
     "encode_cwd",
     "file_timestamp",
     "history_db_path",
@@ -164,7 +165,16 @@ def iso_to_ms(iso: object) -> int | None:
     return round(moment.timestamp() * 1000)
 
 
-def _stdin_tty() -> str | None:
+_terminal_disowned = False
+
+
+def _own_environ() -> Mapping[str, str]:
+    return {} if _terminal_disowned else os.environ
+
+
+def _own_tty() -> str | None:
+    if _terminal_disowned:
+        return None
     try:
         return os.ttyname(sys.stdin.fileno()) if sys.stdin and sys.stdin.isatty() else None
     except (OSError, ValueError, AttributeError):
@@ -180,16 +190,34 @@ _TERMINAL_ENV_KEYS = (
 )
 
 
+def disown_terminal() -> None:
+    """Declare that this process has no terminal of its own, for the rest of its life.
+
+    For the mount daemon. It inherits a tty on stdin (``--foreground``) and the
+    variables of the pane it was started from (``TMUX_PANE``, ``KITTY_WINDOW_ID``, ...),
+    but the sessions it creates (root ``new``, ``fork``, ``extract``) belong to
+    whoever asked through the mount, not to that pane: a breadcrumb there would make an
+    agent that later runs in the same pane resume a session it never had. Declaring it
+    here, where terminals are identified, covers every breadcrumb core writes or reads
+    without the daemon knowing which variables identify a terminal, and without
+    changing the environment its child processes see.
+    """
+    global _terminal_disowned
+    _terminal_disowned = True
+
+
 def terminal_id(
     env: Mapping[str, str] | None = None, stdin_tty: str | object | None = _UNSET_TTY
 ) -> str | None:
     """Which terminal this process runs in, as a file-name-safe id (or ``None``).
 
     ``/dev/pts/3`` -> ``pts-3``; without a tty, the terminal emulator's own session
-    variables; else ``None`` (then no breadcrumb is written).
+    variables; else ``None`` (then no breadcrumb is written). After
+    :func:`disown_terminal` this process's own stdin and environment identify nothing;
+    an explicitly passed ``env``/``stdin_tty`` is still read.
     """
-    environ = os.environ if env is None else env
-    tty = _stdin_tty() if stdin_tty is _UNSET_TTY else stdin_tty
+    environ = _own_environ() if env is None else env
+    tty = _own_tty() if stdin_tty is _UNSET_TTY else stdin_tty
     if isinstance(tty, str) and tty:
         name = tty[len("/dev/") :] if tty.startswith("/dev/") else tty.lstrip("/")
         return name.replace("/", "-")

@@ -140,6 +140,9 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
     """Mount, call ``on_ready``, serve until unmounted or signalled, then clean up."""
     tune_malloc()
     tune_gc()
+    # Sessions made through the mount are nobody's in the pane the daemon started
+    # from: it must never leave that terminal a breadcrumb (see paths.disown_terminal).
+    paths.disown_terminal()
     ops, ctx = build_operations(opts)
     fuse_options = set(pyfuse3.default_options) | {"fsname=sessionfs", "subtype=sessionfs"}
     if opts.read_only:

@@ -9,10 +9,13 @@ Session ``ctl`` (one command per line)::
     extract <id>                new file holding the root -> <id> path
     flush                       fsync everything
 
-Root ``ctl``: ``new <cwd> [title]``.
+Root ``ctl``: ``new <cwd> [title]``. The cwd must be absolute and short enough that
+its project directory name (``--a-b-c--``, one name for the whole path) fits the
+file system: a longer one is ``ENAMETOOLONG`` before anything is created.
 
 A write is parsed whole before anything runs, so one unknown or malformed line
-refuses the whole write (``EINVAL``) and nothing happens. Then the commands run in
+(or a NUL byte anywhere: no id, path or text means one) refuses the whole write
+(``EINVAL``) and nothing happens. Then the commands run in
 order; each is its own operation (``summary`` appends, ``fork`` creates a file), and
 the first failing one stops the rest. Arguments are plain text split on whitespace:
 there is no shell here, so ``;``, ``$(...)``, quotes and backticks mean nothing — a
@@ -26,6 +29,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from core import paths
 from core.manager import SessionManager
 from sessionfs import session_writer
 from sessionfs.append_parse import AppendOp, entry_op
@@ -45,6 +49,10 @@ __all__ = [
 
 _SESSION_USAGE = "branch <id> | reset | summary <id|root> <text> | fork | extract <id> | flush"
 _ROOT_USAGE = "new <cwd> [title]"
+
+# The longest file name the usual Linux file systems take (ext4, xfs, btrfs, tmpfs).
+# A file system with a smaller limit (eCryptfs: 143) is asked when the command runs.
+_LINUX_NAME_MAX = 255
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +89,7 @@ def _invalid(reason: str) -> WriteRejected:
     return WriteRejected(errno.EINVAL, reason)
 
 
-def _lines(data: bytes) -> list[tuple[int, str]]:
+def _lines(data: bytes, usage: str) -> list[tuple[int, str]]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -89,10 +97,14 @@ def _lines(data: bytes) -> list[tuple[int, str]]:
     out = []
     for number, raw in enumerate(text.split("\n"), start=1):
         line = raw.strip()
+        if "\x00" in line:
+            # No id, path or text means a NUL; it would only be cut off (or rejected
+            # by the OS as "embedded null byte") somewhere further down.
+            raise _invalid(f"ctl line {number}: a NUL byte is not allowed")
         if line:
             out.append((number, line))
     if not out:
-        raise _invalid("ctl: no command (write one of: " + _SESSION_USAGE + ")")
+        raise _invalid(f"ctl: no command (write one of: {usage})")
     return out
 
 
@@ -119,21 +131,39 @@ def _parse_session_line(number: int, line: str) -> SessionCommand:
 
 def parse_session_commands(data: bytes) -> list[SessionCommand]:
     """Every command of a session ``ctl`` write, or ``EINVAL`` for the first bad line."""
-    return [_parse_session_line(number, line) for number, line in _lines(data)]
+    return [_parse_session_line(number, line) for number, line in _lines(data, _SESSION_USAGE)]
+
+
+def _parse_root_line(number: int, line: str) -> RootCommand:
+    where = f"ctl line {number}"
+    name, *rest = line.split(maxsplit=1)
+    if name != "new":
+        raise _invalid(f"{where}: unknown command {name!r} (command: {_ROOT_USAGE})")
+    cwd, *title = rest[0].split(maxsplit=1) if rest else [""]
+    if not cwd.startswith("/"):
+        raise _invalid(f"{where}: usage: {_ROOT_USAGE} (cwd an absolute path, not {cwd!r})")
+    _check_project_name_fits(cwd, _LINUX_NAME_MAX, where)
+    return RootCommand(cwd, title[0] if title else None)
 
 
 def parse_root_commands(data: bytes) -> list[RootCommand]:
-    """Every command of a root ``ctl`` write, or ``EINVAL`` for the first bad line."""
-    commands = []
-    for number, line in _lines(data):
-        name, _, rest = line.partition(" ")
-        if name != "new":
-            raise _invalid(f"ctl line {number}: unknown command {name!r} (command: {_ROOT_USAGE})")
-        cwd, _, title = rest.strip().partition(" ")
-        if not cwd.startswith("/"):
-            raise _invalid(f"ctl line {number}: usage: {_ROOT_USAGE} (cwd an absolute path)")
-        commands.append(RootCommand(cwd, title.strip() or None))
-    return commands
+    """Every command of a root ``ctl`` write, or ``EINVAL``/``ENAMETOOLONG`` for the
+    first bad line."""
+    return [_parse_root_line(number, line) for number, line in _lines(data, _ROOT_USAGE)]
+
+
+def _check_project_name_fits(cwd: str, name_max: int, where: str) -> None:
+    """``ENAMETOOLONG`` unless the project directory for ``cwd`` (the whole path
+    encoded as one name) is at most ``name_max`` bytes; that also covers every
+    component of the cwd, since each is part of that name."""
+    project = paths.encode_cwd(os.path.normpath(cwd))
+    size = len(project.encode("utf-8"))
+    if size > name_max:
+        raise WriteRejected(
+            errno.ENAMETOOLONG,
+            f"{where}: cwd too long: its project directory name would be {size} bytes,"
+            f" the file system takes at most {name_max}",
+        )
 
 
 def _entry_id(manager: SessionManager, target: str, session_dirs: Iterable[str]) -> str:
@@ -193,7 +223,15 @@ def run_session_commands(
     return [run_session_command(manager, c, session_dirs=dirs) for c in commands]
 
 
+def _name_max(directory: str | os.PathLike[str]) -> int:
+    try:
+        return os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return _LINUX_NAME_MAX  # no answer: the parse-time check stands
+
+
 def run_root_command(agent_dir: str | os.PathLike[str], command: RootCommand) -> CommandResult:
     """``new <cwd> [title]``: the new session file, already on disk."""
+    _check_project_name_fits(command.cwd, _name_max(agent_dir), "new")
     path = session_writer.create_session(agent_dir, command.cwd, command.title)
     return CommandResult(f"created: {path}", new_session_file=path)
