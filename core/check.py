@@ -21,10 +21,10 @@ What ``fix`` repairs, and why each is safe:
 - stale temp files: removed only when older than ``STALE_TEMP_SECONDS``, because a young
   one may belong to a rewrite that is still running.
 
-A file is only rewritten (always through ``core.storage.atomic_write``) when its size,
-mtime and inode are the same before the analysis, after it, and right before the
-rewrite, and when no other process holds it open for writing (Linux ``/proc``, best
-effort). Anything else is refused and reported, never guessed at.
+A file is rewritten through the carrying rewrite (``core.rewrite``): the repair is
+computed again from the file's bytes at rewrite time, lines an agent appends meanwhile
+are carried over, and the rewrite is refused (and reported) when another process holds
+the file open for writing (Linux ``/proc``, best effort) or replaced it since the check.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ from core.jsonl import JsonlReport, dumps_line, is_header, parse_jsonl_report
 from core.migrate import CURRENT_SESSION_VERSION, migrate_session_entries
 from core.paths import agent_dir_for_session_file
 from core.persist import blob_refs_in
-from core.storage import FileSessionStorage, atomic_write
+from core.rewrite import SessionBusyError, SourceReplacedError
+from core.storage import FileSessionStorage
 
 __all__ = [
     "STALE_TEMP_SECONDS",
@@ -441,6 +442,19 @@ def _check_blobs(
                 )
 
 
+def _read_structure(a: _Analysis) -> bool:
+    """Parse ``a.data``: line findings, header, migrated view. True with a header."""
+    a.parsed = parse_jsonl_report(a.data)
+    _check_lines(a)
+    if not _check_header(a):
+        return False
+    # Deep copy: fix compares migrated entries with the originals to keep unchanged
+    # lines byte for byte.
+    a.migrated = copy.deepcopy(a.parsed.objects)
+    a.report.migration_pending = migrate_session_entries(a.migrated)
+    return True
+
+
 def _analyse(path: Path, blobs_dir: Path | None) -> _Analysis:
     a = _Analysis(FileReport(str(path)))
     try:
@@ -455,14 +469,9 @@ def _analyse(path: Path, blobs_dir: Path | None) -> _Analysis:
         a.report.findings.append(Finding("unreadable", "error", f"cannot read: {exc}"))
         return a
     a.snapshot = before
-    a.parsed = parse_jsonl_report(a.data)
-    _check_lines(a)
-    if _check_header(a):
-        # Deep copy: fix compares migrated entries with the originals to keep unchanged
-        # lines byte for byte.
-        a.migrated = copy.deepcopy(a.parsed.objects)
-        a.report.migration_pending = migrate_session_entries(a.migrated)
-        a.report.entries = len(a.migrated) - 1
+    if _read_structure(a):
+        assert a.parsed is not None
+        a.report.entries = len(a.migrated or ()) - 1
         if a.report.migration_pending:
             a.report.findings.append(
                 Finding(
@@ -536,43 +545,6 @@ def _repaired_bytes(a: _Analysis) -> tuple[bytes, list[str]]:
     return content, done
 
 
-def _writers_of(path: Path) -> list[int]:
-    """Pids (not ours) holding ``path`` open for writing; [] when /proc is unavailable."""
-    try:
-        target = os.stat(path)
-    except OSError:
-        return []
-    own = os.getpid()
-    pids: list[int] = []
-    try:
-        procs = [p for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return []
-    for pid in procs:
-        if int(pid) == own:
-            continue
-        fd_dir = f"/proc/{pid}/fd"
-        try:
-            fds = os.listdir(fd_dir)
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                st = os.stat(f"{fd_dir}/{fd}")
-                if (st.st_ino, st.st_dev) != (target.st_ino, target.st_dev):
-                    continue
-                with open(f"/proc/{pid}/fdinfo/{fd}") as info:
-                    flags = next(
-                        int(line.split()[1], 8) for line in info if line.startswith("flags:")
-                    )
-            except (OSError, StopIteration, ValueError, IndexError):
-                continue
-            if flags & (os.O_WRONLY | os.O_RDWR):
-                pids.append(int(pid))
-                break
-    return pids
-
-
 def fix_file(path: str | os.PathLike[str], *, blobs_dir: Path | None = None) -> FileReport:
     """Check ``path`` and repair what is safe (see the module doc); the report says what
     was found, what was done, what was refused and what is left."""
@@ -589,30 +561,50 @@ def fix_file(path: str | os.PathLike[str], *, blobs_dir: Path | None = None) -> 
 def _rewrite_if_safe(path: Path, a: _Analysis) -> None:
     report = a.report
     what = ", ".join(sorted({f.code for f in report.findings if f.fixable}))
-    if any(f.code == "changed-during-check" for f in report.findings) or a.snapshot is None:
-        report.refused.append(f"{what}: the file changed while it was checked; not rewritten")
-        return
-    content, done = _repaired_bytes(a)
-    if content == a.data:
-        return
-    writers = _writers_of(path)
-    if writers:
-        report.refused.append(
-            f"{what}: open for writing by pid {', '.join(map(str, writers))}; not rewritten"
-        )
+    if a.snapshot is None:
+        report.refused.append(f"{what}: the file could not be read; not rewritten")
         return
     target = Path(os.path.realpath(path))  # rewrite a symlink's target, keep the link
-    now = _snapshot(target)
-    if now != a.snapshot:
-        reason = a.snapshot.describe_change(now) if now is not None else "it disappeared"
-        report.refused.append(f"{what}: {reason} since it was checked; not rewritten")
-        return
+    done: list[str] = []
+    tail_completed = False
+
+    def repair(current: bytes) -> bytes:
+        # Computed from the bytes at rewrite time: lines appended since the check are
+        # part of them (and kept as they are).
+        nonlocal tail_completed
+        tail_completed = len(current) > a.data.rfind(b"\n") + 1
+        fresh = _Analysis(FileReport(str(path)), data=current)
+        _read_structure(fresh)
+        content, done[:] = _repaired_bytes(fresh)
+        return content
+
     try:
-        atomic_write(FileSessionStorage(), target, [content])
+        FileSessionStorage().rewrite(target, repair, expected_inode=a.snapshot.inode)
+    except SessionBusyError as exc:
+        report.refused.append(
+            f"{what}: open for writing by pid {', '.join(map(str, exc.pids))}; not rewritten"
+        )
+        return
+    except SourceReplacedError:
+        report.refused.append(f"{what}: it was replaced by another file since it was checked")
+        return
     except OSError as exc:
         report.refused.append(f"{what}: rewrite failed ({exc}); the file is untouched")
         return
-    report.fixed.extend(done)
+    report.fixed.extend([*done, *_tail_repairs(a, tail_completed)])
+
+
+def _tail_repairs(a: _Analysis, completed: bool) -> list[str]:
+    """What the rewrite did to the file's last line (it keeps whole lines only).
+    ``completed``: the last line had become whole by the time of the rewrite."""
+    codes = {f.code for f in a.report.findings}
+    lines = a.data.count(b"\n")
+    tail = len(a.data) - (a.data.rfind(b"\n") + 1)
+    if "torn-last-line" in codes and not completed:
+        return [f"dropped the torn last line {lines + 1} ({tail} bytes)"]
+    if "missing-final-newline" in codes:
+        return [f"added the missing newline after line {lines + 1}"]
+    return []
 
 
 # ---------------------------------------------------------------------------

@@ -194,7 +194,7 @@ def _lines_since(fd: int, offset: int, *, final: bool) -> tuple[bytes, int]:
     lines, used = complete_lines(data)
     tail = data[used:]
     if tail and final and not tail.isspace():
-        log.warning("dropping a torn last line (%d bytes, no newline) of a rewritten file", len(tail))
+        log.warning("dropping a torn last line (%d bytes) of a rewritten file", len(tail))
     return lines, offset + used
 
 

@@ -471,7 +471,7 @@ def test_failed_rewrite_leaves_file_and_no_temp(
     assert not list(session.parent.glob(".*.tmp"))
 
 
-def test_fix_refuses_when_the_file_grows_before_the_rewrite(
+def test_fix_carries_what_is_appended_before_the_rewrite(
     session: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write(session, *V1_LINES)
@@ -484,16 +484,14 @@ def test_fix_refuses_when_the_file_grows_before_the_rewrite(
         return real_repair(analysis)
 
     monkeypatch.setattr(check_mod, "_repaired_bytes", repair_while_someone_appends)
-    original = session.read_bytes()
     report = fix_file(session)
-    assert report.fixed == []
-    assert len(report.refused) == 1 and "size changed" in report.refused[0]
-    assert session.read_bytes().endswith(appended)  # nothing lost: file untouched
-    assert session.read_bytes() == original + appended
-    assert [f.code for f in report.remaining or []] == ["migration-pending"]
+    # The rewrite carries the agent's line over (absorbed before the rename), verbatim.
+    assert report.refused == [] and report.fixed
+    assert session.read_bytes().endswith(appended)
+    assert load_entries_from_file(session)[0]["version"] == 3
 
 
-def test_change_during_analysis_is_reported_and_not_fixed(
+def test_change_during_analysis_is_reported_and_carried(
     session: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write(session, *V1_LINES, b'{"torn')
@@ -508,11 +506,11 @@ def test_change_during_analysis_is_reported_and_not_fixed(
         return real_parse(data)
 
     monkeypatch.setattr(check_mod, "parse_jsonl_report", parse_while_someone_appends)
-    before = session.read_bytes()
     report = fix_file(session)
     assert "changed-during-check" in codes(report)
-    assert report.fixed == [] and len(report.refused) == 1
-    assert session.read_bytes() == before + b'ed":1}\n'  # the writer's bytes, untouched
+    # The repair is computed from the bytes at rewrite time: the completed line stays.
+    assert report.refused == [] and len(report.fixed) == 1
+    assert load_entries_from_file(session)[-1]["torned"] == 1  # an entry of the v1 file
 
 
 def test_fix_refuses_a_file_open_for_writing_elsewhere(session: Path) -> None:
