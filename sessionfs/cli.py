@@ -15,6 +15,12 @@ from types import ModuleType
 from core import paths
 from sessionfs.daemon import MountError, MountOptions, run_foreground, start_background, unmount
 
+#: Said once by ``mount --allow-other``: the mount's modes are now all that guards it.
+ALLOW_OTHER_NOTE = (
+    "sessionfs: --allow-other: other users can now read whatever the modes shown in "
+    "the mount allow (a session dir follows its session file's mode)"
+)
+
 
 def _optional_command(module: str) -> ModuleType | None:
     """Subcommands owned by other modules (history, check) are wired in when present."""
@@ -72,6 +78,8 @@ def _mount(args: argparse.Namespace) -> int:
         debug=args.debug,
         allow_other=args.allow_other,
     )
+    if args.allow_other and args.ready_fd is None:
+        print(ALLOW_OTHER_NOTE, file=sys.stderr)
     if args.foreground or args.ready_fd is not None:
         return run_foreground(opts, ready_fd=args.ready_fd)
     start_background(opts)

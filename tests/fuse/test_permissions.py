@@ -1,0 +1,101 @@
+"""Acceptance: permission bits in a session dir follow the session file on disk, and
+``--allow-other`` says what that means."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import orjson
+
+from tests.fuse.conftest import Mount, run
+
+PROJECT = "--perm--"
+PIXEL = b"\x89PNG\r\n\x1a\n not really an image"
+SHA = hashlib.sha256(PIXEL).hexdigest()
+
+
+def line(obj: dict) -> bytes:
+    return orjson.dumps(obj) + b"\n"
+
+
+def write_session(project: Path, stem: str, mode: int) -> None:
+    header = {
+        "type": "session",
+        "version": 3,
+        "id": stem,
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "cwd": "/x",
+    }
+    image = {"type": "image", "data": f"blob:sha256:{SHA}", "mimeType": "image/png"}
+    entries = [
+        {
+            "type": "message",
+            "id": f"{stem}-1",
+            "parentId": None,
+            "timestamp": "2026-01-01T00:00:01.000Z",
+            "message": {"role": "user", "content": [image], "timestamp": 0},
+        },
+        {
+            "type": "label",
+            "id": f"{stem}-2",
+            "parentId": f"{stem}-1",
+            "targetId": f"{stem}-1",
+            "label": "mark",
+            "timestamp": "2026-01-01T00:00:02.000Z",
+        },
+    ]
+    path = project / f"{stem}.jsonl"
+    path.write_bytes(line(header) + b"".join(line(e) for e in entries))
+    path.chmod(mode)
+
+
+def permissions_agent(root: Path) -> Path:
+    agent = root / "agent"
+    project = agent / "sessions" / PROJECT
+    project.mkdir(parents=True)
+    (agent / "blobs").mkdir()
+    (agent / "blobs" / SHA).write_bytes(PIXEL)
+    write_session(project, "private", 0o600)
+    write_session(project, "shared", 0o644)
+    return agent
+
+
+def modes_below(directory: Path) -> dict[str, int]:
+    """``find -printf '%m'``: every path below ``directory`` (links not followed) and,
+    with ``-L``, the files the links lead to. Path -> permission bits."""
+    found: dict[str, int] = {}
+    for follow in ([], ["-L"]):
+        out = run("find", *follow, directory, "-printf", "%m %P\\n")
+        for row in out.splitlines():
+            mode, _, name = row.partition(" ")
+            found[("L:" if follow else "") + name] = int(mode, 8)
+    return found
+
+
+def test_a_private_session_shows_no_group_or_other_bits(tmp_path: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+    mount: Mount = mount_factory(permissions_agent(tmp_path))
+    project = mount.path / "sessions" / PROJECT
+    run("cat", project / "private" / "context.json")  # loaded or not: the same answer
+    private = modes_below(project / "private")
+    assert {"", "entries/private-1.json", "leaf", "labels/mark", f"blobs/{SHA}", "title"} <= set(
+        private
+    )
+    assert {name: mode for name, mode in private.items() if mode & 0o077} == {}
+    assert os.stat(project / "private").st_mode & 0o777 == 0o500 | 0o200
+    assert private["title"] == 0o600 and private["ctl"] == 0o600  # writable: owner only
+    assert private["entries/private-1.json"] == 0o400
+
+    shared = modes_below(project / "shared")
+    assert shared[""] == 0o755 and shared["title"] == 0o644
+    assert shared["entries/shared-1.json"] == 0o444 and shared[f"blobs/{SHA}"] == 0o444
+
+
+def test_allow_other_says_what_it_means(tmp_path: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+    mount: Mount = mount_factory(permissions_agent(tmp_path), "--allow-other")
+    assert run("ls", mount.path / "sessions" / PROJECT).split() == ["private", "shared"]
+    notes = [
+        row for row in mount.log.read_text(errors="replace").splitlines() if "--allow-other" in row
+    ]
+    assert len(notes) == 1 and "other users can now read" in notes[0]
