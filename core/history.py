@@ -39,7 +39,9 @@ main file, so such a read is checked afterwards (same inode, size and mtime, sti
 ``-wal``) and repeated when a writer came along meanwhile. When an agent has the
 database open, its ``-wal``/``-shm`` exist and the read shares them like any reader
 (recording its read mark in the shared-memory file is how WAL readers stay safe
-beside a writer; it creates nothing).
+beside a writer; it creates nothing). One race is left open: if the last agent closes
+the database (removing both files) in the microseconds between that check and the
+open, SQLite creates them again, empty; nothing in the database changes.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from core import paths
+from core.safe_open import open_regular
 
 __all__ = [
     "MAX_LIMIT",
@@ -619,7 +622,8 @@ class _DatabaseFiles:
     @classmethod
     def of(cls, path: Path) -> _DatabaseFiles | None:
         try:
-            with open(path, "rb") as file:
+            # Never blocks on a FIFO planted under the name (NotRegularFileError).
+            with open_regular(path) as file:
                 header = file.read(_SQLITE_HEADER_SIZE)
                 st = os.fstat(file.fileno())
         except FileNotFoundError:

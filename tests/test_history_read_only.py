@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import sqlite3
 from pathlib import Path
 
@@ -113,6 +114,14 @@ def test_a_file_that_is_not_a_database_fails_at_open(db_path: Path) -> None:
     db_path.parent.mkdir(parents=True)
     db_path.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(HistoryStorageError, match="cannot read prompt history"):
+        HistoryStorage(db_path, read_only=True)
+
+
+@pytest.mark.timeout(10)
+def test_a_fifo_in_its_place_fails_at_open_instead_of_blocking(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True)
+    os.mkfifo(db_path)
+    with pytest.raises(HistoryStorageError, match="not a regular file"):
         HistoryStorage(db_path, read_only=True)
 
 
