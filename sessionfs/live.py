@@ -247,7 +247,7 @@ class AgentIndex:
     def blob_names(self) -> list[str]:
         try:
             with os.scandir(self.blobs_dir) as it:
-                return sorted(e.name for e in it if e.is_file() and _is_sha(e.name))
+                return sorted(e.name for e in it if _is_sha(e.name) and _is_file_entry(e))
         except (FileNotFoundError, NotADirectoryError):
             return []
 
@@ -256,6 +256,15 @@ class AgentIndex:
             return None
         path = self.blobs_dir / sha
         return path if path.is_file() else None
+
+
+def _is_file_entry(entry: os.DirEntry[str]) -> bool:
+    """``DirEntry.is_file`` that answers False for a symlink loop instead of raising
+    (one bad name must not fail a whole listing)."""
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
 
 
 def _is_sha(name: str) -> bool:
@@ -311,6 +320,9 @@ class LoadedSession:
     file_state: tuple[int, int, int] = (0, 0, 0)  # inode, size, mtime_ns when last checked
     #: permission bits of the file when last checked (a chmod changes no other field)
     file_mode: int | None = None
+    #: the mode changed since the last ``refresh``, which reports it as a full change
+    #: (the kernel caches entry attributes for long: they must all be dropped)
+    mode_changed: bool = False
     lock: trio.Lock = field(default_factory=trio.Lock)
     _renders: dict[str, bytes] = field(default_factory=dict)
     _table: EntryTable | None = None
@@ -341,7 +353,10 @@ class LoadedSession:
 
     def _saw(self, st: os.stat_result) -> tuple[int, int, int]:
         """Note the file's mode from a fresh stat; returns its state tuple."""
-        self.file_mode = stat.S_IMODE(st.st_mode)
+        mode = stat.S_IMODE(st.st_mode)
+        if self.file_mode is not None and mode != self.file_mode:
+            self.mode_changed = True
+        self.file_mode = mode
         return (st.st_ino, st.st_size, st.st_mtime_ns)
 
     # -- freshness ---------------------------------------------------------------------
@@ -381,7 +396,15 @@ class LoadedSession:
         self._cached_bytes = sum(len(v) for v in self._renders.values())
 
     def refresh(self) -> int:
-        """Catch up with the file. Returns 0 (same), >0 new entries, -1 full reload."""
+        """Catch up with the file. Returns 0 (same), >0 new entries, -1 full reload
+        (or a new mode: every attribute the kernel holds is stale)."""
+        changed = self._catch_up()
+        if self.mode_changed:
+            self.mode_changed = False
+            return -1
+        return changed
+
+    def _catch_up(self) -> int:
         state = self._saw(os.stat(self.ref.path))
         self.checked_at = time.monotonic()
         if state == self.file_state:
@@ -430,7 +453,7 @@ class LoadedSession:
             st = os.stat(self.ref.path)
         except OSError:
             return False
-        if self._saw(st) != self.file_state:
+        if self._saw(st) != self.file_state or self.mode_changed:
             return False
         self.checked_at = time.monotonic()
         return True

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import trio
 
+from core.safe_open import open_regular_fd
 from sessionfs.nodes.base import (
     IMMUTABLE,
     STATIC,
@@ -54,7 +55,8 @@ class BlobFile(FileNode):
     async def open(self, flags: int) -> OpenFile:
         if flags & os.O_ACCMODE != os.O_RDONLY:
             raise refuse(errno.EACCES)
-        fd = await trio.to_thread.run_sync(os.open, self.path, os.O_RDONLY)
+        # Never a plain open(): a FIFO put where a blob was would block the thread.
+        fd = await trio.to_thread.run_sync(open_regular_fd, self.path)
         return BlobHandle(fd)
 
 

@@ -14,6 +14,8 @@ import orjson
 from tests.fuse.conftest import Mount, run
 
 PROJECT = "--hostile-dir--"
+GOOD_BLOB = "a" * 64
+LOOP_BLOB = "b" * 64
 
 
 def session_lines(session_id: str, text: str) -> bytes:
@@ -47,6 +49,10 @@ def hostile_dir_agent(root: Path) -> Path:
     (project / "fifo-link.jsonl").symlink_to("fifo.jsonl")
     (project / "dir.jsonl").mkdir()
     bind_socket(project / "sock.jsonl")
+    blobs = agent / "blobs"
+    blobs.mkdir()
+    (blobs / GOOD_BLOB).write_bytes(b"blob")
+    (blobs / LOOP_BLOB).symlink_to(LOOP_BLOB)
     return agent
 
 
@@ -72,6 +78,7 @@ def test_hostile_names_are_skipped_everywhere(tmp_path: Path, mount_factory) -> 
     assert "hello from z" in run("cat", mount.path / "by-id" / "sess-z" / "transcript.md")
     for name in ("loop", "ping", "fifo", "fifo-link", "dir", "sock"):
         assert not os.path.exists(project / name), name
+    assert run("ls", mount.path / "blobs").split() == [GOOD_BLOB]
     run("ls", "-l", project)  # a second listing: every name is skipped again, logged once
     assert mount.alive()
     log = mount.log.read_text(errors="replace")

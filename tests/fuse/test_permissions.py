@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from pathlib import Path
 
 import orjson
@@ -90,6 +91,20 @@ def test_a_private_session_shows_no_group_or_other_bits(tmp_path: Path, mount_fa
     shared = modes_below(project / "shared")
     assert shared[""] == 0o755 and shared["title"] == 0o644
     assert shared["entries/shared-1.json"] == 0o444 and shared[f"blobs/{SHA}"] == 0o444
+
+    # chmod while mounted: the next look at the session shows the new mode, also on
+    # files whose attributes the kernel caches for long (entries, no listing between)
+    watched = [project / "shared" / p for p in ("entries/shared-1.json", "title", "labels")]
+    assert run("stat", "-c", "%a", *watched).split() == ["444", "644", "755"]
+    (mount.agent_dir / "sessions" / PROJECT / "shared.jsonl").chmod(0o600)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        run("cat", project / "shared" / "ctl")  # any access to the session notices
+        modes = run("stat", "-c", "%a", *watched).split()
+        if modes == ["400", "600", "700"]:
+            break
+        time.sleep(0.2)
+    assert modes == ["400", "600", "700"]
 
 
 def test_allow_other_says_what_it_means(tmp_path: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
