@@ -1,0 +1,670 @@
+"""core.search_index: the full-text index over every session's messages.
+
+Sessions are written as JSONL by the tests themselves (the index must read what the
+agents write, not what core's manager writes), appended to, torn, truncated, replaced
+and deleted the way other processes do it while the index is live.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from core import search_index
+from core.jsonl import load_entries_from_file
+from core.migrate import migrate_session_entries
+from core.search_index import Hit, SearchIndex, format_hit, parse_query
+
+PROJECT = "--work-demo--"
+_stamp = iter(range(1_760_000_000_000, 1_800_000_000_000, 1000))
+
+
+def iso(ms: int) -> str:
+    return search_index.ms_to_iso(ms)
+
+
+def header(session_id: str = "sess-1", version: int = 3) -> dict[str, Any]:
+    return {
+        "type": "session",
+        "version": version,
+        "id": session_id,
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "cwd": "/work/demo",
+    }
+
+
+def message(entry_id: str, role: str, content: Any, ms: int | None = None, **extra: Any) -> dict:
+    ms = next(_stamp) if ms is None else ms
+    return {
+        "type": "message",
+        "id": entry_id,
+        "parentId": None,
+        "timestamp": iso(ms),
+        "message": {"role": role, "content": content, "timestamp": ms, **extra},
+    }
+
+
+def user(entry_id: str, text: str, ms: int | None = None) -> dict:
+    return message(entry_id, "user", [{"type": "text", "text": text}], ms)
+
+
+def lines(*objects: dict) -> bytes:
+    return b"".join(orjson.dumps(obj) + b"\n" for obj in objects)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "sessions" / PROJECT).mkdir(parents=True)
+    return tmp_path / "sessions"
+
+
+@pytest.fixture
+def index(tmp_path: Path):
+    with SearchIndex(tmp_path / "cache" / "search.db") as idx:
+        yield idx
+
+
+def write_session(root: Path, name: str, *entries: dict, session_id: str = "sess-1") -> Path:
+    path = root / PROJECT / f"{name}.jsonl"
+    path.write_bytes(lines(header(session_id), *entries))
+    return path
+
+
+def ids(hits: list[Hit]) -> list[str]:
+    return [hit.entry_id for hit in hits]
+
+
+# --- indexing and searching -----------------------------------------------------------------
+
+
+def test_every_kind_of_message_is_found_with_its_role_and_place(root, index):
+    write_session(
+        root,
+        "s1",
+        user("u1", "please refactor the parser"),
+        message(
+            "a1",
+            "assistant",
+            [
+                {
+                    "type": "thinking",
+                    "thinking": "the tokenizer looks fragile",
+                    "thinkingSignature": "SIGXYZ",
+                },
+                {"type": "text", "text": "I will read it first"},
+                {
+                    "type": "toolCall",
+                    "id": "c1",
+                    "name": "grepper",
+                    "arguments": {"pattern": "needle_arg"},
+                },
+            ],
+        ),
+        message(
+            "r1",
+            "toolResult",
+            [{"type": "text", "text": "found widgetry here"}],
+            toolCallId="c1",
+            toolName="grepper",
+        ),
+        message("b1", "bashExecution", None, command="make lintcheck", output="all cleanish"),
+        message("p1", "pythonExecution", None, code="print(snakeoil)", output="oily"),
+        message("i1", "user", [{"type": "image", "data": "blob:sha256:" + "a" * 64}]),
+        {
+            "type": "custom_message",
+            "id": "m1",
+            "parentId": None,
+            "timestamp": iso(next(_stamp)),
+            "customType": "note",
+            "content": "remember the milkshake",
+            "display": True,
+        },
+        {
+            "type": "compaction",
+            "id": "k1",
+            "parentId": None,
+            "timestamp": iso(next(_stamp)),
+            "summary": "we compacted the zeppelin",
+            "firstKeptEntryId": "u1",
+            "tokensBefore": 5,
+        },
+        {
+            "type": "branch_summary",
+            "id": "s9",
+            "parentId": None,
+            "timestamp": iso(next(_stamp)),
+            "fromId": "root",
+            "summary": "abandoned the submarine",
+        },
+        {
+            "type": "thinking_level_change",
+            "id": "t1",
+            "parentId": None,
+            "timestamp": iso(next(_stamp)),
+            "thinkingLevel": "parser",
+        },
+    )
+    stats = index.update(root)
+    assert stats.error is None and stats.files_indexed == 1 and stats.entries_indexed == 8
+    expect = {
+        "refactor": ("u1", "user"),
+        "fragile": ("a1", "assistant"),
+        "grepper": ("a1", "assistant"),
+        "needle_arg": ("a1", "assistant"),
+        "widgetry": ("r1", "toolResult"),
+        "lintcheck": ("b1", "bashExecution"),
+        "cleanish": ("b1", "bashExecution"),
+        "snakeoil": ("p1", "pythonExecution"),
+        "milkshake": ("m1", "custom_message"),
+        "zeppelin": ("k1", "compaction"),
+        "submarine": ("s9", "branch_summary"),
+    }
+    for word, (entry_id, role) in expect.items():
+        hits = index.search(word)
+        assert [(h.entry_id, h.role) for h in hits] == [(entry_id, role)], word
+        assert hits[0].project == PROJECT and hits[0].stem == "s1"
+        assert word.split("_")[0] in hits[0].snippet.lower()
+    # Not text: signatures, blob refs, entry kinds without messages.
+    assert index.search("SIGXYZ") == [] and index.search("sha256") == []
+    assert ids(index.search("parser")) == ["u1"]
+
+
+def test_hits_are_newest_first_across_files_and_limited(root, index):
+    base = 1_760_000_000_000
+    # Times interleave between the files and span several of the index's time buckets.
+    write_session(
+        root,
+        "old",
+        *(user(f"a{i}", f"shared word {i}", base + i * 3_600_000 * 2) for i in range(5)),
+    )
+    write_session(
+        root,
+        "new",
+        *(user(f"b{i}", f"shared word {i}", base + i * 3_600_000 * 2 + 1) for i in range(5)),
+        session_id="sess-2",
+    )
+    index.update(root)
+    hits = index.search("shared")
+    assert [h.timestamp_ms for h in hits] == sorted((h.timestamp_ms for h in hits), reverse=True)
+    assert ids(hits) == ["b4", "a4", "b3", "a3", "b2", "a2", "b1", "a1", "b0", "a0"]
+    assert ids(index.search("shared", limit=3)) == ["b4", "a4", "b3"]
+    assert index.search("shared", limit=0) == []
+
+
+def test_order_inside_one_time_bucket_follows_timestamps_not_file_order(root, index):
+    base = 1_760_000_000_000
+    write_session(root, "s", user("late", "word", base + 5000), user("early", "word", base))
+    write_session(root, "t", user("mid", "word", base + 2000), session_id="s2")
+    index.update(root)
+    assert ids(index.search("word")) == ["late", "mid", "early"]
+    assert ids(index.search("word", limit=1)) == ["late"]
+    assert ids(index.search("word", limit=2)) == ["late", "mid"]
+
+
+def test_words_are_anded_phrases_kept_and_the_last_word_is_a_prefix(root, index):
+    write_session(
+        root,
+        "s",
+        user("e1", "the quick brown fox"),
+        user("e2", "brown quick dogs"),
+        user("e3", "quickly done"),
+        user("e4", "session_manager.append(entry)"),
+    )
+    index.update(root)
+    assert set(ids(index.search("quick brown"))) == {"e1", "e2"}
+    assert ids(index.search('"quick brown"')) == ["e1"]
+    assert ids(index.search('"brown quick"')) == ["e2"]
+    assert set(ids(index.search("quick"))) == {"e1", "e2", "e3"}  # prefix on the last word
+    assert set(ids(index.search("quick dog"))) == {"e2"}
+    assert ids(index.search("quick fox done")) == []
+    assert ids(index.search('"quick"')) == ["e2", "e1"]  # a quoted word is exact
+    assert ids(index.search("dogs brown")) == ["e2"]
+    assert ids(index.search("session_manager")) == ["e4"]
+    assert ids(index.search("manager.append")) == ["e4"]
+    assert ids(index.search("QUICK BROWN FOX")) == ["e1"]
+
+
+HOSTILE = [
+    "",
+    " ",
+    "\x00",
+    "a\x00b",
+    '"',
+    '""',
+    '"""',
+    'unbalanced "quote',
+    "*",
+    "**",
+    "^",
+    "-",
+    "NEAR(a b)",
+    "a NEAR b",
+    "a AND b",
+    "a OR b",
+    "NOT a",
+    "a:b",
+    "role:user",
+    "text:x",
+    "{text}: x",
+    "(",
+    ")",
+    "a)",
+    "+",
+    "x" * 10_000,
+    "word " * 2000,
+    "!@#$%^&*()_+-=[]{};':,./<>?",
+    "\ud800",
+    "é",
+    "日本語",
+    "\t\n\r",
+    "'",
+    "a'b",
+    "\\",
+    "%",
+    "_",
+    "col:*",
+    "NEAR/2",
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_queries_never_raise(root, index, query):
+    write_session(root, "s", user("e1", "a b word role user text x"))
+    index.update(root)
+    assert isinstance(index.search(query), list)
+
+
+def test_fts_syntax_is_searched_as_words(root, index):
+    write_session(
+        root,
+        "s",
+        user("e1", "alpha only"),
+        user("e2", "gamma only"),
+        user("e3", "alpha OR gamma spelled out"),
+        user("e4", "the role user said"),
+        user("e5", "role"),
+    )
+    index.update(root)
+    assert ids(index.search("alpha OR gamma")) == ["e3"]  # not an OR
+    assert ids(index.search("alpha NOT gamma")) == []  # NOT is a word here
+    assert ids(index.search("role:user")) == ["e4"]  # not a column filter
+    assert ids(index.search('unbalanced "role user')) == []
+    assert ids(index.search('the "role user')) == ["e4"]  # an open quote runs to the end
+    assert ids(index.search("*")) == [] and ids(index.search("^ $")) == []
+    assert ids(index.search("alpha\x00only")) == ["e1"]  # NUL separates words
+    assert set(ids(index.search("x" * 10_000))) == set()
+
+
+def test_parse_query_terms():
+    terms = parse_query('  fix "the parser"  bug ')
+    assert [(t.text, t.phrase, t.prefix) for t in terms] == [
+        ("fix", False, False),
+        ("the parser", True, False),
+        ("bug", False, True),
+    ]
+    assert parse_query('"only a phrase"')[-1].prefix is False
+    assert parse_query("!!! ???") == []
+    assert len(parse_query("w " * 500)) == 64
+
+
+def test_format_hit_is_one_line_of_four_fields():
+    hit = Hit(1_760_000_000_123, PROJECT, "s1", "abcd1234", "user", "a\tb\nc\r d")
+    line = format_hit(hit, "sessions/--work-demo--/s1/entries/abcd1234.json")
+    assert line == (
+        "2025-10-09T08:53:20.123Z\tsessions/--work-demo--/s1/entries/abcd1234.json\tuser\ta b c  d"
+    )
+    assert "\n" not in line and line.count("\t") == 3
+
+
+def test_sub_agent_session_files_are_indexed_under_their_session(root, index):
+    write_session(root, "parent", user("p1", "delegate the work"))
+    task_dir = root / PROJECT / "parent"
+    task_dir.mkdir()
+    (task_dir / "task-1.jsonl").write_bytes(
+        lines(
+            header("sub-1"),
+            {
+                "type": "session_init",
+                "id": "i1",
+                "parentId": None,
+                "timestamp": iso(next(_stamp)),
+                "systemPrompt": "secret system prompt",
+                "task": "audit the hyperdrive",
+                "tools": [],
+            },
+            user("s1", "subagent digs tunnels"),
+        )
+    )
+    (task_dir / "output.txt").write_text("tunnels in a tool output file")
+    index.update(root)
+    assert [(h.stem, h.entry_id) for h in index.search("tunnels")] == [("parent/task-1", "s1")]
+    assert [(h.stem, h.role) for h in index.search("hyperdrive")] == [
+        ("parent/task-1", "session_init")
+    ]
+    assert index.search("secret") == []
+
+
+# --- incremental updates ---------------------------------------------------------------------
+
+
+def test_unchanged_files_are_not_read_again(root, index):
+    write_session(root, "s", user("e1", "hello"))
+    write_session(root, "t", user("e2", "hello"), session_id="s2")
+    first = index.update(root)
+    assert first.files_indexed == 2 and first.bytes_read > 0
+    again = index.update(root)
+    assert (again.files_seen, again.files_unchanged, again.bytes_read, again.entries_indexed) == (
+        2,
+        2,
+        0,
+        0,
+    )
+
+
+def test_appended_lines_are_read_alone(root, index):
+    path = write_session(root, "s", user("e1", "first words"))
+    index.update(root)
+    extra = lines(user("e2", "second words"), user("e3", "third words"))
+    with path.open("ab") as fh:
+        fh.write(extra)
+    stats = index.update(root)
+    assert (stats.files_appended, stats.files_indexed) == (1, 0)
+    assert stats.bytes_read == len(extra) and stats.entries_indexed == 2
+    assert ids(index.search("words")) == ["e3", "e2", "e1"]
+
+
+def test_a_torn_last_line_waits_for_its_newline(root, index):
+    path = write_session(root, "s", user("e1", "complete line"))
+    index.update(root)
+    torn = orjson.dumps(user("e2", "torn line"))
+    with path.open("ab") as fh:
+        fh.write(torn[:20])
+    assert index.update(root).entries_indexed == 0
+    assert ids(index.search("line")) == ["e1"]
+    with path.open("ab") as fh:
+        fh.write(torn[20:] + b"\n")
+    stats = index.update(root)
+    assert stats.files_appended == 1 and stats.bytes_read == len(torn) + 1
+    assert ids(index.search("torn")) == ["e2"]
+
+
+def test_a_truncated_file_is_reindexed(root, index):
+    path = write_session(root, "s", user("e1", "keep this"), user("e2", "drop this"))
+    index.update(root)
+    path.write_bytes(lines(header(), user("e1", "keep this")))
+    stats = index.update(root)
+    assert stats.files_indexed == 1
+    assert ids(index.search("this")) == ["e1"]
+    assert index.search("drop") == []
+
+
+def test_a_file_rewritten_in_place_is_reindexed(root, index):
+    path = write_session(root, "s", user("e1", "original start"), user("e2", "original end"))
+    inode = path.stat().st_ino
+    index.update(root)
+    # Same inode, same head, longer: only the fingerprint of the indexed tail tells.
+    path.write_bytes(
+        lines(
+            header(),
+            user("e1", "original start"),
+            user("e2", "changed ending"),
+            user("e3", "and more"),
+        )
+    )
+    assert path.stat().st_ino == inode
+    stats = index.update(root)
+    assert stats.files_indexed == 1 and stats.files_appended == 0
+    assert index.search("original end") == []
+    assert set(ids(index.search("changed"))) == {"e2"}
+
+
+def test_a_file_replaced_by_rename_is_reindexed(root, index):
+    path = write_session(root, "s", user("e1", "before rename"))
+    index.update(root)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(lines(header(), user("e1", "before rename"), user("e9", "after rename")))
+    os.replace(tmp, path)
+    stats = index.update(root)
+    assert stats.files_indexed == 1
+    assert ids(index.search("rename")) == ["e9", "e1"]
+
+
+def test_a_deleted_file_loses_its_hits(root, index):
+    path = write_session(root, "s", user("e1", "ephemeral words"))
+    write_session(root, "t", user("e2", "lasting words"), session_id="s2")
+    index.update(root)
+    path.unlink()
+    stats = index.update(root)
+    assert stats.files_removed == 1
+    assert ids(index.search("words")) == ["e2"]
+
+
+def test_update_of_named_paths_only(root, index):
+    a = write_session(root, "a", user("e1", "alpha"))
+    write_session(root, "b", user("e2", "bravo"), session_id="s2")
+    stats = index.update(root, [a])
+    assert stats.files_indexed == 1 and index.search("bravo") == []
+    a.unlink()
+    assert index.update(root, [a]).files_removed == 1
+    assert index.search("alpha") == []
+    assert index.update(root, ["/elsewhere/x.jsonl"]).skipped
+
+
+def test_a_changed_line_is_not_shown_before_the_next_update(root, index):
+    path = write_session(root, "s", user("e1", "stale words"), user("e2", "fresh words"))
+    index.update(root)
+    data = path.read_bytes().replace(b"stale words", b"stole words")
+    path.write_bytes(data)
+    assert ids(index.search("words")) == ["e2"]
+
+
+def test_dead_rows_trigger_a_rebuild(root, index, monkeypatch):
+    monkeypatch.setattr(search_index, "_MIN_DEAD_FOR_REBUILD", 2)
+    path = write_session(root, "s", *(user(f"e{i}", f"word {i}") for i in range(4)))
+    index.update(root)
+    path.write_bytes(lines(header(), user("n1", "word new")))
+    index.update(root)  # 4 dead rows, 1 live: rebuilt on the next update
+    stats = index.update(root)
+    assert stats.rebuilt and stats.files_indexed == 1
+    assert ids(index.search("word")) == ["n1"]
+
+
+# --- v1 files ----------------------------------------------------------------------------------
+
+
+def test_v1_ids_are_the_ids_core_migration_derives(real_fixture_copy, index):
+    root = real_fixture_copy.parent.parent
+    index.update(root)
+    expected = load_entries_from_file(real_fixture_copy)
+    migrate_session_entries(expected)
+    users = [
+        e for e in expected[1:] if e.get("type") == "message" and e["message"].get("role") == "user"
+    ]
+    assert users
+    all_ids = {e["id"] for e in expected[1:]}
+    hits = index.search("the", limit=1000)
+    assert hits and {h.entry_id for h in hits} <= all_ids
+    for entry in users[:5]:
+        text = entry["message"]["content"][0]["text"]
+        words = [w for w in text.split() if w.isalpha() and len(w) > 3][:3]
+        if words:
+            assert entry["id"] in ids(index.search(" ".join(words), limit=1000))
+
+
+def test_a_grown_v1_file_is_reindexed_whole(root, index):
+    v1 = [
+        {"type": "session", "id": "old", "timestamp": "2025-01-01T00:00:00.000Z", "cwd": "/w"},
+        {
+            "type": "message",
+            "timestamp": iso(next(_stamp)),
+            "message": {"role": "user", "content": "legacy words"},
+        },
+    ]
+    path = root / PROJECT / "v1.jsonl"
+    path.write_bytes(lines(*v1))
+    index.update(root)
+    with path.open("ab") as fh:
+        fh.write(
+            lines(
+                {
+                    "type": "message",
+                    "timestamp": iso(next(_stamp)),
+                    "message": {"role": "hookMessage", "content": "hooked words"},
+                }
+            )
+        )
+    stats = index.update(root)
+    assert stats.files_indexed == 1 and stats.files_appended == 0
+    expected = load_entries_from_file(path)
+    migrate_session_entries(expected)
+    assert ids(index.search("words")) == [expected[2]["id"], expected[1]["id"]]
+    assert index.search("hooked")[0].role == "custom"
+
+
+# --- the cache file ------------------------------------------------------------------------------
+
+
+def test_a_garbage_db_file_is_rebuilt(root, tmp_path):
+    db = tmp_path / "cache" / "search.db"
+    db.parent.mkdir()
+    db.write_bytes(os.urandom(8192))
+    write_session(root, "s", user("e1", "survives garbage"))
+    with SearchIndex(db) as idx:
+        assert idx.available
+        assert idx.update(root).error is None
+        assert ids(idx.search("garbage")) == ["e1"]
+
+
+def test_a_foreign_sqlite_db_is_not_trusted(root, tmp_path):
+    db = tmp_path / "search.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE files (precious TEXT)")
+    conn.execute("INSERT INTO files VALUES ('x')")
+    conn.commit()
+    conn.close()
+    write_session(root, "s", user("e1", "fresh index"))
+    with SearchIndex(db) as idx:
+        idx.update(root)
+        assert ids(idx.search("fresh")) == ["e1"]
+    with SearchIndex(db) as idx:  # ours now: reopened as is, nothing reindexed
+        assert idx.update(root).files_unchanged == 1
+
+
+def test_an_older_schema_version_is_rebuilt(root, tmp_path):
+    db = tmp_path / "search.db"
+    write_session(root, "s", user("e1", "versioned"))
+    with SearchIndex(db) as idx:
+        idx.update(root)
+    conn = sqlite3.connect(db)
+    conn.execute(f"PRAGMA user_version={search_index.SCHEMA_VERSION + 1}")
+    conn.close()
+    with SearchIndex(db) as idx:
+        assert idx.update(root).files_indexed == 1
+        assert ids(idx.search("versioned")) == ["e1"]
+
+
+def test_an_index_corrupted_while_open_recovers_on_update(root, tmp_path):
+    db = tmp_path / "search.db"
+    write_session(root, "s", *(user(f"e{i}", f"padding words {i} " * 200) for i in range(50)))
+    with SearchIndex(db) as idx:
+        idx.update(root)
+        with open(db, "r+b") as fh:  # wreck every page after the first
+            fh.seek(4096)
+            fh.write(os.urandom(os.path.getsize(db) - 4096))
+        assert isinstance(idx.search("padding"), list)
+        write_session(root, "s", user("n1", "after corruption"))
+        idx.update(root)
+        idx.update(root)
+        assert idx.available
+        assert ids(idx.search("corruption")) == ["n1"]
+
+
+def test_an_unwritable_cache_dir_makes_the_index_unavailable(root, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache dir should be")
+    write_session(root, "s", user("e1", "hello"))
+    idx = SearchIndex(blocker / "search.db")
+    assert not idx.available and idx.unavailable_reason
+    assert idx.search("hello") == []
+    assert idx.update(root).error
+    idx.close()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
+def test_a_read_only_cache_dir_makes_the_index_unavailable(root, tmp_path):
+    cache = tmp_path / "ro"
+    cache.mkdir(mode=0o555)
+    try:
+        idx = SearchIndex(cache / "search.db")
+        assert not idx.available and idx.search("x") == []
+        idx.close()
+    finally:
+        cache.chmod(0o755)
+
+
+def test_read_only_mode_searches_and_never_writes(root, tmp_path):
+    db = tmp_path / "search.db"
+    missing = SearchIndex(tmp_path / "none.db", read_only=True)
+    assert not missing.available and missing.search("x") == []
+    assert not (tmp_path / "none.db").exists()
+    missing.close()
+    write_session(root, "s", user("e1", "readable"))
+    with SearchIndex(db) as idx:
+        idx.update(root)
+    with SearchIndex(db, read_only=True) as ro:
+        assert ids(ro.search("readable")) == ["e1"]
+        assert ro.update(root).error
+
+
+def test_a_full_disk_makes_the_index_unavailable_not_crash(root, tmp_path, monkeypatch):
+    db = tmp_path / "search.db"
+    real_connect = SearchIndex._connect
+
+    def tiny_connect(self: SearchIndex) -> sqlite3.Connection:
+        conn = real_connect(self)
+        conn.execute("PRAGMA max_page_count=12")  # SQLITE_FULL past 48 KiB
+        return conn
+
+    monkeypatch.setattr(SearchIndex, "_connect", tiny_connect)
+    write_session(root, "s", *(user(f"e{i}", f"filler {i} " * 300) for i in range(100)))
+    with SearchIndex(db) as idx:
+        stats = idx.update(root)
+        assert stats.error and "full" in stats.error
+        assert not idx.available and "full" in (idx.unavailable_reason or "")
+        assert idx.search("filler") == []
+        monkeypatch.setattr(SearchIndex, "_connect", real_connect)  # space freed
+        assert idx.update(root).error is None
+        assert idx.available and len(idx.search("filler")) == 100
+
+
+def test_a_reader_and_an_indexer_in_other_threads(root, tmp_path):
+    db = tmp_path / "search.db"
+    for n in range(20):
+        write_session(
+            root,
+            f"s{n}",
+            *(user(f"e{n}x{i}", f"common words {i}") for i in range(30)),
+            session_id=f"id{n}",
+        )
+    errors: list[BaseException] = []
+    with SearchIndex(db) as writer, SearchIndex(db) as reader:
+
+        def search_loop() -> None:
+            try:
+                for _ in range(50):
+                    reader.search("common")
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        thread = threading.Thread(target=search_loop)
+        thread.start()
+        stats = writer.update(root)
+        thread.join(timeout=30)
+        assert not errors and stats.error is None
+        assert len(reader.search("common", limit=1000)) == 600
