@@ -33,7 +33,7 @@ from core import paths
 from core.manager import SessionManager
 from sessionfs import session_writer
 from sessionfs.append_parse import AppendOp, entry_op
-from sessionfs.link_targets import SESSION_DIR, resolve_link_target
+from sessionfs.link_targets import SESSION_DIR
 from sessionfs.write_errors import WriteRejected
 
 __all__ = [
@@ -167,15 +167,11 @@ def _check_project_name_fits(cwd: str, name_max: int, where: str) -> None:
 
 
 def _entry_id(manager: SessionManager, target: str, session_dirs: Iterable[str]) -> str:
-    # The same spellings a leaf symlink accepts: bare id, entries/<id>.json, path/...
+    # The same spellings a leaf symlink accepts: bare id, entries/<id>.json, path/...,
+    # and the short names of ids too long for a file name.
     with manager.lock:
         manager.catch_up()
-        return resolve_link_target(
-            target,
-            link_dir=SESSION_DIR,
-            has_entry=lambda i: manager.get_entry(i) is not None,
-            session_dirs=session_dirs,
-        )
+        return session_writer.entry_of_link(manager, target, SESSION_DIR, session_dirs)
 
 
 def _summary_op(from_id: str, text: str) -> AppendOp:

@@ -110,6 +110,10 @@ def test_long_names_list_open_and_link(tmp_path: Path, mount_factory) -> None:  
         (agent / "sessions" / PROJECT / "long.jsonl").read_bytes().splitlines()[-1]
     )
     assert label["type"] == "label" and label["targetId"] == SIBLING_A and label["label"] == "sib"
+
+    # ctl's branch takes the short name as well
+    run("sh", "-c", f"echo 'branch entries/{sibling_b}' > '{session}/ctl'")
+    assert os.readlink(session / "leaf") == f"entries/{sibling_b}"
     assert mount.alive()
 
 
