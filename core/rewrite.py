@@ -59,6 +59,8 @@ BUSY_RETRY_SECONDS: Final = 0.3
 #: opened it just before the rename and is still writing.
 CARRY_SECONDS: Final = 2.0
 _POLL_SECONDS: Final = 0.005
+_SPIN_SECONDS: Final = 0.002
+_SPIN_POLL_SECONDS: Final = 0.0001
 _READ_CHUNK: Final = 1 << 20
 
 
@@ -268,20 +270,18 @@ def _carrying_rewrite(
     try:
         storage.copy_permissions(path, tmp)  # before any byte of the content exists
         writer.write(content)
+        writer.flush()
+        writer.fsync()  # the slow part: lines appended meanwhile are absorbed below
         # An O_APPEND descriptor on the new inode, for lines carried after the rename.
         appender = os.open(tmp, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
-        absorbed, offset = _lines_since(source, offset, final=False)
         _refuse_if_held_open(path, st)  # a writer that opened since the first check
-        more, offset = _lines_since(source, offset, final=False)
-        absorbed += more
+        # The last look right before the rename keeps the window in which a line can
+        # land in the old inode (and be carried after newer ones) as short as possible.
+        absorbed, offset = _lines_since(source, offset, final=False)
         if absorbed:
-            writer.write(absorbed)
-        writer.flush()
-        writer.fsync()
+            writer.write(absorbed)  # made durable with the carried lines, below
         writer.close()
         storage.rename(tmp, destination)
-        if destination != path:
-            storage.unlink(path)
     except BaseException:
         with contextlib.suppress(BaseException):
             writer.close()
@@ -291,10 +291,11 @@ def _carrying_rewrite(
             storage.unlink(tmp)
         raise
     try:
-        storage.fsync_dir(os.path.dirname(destination) or ".")
-        if destination != path:
-            storage.fsync_dir(os.path.dirname(path) or ".")
         carried = len(absorbed) + _carry_after_rename(source, offset, st, appender)
+        if destination != path:
+            storage.unlink(path)
+            storage.fsync_dir(os.path.dirname(path) or ".")
+        storage.fsync_dir(os.path.dirname(destination) or ".")
         os.fsync(appender)
         inode = os.fstat(appender).st_ino
     finally:
@@ -306,7 +307,18 @@ def _carry_after_rename(source: int, offset: int, st: os.stat_result, appender: 
     """Copy lines that still land in the old inode to the new file, while another
     process holds the old inode open for writing (at most `CARRY_SECONDS`)."""
     deadline = time.monotonic() + CARRY_SECONDS
+    # Look often at first: a writer that opened the old path just before the rename
+    # writes within microseconds, and its line must reach the new file before the
+    # writer's next line (opened by path, so written to the new file) does.
     carried = 0
+    spin_until = time.monotonic() + _SPIN_SECONDS
+    while True:
+        lines, offset = _lines_since(source, offset, final=False)
+        _write_all(appender, lines)
+        carried += len(lines)
+        if time.monotonic() >= spin_until:
+            break
+        time.sleep(_SPIN_POLL_SECONDS)
     while True:
         # Scan first, read after: a writer absent from the scan has either finished
         # (its line is visible to the read below) or will open the path, i.e. the new file.

@@ -1,0 +1,325 @@
+"""Fault suite: whole-file rewrites while a real agent process appends to the same file.
+
+The agent (tests/agent_simulator.py, a subprocess) appends by path at ~500 lines/s,
+like Node's appendFileSync, while every rewriting operation runs again and again. No
+agent line may be lost or reordered, every line must stay valid JSON, and every line a
+rewrite has no reason to touch (a 600,000-char tool result another tool stored, an
+entry with partialJson, a malformed line, odd spacing) must keep its exact bytes. An
+agent that keeps its descriptor open makes the rewrite refuse with SessionBusyError.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from agent_simulator import SIMULATOR, agent_line, agent_numbers
+
+from core import MemorySessionStorage, SessionManager
+from core.check import fix_file
+from core.rewrite import SessionBusyError
+
+RATE = 500  # lines per second, as an agent streaming tool output
+SESSION_ID = "rewrite-safety"
+
+pytestmark = pytest.mark.skipif(
+    not Path("/proc/self/fdinfo").is_dir(), reason="writer detection needs Linux /proc"
+)
+
+
+# ---------------------------------------------------------------------------- files
+
+
+def _entry(n: int, parent: str | None, **body: Any) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "id": f"e{n:07d}",
+        "parentId": parent,
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        **body,
+    }
+
+
+def stored_lines() -> list[bytes]:
+    """Lines written by other tools that no rewrite may touch (no newline)."""
+    big = _entry(
+        3,
+        "e0000002",
+        message={"role": "toolResult", "content": "x" * 600_000, "lineCount": 1, "timestamp": 3},
+    )
+    partial = _entry(
+        4,
+        "e0000003",
+        message={
+            "role": "assistant",
+            "content": [{"type": "toolCall", "id": "c", "name": "n", "partialJson": '{"a'}],
+            "provider": "p",
+            "model": "m",
+            "timestamp": 4,
+        },
+    )
+    spaced = json.dumps(
+        _entry(5, "e0000004", message={"role": "user", "content": "spaced", "timestamp": 5})
+    ).encode()  # ", " and ": " separators: a re-serialised copy would differ
+    return [orjson.dumps(big), orjson.dumps(partial), b"{not json at all", spaced]
+
+
+def write_session(path: Path, *, version: int | None = 3) -> list[bytes]:
+    """A session with the stored lines; returns them. ``version=None``: a v1 file
+    (whose own entries have no ids, so migration has lines to change)."""
+    header: dict[str, Any] = {
+        "type": "session",
+        "id": SESSION_ID,
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "cwd": "/w",
+    }
+    if version is not None:
+        header["version"] = version
+    first = {"role": "user", "content": "hi", "timestamp": 1}
+    second = {"role": "assistant", "content": [], "provider": "p", "model": "m", "timestamp": 2}
+    if version is None:
+        plain = [{"type": "message", "timestamp": "t", "message": m} for m in (first, second)]
+    else:
+        plain = [_entry(1, None, message=first), _entry(2, "e0000001", message=second)]
+    specials = stored_lines()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(
+        b"".join(orjson.dumps(o) + b"\n" for o in [header, *plain])
+        + b"".join(line + b"\n" for line in specials)
+    )
+    return specials
+
+
+def session_path(tmp_path: Path, name: str = "s") -> Path:
+    return tmp_path / "agent" / "sessions" / "--w--" / f"2026-01-01T00-00-00-000Z_{name}.jsonl"
+
+
+# ---------------------------------------------------------------------------- agent
+
+
+@contextmanager
+def agent(path: Path, mode: str = "by-path", count: int = 10**6) -> Iterator[subprocess.Popen]:
+    """The simulator appending to ``path``; killed (and reaped) on exit."""
+    proc = subprocess.Popen(
+        [sys.executable, str(SIMULATOR), str(path), mode, str(count), str(RATE)],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"started\n"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def finish(proc: subprocess.Popen) -> None:
+    assert proc.stdout is not None
+    assert proc.stdout.readline().startswith(b"done"), "the simulated agent did not finish"
+
+
+def assert_intact(data: bytes, specials: list[bytes], *, agent_lines: int | None = None) -> None:
+    """Every stored line byte for byte, every other line JSON, agent lines in order."""
+    lines = data.split(b"\n")
+    assert lines[-1] == b""  # ends with a newline
+    for special in specials:
+        assert lines.count(special) == 1, special[:60]
+    for line in lines[:-1]:
+        if line != b"{not json at all":
+            orjson.loads(line)
+    numbers = agent_numbers(data)
+    assert numbers == sorted(set(numbers)), "agent lines duplicated or out of order"
+    if agent_lines is not None:
+        assert numbers == list(range(agent_lines)), "agent lines lost"
+
+
+def run_while_appending(
+    path: Path, operations: list[Callable[[int], object]], count: int
+) -> tuple[int, list[float]]:
+    """Run the operations round-robin until the agent wrote ``count`` lines; returns
+    (rewrites done, seconds per rewrite)."""
+    times: list[float] = []
+    with agent(path, count=count) as proc:
+        while proc.poll() is None and len(times) < 400:
+            for operation in operations:
+                start = time.perf_counter()
+                operation(len(times))
+                times.append(time.perf_counter() - start)
+            if agent_numbers(path.read_bytes())[-1:] == [count - 1]:
+                break
+        finish(proc)
+    return len(times), times
+
+
+# ---------------------------------------------------------------------------- tests
+
+
+def test_title_and_rewrite_entries_while_an_agent_appends_lose_nothing(tmp_path: Path) -> None:
+    path = session_path(tmp_path)
+    specials = write_session(path)
+    manager = SessionManager.open(path)
+
+    def title(i: int) -> None:
+        manager.set_session_name(f"title {i}", "user")
+
+    def edit(i: int) -> None:
+        entry = manager.get_entry("e0000001")
+        assert entry is not None
+        entry["message"]["content"] = f"edited {i}"
+        manager.rewrite_entries()
+
+    count = 600
+    rewrites, _times = run_while_appending(path, [title, edit], count)
+    data = path.read_bytes()
+    assert rewrites >= 6
+    assert_intact(data, specials, agent_lines=count)
+    assert b'"edited ' in data and b'"title ' in data
+    # Memory matches the file: every agent line became an entry, later appends chain on.
+    manager.catch_up()
+    assert all(manager.get_entry(f"a{n:07d}") is not None for n in range(count))
+    new_id = manager.append_custom_entry("after", {"ok": True})
+    manager.close()
+    reloaded = SessionManager.open(path, browse=True)
+    assert [e["id"] for e in reloaded.get_entries()] == [e["id"] for e in manager.get_entries()]
+    assert reloaded.get_entry(new_id) is not None
+
+
+def test_migration_on_first_write_and_check_fix_carry_agent_lines(tmp_path: Path) -> None:
+    specials_seen = []
+    for round_number in range(3):
+        path = session_path(tmp_path, f"browse{round_number}")
+        specials = write_session(path, version=None)
+        manager = SessionManager.open(path, browse=True)
+        assert manager.needs_rewrite
+        with agent(path, count=150) as proc:
+            time.sleep(0.05)
+            manager.append_custom_entry("first-write", {"round": round_number})  # migrates
+            assert not manager.needs_rewrite
+            finish(proc)
+        data = path.read_bytes()
+        assert b'"version":3' in data.split(b"\n")[0]
+        assert_intact(data, specials, agent_lines=150)
+        specials_seen.append(specials)
+
+        fixed = session_path(tmp_path, f"fix{round_number}")
+        specials = write_session(fixed, version=None)
+        with agent(fixed, count=150) as proc:
+            time.sleep(0.05)
+            report = fix_file(fixed)
+            assert report.refused == [] and report.fixed
+            finish(proc)
+        assert_intact(fixed.read_bytes(), specials, agent_lines=150)
+        assert SessionManager.open(fixed, browse=True).version == 3
+
+
+def test_move_and_fork_while_an_agent_appends(tmp_path: Path) -> None:
+    path = session_path(tmp_path)
+    specials = write_session(path)
+    path.chmod(0o600)
+    manager = SessionManager.open(path)
+    forks: list[str] = []
+    with agent(path, count=300) as proc:
+        time.sleep(0.1)
+        fork = manager.fork(switch=False)
+        assert fork is not None
+        forks.append(fork)
+        time.sleep(0.1)
+        new_path = Path(str(manager.move_to("/elsewhere")))
+        finish(proc)
+    # The agent kept appending by the old path: after the move that is a new file.
+    # Together the two hold every line, each exactly once, and the moved file holds
+    # every line written before the move, untouched.
+    moved = new_path.read_bytes()
+    stray = path.read_bytes() if path.exists() else b""
+    assert sorted(agent_numbers(moved) + agent_numbers(stray)) == list(range(300))
+    assert_intact(moved, specials)
+    assert agent_numbers(moved) == list(range(len(agent_numbers(moved))))
+    assert b'"cwd":"/elsewhere"' in moved.split(b"\n")[0]
+    assert os.stat(forks[0]).st_mode & 0o777 == 0o600  # a private session forks private
+    assert os.stat(new_path).st_mode & 0o777 == 0o600
+
+
+def test_a_writer_holding_the_file_open_makes_every_rewrite_refuse(tmp_path: Path) -> None:
+    path = session_path(tmp_path)
+    write_session(path)
+    manager = SessionManager.open(path)
+    with agent(path, mode="held", count=5) as proc:
+        finish(proc)
+        before = path.read_bytes()
+        with pytest.raises(SessionBusyError) as caught:
+            manager.set_session_name("refused", "user")
+        assert caught.value.errno == 16 and str(proc.pid) in str(caught.value)
+        assert manager.get_session_name() is None  # undone in memory too
+        with pytest.raises(SessionBusyError):
+            manager.rewrite_entries()
+        with pytest.raises(SessionBusyError):
+            manager.move_to("/elsewhere")
+        assert manager.get_session_file() == str(path)
+        report = fix_file(path)
+        assert report.fixed == []  # a v3 file: nothing to fix, nothing rewritten
+        assert path.read_bytes() == before
+        assert manager.persist_error is None  # refused, not failed: later writes work
+    manager.set_session_name("accepted", "user")
+    assert agent_numbers(path.read_bytes()) == list(range(5))
+
+
+def test_a_v1_file_held_open_is_not_migrated_by_fix(tmp_path: Path) -> None:
+    path = session_path(tmp_path)
+    write_session(path, version=None)
+    with agent(path, mode="held", count=1) as proc:
+        finish(proc)
+        before = path.read_bytes()
+        report = fix_file(path)
+        assert any(f"pid {proc.pid}" in r for r in report.refused)
+        assert path.read_bytes() == before
+
+
+def test_new_sessions_take_the_mode_of_the_projects_sessions(tmp_path: Path) -> None:
+    path = session_path(tmp_path)
+    write_session(path)
+    path.chmod(0o600)
+    manager = SessionManager.create("/w", path.parent)
+    manager.ensure_on_disk()
+    created = manager.get_session_file()
+    assert created is not None and os.stat(created).st_mode & 0o777 == 0o600
+    source = SessionManager.open(path)
+    extracted = source.create_branched_session("e0000002", switch=False)
+    assert extracted is not None and os.stat(extracted).st_mode & 0o777 == 0o600
+    forked = SessionManager.fork_from(path, "/other", tmp_path / "other")
+    forked_file = forked.get_session_file()
+    assert forked_file is not None and os.stat(forked_file).st_mode & 0o777 == 0o600
+
+
+def test_memory_storage_rewrites_keep_lines_and_absorb_appends() -> None:
+    storage = MemorySessionStorage()
+    path = "/m/s.jsonl"
+    specials = stored_lines()
+    header = {"type": "session", "id": "m", "version": 3, "timestamp": "t", "cwd": "/w"}
+    storage.write_bytes(path, orjson.dumps(header) + b"\n" + b"\n".join(specials) + b"\n")
+    manager = SessionManager.open(path, storage=storage)
+    with _appender(storage, path) as append:
+        append(agent_line(0))
+        manager.set_session_name("t", "user")
+        append(agent_line(1))
+    manager.rewrite_entries()
+    data = storage.read_bytes(path)
+    assert_intact(data, specials, agent_lines=2)
+    assert manager.get_entry("a0000001") is not None
+
+
+@contextmanager
+def _appender(storage: MemorySessionStorage, path: str) -> Iterator[Callable[[bytes], None]]:
+    writer = storage.open_writer(path, "a")
+    try:
+        yield writer.write
+    finally:
+        writer.close()
