@@ -121,6 +121,9 @@ _MIN_DEAD_FOR_REBUILD = 20_000
 _SNIPPET_BEFORE = 60
 _SNIPPET_CHARS = 200
 _MAX_QUERY_TERMS = 64
+# A shorter last word is matched whole: "a*" or "to*" would make FTS5 merge the postings
+# of a good part of the vocabulary (100+ ms on a large index) to find what "a" finds.
+_MIN_PREFIX_CHARS = 3
 
 # A file's mode: what may be done when it grows.
 _MODE_NOT_SESSION = 0  # no header (yet): any change -> read it whole again
@@ -156,8 +159,8 @@ _SCHEMA_TABLES = frozenset({"meta", "files", "entries", "buckets", "fts"})
 _SEARCH_SQL = """
 SELECT e.rowid, e.ts, e.entry_id, e.role, e.line_offset, e.line_length, e.line_crc, f.key
 FROM fts JOIN entries e ON e.rowid = fts.rowid JOIN files f ON f.id = e.file_id
-WHERE fts MATCH ? AND fts.rowid < ? AND fts.rowid >= ?
-ORDER BY fts.rowid DESC LIMIT ?
+WHERE fts MATCH ? AND fts.rowid < ?
+ORDER BY fts.rowid DESC
 """
 
 # SQLite primary result codes (``exc.sqlite_errorcode & 0xff``).
@@ -328,7 +331,8 @@ class QueryTerm(NamedTuple):
 def parse_query(query: str) -> list[QueryTerm]:
     """Split user text into terms: whitespace-separated words, ``"quoted phrases"``
     (an unclosed quote runs to the end), NUL as whitespace; terms without any letter or
-    digit are dropped; the last term, when it is a plain word, matches as a prefix.
+    digit are dropped; the last term, when it is a plain word of at least 3 letters or
+    digits, matches as a prefix.
     At most 64 terms are kept (a longer query only narrows further in practice)."""
     text = query.replace("\x00", " ")
     terms: list[QueryTerm] = []
@@ -339,9 +343,14 @@ def parse_query(query: str) -> list[QueryTerm]:
         else:
             terms.extend(QueryTerm(w, False, False) for w in segment.split() if _TOKEN_RE.search(w))
     terms = terms[:_MAX_QUERY_TERMS]
-    if terms and not terms[-1].phrase:
+    if terms and not terms[-1].phrase and _last_token_length(terms[-1].text) >= _MIN_PREFIX_CHARS:
         terms[-1] = terms[-1]._replace(prefix=True)
     return terms
+
+
+def _last_token_length(text: str) -> int:
+    tokens = _TOKEN_RE.findall(text)
+    return len(tokens[-1]) if tokens else 0
 
 
 def _clean_text(text: str) -> str:
@@ -1088,18 +1097,30 @@ def _newest_matches(
     conn: sqlite3.Connection, match: str, below: int, want: int
 ) -> tuple[list[Any], int]:
     """At least the ``want`` newest matching rows with rowid < ``below`` (fewer only when
-    there are no more), newest first, and the rowid to continue below.
+    there are no more), newest first, and the rowid to continue below (0: no more).
 
     Rowid order is time order between buckets, not inside one: so the rest of the last
-    bucket reached is read too, and the rows are sorted by their exact timestamps."""
-    rows = conn.execute(_SEARCH_SQL, (match, below, 0, want)).fetchall()
-    if len(rows) < want:
-        next_below = 0
-    else:
-        last_rowid = rows[-1][0]
-        bucket_start = (last_rowid >> _SEQ_BITS) << _SEQ_BITS
-        rows += conn.execute(_SEARCH_SQL, (match, last_rowid, bucket_start, -1)).fetchall()
-        next_below = bucket_start
+    bucket reached is read too, and the rows are sorted by their exact timestamps. One
+    streamed statement, not a LIMIT query plus a second one for the bucket's rest: a
+    prefix term costs FTS5 a merge of every expansion's postings per statement."""
+    rows: list[Any] = []
+    bucket_start = -1
+    next_below = 0
+    cursor = conn.execute(_SEARCH_SQL, (match, below))
+    try:
+        while next_below == 0:
+            chunk = cursor.fetchmany(max(want, 64))
+            if not chunk:
+                break
+            for row in chunk:
+                if row[0] < bucket_start:
+                    next_below = bucket_start
+                    break
+                rows.append(row)
+                if len(rows) == want:
+                    bucket_start = (row[0] >> _SEQ_BITS) << _SEQ_BITS
+    finally:
+        cursor.close()
     rows.sort(key=lambda row: (row[1], row[0]), reverse=True)
     return rows, next_below
 

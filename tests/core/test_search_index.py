@@ -228,6 +228,8 @@ def test_words_are_anded_phrases_kept_and_the_last_word_is_a_prefix(root, index)
     assert ids(index.search("session_manager")) == ["e4"]
     assert ids(index.search("manager.append")) == ["e4"]
     assert ids(index.search("QUICK BROWN FOX")) == ["e1"]
+    assert ids(index.search("qui")) == ["e3", "e2", "e1"]
+    assert ids(index.search("qu")) == []  # 1-2 characters: a whole word, not a prefix
 
 
 HOSTILE = [
@@ -310,6 +312,7 @@ def test_parse_query_terms():
     ]
     assert parse_query('"only a phrase"')[-1].prefix is False
     assert parse_query("!!! ???") == []
+    assert parse_query("fix it")[-1].prefix is False
     assert len(parse_query("w " * 500)) == 64
 
 
