@@ -76,7 +76,7 @@ from typing import Any, Final, NamedTuple
 
 from core.blobs import BLOB_REF_PREFIX
 from core.jsonl import is_header, loads
-from core.migrate import CURRENT_SESSION_VERSION, migrate_session_entries
+from core.migrate import migrate_session_entries
 from core.paths import iso_to_ms, ms_to_iso
 from core.safe_open import open_regular_fd
 
@@ -107,6 +107,10 @@ FINGERPRINT_BYTES: Final = 4096
 # are rare, small enough that the write lock is held for well under a second.
 _BATCH_BYTES = 16 * 1024 * 1024
 _BATCH_FILES = 400
+# Files are read and their rows inserted in slices of these sizes: memory stays small
+# whatever the size of one session file.
+_READ_CHUNK = 4 * 1024 * 1024
+_INSERT_CHARS = 4 * 1024 * 1024
 # Sub-agent session files live in a session's artifacts dir, which may hold its own
 # sub-agents' dirs; deeper than this is not a real layout.
 _MAX_NESTING = 8
@@ -549,30 +553,61 @@ def _row(entry: dict[str, Any], offset: int, line: bytes) -> _Row | None:
     return _Row(_entry_ms(entry), entry_id, role, offset, len(line), zlib.crc32(line), text)
 
 
-def _parse_whole(data: bytes) -> tuple[int, list[_Row]]:
-    """(mode, rows) of a whole file's complete lines, ids as core's loader gives them."""
-    objects: list[dict[str, Any]] = []
+class _ChunkedLines:
+    """The complete lines of a file region, read a chunk at a time so that a huge
+    session file never has to fit in memory."""
+
+    def __init__(self, fd: int, start: int, end: int) -> None:
+        self.fd, self.start, self.end = fd, start, end
+        #: the end of the last complete line read so far (a file offset)
+        self.complete_to = start
+        self.bytes_read = 0
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        offset, carry = self.start, b""
+        while offset < self.end:
+            chunk = os.pread(self.fd, min(_READ_CHUNK, self.end - offset), offset)
+            if not chunk:
+                break
+            self.bytes_read += len(chunk)
+            data = carry + chunk if carry else chunk
+            base = offset - len(carry)
+            offset += len(chunk)
+            cut = data.rfind(b"\n") + 1
+            carry = data[cut:]
+            if cut:
+                yield from _lines(data[:cut], base)
+                self.complete_to = base + cut
+
+
+def _whole_file_rows(lines: Iterable[tuple[int, bytes]]) -> tuple[int, Iterator[_Row]]:
+    """(mode, rows) of a file read from its start, ids as core's loader gives them."""
+    stream = iter(lines)
+    first: dict[str, Any] | None = None
+    for _, line in stream:
+        first = _parse_object(line)
+        if first is not None:
+            break
+    if first is None or not is_header(first):
+        return _MODE_NOT_SESSION, iter(())
+    version = first.get("version")
+    if isinstance(version, int) and not isinstance(version, bool) and version >= 2:
+        # v2 -> v3 only renames a role, entry by entry: the file can be streamed.
+        return _MODE_APPENDABLE, _appended_rows(stream)
+    # v1: ids come from positions in the whole file, exactly as core's migration
+    # derives them (so they are the ids the mount shows).
+    objects: list[dict[str, Any]] = [first]
     places: list[tuple[int, bytes]] = []
-    for offset, line in _lines(data, 0):
+    for offset, line in stream:
         obj = _parse_object(line)
         if obj is not None:
             objects.append(obj)
             places.append((offset, line))
-    if not objects or not is_header(objects[0]):
-        return _MODE_NOT_SESSION, []
-    version = objects[0].get("version")
-    if not isinstance(version, int) or isinstance(version, bool):
-        version = 1
-    legacy = version < 2
-    if version < CURRENT_SESSION_VERSION:
-        # Exactly core's migration, so the ids are the ones the mount shows.
-        migrate_session_entries(objects)
-    rows = []
-    for obj, (offset, line) in zip(objects[1:], places[1:], strict=True):
-        row = _row(obj, offset, line)
-        if row is not None:
-            rows.append(row)
-    return (_MODE_LEGACY if legacy else _MODE_APPENDABLE), rows
+    migrate_session_entries(objects)
+    rows = (
+        _row(obj, offset, line) for obj, (offset, line) in zip(objects[1:], places, strict=True)
+    )
+    return _MODE_LEGACY, (row for row in rows if row is not None)
 
 
 def _rename_hook_message(entry: dict[str, Any]) -> None:
@@ -583,16 +618,14 @@ def _rename_hook_message(entry: dict[str, Any]) -> None:
         message["role"] = "custom"
 
 
-def _parse_appended(data: bytes, base: int) -> list[_Row]:
-    rows = []
-    for offset, line in _lines(data, base):
+def _appended_rows(lines: Iterable[tuple[int, bytes]]) -> Iterator[_Row]:
+    for offset, line in lines:
         obj = _parse_object(line)
         if obj is not None:
             _rename_hook_message(obj)
             row = _row(obj, offset, line)
             if row is not None:
-                rows.append(row)
-    return rows
+                yield row
 
 
 def _plan(state: _FileState | None, st: os.stat_result, fd: int) -> str:
@@ -929,16 +962,14 @@ class SearchIndex:
                 )
                 stats.files_unchanged += 1
                 return 0
-            if action == "append" and state is not None:
-                return self._append_file(conn, fd, st, state, stats)
-            return self._index_whole_file(conn, key, fd, st, state, stats)
+            return self._index_lines(conn, key, fd, st, state, stats, whole=action != "append")
         except OSError as exc:
             stats.skipped.append(f"{path}: {exc.strerror or exc}")
             return 0
         finally:
             os.close(fd)
 
-    def _index_whole_file(
+    def _index_lines(
         self,
         conn: sqlite3.Connection,
         key: bytes,
@@ -946,58 +977,31 @@ class SearchIndex:
         st: os.stat_result,
         state: _FileState | None,
         stats: UpdateStats,
+        *,
+        whole: bool,
     ) -> int:
-        data = _read_at(fd, 0, st.st_size)
-        indexed_to = data.rfind(b"\n") + 1
-        mode, rows = _parse_whole(data)
-        if state is not None:
-            _kill_rows(conn, state.file_id)
-        head, tail = _fingerprints(fd, indexed_to)
-        values = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, indexed_to, head, tail, mode)
-        if state is None:
-            cursor = conn.execute(
-                "INSERT INTO files (dev, ino, size, mtime_ns, indexed_to, head_hash, tail_hash,"
-                " mode, key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*values, key),
-            )
-            file_id = int(cursor.lastrowid or 0)
+        """Index the file from its start (``whole``; its old rows die) or its new lines
+        only; returns the bytes read."""
+        start = 0 if whole or state is None else state.indexed_to
+        lines = _ChunkedLines(fd, start, st.st_size)
+        if whole or state is None:
+            mode, rows = _whole_file_rows(lines)
         else:
-            file_id = state.file_id
-            _save_state(conn, file_id, values)
-        _insert_rows(conn, file_id, rows)
-        stats.files_indexed += 1
-        stats.bytes_read += len(data)
-        stats.entries_indexed += len(rows)
-        return len(data)
-
-    def _append_file(
-        self,
-        conn: sqlite3.Connection,
-        fd: int,
-        st: os.stat_result,
-        state: _FileState,
-        stats: UpdateStats,
-    ) -> int:
-        data = _read_at(fd, state.indexed_to, st.st_size - state.indexed_to)
-        indexed_to = state.indexed_to + data.rfind(b"\n") + 1
-        rows = _parse_appended(data, state.indexed_to)
+            mode, rows = state.mode, _appended_rows(lines)
+        if whole and state is not None:
+            _kill_rows(conn, state.file_id)
+        file_id = state.file_id if state is not None else _new_file(conn, key)
+        stats.entries_indexed += _insert_all(conn, file_id, rows)
+        indexed_to = 0 if mode == _MODE_NOT_SESSION else lines.complete_to
         head, tail = _fingerprints(fd, indexed_to)
-        values = (
-            st.st_dev,
-            st.st_ino,
-            st.st_size,
-            st.st_mtime_ns,
-            indexed_to,
-            head,
-            tail,
-            state.mode,
-        )
-        _save_state(conn, state.file_id, values)
-        _insert_rows(conn, state.file_id, rows)
-        stats.files_appended += 1
-        stats.bytes_read += len(data)
-        stats.entries_indexed += len(rows)
-        return len(data)
+        stat = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        _save_state(conn, file_id, (*stat, indexed_to, head, tail, mode))
+        if whole:
+            stats.files_indexed += 1
+        else:
+            stats.files_appended += 1
+        stats.bytes_read += lines.bytes_read
+        return lines.bytes_read
 
     def _drop_files(
         self, conn: sqlite3.Connection, keys: Sequence[bytes], stats: UpdateStats
@@ -1244,6 +1248,31 @@ def _kill_rows(conn: sqlite3.Connection, file_id: int) -> None:
     if cursor.rowcount > 0:
         dead = int(_meta(conn, "dead") or 0) + cursor.rowcount
         _set_meta(conn, "dead", dead)
+
+
+def _new_file(conn: sqlite3.Connection, key: bytes) -> int:
+    """A files row for ``key`` (its state is saved once its lines are indexed)."""
+    cursor = conn.execute(
+        "INSERT INTO files (key, dev, ino, size, mtime_ns, indexed_to, head_hash, tail_hash,"
+        " mode) VALUES (?, 0, 0, -1, 0, 0, 0, 0, 0)",
+        (key,),
+    )
+    return int(cursor.lastrowid or 0)
+
+
+def _insert_all(conn: sqlite3.Connection, file_id: int, rows: Iterable[_Row]) -> int:
+    """Insert rows in slices of about `_INSERT_CHARS` of text; returns how many."""
+    count = chars = 0
+    batch: list[_Row] = []
+    for row in rows:
+        batch.append(row)
+        chars += len(row.text)
+        if chars >= _INSERT_CHARS:
+            _insert_rows(conn, file_id, batch)
+            count += len(batch)
+            batch, chars = [], 0
+    _insert_rows(conn, file_id, batch)
+    return count + len(batch)
 
 
 def _insert_rows(conn: sqlite3.Connection, file_id: int, rows: Sequence[_Row]) -> None:

@@ -671,3 +671,21 @@ def test_a_reader_and_an_indexer_in_other_threads(root, tmp_path):
         thread.join(timeout=30)
         assert not errors and stats.error is None
         assert len(reader.search("common", limit=1000)) == 600
+
+
+def test_files_are_read_and_inserted_in_slices(root, index, monkeypatch):
+    # Tiny slices: lines straddle every read boundary; hits only appear when each
+    # line's offset and length are exactly right (the snippet re-reads the line).
+    monkeypatch.setattr(search_index, "_READ_CHUNK", 7)
+    monkeypatch.setattr(search_index, "_INSERT_CHARS", 10)
+    entries = [user(f"e{i}", f"sliced word number{i} " + "pad " * i) for i in range(30)]
+    path = write_session(root, "s", *entries)
+    stats = index.update(root)
+    assert stats.bytes_read == path.stat().st_size and stats.entries_indexed == 30
+    hits = index.search("sliced", limit=100)
+    assert ids(hits) == [f"e{i}" for i in reversed(range(30))]
+    assert all(f"number{hit.entry_id[1:]}" in hit.snippet for hit in hits)
+    with path.open("ab") as fh:
+        fh.write(lines(user("late", "sliced late")))
+    assert index.update(root).entries_indexed == 1
+    assert ids(index.search("sliced", limit=1)) == ["late"]
