@@ -20,11 +20,12 @@ import pyfuse3
 import trio
 
 from core import paths
-from sessionfs.live import AgentIndex, SessionCache
-from sessionfs.memory import tune_gc, tune_malloc
+from sessionfs.memory import release_free_memory, tune_gc, tune_malloc
 from sessionfs.nodes import MountContext, RootDir
-from sessionfs.nodes.history import HistoryView
 from sessionfs.ops import Invalidator, SessionFsOperations
+from sessionfs.view.agent_index import AgentIndex
+from sessionfs.view.history import HistoryView
+from sessionfs.view.session_cache import SessionCache
 
 log = logging.getLogger("sessionfs")
 
@@ -100,7 +101,7 @@ def setup_logging(opts: MountOptions, to_file: bool) -> None:
 
 def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountContext]:
     index = AgentIndex(opts.agent_dir)
-    cache = SessionCache(index, opts.cache_mb * 1024 * 1024)
+    cache = SessionCache(index, opts.cache_mb * 1024 * 1024, after_eviction=release_free_memory)
     ctx = MountContext(
         index=index,
         sessions=cache,

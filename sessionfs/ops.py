@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 
 import pyfuse3
 
-from sessionfs.live import LoadedSession
 from sessionfs.nodes.base import IMMUTABLE, DirNode, Kind, LinkNode, Node, OpenFile
-from sessionfs.write_errors import WriteRejected
+from sessionfs.view.loaded_session import LoadedSession
+from sessionfs.view.refusal import WriteRejected
 
 __all__ = ["DirHandle", "InodeTable", "Invalidator", "SessionFsOperations"]
 

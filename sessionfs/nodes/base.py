@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 import pyfuse3
 
 if TYPE_CHECKING:
-    from sessionfs.live import AgentIndex, SessionCache
+    from sessionfs.view.agent_index import AgentIndex
+    from sessionfs.view.history import HistoryView
+    from sessionfs.view.session_cache import SessionCache
 
 __all__ = [
     "DROPBOX",
@@ -100,7 +102,7 @@ class MountContext:
 
     index: AgentIndex
     sessions: SessionCache
-    history: Any  # sessionfs.nodes.history.HistoryView
+    history: HistoryView
     read_only: bool
     started_ns: int
     uid: int

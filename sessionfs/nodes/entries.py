@@ -9,10 +9,6 @@ import re
 import trio
 
 from core.context import path_to_root
-from sessionfs import session_writer
-from sessionfs.link_targets import LABELS_DIR
-from sessionfs.live import LoadedSession, PendingLabel
-from sessionfs.names import decode_name, encode_name, unique_names
 from sessionfs.nodes.base import (
     IMMUTABLE,
     VOLATILE,
@@ -26,6 +22,11 @@ from sessionfs.nodes.base import (
 )
 from sessionfs.nodes.blobs import BlobFile
 from sessionfs.nodes.session import RENAME_NOREPLACE, InSession, refuse_unsupported_rename
+from sessionfs.view.loaded_session import LoadedSession
+from sessionfs.view.names import decode_name, encode_name, unique_names
+from sessionfs.view.session_cache import PendingLabel
+from sessionfs.writes import session_writer
+from sessionfs.writes.link_targets import LABELS_DIR
 
 log = logging.getLogger(__name__)
 

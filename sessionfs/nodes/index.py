@@ -6,9 +6,9 @@ import errno
 
 import trio
 
-from sessionfs.live import SessionRef
-from sessionfs.names import decode_name, encode_name, unique_names
 from sessionfs.nodes.base import STATIC, DirNode, LinkNode, MountContext, Node, refuse
+from sessionfs.view.agent_index import SessionRef
+from sessionfs.view.names import decode_name, encode_name, unique_names
 
 RECENT_COUNT = 50
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sessionfs.nodes.base import MountContext
-from sessionfs.session_commands import CommandResult
+from sessionfs.writes.session_commands import CommandResult
 
 __all__ = ["describe", "session_mount_path"]
 

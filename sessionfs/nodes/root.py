@@ -23,9 +23,9 @@ from sessionfs.nodes.index import ByIdDir, RecentDir
 from sessionfs.nodes.mount_paths import describe
 from sessionfs.nodes.session import SessionsDir, opened_for_writing
 from sessionfs.nodes.write_handles import LineCommandHandle
-from sessionfs.render import status_text
-from sessionfs.session_commands import parse_root_commands, run_root_command
-from sessionfs.write_errors import WriteRejected
+from sessionfs.view.refusal import WriteRejected
+from sessionfs.view.render import status_text
+from sessionfs.writes.session_commands import parse_root_commands, run_root_command
 
 #: The mount manual. Its one source is docs/mount.md; ``sessionfs/mount.md`` is a symlink
 #: to it, shipped as package data, so an editable install and a wheel both find it.

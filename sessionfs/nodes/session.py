@@ -10,17 +10,6 @@ from typing import Any, ClassVar, TypeVar
 
 import trio
 
-from sessionfs import session_writer
-from sessionfs.append_parse import parse_append, reject_oversize
-from sessionfs.link_targets import SESSION_DIR
-from sessionfs.live import (
-    FRESH_INTERVAL,
-    UNKNOWN,
-    LeafEffect,
-    LoadedSession,
-    NotASession,
-    SessionRef,
-)
 from sessionfs.nodes.base import (
     DROPBOX,
     RENDERED,
@@ -40,14 +29,20 @@ from sessionfs.nodes.base import (
 )
 from sessionfs.nodes.mount_paths import describe
 from sessionfs.nodes.write_handles import BufferedWriteHandle, LineCommandHandle
-from sessionfs.render import status_text
-from sessionfs.session_commands import (
+from sessionfs.view.agent_index import SessionRef
+from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN, LoadedSession
+from sessionfs.view.refusal import WriteRejected
+from sessionfs.view.render import status_text
+from sessionfs.view.session_cache import LeafEffect, NotASession
+from sessionfs.writes import session_writer
+from sessionfs.writes.append_parse import parse_append, reject_oversize
+from sessionfs.writes.link_targets import SESSION_DIR
+from sessionfs.writes.session_commands import (
     CommandResult,
     SessionCommand,
     parse_session_commands,
     run_session_command,
 )
-from sessionfs.write_errors import WriteRejected
 
 T = TypeVar("T")
 
@@ -231,7 +226,7 @@ class StatsFile(RenderedFile):
 
 class SessionCtl(InSession, FileNode):
     """``ctl``: status on read; commands on write, run as each line arrives
-    (`sessionfs.session_commands`): ``branch``, ``reset``, ``summary``, ``fork``,
+    (`sessionfs.writes.session_commands`): ``branch``, ``reset``, ``summary``, ``fork``,
     ``extract``, ``flush``."""
 
     __slots__ = ()
@@ -336,7 +331,7 @@ class AppendDir(InSession, DirNode):
 
 class AppendFile(InSession, FileNode):
     """A file being written into ``append/``: on close its content is parsed
-    (`sessionfs.append_parse`) and appended all-or-nothing, fsynced before ``close()``
+    (`sessionfs.writes.append_parse`) and appended all-or-nothing, fsynced before ``close()``
     returns. Nothing is ever kept under its name."""
 
     __slots__ = ()

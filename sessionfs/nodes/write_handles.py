@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 import pyfuse3
 
 from sessionfs.nodes.base import OpenFile
-from sessionfs.write_errors import WriteRejected
+from sessionfs.view.refusal import WriteRejected
 
 __all__ = ["CTL_LIMIT", "BufferedWriteHandle", "LineCommandHandle"]
 

@@ -15,15 +15,11 @@ from hypothesis import strategies as st
 from core import SessionManager, build_session_context
 from core.context import context_sources
 from core.storage import MemorySessionStorage
-from sessionfs import render
-from sessionfs.live import (
-    PARSED_SIZE_FACTOR,
-    AgentIndex,
-    SessionCache,
-    build_entry_table,
-    read_header,
-)
-from sessionfs.names import decode_name, dedupe, encode_name
+from sessionfs.view import render
+from sessionfs.view.agent_index import AgentIndex, read_header
+from sessionfs.view.loaded_session import PARSED_SIZE_FACTOR, build_entry_table
+from sessionfs.view.names import decode_name, dedupe, encode_name
+from sessionfs.view.session_cache import SessionCache
 
 
 @given(st.text())

@@ -15,10 +15,9 @@ from hypothesis import strategies as st
 
 from core import SessionManager
 from core.storage import MemorySessionStorage
-from sessionfs import live, render
-from sessionfs.link_targets import SESSION_DIR, resolve_link_target
-from sessionfs.live import AgentIndex, NotASession, SessionCache
-from sessionfs.names import (
+from sessionfs.view import agent_index, render
+from sessionfs.view.agent_index import AgentIndex
+from sessionfs.view.names import (
     NAME_MAX,
     PATH_NUMBER_RESERVE,
     decode_name,
@@ -28,7 +27,9 @@ from sessionfs.names import (
     looks_shortened,
     unique_names,
 )
-from sessionfs.write_errors import WriteRejected
+from sessionfs.view.refusal import WriteRejected
+from sessionfs.view.session_cache import NotASession, SessionCache
+from sessionfs.writes.link_targets import SESSION_DIR, resolve_link_target
 
 HEADER = {"type": "session", "version": 3, "id": "t", "timestamp": "2026-01-01T00:00:00Z"}
 
@@ -178,7 +179,7 @@ def session_file(path: Path, session_id: str) -> None:
 
 
 def test_header_cache_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(live, "HEADER_CACHE_SIZE", 5)
+    monkeypatch.setattr(agent_index, "HEADER_CACHE_SIZE", 5)
     project = tmp_path / "sessions" / "p"
     project.mkdir(parents=True)
     for number in range(12):
@@ -198,16 +199,16 @@ def test_unreadable_file_is_skipped_and_logged_once(
     project.mkdir(parents=True)
     session_file(project / "ok.jsonl", "ok")
     session_file(project / "secret.jsonl", "secret")
-    real = live.read_header
+    real = agent_index.read_header
 
-    def read_header(path: Path, prefix: int = live.HEADER_PREFIX) -> dict | None:
+    def read_header(path: Path, prefix: int = agent_index.HEADER_PREFIX) -> dict | None:
         if path.name == "secret.jsonl":
             raise PermissionError(errno.EACCES, "Permission denied", str(path))
         return real(path, prefix)
 
-    monkeypatch.setattr(live, "read_header", read_header)
+    monkeypatch.setattr(agent_index, "read_header", read_header)
     index = AgentIndex(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="sessionfs.live"):
+    with caplog.at_level(logging.WARNING, logger="sessionfs.view.agent_index"):
         for _ in range(3):
             assert [ref.stem for ref in index.sessions_in("p")] == ["ok"]
     assert sum("secret.jsonl" in r.getMessage() for r in caplog.records) == 1

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from sessionfs import session_commands
-from sessionfs.session_commands import (
+from sessionfs.view.refusal import WriteRejected
+from sessionfs.writes import session_commands
+from sessionfs.writes.session_commands import (
     RootCommand,
     parse_root_commands,
     parse_session_commands,
     run_root_command,
 )
-from sessionfs.write_errors import WriteRejected
 
 
 def refusal(data: bytes, parse=parse_root_commands) -> WriteRejected:  # type: ignore[no-untyped-def]

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.jsonl import dumps_line
-from sessionfs.append_parse import (
+from sessionfs.view.refusal import WriteRejected
+from sessionfs.writes.append_parse import (
     ASSIGNED_FIELDS,
     ENTRY_TYPES,
     MAX_APPEND_BYTES,
@@ -19,7 +20,6 @@ from sessionfs.append_parse import (
     parse_append,
     reject_oversize,
 )
-from sessionfs.write_errors import WriteRejected
 
 NOW = 1_234_567
 

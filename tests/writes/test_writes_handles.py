@@ -10,9 +10,9 @@ import pyfuse3
 import pytest
 import trio
 
-from sessionfs.append_parse import reject_oversize
 from sessionfs.nodes.write_handles import CTL_LIMIT, BufferedWriteHandle, LineCommandHandle
-from sessionfs.write_errors import WriteRejected
+from sessionfs.view.refusal import WriteRejected
+from sessionfs.writes.append_parse import reject_oversize
 
 
 class Recorder:

@@ -6,9 +6,9 @@ import errno
 
 import pytest
 
-from sessionfs.link_targets import LABELS_DIR, SESSION_DIR, resolve_link_target
-from sessionfs.names import encode_name
-from sessionfs.write_errors import WriteRejected
+from sessionfs.view.names import encode_name
+from sessionfs.view.refusal import WriteRejected
+from sessionfs.writes.link_targets import LABELS_DIR, SESSION_DIR, resolve_link_target
 
 IDS = {"1a2b3c4d", "a/b", "50%", "..", "dup"}
 MOUNTED = "/mnt/sessions/--work-demo--/2026-01-01T00-00-00-000Z_s1"

@@ -10,7 +10,8 @@ import pytest
 from agent_messages import file_objects
 
 from core import SessionManager
-from sessionfs.session_commands import (
+from sessionfs.view.refusal import WriteRejected
+from sessionfs.writes.session_commands import (
     RootCommand,
     SessionCommand,
     parse_root_commands,
@@ -18,7 +19,6 @@ from sessionfs.session_commands import (
     run_root_command,
     run_session_commands,
 )
-from sessionfs.write_errors import WriteRejected
 
 
 def browse(path: Path) -> SessionManager:

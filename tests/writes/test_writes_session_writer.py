@@ -20,9 +20,9 @@ from write_helpers import (
 )
 
 from core import SessionManager, load_entries_from_file
-from sessionfs import session_writer as writer
-from sessionfs.append_parse import parse_append
-from sessionfs.write_errors import WriteRejected
+from sessionfs.view.refusal import WriteRejected
+from sessionfs.writes import session_writer as writer
+from sessionfs.writes.append_parse import parse_append
 
 
 def browse(path: Path, **kwargs: Any) -> SessionManager:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.jsonl import loads
-from sessionfs.write_errors import WriteRejected
+from sessionfs.view.refusal import WriteRejected
 
 __all__ = [
     "ASSIGNED_FIELDS",

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 
 from core import paths
 from core.manager import SessionManager
-from sessionfs import session_writer
-from sessionfs.append_parse import AppendOp, entry_op
-from sessionfs.link_targets import SESSION_DIR
-from sessionfs.write_errors import WriteRejected
+from sessionfs.view.refusal import WriteRejected
+from sessionfs.writes import session_writer
+from sessionfs.writes.append_parse import AppendOp, entry_op
+from sessionfs.writes.link_targets import SESSION_DIR
 
 __all__ = [
     "CommandResult",

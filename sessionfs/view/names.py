@@ -13,7 +13,7 @@ does not fit is shortened to ``<prefix>~<16 hex digits>``: a prefix of the encod
 name (so people still recognise it), ``~``, and the start of the SHA-256 of the full
 encoded name. It is a pure function of the name, so it is the same after a remount,
 and two long names sharing a prefix still differ. Short names cannot be decoded back;
-whoever resolves one (`sessionfs.link_targets`) compares it with the names of the
+whoever resolves one (`sessionfs.writes.link_targets`) compares it with the names of the
 candidates (`matches_name`).
 """
 

@@ -20,6 +20,7 @@ from typing import Any
 from core.blobs import parse_blob_ref
 from core.context import path_to_root
 from core.jsonl import dumps_line, dumps_pretty
+from core.tree import build_tree, leaf_count, tree_depth
 
 __all__ = [
     "context_json",
@@ -259,21 +260,6 @@ def kind_of(entry: Entry) -> str:
     return str(entry.get("type", "?"))
 
 
-def _children_map(entries: Sequence[Entry]) -> tuple[list[Entry], dict[str, list[Entry]]]:
-    """Roots and children lists as the spec's get_tree defines them (orphans are roots);
-    for counting only (stats): the order of children does not matter here."""
-    ids = {e.get("id") for e in entries if isinstance(e.get("id"), str)}
-    children: dict[str, list[Entry]] = {}
-    roots: list[Entry] = []
-    for entry in entries:
-        parent = entry.get("parentId")
-        if not isinstance(parent, str) or parent == entry.get("id") or parent not in ids:
-            roots.append(entry)
-        else:
-            children.setdefault(parent, []).append(entry)
-    return roots, children
-
-
 def _indent(level: int, branch_start: bool) -> str:
     """Two spaces per level (``+ `` on the first entry of a branch), at most
     `TREE_MAX_INDENT` levels; a deeper line names its depth instead, so a line's length
@@ -319,22 +305,6 @@ def tree_text(
 # --- stats.json ---------------------------------------------------------------------
 
 
-def _max_depth(roots: Sequence[Entry], children: Mapping[str, list[Entry]]) -> int:
-    deepest = 0
-    seen: set[int] = set()
-    stack = [(root, 1) for root in roots]
-    while stack:
-        entry, depth = stack.pop()
-        if id(entry) in seen:
-            continue
-        seen.add(id(entry))
-        deepest = max(deepest, depth)
-        entry_id = entry.get("id")
-        if isinstance(entry_id, str):
-            stack.extend((kid, depth + 1) for kid in children.get(entry_id, []))
-    return deepest
-
-
 def stats_json(
     entries: Sequence[Entry],
     leaf_id: str | None,
@@ -347,15 +317,14 @@ def stats_json(
         for e in entries
         if e.get("type") == "message" and isinstance(e.get("message"), dict)
     )
-    roots, children = _children_map(entries)
-    leaves = sum(1 for e in entries if not isinstance(e.get("id"), str) or e["id"] not in children)
+    roots = build_tree(entries)
     stats = {
         "entries": len(entries),
         "byType": dict(sorted(by_type.items())),
         "byRole": dict(sorted(by_role.items())),
-        "leafCount": leaves,
+        "leafCount": leaf_count(roots),
         "roots": len(roots),
-        "depth": _max_depth(roots, children),
+        "depth": tree_depth(roots),
         "leafId": leaf_id,
         "pathLength": len(path_to_root(leaf_id, by_id)),
         "usage": dict(usage) if usage is not None else None,

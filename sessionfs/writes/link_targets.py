@@ -12,7 +12,7 @@ the kernel would follow the link:
 - a bare ``<id>`` (no ``/``);
 - an absolute path to one of those inside this session's directory in the mount.
 
-``<name>`` is the percent-encoded id (`sessionfs.names`), possibly with the ``~N``
+``<name>`` is the percent-encoded id (`sessionfs.view.names`), possibly with the ``~N``
 suffix the mount gives to later duplicates of an id in a corrupt file, or the short
 form of an id too long for a file name (found by comparing it with the entries'
 own file names, given ``entry_ids``). A well-formed
@@ -27,8 +27,8 @@ import posixpath
 import re
 from collections.abc import Callable, Iterable, Sequence
 
-from sessionfs.names import decode_name, entry_file_names, looks_shortened
-from sessionfs.write_errors import WriteRejected
+from sessionfs.view.names import decode_name, entry_file_names, looks_shortened
+from sessionfs.view.refusal import WriteRejected
 
 __all__ = ["LABELS_DIR", "SESSION_DIR", "resolve_link_target"]
 

@@ -34,9 +34,10 @@ from dataclasses import dataclass
 
 from core import paths
 from core.manager import EntryNotFoundError, PersistenceError, SessionManager
-from sessionfs.append_parse import AppendOp
-from sessionfs.link_targets import LABELS_DIR, SESSION_DIR, resolve_link_target
-from sessionfs.write_errors import WriteRejected, describe_oserror, persistence_errno
+from sessionfs.view.refusal import WriteRejected
+from sessionfs.writes.append_parse import AppendOp
+from sessionfs.writes.errors import describe_oserror, persistence_errno
+from sessionfs.writes.link_targets import LABELS_DIR, SESSION_DIR, resolve_link_target
 
 __all__ = [
     "AppendResult",

@@ -1,0 +1,231 @@
+"""The session files on disk, as listings see them: ``AgentIndex``.
+
+Listing reads one stat per file and the first 4 KiB of files it has not seen (the
+header is all a listing needs); headers are cached per inode, so an append never causes
+a re-read and a rewrite (new inode) does. Synchronous and thread-safe: the cache and
+the nodes call it from worker threads (or inline, when it is one stat).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core import jsonl, paths
+from core.safe_open import open_regular
+
+log = logging.getLogger(__name__)
+
+#: Header prefix read by listings (the spec's "first 4 KiB").
+HEADER_PREFIX = 4096
+#: Headers remembered by `AgentIndex` (LRU): enough for every session of a heavy
+#: user's agent dir to list from memory, bounded so a huge dir cannot grow it for ever.
+HEADER_CACHE_SIZE = 8192
+#: Paths already logged as skipped (so a hostile file is logged once, not per listing).
+SKIP_LOG_SIZE = 1024
+
+
+#: ``AgentIndex.session_if_known``: the header has to be read first (a thread's job).
+NEEDS_IO = object()
+
+
+@dataclass(frozen=True)
+class SessionRef:
+    """A valid session file as a listing sees it (no full load)."""
+
+    project: str
+    stem: str
+    path: Path
+    header: dict[str, Any]
+    mtime_ns: int
+    size: int
+    #: the file's permission bits: the session dir shows no more than these allow
+    mode: int = 0o644
+
+    @property
+    def session_id(self) -> str:
+        return str(self.header.get("id", ""))
+
+
+def read_header(path: Path, prefix: int = HEADER_PREFIX) -> dict[str, Any] | None:
+    """The header of a session file from its first ``prefix`` bytes, else ``None``.
+
+    Like the loader: lines that are not JSON objects are skipped, and the first object
+    must be a header. Only complete lines count, unless the file ends inside the prefix.
+    """
+    with open_regular(path) as f:  # a FIFO or a directory named *.jsonl raises, never blocks
+        data = f.read(prefix)
+        at_eof = len(data) < prefix
+        if not at_eof and b"\n" not in data:
+            data += f.read(16 * prefix)  # a very long header line: read a little more
+            at_eof = len(data) < 17 * prefix
+    usable = data if at_eof else data[: jsonl.complete_prefix_length(data)]
+    objects = jsonl.parse_jsonl_lenient(usable)
+    if objects and jsonl.is_header(objects[0]):
+        return objects[0]
+    return None
+
+
+class AgentIndex:
+    """Projects and session files under ``<agent>/sessions`` (thread-safe, sync)."""
+
+    def __init__(self, agent_dir: Path) -> None:
+        self.agent_dir = agent_dir
+        self.sessions_root = paths.sessions_root(agent_dir)
+        self.blobs_dir = paths.blobs_dir(agent_dir)
+        # path -> (inode, size seen, header or None when the file is not a session); LRU
+        self._headers: OrderedDict[Path, tuple[int, int, dict[str, Any] | None]] = OrderedDict()
+        self._skipped: OrderedDict[Path, None] = OrderedDict()  # logged once each (LRU)
+
+    def projects(self) -> list[str]:
+        try:
+            with os.scandir(self.sessions_root) as it:
+                return sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def project_mtime_ns(self, project: str) -> int | None:
+        if "/" in project or project in (".", ".."):
+            return None
+        try:
+            st = os.stat(self.sessions_root / project)
+        except OSError:
+            return None
+        return st.st_mtime_ns if stat.S_ISDIR(st.st_mode) else None
+
+    def _ref(
+        self, project: str, path: Path, st: os.stat_result, cached_only: bool = False
+    ) -> SessionRef | object | None:
+        cached = self._headers.get(path)
+        # Appends keep the inode and only grow the file; a rewrite is a new inode.
+        if cached is None or cached[0] != st.st_ino or st.st_size < cached[1]:
+            if cached_only:
+                return NEEDS_IO
+            try:
+                header = read_header(path)
+            except OSError as exc:
+                self.skip(path, exc)
+                return None
+            self._remember_header(path, (st.st_ino, st.st_size, header))
+        else:
+            self._headers.move_to_end(path)
+            header = cached[2]
+        if header is None:
+            return None
+        return SessionRef(
+            project,
+            path.name[:-6],
+            path,
+            header,
+            st.st_mtime_ns,
+            st.st_size,
+            stat.S_IMODE(st.st_mode),
+        )
+
+    def _remember_header(self, path: Path, row: tuple[int, int, dict[str, Any] | None]) -> None:
+        self._headers[path] = row
+        self._headers.move_to_end(path)
+        while len(self._headers) > HEADER_CACHE_SIZE:
+            self._headers.popitem(last=False)
+
+    def skip(self, path: Path | str, reason: object) -> None:
+        """A ``*.jsonl`` that cannot be a session (symlink loop, FIFO, socket, directory,
+        unreadable): left out of every listing, and logged the first time only."""
+        key = Path(path)
+        if key in self._skipped:
+            self._skipped.move_to_end(key)
+            return
+        self._skipped[key] = None
+        if len(self._skipped) > SKIP_LOG_SIZE:
+            self._skipped.popitem(last=False)
+        log.warning("skipping %s: %s", key, reason)
+
+    def sessions_in(self, project: str) -> list[SessionRef]:
+        """Valid sessions of one project, by file name (= creation time) order."""
+        directory = self.sessions_root / project
+        refs = []
+        try:
+            with os.scandir(directory) as it:
+                files = sorted((e for e in it if e.name.endswith(".jsonl")), key=lambda e: e.name)
+                for item in files:
+                    st = self._regular_stat(item)
+                    if st is None:
+                        continue
+                    ref = self._ref(project, Path(item.path), st)
+                    if isinstance(ref, SessionRef):
+                        refs.append(ref)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return refs
+
+    def _regular_stat(self, item: os.DirEntry[str]) -> os.stat_result | None:
+        """The stat of a listed ``*.jsonl`` if it is (a symlink to) a regular file.
+        ``DirEntry.is_file`` raises for a symlink loop, which must cost that one name,
+        not the whole listing."""
+        try:
+            st = item.stat()
+        except FileNotFoundError:
+            return None  # removed since the listing: nothing to report
+        except OSError as exc:
+            self.skip(item.path, exc)
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            self.skip(item.path, "not a regular file")
+            return None
+        return st
+
+    def session(self, project: str, stem: str) -> SessionRef | None:
+        """One session by its mount names: one stat (and a prefix read if unseen)."""
+        ref = self.session_if_known(project, stem, cached_only=False)
+        return ref if isinstance(ref, SessionRef) else None
+
+    def session_if_known(
+        self, project: str, stem: str, cached_only: bool = True
+    ) -> SessionRef | object | None:
+        """Like ``session``, but with ``cached_only`` answers ``NEEDS_IO`` instead of
+        reading a header it has not seen: then it is one stat, cheap enough to run on
+        the event loop."""
+        if "/" in project or "/" in stem or project in (".", "..") or stem in (".", ".."):
+            return None
+        path = self.sessions_root / project / (stem + ".jsonl")
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return self._ref(project, path, st, cached_only)
+
+    def all_sessions(self) -> list[SessionRef]:
+        return [ref for project in self.projects() for ref in self.sessions_in(project)]
+
+    def blob_names(self) -> list[str]:
+        try:
+            with os.scandir(self.blobs_dir) as it:
+                return sorted(e.name for e in it if _is_sha(e.name) and _is_file_entry(e))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def blob_path(self, sha: str) -> Path | None:
+        if not _is_sha(sha):
+            return None
+        path = self.blobs_dir / sha
+        return path if path.is_file() else None
+
+
+def _is_file_entry(entry: os.DirEntry[str]) -> bool:
+    """``DirEntry.is_file`` that answers False for a symlink loop instead of raising
+    (one bad name must not fail a whole listing)."""
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
+def _is_sha(name: str) -> bool:
+    return len(name) == 64 and all(c in "0123456789abcdef" for c in name)

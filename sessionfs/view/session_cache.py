@@ -1,0 +1,314 @@
+"""The loaded sessions: ``SessionCache``, an LRU bounded by ``--cache-mb``.
+
+Every access first makes sure the session is fresh (at most one stat per
+``FRESH_INTERVAL``), which is what makes other processes' appends show up live.
+
+Concurrency: all core work runs in worker threads (``trio.to_thread``) under a
+per-session ``trio.Lock``, so one session's slow load or render never blocks the event
+loop or any other session, and a session's state never changes under a renderer.
+Writes through the mount (``SessionCache.write``) take the same lock, so writes to one
+session are serialised and a reader never sees half of one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+import trio
+
+from core import NotASessionError, SessionManager
+from sessionfs.view.agent_index import NEEDS_IO, AgentIndex, SessionRef
+from sessionfs.view.loaded_session import FRESH_INTERVAL, LoadedSession, open_browse
+from sessionfs.view.refusal import WriteRejected
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class NotASession(Exception):
+    """The path is not (or no longer) a valid session file."""
+
+
+# --- the cache ------------------------------------------------------------------------
+
+ChangeListener = Callable[[LoadedSession, bool], None]
+
+
+@dataclass(eq=False)
+class PendingLabel:
+    """A symlink made in ``labels/`` under a name GNU ``ln -sfn`` uses for its
+    temporary link: held in memory, since a rename over the real name usually follows
+    at once (`sessionfs.nodes.entries.LabelsDir`). ``commit`` turns it into a real label
+    (a name that merely looks temporary is still a label: committed when read,
+    listed, after ``PENDING_LABEL_DELAY`` (entries.py), or at unmount)."""
+
+    entry_id: str
+    #: called with this record; does nothing if the record is no longer pending
+    commit: Callable[[PendingLabel], Awaitable[None]]
+
+
+#: What a write does to the leaf: "moved" (branch/reset: pin it, it is not in the
+#: file), "recorded" (an append wrote it down: unpin), "kept" (title, flush, fork).
+LeafEffect = Literal["moved", "recorded", "kept"]
+
+
+class SessionCache:
+    """Loaded sessions, LRU-bounded by an estimate of their memory (async API)."""
+
+    def __init__(
+        self,
+        index: AgentIndex,
+        budget_bytes: int,
+        after_eviction: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.index = index
+        self.budget = budget_bytes
+        #: called after the cache let go of something (the daemon gives freed heap
+        #: pages back to the OS there: `sessionfs.fs.memory.release_free_memory`)
+        self.after_eviction = after_eviction
+        self._sessions: OrderedDict[tuple[str, str], LoadedSession] = OrderedDict()
+        self._loading: dict[tuple[str, str], trio.Lock] = {}
+        self.listeners: list[ChangeListener] = []
+        #: called with a session about to be dehydrated, while its listings still exist
+        self.dehydrate_listeners: list[Callable[[LoadedSession], None]] = []
+        #: pinned leaves of sessions dropped after a failed write, restored on reload
+        self._dropped_pins: dict[tuple[str, str], tuple[str | None]] = {}
+        #: temporary symlinks made in session dirs (name -> target), per session
+        self._pending_links: dict[tuple[str, str], dict[str, str]] = {}
+        #: temporary-looking symlinks made in labels/ (name -> record), per session
+        self._pending_labels: dict[tuple[str, str], dict[str, PendingLabel]] = {}
+
+    async def ref(self, project: str, stem: str) -> SessionRef | None:
+        known = self.index.session_if_known(project, stem)  # one stat, on the event loop
+        if known is NEEDS_IO:
+            return await trio.to_thread.run_sync(self.index.session, project, stem)
+        return known if isinstance(known, SessionRef) else None
+
+    def loaded_fresh(self, project: str, stem: str) -> LoadedSession | None:
+        """The session if it is loaded and unchanged on disk (at most one stat)."""
+        session = self._sessions.get((project, stem))
+        if session is None:
+            return None
+        if time.monotonic() - session.checked_at <= FRESH_INTERVAL:
+            return session
+        return session if session.unchanged_on_disk() else None
+
+    async def get(self, project: str, stem: str, warm: str | None = None) -> LoadedSession:
+        """The session, loaded and fresh; ``NotASession`` when there is none."""
+        key = (project, stem)
+        session = self._sessions.get(key)
+        if session is None:
+            lock = self._loading.setdefault(key, trio.Lock())
+            try:
+                async with lock:
+                    session = self._sessions.get(key)
+                    if session is None:
+                        session = await self._load(project, stem, warm)
+            finally:
+                # Also after a failed load (not a session, vanished, a FIFO...):
+                # nothing about a path that is not a session may stay behind.
+                if self._loading.get(key) is lock and not lock.statistics().tasks_waiting:
+                    del self._loading[key]
+        self._sessions.move_to_end(key)
+        if time.monotonic() - session.checked_at > FRESH_INTERVAL:
+            await self._refresh(session)
+        return session
+
+    async def _load(self, project: str, stem: str, warm: str | None) -> LoadedSession:
+        """Find, check, parse (and render ``warm``, the file about to be read): all in
+        one thread hop, which is most of what a first access costs besides the parse."""
+
+        def load() -> LoadedSession:
+            ref = self.index.session(project, stem)
+            if ref is None:
+                raise NotASession(f"{project}/{stem}")
+            st = os.stat(ref.path)
+            try:
+                manager = open_browse(ref.path)
+            except NotASessionError as exc:  # e.g. replaced by junk since it was listed
+                raise NotASession(str(ref.path)) from exc
+            session = LoadedSession(ref=ref, manager=manager)
+            session.file_state = session._saw(st)
+            session.checked_at = time.monotonic()
+            session.pinned_leaf = self._dropped_pins.pop((project, stem), None)
+            session.apply_pin()
+            if warm is not None:
+                session.rendered(warm)
+            return session
+
+        session = await trio.to_thread.run_sync(load)
+        self._sessions[(project, stem)] = session
+        self._evict(keep=session)
+        return session
+
+    async def _refresh(self, session: LoadedSession) -> None:
+        if not session.lock.locked() and session.unchanged_on_disk():
+            return  # the common case: one stat on the event loop, no thread hop
+        async with session.lock:
+            if time.monotonic() - session.checked_at <= FRESH_INTERVAL:
+                return  # another task refreshed it while we waited
+            try:
+                changed = await trio.to_thread.run_sync(session.refresh)
+            except FileNotFoundError:
+                self.drop(session)
+                raise NotASession(str(session.ref.path)) from None
+        if changed:
+            log.debug("%s changed (%d)", session.ref.path, changed)
+            for listener in self.listeners:
+                listener(session, changed < 0)
+
+    async def run(self, session: LoadedSession, fn: Callable[[], T]) -> T:
+        """Run ``fn`` (core work on this session) in a worker thread under its lock."""
+
+        def hydrated() -> T:
+            session.ensure_loaded()
+            return fn()
+
+        async with session.lock:
+            result = await trio.to_thread.run_sync(hydrated)
+        self._evict(keep=session)
+        return result
+
+    async def render(self, session: LoadedSession, what: str) -> bytes:
+        cached = session.cached(what)
+        if cached is not None:
+            return cached
+        return await self.run(session, lambda: session.rendered(what))
+
+    def pending_links(self, project: str, stem: str) -> dict[str, str]:
+        """The temporary symlinks of one session dir (name -> target; read only).
+        GNU ``ln -sf`` makes one and renames it over ``leaf``; they are kept apart
+        from the LRU so eviction cannot lose one between the two calls."""
+        return self._pending_links.get((project, stem), {})
+
+    def set_pending_link(self, project: str, stem: str, name: str, target: str | None) -> None:
+        """Add (or with ``None`` remove) a temporary symlink; empty sets are not kept."""
+        key = (project, stem)
+        links = self._pending_links.setdefault(key, {})
+        if target is None:
+            links.pop(name, None)
+        else:
+            links[name] = target
+        if not links:
+            del self._pending_links[key]
+
+    def pending_labels(self, project: str, stem: str) -> dict[str, PendingLabel]:
+        """Temporary-looking symlinks in one session's ``labels/`` (read only)."""
+        return self._pending_labels.get((project, stem), {})
+
+    def add_pending_label(self, project: str, stem: str, name: str, record: PendingLabel) -> None:
+        self._pending_labels.setdefault((project, stem), {})[name] = record
+
+    def take_pending_label(
+        self, project: str, stem: str, name: str, record: PendingLabel | None = None
+    ) -> PendingLabel | None:
+        """Remove and return the pending label ``name`` (only if it is still ``record``,
+        when given). Synchronous, so exactly one of a rename, an unlink, a reader and the
+        timer gets it: the others find it gone."""
+        labels = self._pending_labels.get((project, stem))
+        found = labels.get(name) if labels else None
+        if found is None or (record is not None and found is not record):
+            return None
+        del labels[name]  # type: ignore[union-attr]
+        if not labels:
+            del self._pending_labels[(project, stem)]
+        return found
+
+    async def commit_pending_labels(self) -> None:
+        """Make every pending label real (at unmount: none may be lost)."""
+        for labels in list(self._pending_labels.values()):
+            for record in list(labels.values()):
+                try:
+                    await record.commit(record)
+                except Exception:  # logged; the others still get their turn
+                    log.exception("committing a pending label failed")
+
+    def drop(self, session: LoadedSession) -> None:
+        if self._sessions.get(session.key) is session:
+            del self._sessions[session.key]
+            if session.pinned_leaf is not None:
+                self._dropped_pins[session.key] = session.pinned_leaf
+
+    async def write(
+        self,
+        session: LoadedSession,
+        fn: Callable[[SessionManager], T],
+        *,
+        leaf: LeafEffect = "kept",
+    ) -> T:
+        """Apply one write through the mount: ``fn(manager)`` (a `session_writer` call)
+        in a worker thread under the session's lock. Afterwards the renderings are
+        stale, the kernel is told (listeners), and the outcome is kept for ``ctl``.
+
+        A `WriteRejected` is recorded as ``last_error`` and re-raised; with
+        ``reload_session`` (core latched a persistence error) the session is dropped,
+        so the next access loads it from disk again and writes can work again once
+        the disk has room, without remounting.
+        """
+
+        def apply() -> T:
+            session.ensure_loaded()
+            count = session.manager.entry_count()
+            try:
+                return fn(session.manager)
+            finally:
+                # Even a refused write may have caught up with the file.
+                moved_only = leaf == "moved" and session.manager.entry_count() == count
+                session.after_write(entries_changed=not moved_only)
+
+        async with session.lock:
+            try:
+                result = await trio.to_thread.run_sync(apply)
+            except WriteRejected as exc:
+                session.last_error = exc.reason
+                if exc.reload_session:
+                    self.drop(session)
+                raise
+            finally:
+                for listener in self.listeners:
+                    listener(session, False)
+            session.last_error = None
+            if leaf == "moved":
+                leaf_id = session.manager.get_leaf_id()
+                session.pinned_leaf = (leaf_id if isinstance(leaf_id, str) else None,)
+            elif leaf == "recorded":
+                session.pinned_leaf = None
+        self._evict(keep=session)
+        return result
+
+    def loaded(self) -> list[LoadedSession]:
+        return list(self._sessions.values())
+
+    def _evict(self, keep: LoadedSession) -> None:
+        """Least recently used first: dehydrate, and if that is not enough, forget."""
+        total = sum(s.memory_cost() for s in self._sessions.values())
+        if total <= self.budget:
+            return
+        freed = False
+        for forget in (False, True):
+            for key in list(self._sessions):
+                if total <= self.budget:
+                    break
+                session = self._sessions[key]
+                if session is keep or session.lock.locked() or session.pinned_leaf is not None:
+                    continue
+                if not forget and session.manager is None:
+                    continue
+                before = session.memory_cost()
+                if forget:
+                    del self._sessions[key]
+                else:
+                    for listener in self.dehydrate_listeners:
+                        listener(session)
+                    session.dehydrate()
+                total -= before - (0 if forget else session.memory_cost())
+                freed = True
+        if freed:
+            self.after_eviction()
