@@ -1,0 +1,144 @@
+"""The sync's local progress: what already went up, so a restart re-uploads nothing.
+
+One SQLite file under the state dir, rows keyed by (store, machine, relative path). A row
+is written right after its segment's conditional create succeeded, so a killed sync
+loses at most the segment in flight, which the next run finds already created and adopts
+(sync.py). A lock file per (store, machine) keeps two syncs that share one state dir out of
+each other's way; syncs with different state dirs meet at the store's claim instead.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import secrets
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["FileProgress", "StateLocked", "SyncState"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS owner (
+    store TEXT NOT NULL, machine TEXT NOT NULL, token TEXT NOT NULL, epoch INTEGER NOT NULL,
+    PRIMARY KEY (store, machine));
+CREATE TABLE IF NOT EXISTS files (
+    store TEXT NOT NULL, machine TEXT NOT NULL, rel TEXT NOT NULL,
+    inode INTEGER NOT NULL, generation INTEGER NOT NULL, offset INTEGER NOT NULL,
+    head_hash TEXT NOT NULL, tail_hash TEXT NOT NULL,
+    PRIMARY KEY (store, machine, rel));
+CREATE TABLE IF NOT EXISTS blobs (
+    store TEXT NOT NULL, machine TEXT NOT NULL, sha TEXT NOT NULL,
+    PRIMARY KEY (store, machine, sha));
+"""
+
+
+class StateLocked(RuntimeError):
+    """Another sync of the same store and machine runs with this state dir."""
+
+
+@dataclass(frozen=True)
+class FileProgress:
+    inode: int
+    generation: int
+    #: Bytes of the file already in the store (always just after a ``\n``).
+    offset: int
+    #: sha256 of the first and the last (up to) 4 KiB of ``[0, offset)``: a changed
+    #: already-uploaded prefix means the file was rewritten in place.
+    head_hash: str
+    tail_hash: str
+
+
+class SyncState:
+    """Progress of one machine name syncing to one store."""
+
+    def __init__(self, state_dir: Path, store_id: str, machine: str) -> None:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.store, self.machine = store_id, machine
+        self._lock_file = self._take_lock(state_dir, store_id, machine)
+        self._db = sqlite3.connect(state_dir / "sync.sqlite", check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        self._mutex = threading.Lock()
+
+    @staticmethod
+    def _take_lock(state_dir: Path, store_id: str, machine: str) -> int:
+        digest = hashlib.sha256(f"{store_id}\0{machine}".encode()).hexdigest()[:16]
+        fd = os.open(state_dir / f"{machine}-{digest}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StateLocked(
+                f"another sync of machine {machine!r} to this store is running "
+                f"with the state dir {state_dir}"
+            ) from None
+        return fd
+
+    def close(self) -> None:
+        self._db.close()
+        os.close(self._lock_file)
+
+    def owner(self) -> tuple[str, int]:
+        """Our claim token (made once, kept) and the claim epoch we hold (0: none yet)."""
+        with self._mutex:
+            row = self._db.execute(
+                "SELECT token, epoch FROM owner WHERE store=? AND machine=?",
+                (self.store, self.machine),
+            ).fetchone()
+            if row is not None:
+                return str(row[0]), int(row[1])
+            token = secrets.token_hex(16)
+            with self._db:
+                self._db.execute(
+                    "INSERT INTO owner VALUES (?, ?, ?, 0)", (self.store, self.machine, token)
+                )
+            return token, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        with self._mutex, self._db:
+            self._db.execute(
+                "UPDATE owner SET epoch=? WHERE store=? AND machine=?",
+                (epoch, self.store, self.machine),
+            )
+
+    def file(self, rel: str) -> FileProgress | None:
+        with self._mutex:
+            row = self._db.execute(
+                "SELECT inode, generation, offset, head_hash, tail_hash FROM files "
+                "WHERE store=? AND machine=? AND rel=?",
+                (self.store, self.machine, rel),
+            ).fetchone()
+        return None if row is None else FileProgress(*row)
+
+    def save_file(self, rel: str, progress: FileProgress) -> None:
+        with self._mutex, self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    self.store,
+                    self.machine,
+                    rel,
+                    progress.inode,
+                    progress.generation,
+                    progress.offset,
+                    progress.head_hash,
+                    progress.tail_hash,
+                ),
+            )
+
+    def uploaded_blobs(self) -> set[str]:
+        with self._mutex:
+            rows = self._db.execute(
+                "SELECT sha FROM blobs WHERE store=? AND machine=?", (self.store, self.machine)
+            ).fetchall()
+        return {str(row[0]) for row in rows}
+
+    def add_blob(self, sha: str) -> None:
+        with self._mutex, self._db:
+            self._db.execute(
+                "INSERT OR IGNORE INTO blobs VALUES (?, ?, ?)", (self.store, self.machine, sha)
+            )

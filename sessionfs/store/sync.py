@@ -1,0 +1,408 @@
+"""The sync engine: ship an agent dir to the store and keep it shipped.
+
+One pass (:meth:`SyncEngine.sync_once`) uploads, in this order:
+
+1. blobs not yet shipped: ``blobs/<sha>`` (shared, content-addressed) and then the
+   machine's marker ``machines/<m>/blobs/<sha>`` (so a marker implies the blob);
+2. every ``sessions/**/*.jsonl`` (sub-agent sessions in artifacts dirs included): the
+   complete lines past the uploaded offset, as new segment objects.
+
+Every object is created with ``If-None-Match: *`` and never overwritten. A segment that
+already exists is fetched and compared with the local bytes it claims to hold: equal means
+a previous run (killed before it saved its progress) or a twin process made it, and it is
+adopted; different means another sync writes this machine name, and the file is refused
+(:class:`SegmentConflict`) without writing anything.
+
+``history.db`` is not shipped: it is a SQLite database changed in place (WAL), so shipping
+it means a consistent snapshot and a whole new object on each change, and every prompt in
+it is already in the session files that are shipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import orjson
+
+from .client import AlreadyExists, NotFound, StoreClient, Unreachable
+from .layout import SegmentKey, StoreLayout, is_blob_name, is_safe_relpath
+from .state import FileProgress, SyncState
+
+__all__ = [
+    "ClaimedElsewhere",
+    "PassResult",
+    "SegmentConflict",
+    "SyncEngine",
+    "SyncOptions",
+]
+
+log = logging.getLogger("sessionfs.store.sync")
+
+HASH_SPAN = 4096
+READ_BLOCK = 1 << 20
+
+
+class ClaimedElsewhere(RuntimeError):
+    """The machine name's newest claim belongs to another sync."""
+
+
+class SegmentConflict(RuntimeError):
+    """A segment key holds bytes that differ from ours: another sync writes this machine."""
+
+
+@dataclass
+class SyncOptions:
+    agent_dir: Path
+    machine: str
+    segment_bytes: int = 16 << 20
+    jobs: int = 8
+    takeover: bool = False
+
+
+@dataclass
+class PassResult:
+    segments: int = 0
+    bytes: int = 0
+    blobs: int = 0
+    conflicts: list[str] = field(default_factory=list)
+
+    def add(self, other: PassResult) -> None:
+        self.segments += other.segments
+        self.bytes += other.bytes
+        self.blobs += other.blobs
+        self.conflicts.extend(other.conflicts)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_at(handle: BinaryIO, start: int, size: int) -> bytes:
+    return os.pread(handle.fileno(), size, start)
+
+
+def complete_lines(handle: BinaryIO, start: int, limit: int) -> bytes:
+    """Bytes from ``start`` through the last ``\\n`` within ``limit`` bytes.
+
+    A line longer than ``limit`` is read on to its end; bytes after the last ``\\n``
+    (a line being written, or torn) are never returned.
+    """
+    data = _read_at(handle, start, limit)
+    end = data.rfind(b"\n")
+    if end >= 0:
+        return data[: end + 1]
+    if len(data) < limit:
+        return b""
+    pieces = [data]
+    position = start + len(data)
+    while True:
+        block = _read_at(handle, position, READ_BLOCK)
+        if not block:
+            return b""
+        newline = block.find(b"\n")
+        if newline >= 0:
+            pieces.append(block[: newline + 1])
+            return b"".join(pieces)
+        pieces.append(block)
+        position += len(block)
+
+
+def _progress(handle: BinaryIO, inode: int, generation: int, offset: int) -> FileProgress:
+    head = _read_at(handle, 0, min(HASH_SPAN, offset))
+    tail_start = max(0, offset - HASH_SPAN)
+    tail = _read_at(handle, tail_start, offset - tail_start)
+    return FileProgress(inode, generation, offset, _sha256(head), _sha256(tail))
+
+
+def _was_replaced(handle: BinaryIO, known: FileProgress, inode: int, size: int) -> bool:
+    """New inode (the agents rewrite by rename), shorter, or an uploaded byte changed."""
+    if inode != known.inode or size < known.offset:
+        return True
+    again = _progress(handle, inode, known.generation, known.offset)
+    return (again.head_hash, again.tail_hash) != (known.head_hash, known.tail_hash)
+
+
+def default_machine_name() -> str:
+    """The host name with characters outside ``[A-Za-z0-9._-]`` made ``-``."""
+    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in socket.gethostname())
+    return name.strip(".-_") or "localhost"
+
+
+class SyncEngine:
+    """Ships one agent dir as one machine name; one instance per (store, machine)."""
+
+    def __init__(self, client: StoreClient, state: SyncState, options: SyncOptions) -> None:
+        self.client, self.state, self.options = client, state, options
+        self.layout = StoreLayout(client.url)
+        self.machine = options.machine
+        self._store_generations: dict[str, int] | None = None
+        self._generations_lock = threading.Lock()
+
+    # -- claim -------------------------------------------------------------------------
+
+    def _claims(self) -> dict[int, dict[str, str]]:
+        claims: dict[int, dict[str, str]] = {}
+        for item in self.client.list(self.layout.claims_prefix(self.machine)):
+            parsed = self.layout.parse_machine_key(item.key)
+            epoch = self.layout.parse_claim(parsed[1]) if parsed else None
+            if epoch is not None:
+                claims[epoch] = orjson.loads(self.client.get(item.key))
+        return claims
+
+    def ensure_claim(self) -> None:
+        """Hold the newest claim of the machine name, or raise :class:`ClaimedElsewhere`."""
+        token, held = self.state.owner()
+        claims = self._claims()
+        newest = max(claims, default=0)
+        if newest and claims[newest].get("token") == token:
+            if newest != held:
+                self.state.set_epoch(newest)
+            return
+        if newest and not self.options.takeover:
+            other = claims[newest]
+            raise ClaimedElsewhere(
+                f"machine name {self.machine!r} is synced by another sync "
+                f"(host {other.get('host', '?')}, claimed {other.get('created', '?')}); "
+                "pick another --machine, or --takeover if that sync is gone for good"
+            )
+        body = orjson.dumps(
+            {
+                "token": token,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+        )
+        try:
+            self.client.put_if_absent(self.layout.claim(self.machine, newest + 1), body)
+        except AlreadyExists:
+            raise ClaimedElsewhere(
+                f"machine name {self.machine!r}: another sync claimed it at the same moment"
+            ) from None
+        self.state.set_epoch(newest + 1)
+        log.info("claimed machine name %s (epoch %d)", self.machine, newest + 1)
+
+    # -- one pass ----------------------------------------------------------------------
+
+    def sync_once(self) -> PassResult:
+        """Claim, then ship new blobs, then new complete lines of every session file."""
+        self.ensure_claim()
+        self._store_generations = None
+        result = PassResult()
+        with ThreadPoolExecutor(max_workers=self.options.jobs) as pool:
+            uploaded = self.state.uploaded_blobs()
+            blob_jobs = [
+                pool.submit(self._ship_blob, sha, path)
+                for sha, path in self._local_blobs()
+                if sha not in uploaded
+            ]
+            self._collect(blob_jobs, result)
+            session_jobs = [
+                pool.submit(self._ship_session, rel, path) for rel, path in self._local_sessions()
+            ]
+            self._collect(session_jobs, result)
+        return result
+
+    @staticmethod
+    def _collect(jobs: list[Future[PassResult]], result: PassResult) -> None:
+        """Wait for every job; re-raise the first :class:`Unreachable` after all ended."""
+        unreachable: Unreachable | None = None
+        for job in jobs:
+            try:
+                result.add(job.result())
+            except Unreachable as error:
+                unreachable = unreachable or error
+        if unreachable is not None:
+            raise unreachable
+
+    def _local_blobs(self) -> Iterator[tuple[str, Path]]:
+        try:
+            entries = list(os.scandir(self.options.agent_dir / "blobs"))
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            if is_blob_name(entry.name) and entry.is_file(follow_symlinks=False):
+                yield entry.name, Path(entry.path)
+
+    def _local_sessions(self) -> Iterator[tuple[str, Path]]:
+        root = self.options.agent_dir / "sessions"
+        for directory, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            for name in sorted(filenames):
+                path = Path(directory) / name
+                rel = path.relative_to(root).as_posix()
+                if not name.endswith(".jsonl") or path.is_symlink() or not path.is_file():
+                    continue
+                if not is_safe_relpath(rel) or not _is_utf8(rel):
+                    log.warning("skipping %r: not a name the store can hold", rel)
+                    continue
+                yield rel, path
+
+    # -- blobs -------------------------------------------------------------------------
+
+    def _ship_blob(self, sha: str, path: Path) -> PassResult:
+        try:
+            data = path.read_bytes()
+        except OSError as error:
+            log.warning("blob %s unreadable: %s", sha, error)
+            return PassResult()
+        if _sha256(data) != sha:
+            # Never put bytes into the shared store under a name they do not hash to.
+            log.warning("blob %s: its bytes hash to something else; not shipped", sha)
+            return PassResult()
+        for key, body in (
+            (self.layout.blob(sha), data),
+            (self.layout.machine_blob(self.machine, sha), b""),
+        ):
+            # Content-addressed: whoever made the object made the same bytes.
+            with contextlib.suppress(AlreadyExists):
+                self.client.put_if_absent(key, body)
+        self.state.add_blob(sha)
+        return PassResult(blobs=1, bytes=len(data))
+
+    # -- sessions ----------------------------------------------------------------------
+
+    def _ship_session(self, rel: str, path: Path) -> PassResult:
+        try:
+            handle = path.open("rb")
+        except OSError as error:
+            log.warning("session %s unreadable: %s", rel, error)
+            return PassResult()
+        with handle:
+            try:
+                return self._ship_open_session(rel, handle)
+            except SegmentConflict as error:
+                log.error("%s", error)
+                return PassResult(conflicts=[rel])
+
+    def _ship_open_session(self, rel: str, handle: BinaryIO) -> PassResult:
+        info = os.fstat(handle.fileno())
+        known = self.state.file(rel)
+        if known is None:
+            generation, offset = self._store_generation(rel) + 1, 0
+        elif _was_replaced(handle, known, info.st_ino, info.st_size):
+            generation, offset = max(known.generation, self._store_generation(rel)) + 1, 0
+            log.info("%s was rewritten: generation %d", rel, generation)
+        else:
+            generation, offset = known.generation, known.offset
+        result = PassResult()
+        while True:
+            chunk = complete_lines(handle, offset, self.options.segment_bytes)
+            if not chunk:
+                break
+            segment = SegmentKey(rel=rel, generation=generation, start=offset)
+            offset += self._put_segment(segment, chunk, handle)
+            self.state.save_file(rel, _progress(handle, info.st_ino, generation, offset))
+            result.segments += 1
+            result.bytes += len(chunk)
+        return result
+
+    def _put_segment(self, segment: SegmentKey, chunk: bytes, handle: BinaryIO) -> int:
+        """Create the segment; adopt an equal one already there. Returns bytes covered."""
+        key = self.layout.segment(self.machine, segment)
+        try:
+            self.client.put_if_absent(key, chunk)
+            return len(chunk)
+        except AlreadyExists:
+            pass
+        existing = self.client.get(key)
+        mine = _read_at(handle, segment.start, len(existing))
+        if existing and existing == mine and existing.endswith(b"\n"):
+            log.info("%s: adopted the segment already in the store", key)
+            return len(existing)
+        raise SegmentConflict(
+            f"{segment.rel}: the store already holds different bytes at {key}; another sync "
+            f"writes machine name {self.machine!r}. This file is not synced."
+        )
+
+    def _store_generation(self, rel: str) -> int:
+        """The newest generation of ``rel`` in the store (0: none), from one listing a pass."""
+        with self._generations_lock:
+            if self._store_generations is None:
+                newest: dict[str, int] = {}
+                for item in self.client.list(self.layout.sessions_prefix(self.machine)):
+                    parsed = self.layout.parse_machine_key(item.key)
+                    segment = self.layout.parse_segment(parsed[1]) if parsed else None
+                    if segment is not None:
+                        newest[segment.rel] = max(newest.get(segment.rel, 0), segment.generation)
+                self._store_generations = newest
+            return self._store_generations.get(rel, 0)
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class Backoff:
+    """Exponential delays: ``initial``, doubling, capped at ``maximum``."""
+
+    def __init__(self, initial: float = 1.0, maximum: float = 60.0) -> None:
+        self.initial, self.maximum = initial, maximum
+        self._next = initial
+
+    def reset(self) -> None:
+        self._next = self.initial
+
+    def next(self) -> float:
+        delay = self._next
+        self._next = min(self.maximum, self._next * 2)
+        return delay
+
+
+def run_sync_loop(
+    engine: SyncEngine,
+    *,
+    once: bool,
+    interval: float,
+    retry_seconds: float,
+    backoff: Backoff,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Pass after pass; an unreachable store is retried with backoff.
+
+    Exit status: 0 done (``--once``), 3 refused (claim or segment conflict), 75
+    (EX_TEMPFAIL) when ``--once`` could not reach the store within ``retry_seconds``.
+    """
+    failing_since: float | None = None
+    while True:
+        try:
+            result = engine.sync_once()
+        except Unreachable as error:
+            now = time.monotonic()
+            failing_since = failing_since if failing_since is not None else now
+            delay = backoff.next()
+            if once and now - failing_since + delay > retry_seconds:
+                log.error("store unreachable for %.0f s, giving up: %s", now - failing_since, error)
+                return 75
+            log.warning("store unreachable (%s); retrying in %.1f s", error, delay)
+            sleep(delay)
+            continue
+        except ClaimedElsewhere as error:
+            log.error("%s", error)
+            return 3
+        except NotFound as error:
+            log.error("%s (does the bucket exist?)", error)
+            return 2
+        failing_since = None
+        backoff.reset()
+        log.info(
+            "shipped %d segments, %d blobs, %d bytes", result.segments, result.blobs, result.bytes
+        )
+        if once:
+            return 3 if result.conflicts else 0
+        sleep(interval)
