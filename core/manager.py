@@ -52,6 +52,15 @@ from core.storage import (
     StorageStat,
     atomic_write,
 )
+from core.tree import (
+    add_usage,
+    build_tree,
+    children_index,
+    is_assistant_message,
+    last_id,
+    parent_of,
+    usage_totals,
+)
 
 __all__ = [
     "EntryNotFoundError",
@@ -93,39 +102,6 @@ _SPACE_RUNS = re.compile(r" {2,}")
 def sanitize_session_name(name: str) -> str:
     """Control chars (C0/C1) -> spaces, runs of spaces collapsed, trimmed."""
     return _SPACE_RUNS.sub(" ", _CONTROL_CHARS.sub(" ", name)).strip()
-
-
-def _is_assistant_message(entry: Entry) -> bool:
-    if entry.get("type") != "message":
-        return False
-    message = entry.get("message")
-    return isinstance(message, dict) and message.get("role") == "assistant"
-
-
-def _number(value: Any) -> float:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return value
-    return 0
-
-
-_USAGE_KEYS = ("input", "output", "cacheRead", "cacheWrite", "premiumRequests")
-
-
-def _add_usage(totals: dict[str, float], entry: Entry) -> None:
-    if not _is_assistant_message(entry):
-        return
-    usage = entry["message"].get("usage")
-    if not isinstance(usage, dict):
-        return
-    for key in _USAGE_KEYS:
-        totals[key] += _number(usage.get(key))
-    cost = usage.get("cost")
-    totals["cost"] += _number(cost.get("total")) if isinstance(cost, dict) else _number(cost)
-
-
-def _timestamp_sort_key(node: dict[str, Any]) -> float:
-    ms = paths.iso_to_ms(node["entry"].get("timestamp"))
-    return float(ms) if ms is not None else float("-inf")
 
 
 @dataclass(slots=True)
@@ -381,15 +357,7 @@ class SessionManager:
         self._disk_entries = 0
         self._index_new(entries)
         self._entries = entries
-        self._leaf_id = self._last_id(entries)
-
-    @staticmethod
-    def _last_id(entries: Sequence[Entry]) -> str | None:
-        for entry in reversed(entries):
-            entry_id = entry.get("id")
-            if isinstance(entry_id, str):
-                return entry_id
-        return None
+        self._leaf_id = last_id(entries)
 
     def _index_new(self, entries: Sequence[Entry]) -> None:
         """Add freshly loaded/appended entries to every index (kept cheap per entry)."""
@@ -412,13 +380,13 @@ class SessionManager:
                     else:
                         labels.pop(target, None)
             elif kind == "message" and not has_assistant:
-                has_assistant = _is_assistant_message(entry)
+                has_assistant = is_assistant_message(entry)
             if children is not None:
-                parent = entry.get("parentId")
-                if isinstance(parent, str) and parent != entry_id:
+                parent = parent_of(entry)
+                if parent is not None:
                     children.setdefault(parent, []).append(entry)
             if usage is not None:
-                _add_usage(usage, entry)
+                add_usage(usage, entry)
         self._has_assistant = has_assistant
 
     def set_session_file(self, path: PathArg, *, browse: bool = False) -> None:
@@ -526,7 +494,7 @@ class SessionManager:
             self._index_new(new)
             self._loaded_offset += end
             self._file_size, self._file_mtime = st.size, st.mtime
-            last = self._last_id(new)
+            last = last_id(new)
             if last is not None:
                 self._leaf_id = last
             return len(new)
@@ -631,12 +599,7 @@ class SessionManager:
         """Direct children of `entry_id`, in insertion order."""
         with self.lock:
             if self._children is None:
-                children: dict[str, list[Entry]] = {}
-                for entry in self._entries:
-                    parent = entry.get("parentId")
-                    if isinstance(parent, str) and parent != entry.get("id"):
-                        children.setdefault(parent, []).append(entry)
-                self._children = children
+                self._children = children_index(self._entries)
             return list(self._children.get(entry_id, ()))
 
     def get_branch(self, from_id: str | None = None) -> list[Entry]:
@@ -653,66 +616,13 @@ class SessionManager:
         Iterative throughout: a 10^5-deep chain is fine.
         """
         with self.lock:
-            labels = self._labels
-            nodes: list[dict[str, Any]] = []
-            for e in self._entries:
-                entry_id = e.get("id")
-                label = labels.get(entry_id) if isinstance(entry_id, str) else None
-                nodes.append({"entry": e, "children": [], "label": label})
-            node_by_id: dict[str, dict[str, Any]] = {}
-            for node in nodes:
-                entry_id = node["entry"].get("id")
-                if isinstance(entry_id, str):
-                    node_by_id[entry_id] = node
-            roots: list[dict[str, Any]] = []
-            parent_of: dict[int, dict[str, Any]] = {}
-            for node in nodes:
-                entry = node["entry"]
-                parent_id = entry.get("parentId")
-                parent = node_by_id.get(parent_id) if isinstance(parent_id, str) else None
-                if parent is None or parent is node or parent_id == entry.get("id"):
-                    roots.append(node)
-                else:
-                    parent["children"].append(node)
-                    parent_of[id(node)] = parent
-
-            reached: set[int] = set()
-
-            def mark_from(start: dict[str, Any]) -> None:
-                stack = [start]
-                while stack:
-                    current = stack.pop()
-                    if id(current) in reached:
-                        continue
-                    reached.add(id(current))
-                    stack.extend(current["children"])
-
-            for root in roots:
-                mark_from(root)
-            if len(reached) < len(nodes):
-                for node in nodes:
-                    if id(node) in reached:
-                        continue
-                    parent = parent_of.pop(id(node), None)
-                    if parent is not None:
-                        parent["children"] = [c for c in parent["children"] if c is not node]
-                    roots.append(node)
-                    mark_from(node)
-            for node in nodes:
-                if len(node["children"]) > 1:
-                    node["children"].sort(key=_timestamp_sort_key)
-            return roots
+            return build_tree(self._entries, self._labels)
 
     def get_usage_statistics(self) -> dict[str, float]:
         """Token and cost totals over every assistant message of the session."""
         with self.lock:
             if self._usage is None:
-                # Token counts stay ints (they are counts); only cost is a float.
-                totals: dict[str, float] = dict.fromkeys(_USAGE_KEYS, 0)
-                totals["cost"] = 0.0
-                for entry in self._entries:
-                    _add_usage(totals, entry)
-                self._usage = totals
+                self._usage = usage_totals(self._entries)
             return dict(self._usage)
 
     def build_session_context(self, leaf_id: str | object | None = UNSET) -> dict[str, Any]:
@@ -792,7 +702,7 @@ class SessionManager:
             else:
                 by_id[entry_id] = entry
                 if kind == "message" and not self._has_assistant:
-                    self._has_assistant = _is_assistant_message(entry)
+                    self._has_assistant = is_assistant_message(entry)
             self._leaf_id = entry_id
             if not fast or writer is None:
                 if not self._batch_depth:
