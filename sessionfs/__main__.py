@@ -2,6 +2,6 @@
 
 import sys
 
-from sessionfs.cli import main
+from sessionfs.commands.cli import main
 
 sys.exit(main())

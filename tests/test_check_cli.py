@@ -18,7 +18,7 @@ import pytest
 from core.check import STALE_TEMP_SECONDS
 from core.jsonl import dumps_line, load_entries_from_file, parse_jsonl_lenient
 from core.migrate import migrate_session_entries
-from sessionfs.check_cmd import add_check_parser, run_check
+from sessionfs.commands.check import add_check_parser, run_check
 
 REPO = Path(__file__).resolve().parents[1]
 HEADER = {"type": "session", "version": 3, "id": "s-1", "timestamp": "2026-01-01T00:00:00.000Z"}
@@ -209,23 +209,10 @@ def _python(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 def test_module_imports_standalone() -> None:
-    result = _python("-c", "import sessionfs.check_cmd")
+    result = _python("-c", "import sessionfs.commands.check")
     assert result.returncode == 0, result.stderr
 
 
-def test_standalone_module_entry(agent: Path) -> None:
-    add_broken(agent)
-    result = _python("-m", "sessionfs.check_cmd", "--agent-dir", str(agent))
-    assert result.returncode == 1, result.stderr
-    assert "migration-pending" in result.stdout
-
-
-def _cli_wires_check() -> bool:
-    cli = REPO / "sessionfs" / "cli.py"
-    return cli.is_file() and "check_cmd" in cli.read_text(encoding="utf-8")
-
-
-@pytest.mark.skipif(not _cli_wires_check(), reason="sessionfs/cli.py does not wire check yet")
 def test_python_m_sessionfs_check(agent: Path, real_fixture: Path) -> None:
     project = agent / "sessions" / "--work-real--"
     project.mkdir()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.history import HistoryStorage, unescape_history_field
-from sessionfs.history_cmd import add_history_parser, run_history
+from sessionfs.commands.history import add_history_parser, run_history
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fixture_paths import REPO
 
-from sessionfs.nodes.root import mount_manual
+from sessionfs.fs.nodes.root import mount_manual
 
 MANUAL = REPO / "docs" / "mount.md"
 BUILD_TIMEOUT = 240

@@ -75,7 +75,8 @@ def ctl(d: Path) -> dict[str, str]:
 
 
 def test_title_rewrites_of_a_big_session_lose_no_agent_line(
-    tmp_path: Path, mount_factory  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    mount_factory,  # type: ignore[no-untyped-def]
 ) -> None:
     agent_dir = tmp_path / "agent"
     file = write_session(agent_dir, BIG_SESSION_ENTRIES)
@@ -103,7 +104,8 @@ def test_title_rewrites_of_a_big_session_lose_no_agent_line(
 
 
 def test_first_append_migrates_a_v1_file_without_losing_agent_lines(
-    tmp_path: Path, mount_factory  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    mount_factory,  # type: ignore[no-untyped-def]
 ) -> None:
     agent_dir = tmp_path / "agent"
     file = write_session(agent_dir, 2_000, v1=True)
@@ -121,7 +123,8 @@ def test_first_append_migrates_a_v1_file_without_losing_agent_lines(
 
 
 def test_title_is_ebusy_while_an_agent_holds_the_file_open(
-    tmp_path: Path, mount_factory  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    mount_factory,  # type: ignore[no-untyped-def]
 ) -> None:
     if not Path("/proc/self/fdinfo").is_dir():
         pytest.skip("writer detection needs Linux /proc")
@@ -141,7 +144,8 @@ def test_title_is_ebusy_while_an_agent_holds_the_file_open(
 
 
 def test_a_private_session_forks_private(
-    tmp_path: Path, mount_factory  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    mount_factory,  # type: ignore[no-untyped-def]
 ) -> None:
     agent_dir = tmp_path / "agent"
     file = write_session(agent_dir, 10)

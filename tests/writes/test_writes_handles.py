@@ -10,7 +10,7 @@ import pyfuse3
 import pytest
 import trio
 
-from sessionfs.nodes.write_handles import CTL_LIMIT, BufferedWriteHandle, LineCommandHandle
+from sessionfs.fs.nodes.write_handles import CTL_LIMIT, BufferedWriteHandle, LineCommandHandle
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.writes.append_parse import reject_oversize
 

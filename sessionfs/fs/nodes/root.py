@@ -8,7 +8,7 @@ from typing import Any
 
 import trio
 
-from sessionfs.nodes.base import (
+from sessionfs.fs.nodes.base import (
     STATIC,
     VOLATILE,
     DirNode,
@@ -17,12 +17,13 @@ from sessionfs.nodes.base import (
     OpenFile,
     allow_truncate_to_zero,
 )
-from sessionfs.nodes.blobs import RootBlobsDir
-from sessionfs.nodes.history import HistoryDir
-from sessionfs.nodes.index import ByIdDir, RecentDir
-from sessionfs.nodes.mount_paths import describe
-from sessionfs.nodes.session import SessionsDir, opened_for_writing
-from sessionfs.nodes.write_handles import LineCommandHandle
+from sessionfs.fs.nodes.blobs import RootBlobsDir
+from sessionfs.fs.nodes.history import HistoryDir
+from sessionfs.fs.nodes.in_session import opened_for_writing
+from sessionfs.fs.nodes.index import ByIdDir, RecentDir
+from sessionfs.fs.nodes.mount_paths import describe
+from sessionfs.fs.nodes.session import SessionsDir
+from sessionfs.fs.nodes.write_handles import LineCommandHandle
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.render import status_text
 from sessionfs.writes.session_commands import parse_root_commands, run_root_command

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 import pyfuse3
 
-from sessionfs.nodes.base import IMMUTABLE, DirNode, Kind, LinkNode, Node, OpenFile
+from sessionfs.fs.nodes.base import IMMUTABLE, DirNode, Kind, LinkNode, Node, OpenFile
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.refusal import WriteRejected
 

@@ -1,19 +1,18 @@
-"""``sessionfs`` command line: mount, umount, and the subcommands other modules add.
+"""``sessionfs`` command line: mount, umount, check, history.
 
 Errors the user can fix are one line on stderr and exit status 2, never a traceback.
+The daemon (pyfuse3, trio) is imported only by ``mount`` and ``umount``, so ``check``
+and ``history`` start fast and work where FUSE is not installed.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
 
 from core import paths
-from sessionfs.daemon import MountError, MountOptions, run_foreground, start_background, unmount
+from sessionfs.commands import check, history
 
 #: Said once by ``mount --allow-other``: the mount's modes are now all that guards it.
 ALLOW_OTHER_NOTE = (
@@ -22,14 +21,7 @@ ALLOW_OTHER_NOTE = (
 )
 
 
-def _optional_command(module: str) -> ModuleType | None:
-    """Subcommands owned by other modules (history, check) are wired in when present."""
-    if importlib.util.find_spec(module) is None:
-        return None
-    return importlib.import_module(module)
-
-
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sessionfs", description="Mount coding-agent sessions as a filesystem."
     )
@@ -55,19 +47,14 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
     umount = sub.add_parser("umount", help="unmount a sessionfs mount")
     umount.add_argument("mountpoint", type=Path)
 
-    extra: dict[str, ModuleType] = {}
-    history = _optional_command("sessionfs.history_cmd")
-    if history is not None:
-        history.add_history_parser(sub)
-        extra["history"] = history
-    check = _optional_command("sessionfs.check_cmd")
-    if check is not None:
-        check.add_check_parser(sub)
-        extra["check"] = check
-    return parser, extra
+    history.add_history_parser(sub)
+    check.add_check_parser(sub)
+    return parser
 
 
 def _mount(args: argparse.Namespace) -> int:
+    from sessionfs.fs.daemon import MountOptions, run_foreground, start_background
+
     agent_dir = args.agent_dir if args.agent_dir is not None else paths.default_agent_dir()
     opts = MountOptions(
         mountpoint=args.mountpoint.expanduser().absolute(),
@@ -86,23 +73,26 @@ def _mount(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser, extra = build_parser()
-    args = parser.parse_args(argv)
+def _mount_command(args: argparse.Namespace) -> int:
+    """``mount`` or ``umount``: the only commands that load the daemon."""
+    from sessionfs.fs.daemon import MountError, unmount
+
     try:
         if args.command == "mount":
             return _mount(args)
-        if args.command == "umount":
-            unmount(args.mountpoint.expanduser().absolute())
-            return 0
-        if args.command == "history":
-            return int(extra["history"].run_history(args))
-        if args.command == "check":
-            return int(extra["check"].run_check(args))
+        unmount(args.mountpoint.expanduser().absolute())
+        return 0
     except MountError as exc:
         print(f"sessionfs: {exc}", file=sys.stderr)
         return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command in ("mount", "umount"):
+            return _mount_command(args)
+        return int(args.func(args))  # check, history: set by their add_*_parser
     except KeyboardInterrupt:
         return 130
-    parser.error(f"unknown command {args.command}")
-    return 2

@@ -173,15 +173,13 @@ def _summary(reports: list[FileReport], fix: bool) -> dict[str, int]:
 
 def run_check(args: argparse.Namespace) -> int:
     """Run ``sessionfs check`` for parsed ``args``; returns the exit code."""
-    fix = bool(getattr(args, "fix", False))
-    as_json = bool(getattr(args, "json", False))
-    explicit_agent = getattr(args, "agent_dir", None)
+    fix, as_json, explicit_agent = bool(args.fix), bool(args.json), args.agent_dir
     agent_dir = Path(explicit_agent) if explicit_agent else default_agent_dir()
     if explicit_agent and not agent_dir.is_dir():
         print(f"sessionfs check: no agent directory at {agent_dir}", file=sys.stderr)
         return 2
     try:
-        target = collect_target(getattr(args, "paths", None) or [], agent_dir)
+        target = collect_target(args.paths, agent_dir)
     except UsageError as exc:
         print(f"sessionfs check: {exc}", file=sys.stderr)
         return 2
@@ -220,15 +218,3 @@ def run_check(args: argparse.Namespace) -> int:
             line += f", {summary['fixed']} repair(s) done, {summary['refused']} refused"
         print(line)
     return code
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (``python -m sessionfs.check_cmd``), for use before cli wiring."""
-    parser = argparse.ArgumentParser(prog="sessionfs")
-    add_check_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["check", *(sys.argv[1:] if argv is None else argv)])
-    return run_check(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

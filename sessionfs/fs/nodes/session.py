@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import errno
-import os
 import time
-from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 import trio
 
-from sessionfs.nodes.base import (
+from sessionfs.fs.nodes.base import (
     DROPBOX,
     RENDERED,
     STATIC,
@@ -27,13 +25,20 @@ from sessionfs.nodes.base import (
     refuse,
     session_mode_mask,
 )
-from sessionfs.nodes.mount_paths import describe
-from sessionfs.nodes.write_handles import BufferedWriteHandle, LineCommandHandle
+from sessionfs.fs.nodes.entries import EntriesDir, LabelsDir, PathDir, SessionBlobsDir
+from sessionfs.fs.nodes.in_session import (
+    RENAME_NOREPLACE,
+    InSession,
+    opened_for_writing,
+    refuse_unsupported_rename,
+)
+from sessionfs.fs.nodes.mount_paths import describe
+from sessionfs.fs.nodes.write_handles import BufferedWriteHandle, LineCommandHandle
 from sessionfs.view.agent_index import SessionRef
-from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN, LoadedSession
+from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.render import status_text
-from sessionfs.view.session_cache import LeafEffect, NotASession
+from sessionfs.view.session_cache import LeafEffect
 from sessionfs.writes import session_writer
 from sessionfs.writes.append_parse import parse_append, reject_oversize
 from sessionfs.writes.link_targets import SESSION_DIR
@@ -51,86 +56,6 @@ TITLE_LIMIT = 64 * 1024
 #: Temporary symlinks (GNU ``ln -sf`` makes one before renaming it over ``leaf``) kept
 #: per session; more is refused rather than letting memory grow.
 MAX_PENDING_LINKS = 64
-
-
-def opened_for_writing(flags: int) -> bool:
-    return flags & os.O_ACCMODE != os.O_RDONLY
-
-
-class InSession:
-    """Mixin for nodes below ``sessions/<project>/<stem>``: finds their session."""
-
-    __slots__ = ()
-
-    key: tuple[str, ...]
-    ctx: MountContext
-
-    @property
-    def project(self) -> str:
-        return self.key[1]
-
-    @property
-    def stem(self) -> str:
-        return self.key[2]
-
-    async def permission_mask(self) -> int:
-        """Follow the session file's mode: a ``0600`` file shows no group/other bits
-        anywhere in its dir. A loaded session knows it (at most one stat); else the
-        listing's view of the file (one stat, a thread hop only for an unseen file)."""
-        loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
-        if loaded is not None:
-            return session_mode_mask(loaded.mode)
-        ref = await self.ctx.sessions.ref(self.project, self.stem)
-        return session_mode_mask(ref.mode if ref is not None else 0)
-
-    async def session(self, warm: str | None = None) -> LoadedSession:
-        try:
-            return await self.ctx.sessions.get(self.project, self.stem, warm)
-        except NotASession:
-            raise refuse(errno.ENOENT) from None
-
-    def session_dirs(self, *targets: str | None) -> tuple[str, ...]:
-        """This session's dir as absolute paths, needed only when one of ``targets``
-        (link targets, command arguments) is an absolute path."""
-        if not self.ctx.mountpoint or not any(t and t.startswith("/") for t in targets):
-            return ()
-        return (self.ctx.mount_path("sessions", self.project, self.stem),)
-
-    async def resolve_target(self, target: str, link_dir: str) -> str:
-        """The entry id a symlink target in ``link_dir`` names (`resolve_link_target`);
-        a refusal is kept as the session's ``last_error`` and re-raised."""
-        session = await self.session()
-        dirs = self.session_dirs(target)
-
-        def check() -> str:
-            return session_writer.entry_of_link(session.manager, target, link_dir, dirs)
-
-        try:
-            if session.manager is not None and not session.lock.locked():
-                return check()  # a few dict lookups: cheaper than a thread hop
-            return await self.ctx.sessions.run(session, check)
-        except WriteRejected as exc:
-            session.last_error = exc.reason
-            raise
-
-    async def apply_write(
-        self, fn: Callable[[Any], T], *, leaf: LeafEffect = "kept", done: str | None = None
-    ) -> T:
-        """One write through ``SessionCache.write``; ``done`` becomes ``last_result``.
-        A refusal propagates as `WriteRejected` (``ops`` turns it into its errno)."""
-        session = await self.session()
-        result = await self.ctx.sessions.write(session, fn, leaf=leaf)
-        if done is not None:
-            session.last_result = done
-        return result
-
-    async def record_error(self, exc: WriteRejected) -> None:
-        """A refusal found outside a write (parsing, early checks), for ``ctl``."""
-        try:
-            session = await self.session()
-        except Exception:  # the session is gone: nobody can read its ctl any more
-            return
-        session.last_error = exc.reason
 
 
 class RenderedFile(InSession, FileNode):
@@ -386,9 +311,6 @@ class PendingLink(InSession, LinkNode):
 
 
 def _session_children() -> dict[str, type[Node]]:
-    # Imported here: entries.py and blobs.py import this module's InSession.
-    from sessionfs.nodes.entries import EntriesDir, LabelsDir, PathDir, SessionBlobsDir
-
     return {
         "header.json": HeaderFile,
         "title": TitleFile,
@@ -532,20 +454,6 @@ class SessionDir(InSession, DirNode):
             raise refuse()
         else:
             raise refuse(errno.ENOENT)
-
-
-#: renameat2 flags (linux/fs.h)
-RENAME_NOREPLACE = 1
-RENAME_EXCHANGE = 2
-
-
-def refuse_unsupported_rename(directory: DirNode, new_parent: DirNode, flags: int) -> None:
-    """Renames stay inside one directory of the mount (``EXDEV`` otherwise, so ``mv``
-    falls back to copy + delete) and never swap two names (``RENAME_EXCHANGE``)."""
-    if new_parent.key != directory.key:
-        raise refuse(errno.EXDEV)
-    if flags & RENAME_EXCHANGE:
-        raise refuse(errno.EINVAL)
 
 
 class ProjectDir(DirNode):

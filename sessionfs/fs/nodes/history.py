@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import trio
 
-from sessionfs.nodes.base import STATIC, VOLATILE, DirNode, FileNode, MountContext, Node
+from sessionfs.fs.nodes.base import STATIC, VOLATILE, DirNode, FileNode, MountContext, Node
 from sessionfs.view.names import decode_name
 
 

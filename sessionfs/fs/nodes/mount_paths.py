@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sessionfs.nodes.base import MountContext
+from sessionfs.fs.nodes.base import MountContext
 from sessionfs.writes.session_commands import CommandResult
 
 __all__ = ["describe", "session_mount_path"]

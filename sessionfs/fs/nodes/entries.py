@@ -9,7 +9,7 @@ import re
 import trio
 
 from core.context import path_to_root
-from sessionfs.nodes.base import (
+from sessionfs.fs.nodes.base import (
     IMMUTABLE,
     VOLATILE,
     DirNode,
@@ -20,8 +20,8 @@ from sessionfs.nodes.base import (
     Stat,
     refuse,
 )
-from sessionfs.nodes.blobs import BlobFile
-from sessionfs.nodes.session import RENAME_NOREPLACE, InSession, refuse_unsupported_rename
+from sessionfs.fs.nodes.blobs import BlobFile
+from sessionfs.fs.nodes.in_session import RENAME_NOREPLACE, InSession, refuse_unsupported_rename
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.names import decode_name, encode_name, unique_names
 from sessionfs.view.session_cache import PendingLabel

@@ -20,9 +20,9 @@ import pyfuse3
 import trio
 
 from core import paths
-from sessionfs.memory import release_free_memory, tune_gc, tune_malloc
-from sessionfs.nodes import MountContext, RootDir
-from sessionfs.ops import Invalidator, SessionFsOperations
+from sessionfs.fs.memory import release_free_memory, tune_gc, tune_malloc
+from sessionfs.fs.nodes import MountContext, RootDir
+from sessionfs.fs.ops import Invalidator, SessionFsOperations
 from sessionfs.view.agent_index import AgentIndex
 from sessionfs.view.history import HistoryView
 from sessionfs.view.session_cache import SessionCache

@@ -6,7 +6,7 @@ import errno
 
 import trio
 
-from sessionfs.nodes.base import STATIC, DirNode, LinkNode, MountContext, Node, refuse
+from sessionfs.fs.nodes.base import STATIC, DirNode, LinkNode, MountContext, Node, refuse
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.names import decode_name, encode_name, unique_names
 

@@ -10,14 +10,8 @@ Exit status: 0 when something was printed, 1 when nothing matched (or there is n
 history yet), 2 when the history cannot be read (missing agent dir, FTS5 missing,
 not a database).
 
-Wiring into ``sessionfs/cli.py`` (owned by the mount code) is one line each::
-
-    add_history_parser(subparsers)        # where the sub-commands are declared
-    ...
-    if args.command == "history": return run_history(args)
-
-``add_history_parser`` also sets ``func=run_history`` on the parser, for CLIs that
-dispatch with ``args.func(args)``.
+``add_history_parser`` sets ``func=run_history``: `sessionfs.commands.cli` calls
+``args.func(args)`` for every subcommand but ``mount`` and ``umount``.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pathlib import Path
 import trio
 
 from core.safe_open import open_regular_fd
-from sessionfs.nodes.base import (
+from sessionfs.fs.nodes.base import (
     IMMUTABLE,
     STATIC,
     DirNode,

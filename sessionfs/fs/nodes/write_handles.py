@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 
 import pyfuse3
 
-from sessionfs.nodes.base import OpenFile
+from sessionfs.fs.nodes.base import OpenFile
 from sessionfs.view.refusal import WriteRejected
 
 __all__ = ["CTL_LIMIT", "BufferedWriteHandle", "LineCommandHandle"]
