@@ -18,6 +18,7 @@ import hashlib
 import logging
 import os
 import shutil
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -126,17 +127,15 @@ class StoreMirror:
         view = list_store(self.client, self.layout)
         result = MirrorResult(machines=sorted(view.machines), partial=view.partial)
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            blob_jobs = [
-                pool.submit(self._mirror_blob, machine, sha)
-                for machine, machine_view in view.machines.items()
-                for sha in sorted(machine_view.blobs)
-            ]
+            wanted = sorted(set().union(*(machine.blobs for machine in view.machines.values())))
+            blob_jobs = [pool.submit(self._fetch_blob, sha) for sha in wanted]
             file_jobs = [
                 pool.submit(self._mirror_session, machine, rel, generations)
                 for machine, machine_view in view.machines.items()
                 for rel, generations in machine_view.sessions.items()
             ]
             result.blobs_fetched = sum(job.result() for job in blob_jobs)
+            self._link_blobs(view)
             for job in file_jobs:
                 fetched = job.result()
                 result.files_changed += fetched > 0
@@ -146,22 +145,29 @@ class StoreMirror:
 
     # -- blobs -------------------------------------------------------------------------
 
-    def _mirror_blob(self, machine: str, sha: str) -> int:
+    def _fetch_blob(self, sha: str) -> int:
+        """Fetch a blob into the shared ``blobs/`` once; returns 1 when it was fetched now."""
         shared = self.cache_dir / "blobs" / sha
-        fetched = 0
-        if not shared.exists():
-            try:
-                data = self.client.get(self.layout.blob(sha))
-            except StoreError as error:
-                log.warning("blob %s not fetched: %s", sha, error)
-                return 0
-            if hashlib.sha256(data).hexdigest() != sha:
-                log.warning("blob %s: the store's bytes do not hash to its name; skipped", sha)
-                return 0
-            _write_atomically(shared, data)
-            fetched = 1
-        _link_or_copy(shared, self.machine_dir(machine) / "blobs" / sha)
-        return fetched
+        if shared.exists():
+            return 0
+        try:
+            data = self.client.get(self.layout.blob(sha))
+        except StoreError as error:
+            log.warning("blob %s not fetched: %s", sha, error)
+            return 0
+        if hashlib.sha256(data).hexdigest() != sha:
+            log.warning("blob %s: the store's bytes do not hash to its name; skipped", sha)
+            return 0
+        _write_atomically(shared, data)
+        return 1
+
+    def _link_blobs(self, view: StoreView) -> None:
+        """Each machine's ``blobs/<sha>``: a hard link to the shared copy, once it is here."""
+        for machine, machine_view in view.machines.items():
+            for sha in machine_view.blobs:
+                shared = self.cache_dir / "blobs" / sha
+                if shared.exists():
+                    _link_or_copy(shared, self.machine_dir(machine) / "blobs" / sha)
 
     # -- sessions ----------------------------------------------------------------------
 
@@ -251,7 +257,7 @@ def _has_size(path: Path, size: int) -> bool:
 
 def _write_atomically(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     temporary.write_bytes(data)
     os.replace(temporary, path)
 
