@@ -6,7 +6,6 @@ mean something on any machine.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -15,6 +14,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+
+# The mount harness of the FUSE tests: one way to start, wait for and stop a mount.
+from tests.support.mount import mount_command as sessionfs_args
+from tests.support.mount import stop_mount, wait_for_mount
+
+__all__ = [
+    "FIXTURES",
+    "REPO",
+    "Row",
+    "best_of",
+    "mounted",
+    "print_table",
+    "rss_mb",
+    "sessionfs_args",
+    "timed",
+]
 
 REPO = Path(__file__).resolve().parents[1]
 #: The real agent session files the tests use too (see tests/fixtures/README.md).
@@ -73,47 +88,13 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for {pid}")
 
 
-def wait_for_mount(path: Path, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + MOUNT_TIMEOUT
-    while not os.path.ismount(path):
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"mount at {path} did not come up (exit {process.poll()})")
-        time.sleep(0.02)
-
-
-def unmount(path: Path, process: subprocess.Popen[bytes]) -> None:
-    if os.path.ismount(path):
-        subprocess.run(["fusermount3", "-u", str(path)], check=False, timeout=60)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=20)
-    if os.path.ismount(path):
-        subprocess.run(["fusermount3", "-u", "-z", str(path)], check=False, timeout=60)
-
-
 @contextmanager
 def mounted(args: list[str], mountpoint: Path) -> Iterator[subprocess.Popen[bytes]]:
     """Run a FUSE daemon (``args``, foreground) at ``mountpoint`` until the block ends."""
     mountpoint.mkdir(parents=True, exist_ok=True)
     process = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL)
     try:
-        wait_for_mount(mountpoint, process)
+        wait_for_mount(mountpoint, process, MOUNT_TIMEOUT)
         yield process
     finally:
-        unmount(mountpoint, process)
-
-
-def sessionfs_args(mountpoint: Path, agent_dir: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "sessionfs",
-        "mount",
-        str(mountpoint),
-        "--foreground",
-        "--agent-dir",
-        str(agent_dir),
-        *extra,
-    ]
+        stop_mount(mountpoint, process, timeout=20)

@@ -1,4 +1,6 @@
-"""Shared test fixtures: where the real agent session files are, and tmp copies of them."""
+"""Shared test fixtures: where the real agent session files are, and tmp copies of them;
+and the one rule for FUSE tests: a module marked ``pytestmark = pytest.mark.fuse`` is
+skipped where FUSE is not available (no /dev/fuse or fusermount3)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,17 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fixture_paths import FIXTURE_NAMES, fixture_path
+from support.fixture_paths import FIXTURE_NAMES, fixture_path
+from support.mount import fuse_available
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if fuse_available():
+        return
+    skip = pytest.mark.skip(reason="FUSE is not available (/dev/fuse or fusermount3 missing)")
+    for item in items:
+        if item.get_closest_marker("fuse") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture(params=FIXTURE_NAMES)

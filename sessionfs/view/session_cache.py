@@ -45,7 +45,7 @@ ChangeListener = Callable[[LoadedSession, bool], None]
 class PendingLabel:
     """A symlink made in ``labels/`` under a name GNU ``ln -sfn`` uses for its
     temporary link: held in memory, since a rename over the real name usually follows
-    at once (`sessionfs.nodes.entries.LabelsDir`). ``commit`` turns it into a real label
+    at once (`sessionfs.fs.nodes.entries.LabelsDir`). ``commit`` turns it into a real label
     (a name that merely looks temporary is still a label: committed when read,
     listed, after ``PENDING_LABEL_DELAY`` (entries.py), or at unmount)."""
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from session_helpers import assistant, user
+from support.session_helpers import assistant, user
 
 import core
 from core import MemorySessionStorage, SessionManager, paths

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from session_helpers import file_objects
+from support.session_helpers import file_objects
 
 from core import SessionManager
 

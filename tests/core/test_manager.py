@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from session_helpers import assistant, file_objects, temp_files, user
+from support.session_helpers import assistant, file_objects, temp_files, user
 
 import core
 from core import (

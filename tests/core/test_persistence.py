@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from session_helpers import assistant, file_lines, file_objects, temp_files, user
+from support.session_helpers import assistant, file_lines, file_objects, temp_files, user
 
 import core
 from core import FileSessionStorage, PersistenceError, SessionManager

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 import pytest
-from agent_simulator import SIMULATOR, agent_line, agent_numbers
+from support.agent_simulator import SIMULATOR, agent_line, agent_numbers
 
 from core import MemorySessionStorage, SessionManager
 from core.check import fix_file

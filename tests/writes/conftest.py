@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_messages import make_session
+from support.agent_messages import make_session
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from agent_messages import file_objects
+from support.agent_messages import file_objects
 
 from core import SessionManager
 from sessionfs.view.refusal import WriteRejected

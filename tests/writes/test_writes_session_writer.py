@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_messages import assistant, file_objects, make_session
-from write_helpers import (
+from support.agent_messages import assistant, file_objects, make_session
+from support.write_helpers import (
     FailingStorage,
     append_raw_line,
     fixture_path,

@@ -7,10 +7,13 @@ import os
 from pathlib import Path
 
 import orjson
+import pytest
+from support.mount import Mount, run
 
 from core import SessionManager, build_session_context, dumps_pretty
 from core.context import path_to_root
-from tests.fuse.conftest import Mount, run
+
+pytestmark = pytest.mark.fuse
 
 
 def sessions_on_disk(agent_dir: Path) -> dict[tuple[str, str], Path]:

@@ -8,11 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent_messages import make_session
-
 from core import SessionManager
 from core.jsonl import parse_jsonl_report
-from tests.fuse.conftest import Mount
+from support.agent_messages import make_session
+from support.mount import Mount
 
 PROJECT = "--work-demo--"
 

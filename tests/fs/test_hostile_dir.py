@@ -10,8 +10,10 @@ import socket
 from pathlib import Path
 
 import orjson
+import pytest
+from support.mount import Mount, run
 
-from tests.fuse.conftest import Mount, run
+pytestmark = pytest.mark.fuse
 
 PROJECT = "--hostile-dir--"
 GOOD_BLOB = "a" * 64

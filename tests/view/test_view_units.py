@@ -8,9 +8,9 @@ from pathlib import Path
 import orjson
 import pytest
 import trio
-from fixture_paths import fixture_files
 from hypothesis import given
 from hypothesis import strategies as st
+from support.fixture_paths import fixture_files
 
 from core import SessionManager, build_session_context
 from core.context import context_sources

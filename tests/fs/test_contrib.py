@@ -17,6 +17,8 @@ import pytest
 
 from core import SessionManager, build_session_context
 
+pytestmark = pytest.mark.fuse
+
 REPO = Path(__file__).resolve().parents[2]
 CONTRIB = REPO / "contrib"
 HELPERS = CONTRIB / "shell" / "sessionfs.sh"

@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from support.mount import COMMAND_TIMEOUT, REPO, Mount, sessionfs, start_mount
 
-from tests.fuse.conftest import COMMAND_TIMEOUT, REPO, Mount, sessionfs, start_mount
+pytestmark = pytest.mark.fuse
 
 
 def one_line_error(result: subprocess.CompletedProcess[str], *words: str) -> None:

@@ -15,8 +15,11 @@ import stat
 import subprocess
 from pathlib import Path
 
-from tests.fuse.conftest import COMMAND_TIMEOUT, Mount, run
-from tests.fuse.write_setup import drop, errno_of
+import pytest
+from support.mount import COMMAND_TIMEOUT, Mount, run
+from support.write_setup import drop, errno_of
+
+pytestmark = pytest.mark.fuse
 
 Fingerprint = dict[str, tuple[str, int, int, str]]
 

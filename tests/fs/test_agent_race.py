@@ -20,10 +20,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from agent_simulator import SIMULATOR, agent_numbers
+from support.agent_simulator import SIMULATOR, agent_numbers
+from support.mount import Mount, run
+from support.write_setup import PROJECT, drop, errno_of, session_dir
 
-from tests.fuse.conftest import Mount, run
-from tests.fuse.write_setup import PROJECT, drop, errno_of, session_dir
+pytestmark = pytest.mark.fuse
 
 RATE = 500
 BIG_SESSION_ENTRIES = 20_000

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.mount import REPO, Mount
 
 from core.check import check_file
-from tests.fuse.conftest import REPO, Mount
+
+pytestmark = pytest.mark.fuse
 
 RECIPE_TIMEOUT = 30
 RECIPE_MARKER = re.compile(r"^# recipe: (?P<title>.+)$")

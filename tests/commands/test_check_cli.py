@@ -20,7 +20,7 @@ from core.jsonl import dumps_line, load_entries_from_file, parse_jsonl_lenient
 from core.migrate import migrate_session_entries
 from sessionfs.commands.check import add_check_parser, run_check
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 HEADER = {"type": "session", "version": 3, "id": "s-1", "timestamp": "2026-01-01T00:00:00.000Z"}
 V1_HEADER = {"type": "session", "id": "old", "timestamp": "2025-01-01T00:00:00.000Z"}
 

@@ -9,8 +9,10 @@ import os
 from pathlib import Path
 
 import orjson
+import pytest
+from support.mount import Mount, run
 
-from tests.fuse.conftest import Mount, run
+pytestmark = pytest.mark.fuse
 
 PROJECT = "--shapes--"
 COMB_STEPS = 5000

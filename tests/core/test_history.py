@@ -23,7 +23,7 @@ from core.history import (
     unescape_history_field,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # What the agents run on a new database (bun:sqlite, one script), kept here verbatim
 # rather than imported so a drift in core/history.py's DDL shows up as a failure.

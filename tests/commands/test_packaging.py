@@ -9,7 +9,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from fixture_paths import REPO
+from support.fixture_paths import REPO
 
 from sessionfs.fs.nodes.root import mount_manual
 

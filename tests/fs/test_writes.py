@@ -14,11 +14,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from fixture_paths import fixture_path
-
-from core import SessionManager, build_session_context
-from tests.fuse.conftest import Mount, run
-from tests.fuse.write_setup import (
+from support.fixture_paths import fixture_path
+from support.mount import Mount, run
+from support.write_setup import (
     PROJECT,
     assistant,
     bad_lines,
@@ -31,6 +29,10 @@ from tests.fuse.write_setup import (
     session_dir,
     user,
 )
+
+from core import SessionManager, build_session_context
+
+pytestmark = pytest.mark.fuse
 
 
 @pytest.fixture

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-
-from tests.fuse.conftest import COMMAND_TIMEOUT
-from tests.fuse.write_setup import (
+from support.mount import COMMAND_TIMEOUT
+from support.write_setup import (
     bad_lines,
     disk_ids,
     drop,
@@ -27,6 +26,8 @@ from tests.fuse.write_setup import (
     on_disk,
     session_dir,
 )
+
+pytestmark = pytest.mark.fuse
 
 #: Appends through append/, one file each; prints each marker once close() returned 0.
 MOUNT_WRITER = textwrap.dedent(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agent_messages import assistant, file_objects, user
+from support.agent_messages import assistant, file_objects, user
 
 __all__ = ["assistant", "file_lines", "file_objects", "temp_files", "user"]
 

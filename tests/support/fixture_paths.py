@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: Real v1 session files recorded by the agents (read-only; see fixtures/README.md).
 FIXTURES_DIR = REPO / "tests" / "fixtures"
 FIXTURE_NAMES = ("pi-v1-before-compaction.jsonl", "pi-v1-large-session.jsonl")

@@ -7,11 +7,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agent_messages import assistant, user
-from fixture_paths import fixture_path as fixture_path  # re-exported for the write tests
-
 from core.jsonl import dumps_line
 from core.storage import FileSessionStorage, FileSessionWriter, PathArg, SessionWriter, WriterMode
+from support.agent_messages import assistant, user
+from support.fixture_paths import fixture_path as fixture_path  # re-exported for the write tests
 
 
 def append_raw_line(path: PathArg, obj: dict[str, Any]) -> None:

@@ -6,8 +6,10 @@ import os
 from pathlib import Path
 
 import orjson
+import pytest
+from support.mount import Mount, run
 
-from tests.fuse.conftest import Mount, run
+pytestmark = pytest.mark.fuse
 
 HEADER = {"type": "session", "version": 3, "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/x"}
 

@@ -9,8 +9,10 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
+from support.mount import Mount, run
 
-from tests.fuse.conftest import Mount, run
+pytestmark = pytest.mark.fuse
 
 PROJECT = "--perm--"
 PIXEL = b"\x89PNG\r\n\x1a\n not really an image"

@@ -14,9 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.mount import COMMAND_TIMEOUT, Mount, run
+from support.write_setup import drop, errno_of, make_agent, session_dir
 
-from tests.fuse.conftest import COMMAND_TIMEOUT, Mount, run
-from tests.fuse.write_setup import drop, errno_of, make_agent, session_dir
+pytestmark = pytest.mark.fuse
 
 LONG_COMPONENT = "/tmp/" + "x" * 300
 # Short components, but the project directory name encodes the whole path.

@@ -12,8 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+import pytest
+from support.mount import Mount
 
-from tests.fuse.conftest import Mount
+pytestmark = pytest.mark.fuse
 
 #: The design bound is well under 1 s (0.2 s freshness checks, 0.5 s attribute cache);
 #: tests wait longer so a loaded CI machine cannot make them flaky.

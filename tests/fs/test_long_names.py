@@ -8,8 +8,10 @@ import re
 from pathlib import Path
 
 import orjson
+import pytest
+from support.mount import Mount, run
 
-from tests.fuse.conftest import Mount, run
+pytestmark = pytest.mark.fuse
 
 LONG_ID = "x" * 5000
 SIBLING_A = "y" * 3000 + "a"  # two long ids sharing a 3,000-character prefix

@@ -1,0 +1,47 @@
+"""Fixtures of the FUSE acceptance tests: real mounts in tmp dirs (`support.mount`),
+unmounted in teardown, and the demo agent dir they browse."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from support.mount import Mount, load_demo_module, start_mount
+
+MountFactory = Callable[..., Mount]
+
+
+@pytest.fixture
+def mount_factory(tmp_path: Path) -> Iterator[MountFactory]:
+    mounts: list[Mount] = []
+
+    def factory(agent_dir: Path, *extra: str, name: str = "mnt") -> Mount:
+        mount = start_mount(agent_dir, tmp_path / name, *extra)
+        mounts.append(mount)
+        return mount
+
+    yield factory
+    for mount in mounts:
+        mount.unmount()
+
+
+@pytest.fixture(scope="session")
+def demo_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo agent dir, generated once per test run (tests copy it before use)."""
+    agent_dir = tmp_path_factory.mktemp("demo-template") / "agent"
+    load_demo_module().generate(agent_dir)
+    return agent_dir
+
+
+@pytest.fixture
+def demo_agent(demo_template: Path, tmp_path: Path) -> Path:
+    agent_dir = tmp_path / "agent"
+    shutil.copytree(demo_template, agent_dir, copy_function=shutil.copy2)
+    return agent_dir
+
+
+@pytest.fixture
+def demo_mount(demo_agent: Path, mount_factory: MountFactory) -> Mount:
+    return mount_factory(demo_agent)

@@ -1,0 +1,5 @@
+"""Code the tests (and the benchmarks) share: real agent messages and session files
+(`agent_messages`, `session_helpers`), the repository's fixture files
+(`fixture_paths`), an appending agent process (`agent_simulator`), the real-mount
+harness (`mount`) and the write tests' setup and readers (`write_setup`,
+`write_helpers`). Imported as ``support.<module>`` (``tests`` is on pytest's path)."""

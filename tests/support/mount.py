@@ -1,0 +1,137 @@
+"""A real mount in a tmp dir, driven with real tools: the harness of the FUSE tests
+and of the mount benchmarks (``bench/common.py`` uses `wait_for_mount` and
+`stop_mount`). The daemon runs in a subprocess; stopping always unmounts
+(``fusermount3 -u``, then kill + ``-u -z`` as the last resort) and every command has a
+timeout, so a bug makes a test fail instead of hanging the suite."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parents[2]
+COMMAND_TIMEOUT = 60
+MOUNT_TIMEOUT = 20
+
+
+class MountDidNotComeUp(RuntimeError):
+    """The daemon exited, or the mount point did not become a mount in time."""
+
+
+def fuse_available() -> bool:
+    return os.path.exists("/dev/fuse") and shutil.which("fusermount3") is not None
+
+
+def run(*cmd: str | Path, cwd: Path | None = None, check: bool = True) -> str:
+    """Run a real tool with a timeout; its stdout as text."""
+    result = subprocess.run(
+        [str(c) for c in cmd],
+        cwd=cwd,
+        capture_output=True,
+        timeout=COMMAND_TIMEOUT,
+        check=False,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"{cmd} exited {result.returncode}: {result.stderr.decode(errors='replace')}"
+        )
+    return result.stdout.decode("utf-8", "surrogateescape")
+
+
+def sessionfs(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sessionfs", *(str(a) for a in args)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT,
+        check=False,
+    )
+
+
+def mount_command(mountpoint: Path, agent_dir: Path, *extra: str) -> list[str]:
+    """``sessionfs mount`` in the foreground, as the tests and benchmarks run it."""
+    return [
+        sys.executable,
+        "-m",
+        "sessionfs",
+        "mount",
+        str(mountpoint),
+        "--foreground",
+        "--agent-dir",
+        str(agent_dir),
+        *extra,
+    ]
+
+
+def wait_for_mount(
+    path: Path, process: subprocess.Popen[bytes], timeout: float = MOUNT_TIMEOUT
+) -> None:
+    """Return once ``path`` is a mount; `MountDidNotComeUp` if the daemon exits first
+    or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while not os.path.ismount(path):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise MountDidNotComeUp(f"mount at {path} did not come up (exit {process.poll()})")
+        time.sleep(0.02)
+
+
+def stop_mount(path: Path, process: subprocess.Popen[bytes], timeout: float = 10) -> None:
+    """Unmount ``path`` and reap its daemon, whatever state they are in."""
+    if os.path.ismount(path):
+        subprocess.run(["fusermount3", "-u", str(path)], check=False, timeout=COMMAND_TIMEOUT)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=timeout)
+    if os.path.ismount(path):
+        subprocess.run(["fusermount3", "-u", "-z", str(path)], check=False, timeout=COMMAND_TIMEOUT)
+
+
+@dataclass
+class Mount:
+    path: Path
+    agent_dir: Path
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def alive(self) -> bool:
+        return self.process.poll() is None and os.path.ismount(self.path)
+
+    def unmount(self) -> None:
+        stop_mount(self.path, self.process)
+
+
+def start_mount(agent_dir: Path, mountpoint: Path, *extra: str) -> Mount:
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    log = mountpoint.parent / f"{mountpoint.name}.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            mount_command(mountpoint, agent_dir, *extra),
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    mount = Mount(mountpoint, agent_dir, process, log)
+    try:
+        wait_for_mount(mountpoint, process)
+    except MountDidNotComeUp:
+        mount.unmount()
+        raise AssertionError(f"mount did not come up: {log.read_text(errors='replace')}") from None
+    return mount
+
+
+def load_demo_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("sessionfs_demo", REPO / "contrib" / "demo.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
