@@ -14,6 +14,7 @@ from core.paths import iso_to_ms
 
 __all__ = [
     "UNSET",
+    "Unset",
     "build_session_context",
     "context_sources",
     "empty_context",
@@ -21,7 +22,7 @@ __all__ = [
 ]
 
 
-class _Unset:
+class Unset:
     __slots__ = ()
 
     def __repr__(self) -> str:
@@ -29,7 +30,7 @@ class _Unset:
 
 
 #: "no leaf given": use the last entry (``None`` means "before the first entry").
-UNSET: Final = _Unset()
+UNSET: Final = Unset()
 
 Entry = dict[str, Any]
 
@@ -174,7 +175,7 @@ def _message_pairs(
 
 
 def _leaf_path(
-    entries: Sequence[Entry], leaf_id: str | _Unset | None, by_id: Mapping[str, Entry] | None
+    entries: Sequence[Entry], leaf_id: str | Unset | None, by_id: Mapping[str, Entry] | None
 ) -> list[Entry]:
     """Root->leaf path for section 9 step 1-2 (empty for a ``None`` leaf or no entries)."""
     if leaf_id is None or not entries:
@@ -191,7 +192,7 @@ def _leaf_path(
 
 def build_session_context(
     entries: Sequence[Entry],
-    leaf_id: str | _Unset | None = UNSET,
+    leaf_id: str | Unset | None = UNSET,
     by_id: Mapping[str, Entry] | None = None,
 ) -> dict[str, Any]:
     """``{messages, thinkingLevel, models, injectedTtsrRules, mode, modeData}`` at a leaf.
@@ -208,7 +209,7 @@ def build_session_context(
 
 def context_sources(
     entries: Sequence[Entry],
-    leaf_id: str | _Unset | None = UNSET,
+    leaf_id: str | Unset | None = UNSET,
     by_id: Mapping[str, Entry] | None = None,
 ) -> list[Entry]:
     """The entry behind each message of ``build_session_context(...)`` with the same

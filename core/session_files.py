@@ -1,0 +1,236 @@
+"""Where session files live and how new ones come to be: paths, blob stores, modes,
+breadcrumbs, and what a fork, a branched copy and a move put where.
+
+These are the file-level decisions of the manager's whole-session operations (spec
+section 6: `fork`, `fork_from`, `create_branched_session`, `move_to`); the manager
+wires them to its state and its persistence pipeline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from core import discovery, paths
+from core.blobs import BlobStore, may_contain_blob_refs
+from core.context import path_to_root
+from core.errors import NotASessionError
+from core.jsonl import is_header, parse_jsonl_lenient
+from core.migrate import CURRENT_SESSION_VERSION, migrate_session_entries
+from core.persist import resolve_blob_refs
+from core.storage import FileSessionStorage, PathArg, SessionStorage
+
+__all__ = [
+    "agent_dir_of_session_dir",
+    "branched_entries",
+    "default_blob_store",
+    "move_artifacts",
+    "move_destination",
+    "new_header",
+    "new_session_file",
+    "norm_path",
+    "permissions_source",
+    "read_fork_source",
+    "recent_session",
+    "session_dir_for",
+    "undo_moves",
+    "write_breadcrumb",
+]
+
+Entry = dict[str, Any]
+
+
+def norm_path(path: PathArg, storage: SessionStorage) -> str:
+    """Absolute on the real file system; normalised (no cwd involved) in memory."""
+    text = os.fspath(path)
+    if isinstance(storage, FileSessionStorage):
+        return os.path.abspath(text)
+    return os.path.normpath(text)
+
+
+def session_dir_for(cwd: str, session_dir: PathArg | None, storage: SessionStorage) -> str:
+    """The directory new sessions of `cwd` go to (given, else the agent's default)."""
+    directory = session_dir if session_dir is not None else paths.session_dir_for_cwd(cwd)
+    return norm_path(directory, storage)
+
+
+def agent_dir_of_session_dir(session_dir: str) -> Path | None:
+    """`<agent>` when `session_dir` is `<agent>/sessions/<project>`."""
+    p = Path(session_dir)
+    return p.parent.parent if p.parent.name == "sessions" else None
+
+
+def default_blob_store(path: str, storage: SessionStorage) -> BlobStore | None:
+    """`<agent>/blobs` for a file inside an agent dir, else `blobs/` beside the file.
+
+    Only the real filesystem has a blob store: `BlobStore` writes files itself.
+    """
+    if not isinstance(storage, FileSessionStorage):
+        return None
+    agent_dir = paths.agent_dir_for_session_file(path)
+    if agent_dir is not None:
+        return BlobStore(paths.blobs_dir(agent_dir))
+    return BlobStore(Path(os.path.dirname(path)) / "blobs")
+
+
+def permissions_source(storage: SessionStorage, file: str, model: str | None) -> str | None:
+    """Whose mode a new file takes: the file itself when it exists, else `model` (a
+    fork's source), else another session in the same dir (a private project stays so)."""
+    if storage.exists(file):
+        return None
+    if model is not None and storage.exists(model):
+        return model
+    siblings = storage.list_files(os.path.dirname(file) or ".", "*.jsonl")
+    return min(siblings) if siblings else None
+
+
+def write_breadcrumb(storage: SessionStorage, cwd: str, file: str, session_dir: str) -> None:
+    """Remember `file` as this terminal's session for `cwd` (best effort, never fatal)."""
+    agent_dir = agent_dir_of_session_dir(session_dir)
+    if agent_dir is not None:
+        discovery.write_terminal_breadcrumb(cwd, file, agent_dir, storage=storage)
+
+
+def recent_session(cwd: str, directory: str, storage: SessionStorage) -> str | None:
+    """`continue_recent`'s choice: this terminal's breadcrumb, else the newest file."""
+    agent_dir = agent_dir_of_session_dir(directory)
+    if agent_dir is not None:
+        crumb = discovery.read_terminal_breadcrumb(cwd, agent_dir, storage=storage)
+        if crumb is not None and storage.exists(crumb):
+            return crumb
+    return discovery.find_most_recent_session(directory, storage=storage)
+
+
+# ------------------------------------------------------------------ new sessions
+
+
+def new_header(
+    cwd: str,
+    *,
+    parent_session: str | None = None,
+    copy_title_from: Mapping[str, Any] | None = None,
+) -> Entry:
+    """A fresh header (new id, now); a fork keeps its source's title and titleSource."""
+    header: Entry = {
+        "type": "session",
+        "version": CURRENT_SESSION_VERSION,
+        "id": paths.new_session_id(),
+        "timestamp": paths.now_iso(),
+        "cwd": cwd,
+    }
+    if copy_title_from is not None:
+        for key in ("title", "titleSource"):
+            if key in copy_title_from:
+                header[key] = copy_title_from[key]
+    if parent_session is not None:
+        header["parentSession"] = parent_session
+    return header
+
+
+def new_session_file(session_dir: str, header: Mapping[str, Any]) -> str:
+    return os.path.join(session_dir, paths.session_file_name(header["timestamp"], header["id"]))
+
+
+def read_fork_source(source_path: str, storage: SessionStorage) -> tuple[Entry, list[Entry]]:
+    """Header and entries of `source_path`, migrated and with blob refs resolved in
+    memory (the source is never written)."""
+    try:
+        data = storage.read_bytes(source_path)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+        raise NotASessionError(f"Cannot fork: {source_path} does not exist") from exc
+    loaded = parse_jsonl_lenient(data)
+    if not loaded or not is_header(loaded[0]):
+        raise NotASessionError(f"Cannot fork: {source_path} is empty or not a session")
+    migrate_session_entries(loaded)
+    source_blobs = default_blob_store(source_path, storage)
+    if source_blobs is not None and may_contain_blob_refs(data):
+        for entry in loaded[1:]:
+            resolve_blob_refs(entry, source_blobs)
+    return loaded[0], loaded[1:]
+
+
+def _path_without_labels(leaf_id: str, by_id: Mapping[str, Entry]) -> list[Entry]:
+    """Root -> leaf path minus label entries; an entry whose parent was a dropped
+    label gets a copy re-parented to the nearest kept ancestor (still one chain)."""
+    kept: list[Entry] = []
+    for entry in path_to_root(leaf_id, by_id):
+        if entry.get("type") == "label":
+            continue
+        expected_parent = kept[-1].get("id") if kept else None
+        if entry.get("parentId") != expected_parent:
+            entry = {**entry, "parentId": expected_parent}
+        kept.append(entry)
+    return kept
+
+
+def branched_entries(
+    leaf_id: str, by_id: Mapping[str, Entry], labels: Mapping[str, str]
+) -> list[Entry]:
+    """What `create_branched_session` keeps: the root -> `leaf_id` path without label
+    entries, then a fresh label entry (chained after the path) per label on it."""
+    path = _path_without_labels(leaf_id, by_id)
+    taken = {e["id"] for e in path if isinstance(e.get("id"), str)}
+    parent_id = path[-1].get("id") if path else None
+    for entry in list(path):
+        target = entry.get("id")
+        label = labels.get(target) if isinstance(target, str) else None
+        if label is None:
+            continue
+        label_id = paths.new_entry_id(taken)
+        taken.add(label_id)
+        path.append(
+            {
+                "type": "label",
+                "id": label_id,
+                "parentId": parent_id,
+                "timestamp": paths.now_iso(),
+                "targetId": target,
+                "label": label,
+            }
+        )
+        parent_id = label_id
+    return path
+
+
+# ------------------------------------------------------------------ moves
+
+
+def move_destination(old_file: str, new_cwd: str, storage: SessionStorage) -> tuple[str, str]:
+    """(new session dir, new file) of a move to `new_cwd`: the agent's dir for that
+    cwd, or (outside an agent dir) a sibling of the current session dir."""
+    agent_dir = paths.agent_dir_for_session_file(old_file)
+    if agent_dir is not None:
+        new_dir = str(paths.session_dir_for_cwd(new_cwd, agent_dir))
+    else:
+        parent = os.path.dirname(os.path.dirname(old_file))
+        new_dir = os.path.join(parent, paths.encode_cwd(os.path.abspath(new_cwd)))
+    new_dir = norm_path(new_dir, storage)
+    return new_dir, os.path.join(new_dir, os.path.basename(old_file))
+
+
+def _artifacts_dir(session_file: str) -> str | None:
+    """The sibling artifacts dir of a session file: its path without `.jsonl`."""
+    return session_file[: -len(".jsonl")] if session_file.endswith(".jsonl") else None
+
+
+def move_artifacts(
+    storage: SessionStorage, old_file: str, new_file: str, new_dir: str
+) -> list[tuple[str, str]]:
+    """Create `new_dir` and move the artifacts dir beside `new_file`; returns the
+    renames made, for `undo_moves` (the session file itself moves by a rewrite)."""
+    storage.ensure_dir(new_dir)
+    old_artifacts = _artifacts_dir(old_file)
+    if old_artifacts is None or not storage.is_dir(old_artifacts):
+        return []
+    new_artifacts = new_file[: -len(".jsonl")]
+    storage.rename(old_artifacts, new_artifacts)
+    return [(old_artifacts, new_artifacts)]
+
+
+def undo_moves(storage: SessionStorage, moved: list[tuple[str, str]]) -> None:
+    for src, dst in reversed(moved):
+        with contextlib.suppress(OSError):
+            storage.rename(dst, src)
