@@ -2,7 +2,9 @@
 # Install the sessionfs user unit.
 #   contrib/systemd/install.sh [MOUNTPOINT]      (default: ~/agent-sessions)
 # Environment: SESSIONFS_BIN (default: `command -v sessionfs`, else this repo's .venv),
-#              UNIT_DIR (default: ~/.config/systemd/user).
+#              UNIT_DIR (default: ~/.config/systemd/user),
+#              SESSIONFS_STORE=s3://BUCKET[/PREFIX]: also install sessionfs-sync.service,
+#              SESSIONFS_SYNC_ARGS: more `sessionfs sync` options (e.g. --endpoint-url URL).
 # Then: systemctl --user daemon-reload && systemctl --user enable --now sessionfs
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,3 +22,11 @@ sed -e "s|@SESSIONFS_BIN@|$bin|g" -e "s|@MOUNTPOINT@|$mountpoint|g" \
   "$here/sessionfs.service.in" > "$unit_dir/sessionfs.service"
 echo "installed $unit_dir/sessionfs.service (mount at $mountpoint)"
 echo "enable it with: systemctl --user daemon-reload && systemctl --user enable --now sessionfs"
+
+if [ -n "${SESSIONFS_STORE:-}" ]; then
+  sed -e "s|@SESSIONFS_BIN@|$bin|g" -e "s|@STORE@|$SESSIONFS_STORE|g" \
+    -e "s|@SYNC_ARGS@|${SESSIONFS_SYNC_ARGS:-}|g" \
+    "$here/sessionfs-sync.service.in" > "$unit_dir/sessionfs-sync.service"
+  echo "installed $unit_dir/sessionfs-sync.service (sync to $SESSIONFS_STORE)"
+  echo "enable it with: systemctl --user daemon-reload && systemctl --user enable --now sessionfs-sync"
+fi

@@ -119,9 +119,10 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     finally:
         os.environ.clear()
         os.environ.update(saved)
+        # weed can take 15 s to drain on SIGTERM; its data is a tmp dir thrown away anyway.
         process.terminate()
         try:
-            process.wait(timeout=15)
+            process.wait(timeout=3)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=15)

@@ -1,0 +1,73 @@
+"""contrib/systemd: the sync user unit renders, verifies, and its ExecStart really syncs."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from store_helpers import S3Server, make_agent_dir, mirrored_files, shipped_files
+
+CONTRIB = Path(__file__).resolve().parents[2] / "contrib"
+
+
+def _render(tmp_path: Path, store: str, sync_args: str) -> Path:
+    # `sessionfs sync` as the unit will run it (the main CLI registers the same parser).
+    wrapper = tmp_path / "bin" / "sessionfs"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} -m sessionfs.store.command "$@"\n')
+    wrapper.chmod(0o755)
+    env = {
+        **os.environ,
+        "SESSIONFS_BIN": str(wrapper),
+        "UNIT_DIR": str(tmp_path / "units"),
+        "SESSIONFS_STORE": store,
+        "SESSIONFS_SYNC_ARGS": sync_args,
+    }
+    subprocess.run(
+        [CONTRIB / "systemd" / "install.sh", str(tmp_path / "mnt")],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+    return tmp_path / "units" / "sessionfs-sync.service"
+
+
+def _exec_start(unit: Path) -> list[str]:
+    line = next(x for x in unit.read_text().splitlines() if x.startswith("ExecStart="))
+    return shlex.split(line.split("=", 1)[1])
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze not installed")
+def test_sync_unit_verifies(tmp_path: Path) -> None:
+    unit = _render(tmp_path, "s3://team-sessions/agents", "--endpoint-url http://127.0.0.1:1")
+    result = subprocess.run(
+        ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert "@" not in " ".join(_exec_start(unit))
+
+
+def test_sync_unit_exec_start_ships_the_agent_dir(
+    s3_server: S3Server, store_prefix: str, tmp_path: Path
+) -> None:
+    agent = make_agent_dir(
+        tmp_path, fixture="pi-v1-before-compaction.jsonl", project="--p--", shared_blob=b"b"
+    )
+    args = (
+        f"--endpoint-url {s3_server.endpoint} --machine desk --agent-dir {agent} "
+        f"--state-dir {tmp_path / 'state'}"
+    )
+    unit = _render(tmp_path, s3_server.store_url(store_prefix), args)
+    done = subprocess.run(
+        [*_exec_start(unit), "--once"], env=s3_server.env, capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    mirror = s3_server.mirror(store_prefix, tmp_path / "cache")
+    mirror.refresh()
+    assert mirrored_files(mirror, "desk") == shipped_files(agent)
