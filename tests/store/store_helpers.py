@@ -105,7 +105,7 @@ def _wait_for_bucket(server: S3Server, process: subprocess.Popen[bytes], log: Pa
 @contextmanager
 def seaweedfs(weed: str, base: Path) -> Iterator[S3Server]:
     """``weed server -s3`` on free loopback ports with a bucket made; always stopped."""
-    (base / "data").mkdir()
+    (base / "data").mkdir(parents=True)
     master, volume, filer, s3 = _free_ports(4)
     command = [
         weed, "server", "-s3", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={base / 'data'}",
