@@ -24,20 +24,23 @@ import errno
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from collections.abc import Sequence
+from typing import Final
 
 from core.jsonl import complete_prefix_length, loads
 from core.safe_open import open_regular_fd
-
-if TYPE_CHECKING:
-    from core.storage import SessionStorage
+from core.storage_api import (
+    PathArg,
+    RewriteResult,
+    SessionStorage,
+    Transform,
+    atomic_write,
+    temp_path_for,
+)
 
 __all__ = [
     "BUSY_RETRY_SECONDS",
     "CARRY_SECONDS",
-    "RewriteResult",
     "SessionBusyError",
     "SourceReplacedError",
     "complete_lines",
@@ -48,9 +51,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PathArg = str | os.PathLike[str]
-#: Maps the source's complete lines to the new file's bytes.
-Transform = Callable[[bytes], bytes]
 
 #: How long a writer seen in the /proc scan may take to close the file before the
 #: rewrite is refused as busy (an append by path closes within microseconds).
@@ -83,17 +83,6 @@ class SessionBusyError(OSError):
 
 class SourceReplacedError(Exception):
     """The file is not the one the caller read (another inode): reload, then retry."""
-
-
-@dataclass(frozen=True, slots=True)
-class RewriteResult:
-    """What a rewrite wrote. ``transformed``: bytes the transform produced, at the start
-    of the new file; lines carried from the old file (or appended by others to the new
-    one) follow them. ``inode``: the new file's inode."""
-
-    transformed: int
-    carried: int
-    inode: int
 
 
 # ---------------------------------------------------------------------------
@@ -242,8 +231,6 @@ def rewrite_file(
 
 
 def _write_new(storage: SessionStorage, destination: str, content: bytes) -> RewriteResult:
-    from core.storage import atomic_write
-
     atomic_write(storage, destination, [content])
     return RewriteResult(len(content), 0, storage.stat(destination).inode)
 
@@ -256,8 +243,6 @@ def _carrying_rewrite(
     transform: Transform,
     expected_inode: int | None,
 ) -> RewriteResult:
-    from core.storage import temp_path_for
-
     st = os.fstat(source)
     if expected_inode is not None and st.st_ino != expected_inode:
         raise SourceReplacedError(f"{path} was replaced by another file")

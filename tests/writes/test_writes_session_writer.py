@@ -338,9 +338,16 @@ def test_title_rewrite_keeps_lines_an_agent_appended(session_path: Path) -> None
 
 def test_flush_works_with_and_without_pending_writes(session_path: Path) -> None:
     manager = browse(session_path)
-    writer.flush_session(manager)
+    before = session_path.read_bytes()
+    writer.flush_session(manager)  # nothing pending: the file is left as it was
+    assert session_path.read_bytes() == before
     writer.append_ops(manager, ops("x", name="a.txt"))
     writer.flush_session(manager)
+    after = session_path.read_bytes()
+    assert after.startswith(before)  # one new line after the old bytes, nothing rewritten
+    assert after.count(b"\n") == before.count(b"\n") + 1
+    assert file_objects(session_path)[-1] == manager.get_entry(manager.get_leaf_id() or "")
+    assert manager.persist_error is None
 
 
 # ---------------------------------------------------------------- new files
