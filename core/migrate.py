@@ -10,15 +10,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Final
 
-__all__ = ["CURRENT_SESSION_VERSION", "deterministic_entry_id", "migrate_session_entries"]
+__all__ = ["CURRENT_SESSION_VERSION", "migrate_session_entries"]
 
 CURRENT_SESSION_VERSION: Final = 3
-
-
-def deterministic_entry_id(session_id: str, position: int, taken: set[str]) -> str:
-    """First 8 hex of sha256("<session id>:<position>"); re-derived with a counter
-    (":<n>" appended) on collision."""
-    return _IdDeriver(session_id).derive(position, taken)
 
 
 class _IdDeriver:

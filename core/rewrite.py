@@ -45,7 +45,6 @@ __all__ = [
     "SourceReplacedError",
     "complete_lines",
     "rewrite_file",
-    "writers_of",
     "writers_of_inode",
 ]
 
@@ -121,15 +120,6 @@ def writers_of_inode(device: int, inode: int) -> list[int]:
     except OSError:
         return []
     return [int(pid) for pid in procs if _holds_for_writing(pid, device, inode)]
-
-
-def writers_of(path: PathArg) -> list[int]:
-    """Pids (not ours) holding ``path`` open for writing; [] when it is missing."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return []
-    return writers_of_inode(st.st_dev, st.st_ino)
 
 
 def _refuse_if_held_open(path: PathArg, st: os.stat_result) -> None:

@@ -48,12 +48,3 @@ def open_regular(path: PathArg) -> Iterator[BinaryIO]:
     """`open_regular_fd` as a binary file object (closed on exit)."""
     with os.fdopen(open_regular_fd(path), "rb") as fh:
         yield fh
-
-
-def is_regular_file(path: PathArg) -> bool:
-    """True when `path` opens as a regular file right now (never blocks, never raises)."""
-    try:
-        os.close(open_regular_fd(path))
-    except OSError:
-        return False
-    return True
