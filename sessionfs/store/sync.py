@@ -400,9 +400,13 @@ def run_sync_loop(
             return 2
         failing_since = None
         backoff.reset()
-        log.info(
-            "shipped %d segments, %d blobs, %d bytes", result.segments, result.blobs, result.bytes
-        )
+        if result.segments or result.blobs or once:  # a quiet loop logs nothing
+            log.info(
+                "shipped %d segments, %d blobs, %d bytes",
+                result.segments,
+                result.blobs,
+                result.bytes,
+            )
         if once:
             return 3 if result.conflicts else 0
         sleep(interval)

@@ -121,6 +121,31 @@ def test_incremental_sync_ships_about_the_appended_bytes(
     assert mirrored_files(mirror, "m") == shipped_files(agent)
 
 
+def test_sync_loop_ships_appends_every_interval(
+    s3_server: S3Server, store_prefix: str, tmp_path: Path
+) -> None:
+    agent = make_agent_dir(
+        tmp_path, fixture="pi-v1-before-compaction.jsonl", project="--p--",
+        shared_blob=SHARED_BLOB,
+    )  # fmt: skip
+    command = sync_command(s3_server, store_prefix, agent, "m", tmp_path / "state")
+    command[command.index("--once")] = "--interval=0.2"
+    sync = subprocess.Popen(command, env=s3_server.env, stderr=subprocess.DEVNULL)
+    mirror = s3_server.mirror(store_prefix, tmp_path / "cache")
+    try:
+        for n in range(3):  # an agent goes on appending; each line shows up on its own
+            with _session_files(agent)[0].open("ab") as session:
+                session.write(_line(n))
+            deadline = time.monotonic() + 20
+            while mirrored_files(mirror, "m") != shipped_files(agent):
+                assert sync.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+                mirror.refresh()
+    finally:
+        sync.terminate()
+        sync.wait(timeout=10)
+
+
 def test_torn_last_line_is_shipped_only_once_complete(
     s3_server: S3Server, store_prefix: str, tmp_path: Path
 ) -> None:
