@@ -106,10 +106,7 @@ def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountCont
         index=index,
         sessions=cache,
         history=HistoryView(paths.history_db_path(opts.agent_dir)),
-        read_only=opts.read_only,
         started_ns=time.time_ns(),
-        uid=os.getuid(),
-        gid=os.getgid(),
         mountpoint=os.path.abspath(opts.mountpoint),
     )
     ops = SessionFsOperations(RootDir(ctx, ()), read_only=opts.read_only, debug=opts.debug)

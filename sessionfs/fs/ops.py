@@ -10,7 +10,9 @@ key a number on first sight and keeps it while the kernel holds lookups on it
 Numbers are never reused, so ``generation`` can stay 0.
 
 Writes: every write-type request checks ``--read-only`` here (``EROFS``), then asks the
-node; nodes refuse with ``EPERM`` unless they implement the operation.
+node; nodes refuse with ``EPERM`` unless they implement the operation. A refusal is a
+`WriteRejected`: its errno is the answer, and the node the request was made to records
+its reason (`Node.record_refusal`: the ``ctl`` of its session, or the root ``ctl``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ __all__ = ["DirHandle", "InodeTable", "Invalidator", "SessionFsOperations"]
 log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+T = TypeVar("T")
 
 WRITE_BITS = 0o222
 
@@ -80,7 +83,7 @@ class InodeTable:
         root.nlookup = 1
         self.by_key: dict[tuple[str, ...], int] = {root.key: pyfuse3.ROOT_INODE}
         self.nodes: dict[int, Node] = {pyfuse3.ROOT_INODE: root}
-        # (project, stem) -> inodes of changing nodes below that session dir
+        # session (`Node.session_key`) -> inodes of changing nodes of that session
         self.by_session: dict[tuple[str, str], set[int]] = {}
 
     def inode_for(self, node: Node) -> int:
@@ -89,13 +92,9 @@ class InodeTable:
             inode = self._next
             self._next += 1
             self.by_key[node.key] = inode
-            if (
-                len(node.key) >= 3
-                and node.key[0] == "sessions"
-                and node.tier is not IMMUTABLE
-                and node.invalidate_on_change
-            ):
-                self.by_session.setdefault((node.key[1], node.key[2]), set()).add(inode)
+            session = node.session_key
+            if session is not None and node.tier is not IMMUTABLE and node.invalidate_on_change:
+                self.by_session.setdefault(session, set()).add(inode)
         else:
             old = self.nodes.get(inode)
             if old is not None and old is not node:
@@ -130,8 +129,7 @@ class InodeTable:
         """Inodes below one session dir: the changing ones, or (rare) all of them."""
         if not everything:
             return list(self.by_session.get(key, ()))
-        prefix = ("sessions", *key)
-        return [i for k, i in self.by_key.items() if k[:3] == prefix]
+        return [inode for inode, node in self.nodes.items() if node.session_key == key]
 
     def forget(self, inode: int, count: int) -> None:
         node = self.nodes.get(inode)
@@ -143,12 +141,12 @@ class InodeTable:
         del self.nodes[inode]
         if self.by_key.get(node.key) == inode:  # not if a rename gave the name away
             del self.by_key[node.key]
-        if len(node.key) >= 3 and node.key[0] == "sessions":
-            inodes = self.by_session.get((node.key[1], node.key[2]))
-            if inodes is not None:
-                inodes.discard(inode)
-                if not inodes:
-                    del self.by_session[(node.key[1], node.key[2])]
+        session = node.session_key
+        inodes = self.by_session.get(session) if session is not None else None
+        if session is not None and inodes is not None:
+            inodes.discard(inode)
+            if not inodes:
+                del self.by_session[session]
 
 
 class Invalidator:
@@ -271,7 +269,17 @@ class SessionFsOperations(pyfuse3.Operations):
 
     def _writable(self) -> None:
         if self.read_only:
-            raise pyfuse3.FUSEError(errno.EROFS)
+            raise WriteRejected(errno.EROFS, "the mount is read-only (--read-only)")
+
+    async def _write_to(self, node: Node, request: Callable[[], Awaitable[T]]) -> T:
+        """A write-type request to ``node``: ``EROFS`` under ``--read-only``, else the
+        node's answer; a refusal is recorded by ``node`` for its ``ctl``."""
+        try:
+            self._writable()
+            return await request()
+        except WriteRejected as exc:
+            await node.record_refusal(exc)
+            raise
 
     def _add_handle(self, handle: OpenFile | DirHandle) -> int:
         fh = self._next_handle
@@ -327,8 +335,8 @@ class SessionFsOperations(pyfuse3.Operations):
         """
         if self.invalidator is None or self.invalidator.closing:
             return
-        for dir_name, rows in session.listings.items():
-            parent = self.table.by_key.get(("sessions", *session.key, dir_name))
+        for dir_key, rows in session.listings.items():
+            parent = self.table.by_key.get(dir_key)
             if parent is None:
                 continue
             for name, _node in rows:
@@ -400,8 +408,9 @@ class SessionFsOperations(pyfuse3.Operations):
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         node = self.table.node(inode)
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
-            self._writable()
-        handle = await node.open(flags)
+            handle = await self._write_to(node, lambda: node.open(flags))
+        else:
+            handle = await node.open(flags)
         self._uncached.discard(inode)  # its pages may be cached from now on
         keep = node.tier.keep_cache
         if keep and handle.version is not None:
@@ -437,15 +446,17 @@ class SessionFsOperations(pyfuse3.Operations):
 
     @_errno_guard
     async def write(self, fh: int, off: int, buf: bytes) -> int:
-        self._writable()
+        # Only a handle opened for writing gets here: ``open`` checked ``--read-only``.
         return await self._file_handle(fh).write(off, buf)
 
     @_errno_guard
     async def create(
         self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
-        self._writable()
-        node, handle = await self._dir(parent_inode).create(os.fsdecode(name), flags, mode)
+        parent = self._dir(parent_inode)
+        node, handle = await self._write_to(
+            parent, lambda: parent.create(os.fsdecode(name), flags, mode)
+        )
         attrs = await self._reply_entry(node)
         info = pyfuse3.FileInfo(fh=self._add_handle(handle), direct_io=node.tier.direct_io)
         return info, attrs
@@ -459,17 +470,18 @@ class SessionFsOperations(pyfuse3.Operations):
         fh: int | None,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
-        self._writable()
         node = self.table.node(inode)
-        await node.setattr(attr, fields)
+        await self._write_to(node, lambda: node.setattr(attr, fields))
         return await self._attrs(node, inode)
 
     @_errno_guard
     async def symlink(
         self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        self._writable()
-        node = await self._dir(parent_inode).symlink(os.fsdecode(name), os.fsdecode(target))
+        parent = self._dir(parent_inode)
+        node = await self._write_to(
+            parent, lambda: parent.symlink(os.fsdecode(name), os.fsdecode(target))
+        )
         return await self._reply_entry(node)
 
     @_errno_guard
@@ -482,10 +494,11 @@ class SessionFsOperations(pyfuse3.Operations):
         flags: int,
         ctx: pyfuse3.RequestContext,
     ) -> None:
-        self._writable()
         old_dir, new_dir = self._dir(parent_inode_old), self._dir(parent_inode_new)
         old_name, new_name = os.fsdecode(name_old), os.fsdecode(name_new)
-        moved = await old_dir.rename(old_name, new_dir, new_name, flags)
+        moved = await self._write_to(
+            old_dir, lambda: old_dir.rename(old_name, new_dir, new_name, flags)
+        )
         if moved is None:
             moved = await new_dir.lookup(new_name)
         if moved is not None:
@@ -493,36 +506,37 @@ class SessionFsOperations(pyfuse3.Operations):
 
     @_errno_guard
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
-        self._writable()
-        await self._dir(parent_inode).unlink(os.fsdecode(name))
+        parent = self._dir(parent_inode)
+        await self._write_to(parent, lambda: parent.unlink(os.fsdecode(name)))
 
     @_errno_guard
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
-        self._writable()
-        await self._dir(parent_inode).rmdir(os.fsdecode(name))
+        parent = self._dir(parent_inode)
+        await self._write_to(parent, lambda: parent.rmdir(os.fsdecode(name)))
 
     @_errno_guard
     async def mkdir(
         self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        self._writable()
-        node = await self._dir(parent_inode).mkdir(os.fsdecode(name), mode)
+        parent = self._dir(parent_inode)
+        node = await self._write_to(parent, lambda: parent.mkdir(os.fsdecode(name), mode))
         return await self._reply_entry(node)
 
     @_errno_guard
     async def mknod(
         self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        self._writable()
-        raise pyfuse3.FUSEError(errno.EPERM)  # device files and fifos have no meaning here
+        parent = self._dir(parent_inode)
+        node = await self._write_to(parent, lambda: parent.mknod(os.fsdecode(name)))
+        return await self._reply_entry(node)
 
     @_errno_guard
     async def link(
         self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        self._writable()
-        node = await self._dir(new_parent_inode).link(self.table.node(inode), os.fsdecode(new_name))
-        return await self._reply_entry(node)
+        parent, node = self._dir(new_parent_inode), self.table.node(inode)
+        linked = await self._write_to(parent, lambda: parent.link(node, os.fsdecode(new_name)))
+        return await self._reply_entry(linked)
 
     @_errno_guard
     async def fsync(self, fh: int, datasync: bool) -> None:

@@ -24,6 +24,7 @@ from core.persist import blob_refs_in
 from sessionfs.view import render
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.names import entry_file_names
+from sessionfs.view.refusal import WriteRejected
 
 #: How old a freshness check may be before the next access repeats it (one stat).
 FRESH_INTERVAL = 0.2
@@ -35,7 +36,7 @@ PARSED_SIZE_FACTOR = 4
 UNKNOWN = object()
 
 
-def open_browse(path: Path) -> Any:
+def open_browse(path: Path) -> SessionManager:
     """``SessionManager.open`` for viewing: migrate in memory only, keep blob refs."""
     return SessionManager.open(str(path), browse=True, resolve_blobs=False)
 
@@ -75,7 +76,8 @@ class LoadedSession:
     """
 
     ref: SessionRef
-    manager: Any
+    #: the parsed session; ``None`` while dehydrated (`hydrated` is the checked access)
+    manager: SessionManager | None
     version: int = 1
     checked_at: float = 0.0
     file_state: tuple[int, int, int] = (0, 0, 0)  # inode, size, mtime_ns when last checked
@@ -89,8 +91,9 @@ class LoadedSession:
     _table: EntryTable | None = None
     _entry_bytes: dict[int, bytes] = field(default_factory=dict)
     _cached_bytes: int = 0  # sum of the cached renderings (kept incrementally: hot path)
-    #: per-version listings (name -> node) reused by repeated readdirs; owned by nodes
-    listings: dict[str, Any] = field(default_factory=dict)
+    #: per-version listings reused by repeated readdirs, by the listed dir's path in the
+    #: mount: rows of (name, node). Owned by the nodes; dropped with each version.
+    listings: dict[tuple[str, ...], list[tuple[str, Any]]] = field(default_factory=dict)
     _by_id: dict[str, dict[str, Any]] | None = None
     # Set by the write paths: a leaf chosen through the mount (``ln -sfn``, ``rm leaf``)
     # is not in the file, so it is kept here until an append records it. A pinned
@@ -98,6 +101,19 @@ class LoadedSession:
     pinned_leaf: tuple[str | None] | None = None
     last_result: str | None = None
     last_error: str | None = None
+
+    @property
+    def hydrated(self) -> SessionManager:
+        """The parsed session, for code that runs after ``ensure_loaded`` under the lock
+        (in a worker thread): a dehydrated session here is a bug, not a state."""
+        if self.manager is None:
+            raise RuntimeError(f"{self.ref.path}: used while dehydrated")
+        return self.manager
+
+    def record_refusal(self, exc: WriteRejected) -> None:
+        """Keep a refused write's reason for ``ctl`` (``last_error``), once per refusal."""
+        self.last_error = exc.reason
+        exc.recorded = True
 
     @property
     def key(self) -> tuple[str, str]:
@@ -238,13 +254,13 @@ class LoadedSession:
         return self._table.name_for_id(self.leaf_id(), self._by_id)
 
     def entries(self) -> list[dict[str, Any]]:
-        return list(self.manager.get_entries())
+        return list(self.hydrated.get_entries())
 
     def header(self) -> dict[str, Any]:
-        return dict(self.manager.get_header() or {})
+        return dict(self.hydrated.get_header() or {})
 
     def leaf_id(self) -> str | None:
-        leaf = self.manager.get_leaf_id()
+        leaf = self.hydrated.get_leaf_id()
         return leaf if isinstance(leaf, str) else None
 
     def by_id(self) -> dict[str, dict[str, Any]]:
@@ -254,7 +270,7 @@ class LoadedSession:
         return self._by_id
 
     def labels(self) -> dict[str, str]:
-        return {k: v for k, v in dict(self.manager.get_labels()).items() if isinstance(v, str)}
+        return {k: v for k, v in dict(self.hydrated.get_labels()).items() if isinstance(v, str)}
 
     def table(self) -> EntryTable:
         if self._table is None:
@@ -318,8 +334,7 @@ def _render_transcript(session: LoadedSession) -> bytes:
 
 
 def _render_stats(session: LoadedSession) -> bytes:
-    usage_fn = getattr(session.manager, "get_usage_statistics", None)
-    usage = usage_fn() if callable(usage_fn) else None
+    usage = session.hydrated.get_usage_statistics()
     return render.stats_json(session.entries(), session.leaf_id(), session.by_id(), usage)
 
 
@@ -328,6 +343,6 @@ _RENDERERS: dict[str, Callable[[LoadedSession], bytes]] = {
     "title": lambda s: render.title_text(s.header()),
     "context.json": lambda s: render.context_json(s.context()),
     "transcript.md": _render_transcript,
-    "tree.txt": lambda s: render.tree_text(s.manager.get_tree(), s.leaf_id(), s.by_id()),
+    "tree.txt": lambda s: render.tree_text(s.hydrated.get_tree(), s.leaf_id(), s.by_id()),
     "stats.json": _render_stats,
 }

@@ -80,6 +80,9 @@ class SessionCache:
         self.dehydrate_listeners: list[Callable[[LoadedSession], None]] = []
         #: pinned leaves of sessions dropped after a failed write, restored on reload
         self._dropped_pins: dict[tuple[str, str], tuple[str | None]] = {}
+        #: ``ctl``'s last_result/last_error of sessions dropped after a failed write:
+        #: the reloaded session still says why the write failed
+        self._dropped_outcomes: dict[tuple[str, str], tuple[str | None, str | None]] = {}
         #: temporary symlinks made in session dirs (name -> target), per session
         self._pending_links: dict[tuple[str, str], dict[str, str]] = {}
         #: temporary-looking symlinks made in labels/ (name -> record), per session
@@ -138,6 +141,8 @@ class SessionCache:
             session.file_state = session._saw(st)
             session.checked_at = time.monotonic()
             session.pinned_leaf = self._dropped_pins.pop((project, stem), None)
+            outcome = self._dropped_outcomes.pop((project, stem), (None, None))
+            session.last_result, session.last_error = outcome
             session.apply_pin()
             if warm is not None:
                 session.rendered(warm)
@@ -235,6 +240,8 @@ class SessionCache:
             del self._sessions[session.key]
             if session.pinned_leaf is not None:
                 self._dropped_pins[session.key] = session.pinned_leaf
+            if session.last_result is not None or session.last_error is not None:
+                self._dropped_outcomes[session.key] = (session.last_result, session.last_error)
 
     async def write(
         self,
@@ -255,19 +262,20 @@ class SessionCache:
 
         def apply() -> T:
             session.ensure_loaded()
-            count = session.manager.entry_count()
+            manager = session.hydrated
+            count = manager.entry_count()
             try:
-                return fn(session.manager)
+                return fn(manager)
             finally:
                 # Even a refused write may have caught up with the file.
-                moved_only = leaf == "moved" and session.manager.entry_count() == count
+                moved_only = leaf == "moved" and manager.entry_count() == count
                 session.after_write(entries_changed=not moved_only)
 
         async with session.lock:
             try:
                 result = await trio.to_thread.run_sync(apply)
             except WriteRejected as exc:
-                session.last_error = exc.reason
+                session.record_refusal(exc)
                 if exc.reload_session:
                     self.drop(session)
                 raise
@@ -276,8 +284,7 @@ class SessionCache:
                     listener(session, False)
             session.last_error = None
             if leaf == "moved":
-                leaf_id = session.manager.get_leaf_id()
-                session.pinned_leaf = (leaf_id if isinstance(leaf_id, str) else None,)
+                session.pinned_leaf = (session.leaf_id(),)
             elif leaf == "recorded":
                 session.pinned_leaf = None
         self._evict(keep=session)

@@ -4,13 +4,11 @@ unmounted in teardown, and the demo agent dir they browse."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.mount import Mount, load_demo_module, start_mount
-
-MountFactory = Callable[..., Mount]
+from support.mount import Mount, MountFactory, load_demo_module, start_mount
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ from pathlib import Path
 import orjson
 import pytest
 from support.agent_simulator import SIMULATOR, agent_numbers
-from support.mount import Mount, run
-from support.write_setup import PROJECT, drop, errno_of, session_dir
+from support.mount import Mount, MountFactory, run
+from support.write_setup import PROJECT, drop, errno_of, read_ctl, session_dir
 
 pytestmark = pytest.mark.fuse
 
@@ -70,14 +70,9 @@ def finished(proc: subprocess.Popen[bytes]) -> bool:
     return proc.stdout.readline().startswith(b"done")
 
 
-def ctl(d: Path) -> dict[str, str]:
-    lines = (d / "ctl").read_text().splitlines()
-    return dict(line.split(": ", 1) if ": " in line else (line.rstrip(":"), "") for line in lines)
-
-
 def test_title_rewrites_of_a_big_session_lose_no_agent_line(
     tmp_path: Path,
-    mount_factory,  # type: ignore[no-untyped-def]
+    mount_factory: MountFactory,
 ) -> None:
     agent_dir = tmp_path / "agent"
     file = write_session(agent_dir, BIG_SESSION_ENTRIES)
@@ -106,7 +101,7 @@ def test_title_rewrites_of_a_big_session_lose_no_agent_line(
 
 def test_first_append_migrates_a_v1_file_without_losing_agent_lines(
     tmp_path: Path,
-    mount_factory,  # type: ignore[no-untyped-def]
+    mount_factory: MountFactory,
 ) -> None:
     agent_dir = tmp_path / "agent"
     file = write_session(agent_dir, 2_000, v1=True)
@@ -125,7 +120,7 @@ def test_first_append_migrates_a_v1_file_without_losing_agent_lines(
 
 def test_title_is_ebusy_while_an_agent_holds_the_file_open(
     tmp_path: Path,
-    mount_factory,  # type: ignore[no-untyped-def]
+    mount_factory: MountFactory,
 ) -> None:
     if not Path("/proc/self/fdinfo").is_dir():
         pytest.skip("writer detection needs Linux /proc")
@@ -137,7 +132,7 @@ def test_title_is_ebusy_while_an_agent_holds_the_file_open(
         assert finished(proc)
         before = file.read_bytes()
         assert errno_of(lambda: drop(d, "title", b"refused\n")) == errno.EBUSY
-        reason = ctl(d)["last_error"]
+        reason = read_ctl(d)["last_error"]
         assert "held open for writing" in reason and str(proc.pid) in reason
         assert file.read_bytes() == before
     drop(d, "title", b"accepted\n")  # works again once the agent is gone
@@ -146,7 +141,7 @@ def test_title_is_ebusy_while_an_agent_holds_the_file_open(
 
 def test_a_private_session_forks_private(
     tmp_path: Path,
-    mount_factory,  # type: ignore[no-untyped-def]
+    mount_factory: MountFactory,
 ) -> None:
     agent_dir = tmp_path / "agent"
     file = write_session(agent_dir, 10)

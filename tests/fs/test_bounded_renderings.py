@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from support.mount import Mount, run
+from support.mount import Mount, MountFactory, run
 
 pytestmark = pytest.mark.fuse
 
@@ -89,7 +89,9 @@ def rendered_sizes(session: Path) -> dict[str, int]:
     return sizes
 
 
-def test_a_comb_tree_renders_within_a_small_multiple(tmp_path: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+def test_a_comb_tree_renders_within_a_small_multiple(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
     agent = shapes_agent(tmp_path)
     mount: Mount = mount_factory(agent)
     session = mount.path / "sessions" / PROJECT / "comb"
@@ -105,7 +107,7 @@ def test_a_comb_tree_renders_within_a_small_multiple(tmp_path: Path, mount_facto
     assert max(len(row) for row in lines) < 200
 
 
-def test_an_entry_deeper_than_orjson_reads(tmp_path: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+def test_an_entry_deeper_than_orjson_reads(tmp_path: Path, mount_factory: MountFactory) -> None:
     agent = shapes_agent(tmp_path)
     mount: Mount = mount_factory(agent)
     session = mount.path / "sessions" / PROJECT / "deep"

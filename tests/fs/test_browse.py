@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from support.mount import Mount, run
+from support.mount import Mount, MountFactory, run
 
 from core import SessionManager, build_session_context, dumps_pretty
 from core.context import path_to_root
@@ -229,7 +229,9 @@ def test_reading_never_changes_a_session_file(demo_mount: Mount) -> None:
     assert sorted(p.name for p in demo_mount.agent_dir.rglob("*")) == listing_before
 
 
-def test_v1_file_is_shown_migrated_with_stable_ids(demo_mount: Mount, mount_factory) -> None:  # type: ignore[no-untyped-def]
+def test_v1_file_is_shown_migrated_with_stable_ids(
+    demo_mount: Mount, mount_factory: MountFactory
+) -> None:
     v1 = next(
         k
         for k, f in sessions_on_disk(demo_mount.agent_dir).items()
@@ -244,7 +246,7 @@ def test_v1_file_is_shown_migrated_with_stable_ids(demo_mount: Mount, mount_fact
     assert os.listdir(again.path / "sessions" / v1[0] / v1[1] / "entries") == ids
 
 
-def test_unmount_after_evictions_logs_no_error(tmp_path: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+def test_unmount_after_evictions_logs_no_error(tmp_path: Path, mount_factory: MountFactory) -> None:
     """Listing entries/ of sessions that a 1 MB cache then evicts queues kernel
     invalidations for their names; an unmount right after must not log errors."""
     agent = tmp_path / "agent"

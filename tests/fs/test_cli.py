@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.mount import COMMAND_TIMEOUT, REPO, Mount, sessionfs, start_mount
+from support.mount import COMMAND_TIMEOUT, REPO, Mount, MountFactory, sessionfs, start_mount
 
 pytestmark = pytest.mark.fuse
 
@@ -134,7 +134,9 @@ def write_errors(mount: Mount) -> dict[str, int]:
     return codes
 
 
-def test_writes_are_refused_and_the_data_stays(demo_agent: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+def test_writes_are_refused_and_the_data_stays(
+    demo_agent: Path, mount_factory: MountFactory
+) -> None:
     before = {p: p.read_bytes() for p in demo_agent.rglob("*.jsonl")}
     mount = mount_factory(demo_agent)
     codes = write_errors(mount)
@@ -143,7 +145,7 @@ def test_writes_are_refused_and_the_data_stays(demo_agent: Path, mount_factory) 
     assert {p: p.read_bytes() for p in demo_agent.rglob("*.jsonl")} == before
 
 
-def test_read_only_mount_answers_erofs(demo_agent: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+def test_read_only_mount_answers_erofs(demo_agent: Path, mount_factory: MountFactory) -> None:
     mount = mount_factory(demo_agent, "--read-only")
     codes = write_errors(mount)
     assert all(code == errno.EROFS for code in codes.values()), codes

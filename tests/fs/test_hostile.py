@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from support.mount import Mount, run
+from support.mount import Mount, MountFactory, run
 
 pytestmark = pytest.mark.fuse
 
@@ -110,7 +110,9 @@ def hostile_agent(root: Path) -> Path:
     return agent
 
 
-def test_hostile_files_never_take_the_mount_down(tmp_path: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+def test_hostile_files_never_take_the_mount_down(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
     agent = hostile_agent(tmp_path)
     mount: Mount = mount_factory(agent)
     project = mount.path / "sessions" / "--hostile--"
@@ -127,7 +129,9 @@ def test_hostile_files_never_take_the_mount_down(tmp_path: Path, mount_factory) 
     assert os.listdir(mount.path / "blobs") == []
 
 
-def test_duplicate_and_hostile_ids_get_encoded_names(tmp_path: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+def test_duplicate_and_hostile_ids_get_encoded_names(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
     mount: Mount = mount_factory(hostile_agent(tmp_path))
     project = mount.path / "sessions" / "--hostile--"
     assert os.listdir(project / "dupids" / "entries") == [
@@ -156,7 +160,7 @@ def test_duplicate_and_hostile_ids_get_encoded_names(tmp_path: Path, mount_facto
     assert mount.alive()
 
 
-def test_parent_cycles_terminate(tmp_path: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+def test_parent_cycles_terminate(tmp_path: Path, mount_factory: MountFactory) -> None:
     mount: Mount = mount_factory(hostile_agent(tmp_path))
     d = mount.path / "sessions" / "--hostile--" / "cycle"
     tree = (d / "tree.txt").read_text()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from support.mount import Mount, run
+from support.mount import Mount, MountFactory, run
 
 pytestmark = pytest.mark.fuse
 
@@ -69,7 +69,7 @@ def bind_socket(path: Path) -> None:
         os.chdir(here)
 
 
-def test_hostile_names_are_skipped_everywhere(tmp_path: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+def test_hostile_names_are_skipped_everywhere(tmp_path: Path, mount_factory: MountFactory) -> None:
     mount: Mount = mount_factory(hostile_dir_agent(tmp_path))
     project = mount.path / "sessions" / PROJECT
     assert run("ls", project).split() == ["a", "z"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from support.mount import Mount, run
+from support.mount import Mount, MountFactory, run
 
 pytestmark = pytest.mark.fuse
 
@@ -70,7 +70,7 @@ def entry_names(session: Path) -> list[str]:
     return run("ls", "-1", "-U", session / "entries").split("\n")[:-1]
 
 
-def test_long_names_list_open_and_link(tmp_path: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+def test_long_names_list_open_and_link(tmp_path: Path, mount_factory: MountFactory) -> None:
     agent = long_names_agent(tmp_path)
     mount: Mount = mount_factory(agent)
     assert run("ls", mount.path / "sessions").split() == [PROJECT]
@@ -119,7 +119,9 @@ def test_long_names_list_open_and_link(tmp_path: Path, mount_factory) -> None:  
     assert mount.alive()
 
 
-def test_short_names_are_stable_across_remounts(tmp_path: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+def test_short_names_are_stable_across_remounts(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
     agent = long_names_agent(tmp_path)
     first: Mount = mount_factory(agent, name="one")
     session = first.path / "sessions" / PROJECT / "long"

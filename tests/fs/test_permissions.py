@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from support.mount import Mount, run
+from support.mount import Mount, MountFactory, run
 
 pytestmark = pytest.mark.fuse
 
@@ -77,7 +77,9 @@ def modes_below(directory: Path) -> dict[str, int]:
     return found
 
 
-def test_a_private_session_shows_no_group_or_other_bits(tmp_path: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+def test_a_private_session_shows_no_group_or_other_bits(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
     mount: Mount = mount_factory(permissions_agent(tmp_path))
     project = mount.path / "sessions" / PROJECT
     run("cat", project / "private" / "context.json")  # loaded or not: the same answer
@@ -109,7 +111,7 @@ def test_a_private_session_shows_no_group_or_other_bits(tmp_path: Path, mount_fa
     assert modes == ["400", "600", "700"]
 
 
-def test_allow_other_says_what_it_means(tmp_path: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+def test_allow_other_says_what_it_means(tmp_path: Path, mount_factory: MountFactory) -> None:
     mount: Mount = mount_factory(permissions_agent(tmp_path), "--allow-other")
     assert run("ls", mount.path / "sessions" / PROJECT).split() == ["private", "shared"]
     notes = [

@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.mount import COMMAND_TIMEOUT, Mount, run
+from support.mount import COMMAND_TIMEOUT, Mount, MountFactory, run
 from support.write_setup import drop, errno_of
 
 pytestmark = pytest.mark.fuse
@@ -94,7 +94,7 @@ def attempt_writes(mount: Mount) -> dict[str, int]:
 
 def test_a_read_only_mount_leaves_every_byte_of_the_agent_dir_as_it_was(
     demo_agent: Path,
-    mount_factory,  # type: ignore[no-untyped-def]
+    mount_factory: MountFactory,
 ) -> None:
     assert (demo_agent / "history.db").is_file()
     before = fingerprint(demo_agent)

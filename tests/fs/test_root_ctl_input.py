@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.mount import COMMAND_TIMEOUT, Mount, run
+from support.mount import COMMAND_TIMEOUT, Mount, MountFactory, run
 from support.write_setup import drop, errno_of, make_agent, session_dir
 
 pytestmark = pytest.mark.fuse
@@ -53,7 +53,7 @@ def contents_under(directory: Path) -> dict[Path, bytes]:
 
 
 @pytest.fixture
-def mount(tmp_path: Path, mount_factory) -> Mount:  # type: ignore[no-untyped-def]
+def mount(tmp_path: Path, mount_factory: MountFactory) -> Mount:
     agent_dir, _file = make_agent(tmp_path)
     return mount_factory(agent_dir)
 
@@ -130,7 +130,7 @@ def daemon_stdin(request: pytest.FixtureRequest) -> Iterator[None]:
 
 def test_sessions_made_through_the_mount_leave_no_terminal_breadcrumb(
     tmp_path: Path,
-    mount_factory,  # type: ignore[no-untyped-def]
+    mount_factory: MountFactory,
     monkeypatch: pytest.MonkeyPatch,
     daemon_stdin: None,
 ) -> None:

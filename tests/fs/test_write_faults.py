@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from support.mount import COMMAND_TIMEOUT
+from support.mount import COMMAND_TIMEOUT, MountFactory
 from support.write_setup import (
     bad_lines,
     disk_ids,
@@ -77,7 +77,9 @@ def markers(file: Path) -> list[str]:
     return out
 
 
-def test_four_mount_writers_and_an_agent_at_once(tmp_path: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+def test_four_mount_writers_and_an_agent_at_once(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
     agent_dir, file = make_agent(tmp_path)
     mount = mount_factory(agent_dir)
     d = session_dir(mount, file)
@@ -116,7 +118,7 @@ def test_four_mount_writers_and_an_agent_at_once(tmp_path: Path, mount_factory) 
 
 def test_daemon_killed_during_appends_loses_nothing_confirmed(
     tmp_path: Path,
-    mount_factory,  # type: ignore[no-untyped-def]
+    mount_factory: MountFactory,
 ) -> None:
     agent_dir, file = make_agent(tmp_path)
     mount = mount_factory(agent_dir, name="first")
@@ -198,7 +200,9 @@ def fill(directory: Path) -> Path:
     return filler
 
 
-def test_disk_full_then_space_freed_without_remount(small_disk: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+def test_disk_full_then_space_freed_without_remount(
+    small_disk: Path, mount_factory: MountFactory
+) -> None:
     agent_dir, file = make_agent(small_disk)
     mount = mount_factory(agent_dir)
     d = session_dir(mount, file)

@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 from support.fixture_paths import fixture_path
-from support.mount import Mount, run
+from support.mount import Mount, MountFactory, run
 from support.write_setup import (
     PROJECT,
     assistant,
@@ -26,6 +26,7 @@ from support.write_setup import (
     errno_of,
     make_agent,
     on_disk,
+    read_ctl,
     session_dir,
     user,
 )
@@ -41,7 +42,7 @@ def agent(tmp_path: Path) -> tuple[Path, Path]:
 
 
 @pytest.fixture
-def mounted(agent: tuple[Path, Path], mount_factory) -> tuple[Mount, Path, Path]:  # type: ignore[no-untyped-def]
+def mounted(agent: tuple[Path, Path], mount_factory: MountFactory) -> tuple[Mount, Path, Path]:
     agent_dir, session_file = agent
     mount = mount_factory(agent_dir)
     return mount, session_dir(mount, session_file), session_file
@@ -56,11 +57,6 @@ def context_texts(d: Path) -> list[str]:
         else:
             out.append(str(content))
     return out
-
-
-def ctl(d: Path) -> dict[str, str]:
-    lines = (d / "ctl").read_text().splitlines()
-    return dict(line.split(": ", 1) if ": " in line else (line.rstrip(":"), "") for line in lines)
 
 
 def test_branch_with_ln_sfn_then_append_with_cp_and_printf(
@@ -283,7 +279,7 @@ def test_title_rewrite_keeps_every_entry(mounted: tuple[Mount, Path, Path]) -> N
     assert disk.get_entries() == entries_before
     assert json.loads((d / "header.json").read_text())["title"] == "A new title"
     assert errno_of(lambda: drop(d, "title", b" \n")) == errno.EINVAL
-    assert "title" in ctl(d)["last_error"]
+    assert "title" in read_ctl(d)["last_error"]
     assert on_disk(file).get_header()["title"] == "A new title"
 
 
@@ -307,7 +303,7 @@ def test_append_refusals_leave_the_file_alone(
     ]
     for name, data, code, reason in cases:
         assert errno_of(lambda n=name, b=data: drop(d / "append", n, b)) == code, name
-        assert reason in ctl(d)["last_error"], (name, ctl(d))
+        assert reason in read_ctl(d)["last_error"], (name, read_ctl(d))
     big = tmp_path / "big.json"
     big.write_bytes(b"x" * (100 * 1024 * 1024))
     copied = subprocess.run(["cp", big, d / "append" / "big.json"], capture_output=True)
@@ -324,21 +320,21 @@ def test_session_ctl_commands(mounted: tuple[Mount, Path, Path]) -> None:
     ids = disk_ids(file)
     run("sh", "-c", f"echo 'branch {ids[1]}' > ctl", cwd=d)
     assert entry_id_of(os.readlink(d / "leaf")) == ids[1]
-    assert ctl(d)["leaf"] == ids[1]
+    assert read_ctl(d)["leaf"] == ids[1]
     run("sh", "-c", "echo 'summary root tried X; `rm -rf /` did not help' > ctl", cwd=d)
     summary = on_disk(file).get_entries()[-1]
     assert summary["type"] == "branch_summary" and summary["parentId"] is None
     assert summary["summary"] == "tried X; `rm -rf /` did not help"
-    assert ctl(d)["last_error"] == ""
+    assert read_ctl(d)["last_error"] == ""
 
     run("sh", "-c", "echo fork > ctl", cwd=d)
-    forked = ctl(d)["last_result"]
+    forked = read_ctl(d)["last_result"]
     fork_dir = Path(forked)  # an absolute path inside the mount, ready for cd
     assert fork_dir.is_relative_to(mount.path)
     assert sorted(os.listdir(fork_dir / "entries")) == sorted(os.listdir(d / "entries"))
 
     run("sh", "-c", f"echo 'extract {ids[1]}' > ctl", cwd=d)
-    extracted = ctl(d)["last_result"]
+    extracted = read_ctl(d)["last_result"]
     extract_dir = Path(extracted)
     assert extract_dir.is_relative_to(mount.path)
     assert sorted(os.listdir(extract_dir / "entries")) == sorted(f"{i}.json" for i in ids[:2])
@@ -346,7 +342,7 @@ def test_session_ctl_commands(mounted: tuple[Mount, Path, Path]) -> None:
 
     run("sh", "-c", "echo flush > ctl", cwd=d)
     assert errno_of(lambda: drop(d, "ctl", b"reboot now\n")) == errno.EINVAL
-    assert "unknown command" in ctl(d)["last_error"]
+    assert "unknown command" in read_ctl(d)["last_error"]
     assert errno_of(lambda: drop(d, "ctl", b"branch ffffffff\n")) == errno.ENOENT
     assert mount.alive()
 
@@ -375,7 +371,7 @@ def test_root_ctl_new(mounted: tuple[Mount, Path, Path]) -> None:
 def test_everything_survives_unmount_and_remount(
     agent: tuple[Path, Path],
     mount_factory,
-    tmp_path: Path,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
 ) -> None:
     agent_dir, file = agent
     mount = mount_factory(agent_dir, name="first")
@@ -399,7 +395,7 @@ def test_everything_survives_unmount_and_remount(
 
 def test_first_write_migrates_a_real_v1_file_with_the_ids_shown(
     tmp_path: Path,
-    mount_factory,  # type: ignore[no-untyped-def]
+    mount_factory: MountFactory,
 ) -> None:
     source = fixture_path("pi-v1-large-session.jsonl")
     agent_dir = tmp_path / "agent"
@@ -446,7 +442,7 @@ def test_other_writes_are_refused(mounted: tuple[Mount, Path, Path]) -> None:
 
 def test_read_only_mount_refuses_every_write_with_erofs(
     agent: tuple[Path, Path],
-    mount_factory,  # type: ignore[no-untyped-def]
+    mount_factory: MountFactory,
 ) -> None:
     agent_dir, file = agent
     mount = mount_factory(agent_dir, "--read-only")
@@ -467,7 +463,7 @@ def test_read_only_mount_refuses_every_write_with_erofs(
     assert file.read_bytes() == before
 
 
-def test_a_chosen_leaf_survives_cache_eviction(tmp_path: Path, mount_factory) -> None:  # type: ignore[no-untyped-def]
+def test_a_chosen_leaf_survives_cache_eviction(tmp_path: Path, mount_factory: MountFactory) -> None:
     agent_dir, file = make_agent(tmp_path)
     for n in range(4):  # bulky neighbours that push the session out of a 1 MiB cache
         other = SessionManager.create("/work/demo", agent_dir / "sessions" / PROJECT)

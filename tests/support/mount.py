@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -108,6 +109,10 @@ class Mount:
 
     def unmount(self) -> None:
         stop_mount(self.path, self.process)
+
+
+#: The ``mount_factory`` fixture: ``factory(agent_dir, *options, name="mnt") -> Mount``.
+MountFactory = Callable[..., Mount]
 
 
 def start_mount(agent_dir: Path, mountpoint: Path, *extra: str) -> Mount:

@@ -73,6 +73,15 @@ def drop(directory: Path, name: str, data: bytes) -> None:
         os.close(fd)
 
 
+def read_ctl(directory: Path) -> dict[str, str]:
+    """A ``ctl`` read through the mount, as ``{field: value}`` (empty for none)."""
+    status = {}
+    for line in (directory / "ctl").read_text().splitlines():
+        field, _, value = line.partition(": ")
+        status[field.rstrip(":")] = value
+    return status
+
+
 def entry_id_of(link_target: str) -> str:
     """``entries/<id>.json`` -> ``<id>`` (ids here need no decoding)."""
     name = link_target.rsplit("/", 1)[-1]
@@ -90,6 +99,7 @@ __all__ = [
     "errno_of",
     "make_agent",
     "on_disk",
+    "read_ctl",
     "session_dir",
     "user",
 ]

@@ -4,6 +4,7 @@ and nothing is created."""
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,9 @@ from sessionfs.writes.session_commands import (
 )
 
 
-def refusal(data: bytes, parse=parse_root_commands) -> WriteRejected:  # type: ignore[no-untyped-def]
+def refusal(
+    data: bytes, parse: Callable[[bytes], Sequence[object]] = parse_root_commands
+) -> WriteRejected:
     with pytest.raises(WriteRejected) as info:
         parse(data)
     return info.value

@@ -8,6 +8,11 @@ that has since vanished answers ``ENOENT`` instead of stale data.
 Write operations exist on every node and refuse with ``EPERM`` by default; the nodes
 that accept writes (issue 5: ``leaf``, ``append/``, ``labels/``, ``title``, ``ctl``)
 override exactly the ones they support. ``--read-only`` is decided once, in ``ops``.
+
+A write is refused one way only: `WriteRejected` (errno + a reason). ``ops`` answers
+the errno and has the node record the reason (`Node.record_refusal`): in its
+session's ``ctl`` for a node of a session, else in the root ``ctl``. ``refuse`` is for
+everything else (a name that does not exist, a bad handle).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 import pyfuse3
+
+from sessionfs.view.refusal import WriteRejected
 
 if TYPE_CHECKING:
     from sessionfs.view.agent_index import AgentIndex
@@ -103,10 +110,7 @@ class MountContext:
     index: AgentIndex
     sessions: SessionCache
     history: HistoryView
-    read_only: bool
     started_ns: int
-    uid: int
-    gid: int
     root_last_result: str | None = None
     root_last_error: str | None = None
     #: where the mount is, when known: absolute symlink targets into a session and
@@ -132,19 +136,20 @@ def session_mode_mask(file_mode: int) -> int:
     return mask
 
 
-def refuse(code: int = errno.EPERM) -> pyfuse3.FUSEError:
+def refuse(code: int) -> pyfuse3.FUSEError:
+    """A failure that is not a refused write (those are `WriteRejected`)."""
     return pyfuse3.FUSEError(code)
 
 
-def allow_truncate_to_zero(attr: Any, fields: Any) -> None:
+def allow_truncate_to_zero(path: str, attr: Any, fields: Any) -> None:
     """``setattr`` of a file whose content is replaced on close (title, ctl, append
     files): the truncate of ``> file`` (size 0, with its time stamps) is accepted and
     changes nothing by itself; chmod, chown or a truncate to another size is ``EPERM``.
     """
     if any(getattr(fields, name, False) for name in ("update_mode", "update_uid", "update_gid")):
-        raise refuse()
+        raise WriteRejected(errno.EPERM, f"{path}: its mode and owner cannot be changed")
     if getattr(fields, "update_size", False) and attr.st_size != 0:
-        raise refuse()
+        raise WriteRejected(errno.EPERM, f"{path}: can only be truncated to size 0")
 
 
 class OpenFile:
@@ -200,6 +205,12 @@ class Node:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({'/'.join(self.key) or '/'})"
 
+    @property
+    def session_key(self) -> tuple[str, str] | None:
+        """The session this node shows part of (``LoadedSession.key``), if any: what
+        the inode table groups by to tell the kernel about a changed session."""
+        return None
+
     async def stat(self) -> Stat:
         return Stat(0, self.ctx.started_ns)
 
@@ -215,9 +226,20 @@ class Node:
         ``grep -r`` only need names and types, and ``ls -l`` stats again anyway."""
         return await self.stat()
 
+    def display_path(self, *names: str) -> str:
+        """This node's path in the mount (or a child's), as refusals name it."""
+        return "/".join((*self.key, *names)) or "/"
+
+    async def record_refusal(self, exc: WriteRejected) -> None:
+        """Keep a refused write's reason where ``ctl`` shows it (``last_error``): the
+        root ``ctl`` here; nodes of a session use that session's (`InSession`)."""
+        if not exc.recorded:
+            self.ctx.root_last_error = exc.reason
+            exc.recorded = True
+
     # -- writes: refused unless a node says otherwise (issue 5) ----------------------
     async def setattr(self, attr: Any, fields: Any) -> None:
-        raise refuse()
+        raise WriteRejected(errno.EPERM, f"{self.display_path()}: its attributes cannot be changed")
 
     async def open(self, flags: int) -> OpenFile:
         raise refuse(errno.EISDIR)
@@ -244,29 +266,37 @@ class DirNode(Node):
         return (*self.key, name)
 
     async def create(self, name: str, flags: int, mode: int) -> tuple[Node, OpenFile]:
-        raise refuse()
+        raise WriteRejected(errno.EPERM, f"{self.display_path(name)}: no files can be created here")
 
     async def mkdir(self, name: str, mode: int) -> Node:
-        raise refuse()
+        raise WriteRejected(errno.EPERM, f"mkdir {self.display_path(name)}: no directories here")
 
     async def symlink(self, name: str, target: str) -> Node:
-        raise refuse()
+        raise WriteRejected(errno.EPERM, f"ln -s {self.display_path(name)}: no symlinks here")
 
     async def unlink(self, name: str) -> None:
-        raise refuse()
+        raise WriteRejected(errno.EPERM, f"rm {self.display_path(name)}: cannot be removed")
 
     async def rmdir(self, name: str) -> None:
-        raise refuse()
+        raise WriteRejected(errno.EPERM, f"rmdir {self.display_path(name)}: cannot be removed")
 
     async def rename(
         self, name: str, new_parent: DirNode, new_name: str, flags: int
     ) -> Node | None:
         """Rename a child; returns the node now under ``new_name`` when it is cheap to
         know (else ``ops`` looks it up)."""
-        raise refuse()
+        raise WriteRejected(errno.EPERM, f"mv {self.display_path(name)}: cannot be renamed")
+
+    async def mknod(self, name: str) -> Node:
+        """Device files and FIFOs have no meaning in the mount: refused everywhere."""
+        raise WriteRejected(
+            errno.EPERM, f"mknod {self.display_path(name)}: no device files or FIFOs"
+        )
 
     async def link(self, node: Node, new_name: str) -> Node:
-        raise refuse()
+        raise WriteRejected(
+            errno.EPERM, f"ln {self.display_path(new_name)}: no hard links in the mount (use ln -s)"
+        )
 
 
 class FileNode(Node):
@@ -286,7 +316,7 @@ class FileNode(Node):
 
     async def open(self, flags: int) -> OpenFile:
         if flags & os.O_ACCMODE != os.O_RDONLY:
-            raise refuse(errno.EACCES)
+            raise WriteRejected(errno.EACCES, f"{self.display_path()}: a read-only file")
         return BytesHandle(await self.content())
 
 

@@ -24,6 +24,7 @@ from sessionfs.fs.nodes.blobs import BlobFile
 from sessionfs.fs.nodes.in_session import RENAME_NOREPLACE, InSession, refuse_unsupported_rename
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.names import decode_name, encode_name, unique_names
+from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.session_cache import PendingLabel
 from sessionfs.writes import session_writer
 from sessionfs.writes.link_targets import LABELS_DIR
@@ -108,11 +109,11 @@ class EntriesDir(SessionListing):
                 for i, name in enumerate(table.names)
             ]
 
-        cached = session.listings.get("entries")
+        cached = session.listings.get(self.key)
         if cached is None:
             rows = await self.ctx.sessions.run(session, listing)
             cached = [(name, EntryFile(self.ctx, self.child_key(name), st)) for name, st in rows]
-            session.listings["entries"] = cached
+            session.listings[self.key] = cached
         return cached
 
     async def lookup(self, name: str) -> Node | None:
@@ -164,13 +165,13 @@ class PathDir(SessionListing):
 
     async def children(self) -> list[tuple[str, Node]]:
         session = await self.session()
-        cached = session.listings.get("path")
+        cached = session.listings.get(self.key)
         if cached is None:
             cached = [
                 (name, EntryLink(self.ctx, self.child_key(name), target))
                 for name, target in await self._links()
             ]
-            session.listings["path"] = cached
+            session.listings[self.key] = cached
         return cached
 
 
@@ -222,7 +223,7 @@ class LabelsDir(SessionListing):
         for listed, target_id, _ in await self._rows():
             if listed == name:
                 return target_id
-        raise refuse(errno.ENOENT)
+        raise WriteRejected(errno.ENOENT, f"labels/{name}: no such label")
 
     async def _reply(self, name: str) -> Node:
         node = await self.lookup(name)
@@ -240,7 +241,7 @@ class LabelsDir(SessionListing):
 
     async def symlink(self, name: str, target: str) -> Node:
         if await self.lookup(name) is not None:
-            raise refuse(errno.EEXIST)
+            raise WriteRejected(errno.EEXIST, f"ln -s labels/{name}: exists (ln -sfn moves it)")
         if GNU_TEMP_NAME.fullmatch(name):
             return await self._hold(name, target)
         label, dirs = decode_name(name), self.session_dirs(target)
@@ -285,9 +286,9 @@ class LabelsDir(SessionListing):
     async def rename(
         self, name: str, new_parent: DirNode, new_name: str, flags: int
     ) -> Node | None:
-        refuse_unsupported_rename(self, new_parent, flags)
+        refuse_unsupported_rename(self, name, new_parent, flags)
         if flags & RENAME_NOREPLACE and await self.lookup(new_name) is not None:
-            raise refuse(errno.EEXIST)
+            raise WriteRejected(errno.EEXIST, f"mv labels/{name} labels/{new_name}: exists")
         pending = self.ctx.sessions.take_pending_label(self.project, self.stem, name)
         if pending is not None:  # ``ln -sfn``: only the final label is appended
             await self._set_label(pending.entry_id, new_name)

@@ -45,6 +45,10 @@ class InSession:
     def stem(self) -> str:
         return self.key[2]
 
+    @property
+    def session_key(self) -> tuple[str, str]:
+        return (self.key[1], self.key[2])
+
     async def permission_mask(self) -> int:
         """Follow the session file's mode: a ``0600`` file shows no group/other bits
         anywhere in its dir. A loaded session knows it (at most one stat); else the
@@ -75,14 +79,14 @@ class InSession:
         dirs = self.session_dirs(target)
 
         def check() -> str:
-            return session_writer.entry_of_link(session.manager, target, link_dir, dirs)
+            return session_writer.entry_of_link(session.hydrated, target, link_dir, dirs)
 
         try:
             if session.manager is not None and not session.lock.locked():
                 return check()  # a few dict lookups: cheaper than a thread hop
             return await self.ctx.sessions.run(session, check)
         except WriteRejected as exc:
-            session.last_error = exc.reason
+            session.record_refusal(exc)
             raise
 
     async def apply_write(
@@ -96,13 +100,15 @@ class InSession:
             session.last_result = done
         return result
 
-    async def record_error(self, exc: WriteRejected) -> None:
-        """A refusal found outside a write (parsing, early checks), for ``ctl``."""
+    async def record_refusal(self, exc: WriteRejected) -> None:
+        """A refusal goes to this session's ``ctl`` (``last_error``)."""
+        if exc.recorded:
+            return
         try:
             session = await self.session()
         except Exception:  # the session is gone: nobody can read its ctl any more
             return
-        session.last_error = exc.reason
+        session.record_refusal(exc)
 
 
 #: renameat2 flags (linux/fs.h)
@@ -110,10 +116,16 @@ RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
 
 
-def refuse_unsupported_rename(directory: DirNode, new_parent: DirNode, flags: int) -> None:
+def refuse_unsupported_rename(
+    directory: DirNode, name: str, new_parent: DirNode, flags: int
+) -> None:
     """Renames stay inside one directory of the mount (``EXDEV`` otherwise, so ``mv``
     falls back to copy + delete) and never swap two names (``RENAME_EXCHANGE``)."""
     if new_parent.key != directory.key:
-        raise refuse(errno.EXDEV)
+        raise WriteRejected(
+            errno.EXDEV, f"mv {directory.display_path(name)}: renames stay in one directory"
+        )
     if flags & RENAME_EXCHANGE:
-        raise refuse(errno.EINVAL)
+        raise WriteRejected(
+            errno.EINVAL, f"mv {directory.display_path(name)}: names are never swapped"
+        )

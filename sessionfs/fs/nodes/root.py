@@ -24,7 +24,6 @@ from sessionfs.fs.nodes.index import ByIdDir, RecentDir
 from sessionfs.fs.nodes.mount_paths import describe
 from sessionfs.fs.nodes.session import SessionsDir
 from sessionfs.fs.nodes.write_handles import LineCommandHandle
-from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.render import status_text
 from sessionfs.writes.session_commands import parse_root_commands, run_root_command
 
@@ -65,13 +64,10 @@ class RootCtl(FileNode):
     async def open(self, flags: int) -> OpenFile:
         if not opened_for_writing(flags):
             return await super().open(flags)
-        return LineCommandHandle(self._run, on_error=self._record_error)
+        return LineCommandHandle(self._run, on_error=self.record_refusal)
 
     async def setattr(self, attr: Any, fields: Any) -> None:
-        allow_truncate_to_zero(attr, fields)
-
-    async def _record_error(self, exc: WriteRejected) -> None:
-        self.ctx.root_last_error = exc.reason
+        allow_truncate_to_zero(self.display_path(), attr, fields)
 
     async def _run(self, data: bytes) -> None:
         agent_dir = self.ctx.index.agent_dir

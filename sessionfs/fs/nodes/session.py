@@ -75,7 +75,7 @@ class RenderedFile(InSession, FileNode):
 
     async def open(self, flags: int) -> OpenFile:
         if opened_for_writing(flags):
-            raise refuse(errno.EACCES)
+            raise WriteRejected(errno.EACCES, f"{self.rendering}: a rendering, read-only")
         session = await self.session()
         data = await self.ctx.sessions.render(session, self.rendering)
         return BytesHandle(data, version=(session.file_state, session.version))
@@ -106,10 +106,12 @@ class TitleFile(RenderedFile):
     async def open(self, flags: int) -> OpenFile:
         if not opened_for_writing(flags):
             return await super().open(flags)
-        return BufferedWriteHandle(self._commit, too_big=_title_too_big, on_error=self.record_error)
+        return BufferedWriteHandle(
+            self._commit, too_big=_title_too_big, on_error=self.record_refusal
+        )
 
     async def setattr(self, attr: Any, fields: Any) -> None:
-        allow_truncate_to_zero(attr, fields)
+        allow_truncate_to_zero(self.display_path(), attr, fields)
 
     async def _commit(self, data: bytes) -> None:
         try:
@@ -166,7 +168,7 @@ class SessionCtl(InSession, FileNode):
         session = await self.session()
 
         def status() -> bytes:
-            persist_error = getattr(session.manager, "persist_error", None)
+            persist_error = session.hydrated.persist_error
             return status_text(
                 [
                     ("id", session.header().get("id")),
@@ -174,7 +176,7 @@ class SessionCtl(InSession, FileNode):
                     ("version", session.header().get("version", 1)),
                     ("leaf", session.leaf_id()),
                     ("entries", len(session.table().entries)),
-                    ("needs_rewrite", bool(getattr(session.manager, "needs_rewrite", False))),
+                    ("needs_rewrite", session.hydrated.needs_rewrite),
                     ("persist_error", str(persist_error) if persist_error else None),
                     ("last_result", session.last_result),
                     ("last_error", session.last_error),
@@ -189,10 +191,10 @@ class SessionCtl(InSession, FileNode):
     async def open(self, flags: int) -> OpenFile:
         if not opened_for_writing(flags):
             return await super().open(flags)
-        return LineCommandHandle(self._run, on_error=self.record_error)
+        return LineCommandHandle(self._run, on_error=self.record_refusal)
 
     async def setattr(self, attr: Any, fields: Any) -> None:
-        allow_truncate_to_zero(attr, fields)
+        allow_truncate_to_zero(self.display_path(), attr, fields)
 
     async def _run(self, data: bytes) -> None:
         commands = parse_session_commands(data)
@@ -270,7 +272,7 @@ class AppendFile(InSession, FileNode):
 
     def handle(self) -> OpenFile:
         return BufferedWriteHandle(
-            self._commit, too_big=reject_oversize, on_error=self.record_error
+            self._commit, too_big=reject_oversize, on_error=self.record_refusal
         )
 
     async def open(self, flags: int) -> OpenFile:
@@ -279,7 +281,7 @@ class AppendFile(InSession, FileNode):
         return self.handle()
 
     async def setattr(self, attr: Any, fields: Any) -> None:
-        allow_truncate_to_zero(attr, fields)
+        allow_truncate_to_zero(self.display_path(), attr, fields)
 
     async def _commit(self, data: bytes) -> None:
         name = self.key[-1]
@@ -411,16 +413,16 @@ class SessionDir(InSession, DirNode):
         children = _session_children()
         if name == "leaf":
             if await self._has_leaf():
-                raise refuse(errno.EEXIST)
+                raise WriteRejected(errno.EEXIST, "ln -s leaf: there is a leaf (ln -sfn moves it)")
             await self._branch(target)
             return LeafLink(self.ctx, self.child_key(name))
-        if name in children:
-            raise refuse(errno.EEXIST)
         pending = self.ctx.sessions.pending_links(self.project, self.stem)
-        if name in pending:
-            raise refuse(errno.EEXIST)
+        if name in children or name in pending:
+            raise WriteRejected(errno.EEXIST, f"ln -s {name}: {name} exists")
         if len(pending) >= MAX_PENDING_LINKS:
-            raise refuse(errno.ENOSPC)
+            raise WriteRejected(
+                errno.ENOSPC, f"ln -s {name}: {MAX_PENDING_LINKS} temporary links are pending"
+            )
         await self._check_target(target)  # a bad target fails at `ln`, not later
         self.ctx.sessions.set_pending_link(self.project, self.stem, name, target)
         return PendingLink(self.ctx, self.child_key(name))
@@ -428,17 +430,17 @@ class SessionDir(InSession, DirNode):
     async def rename(
         self, name: str, new_parent: DirNode, new_name: str, flags: int
     ) -> Node | None:
-        refuse_unsupported_rename(self, new_parent, flags)
+        refuse_unsupported_rename(self, name, new_parent, flags)
         target = self.ctx.sessions.pending_links(self.project, self.stem).get(name)
-        if target is None:
-            raise refuse()  # leaf, entries, ...: the session's own names stay
+        if target is None:  # leaf, entries, ...: the session's own names stay
+            raise WriteRejected(errno.EPERM, f"mv {name}: the session's own names stay")
         if new_name == "leaf":
             if flags & RENAME_NOREPLACE and await self._has_leaf():
-                raise refuse(errno.EEXIST)
+                raise WriteRejected(errno.EEXIST, f"mv {name} leaf: there is a leaf")
             await self._branch(target)
             moved: Node = LeafLink(self.ctx, self.child_key(new_name))
         elif new_name in _session_children():
-            raise refuse()
+            raise WriteRejected(errno.EPERM, f"mv {name} {new_name}: a name of the session")
         else:
             self.ctx.sessions.set_pending_link(self.project, self.stem, new_name, target)
             moved = PendingLink(self.ctx, self.child_key(new_name))
@@ -451,9 +453,9 @@ class SessionDir(InSession, DirNode):
         elif name in self.ctx.sessions.pending_links(self.project, self.stem):
             self.ctx.sessions.set_pending_link(self.project, self.stem, name, None)
         elif name in _session_children():
-            raise refuse()
+            raise WriteRejected(errno.EPERM, f"rm {name}: the session's own files stay")
         else:
-            raise refuse(errno.ENOENT)
+            raise WriteRejected(errno.ENOENT, f"rm {name}: no such file")
 
 
 class ProjectDir(DirNode):
