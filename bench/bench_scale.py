@@ -294,6 +294,18 @@ class Bench:
                 note=note,
             )
         )
+        # A word in every file: grep -l stops at the first match in each, so this is
+        # the cheapest grep there is (not a baseline for the aims, which use WORD).
+        args = ["grep", "-rl", corpus.COMMON_WORD, str(sessions)]
+        common, out = best(3, lambda: run_timed(args, 60))
+        self.report.add(
+            Figure(
+                f"raw grep -rl {corpus.COMMON_WORD} sessions/, warm (word in every session)",
+                f"{common:.3f} s",
+                "best of 3",
+                note=f"{len(session_keys(out, 'sessions'))} sessions",
+            )
+        )
 
     def transcript_glob(self, cache_dir: Path) -> bool:
         """grep -l over sessions/*/*/transcript.md, first and again; whether the mount
