@@ -218,10 +218,12 @@ class SessionCache:
         when given). Synchronous, so exactly one of a rename, an unlink, a reader and the
         timer gets it: the others find it gone."""
         labels = self._pending_labels.get((project, stem))
-        found = labels.get(name) if labels else None
+        if labels is None:
+            return None
+        found = labels.get(name)
         if found is None or (record is not None and found is not record):
             return None
-        del labels[name]  # type: ignore[union-attr]
+        del labels[name]
         if not labels:
             del self._pending_labels[(project, stem)]
         return found

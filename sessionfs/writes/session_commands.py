@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from core import paths
@@ -44,7 +44,6 @@ __all__ = [
     "parse_session_commands",
     "run_root_command",
     "run_session_command",
-    "run_session_commands",
 ]
 
 _SESSION_USAGE = "branch <id> | reset | summary <id|root> <text> | fork | extract <id> | flush"
@@ -206,17 +205,6 @@ def run_session_command(
         result = session_writer.append_ops(manager, [_summary_op(from_id, command.text)])
         return CommandResult(f"leaf: {result.leaf_id}")
     raise _invalid(f"unknown command {command.name!r}")
-
-
-def run_session_commands(
-    manager: SessionManager,
-    commands: Sequence[SessionCommand],
-    *,
-    session_dirs: Iterable[str] = (),
-) -> list[CommandResult]:
-    """Run commands in order; the first failure propagates (earlier ones stay done)."""
-    dirs = tuple(session_dirs)
-    return [run_session_command(manager, c, session_dirs=dirs) for c in commands]
 
 
 def _name_max(directory: str | os.PathLike[str]) -> int:

@@ -51,7 +51,6 @@ __all__ = [
     "reset_leaf",
     "set_label",
     "set_label_from_link",
-    "set_leaf",
     "set_leaf_from_link",
     "set_title",
 ]
@@ -142,12 +141,6 @@ def append_ops(manager: SessionManager, ops: Sequence[AppendOp]) -> AppendResult
 # ---------------------------------------------------------------------------
 # Leaf
 # ---------------------------------------------------------------------------
-
-
-def set_leaf(manager: SessionManager, entry_id: str) -> None:
-    """``branch(entry_id)``: memory only, recorded by the next append."""
-    with _write_step(manager, "branch"):
-        manager.branch(entry_id)
 
 
 def entry_of_link(

@@ -1,4 +1,4 @@
-"""sessionfs/history_cmd.py: `sessionfs history [search WORDS...]`."""
+"""sessionfs/commands/history.py: `sessionfs history [search WORDS...]`."""
 
 from __future__ import annotations
 

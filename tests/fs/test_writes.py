@@ -14,11 +14,11 @@ from pathlib import Path
 
 import orjson
 import pytest
+from support.agent_messages import assistant, user
 from support.fixture_paths import fixture_path
 from support.mount import Mount, MountFactory, run
 from support.write_setup import (
     PROJECT,
-    assistant,
     bad_lines,
     disk_ids,
     drop,
@@ -28,7 +28,6 @@ from support.write_setup import (
     on_disk,
     read_ctl,
     session_dir,
-    user,
 )
 
 from core import SessionManager, build_session_context

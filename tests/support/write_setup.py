@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from core import SessionManager
 from core.jsonl import parse_jsonl_report
@@ -14,21 +13,6 @@ from support.agent_messages import make_session
 from support.mount import Mount
 
 PROJECT = "--work-demo--"
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1}
-
-
-def assistant(text: str) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": [{"type": "text", "text": text}],
-        "provider": "anthropic",
-        "model": "claude-x",
-        "stopReason": "stop",
-        "timestamp": 2,
-    }
 
 
 def make_agent(root: Path) -> tuple[Path, Path]:
@@ -91,7 +75,6 @@ def entry_id_of(link_target: str) -> str:
 
 __all__ = [
     "PROJECT",
-    "assistant",
     "bad_lines",
     "disk_ids",
     "drop",
@@ -101,5 +84,4 @@ __all__ = [
     "on_disk",
     "read_ctl",
     "session_dir",
-    "user",
 ]

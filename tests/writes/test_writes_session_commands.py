@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -12,12 +12,13 @@ from support.agent_messages import file_objects
 from core import SessionManager
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.writes.session_commands import (
+    CommandResult,
     RootCommand,
     SessionCommand,
     parse_root_commands,
     parse_session_commands,
     run_root_command,
-    run_session_commands,
+    run_session_command,
 )
 
 
@@ -29,6 +30,13 @@ def einval(parse: Callable[[bytes], object], data: bytes) -> None:
     with pytest.raises(WriteRejected) as info:
         parse(data)
     assert info.value.errno == errno.EINVAL
+
+
+def run_session_commands(
+    manager: SessionManager, commands: Sequence[SessionCommand]
+) -> list[CommandResult]:
+    """Run commands in order, as ``ctl`` does: the first failure propagates."""
+    return [run_session_command(manager, command) for command in commands]
 
 
 def test_parse_every_session_command() -> None:
