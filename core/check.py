@@ -41,7 +41,7 @@ from typing import Any, Final, Literal
 from core.blobs import BlobStore, may_contain_blob_refs
 from core.jsonl import JsonlReport, dumps_line, is_header, parse_jsonl_report
 from core.migrate import CURRENT_SESSION_VERSION, migrate_session_entries
-from core.paths import agent_dir_for_session_file
+from core.paths import blobs_dir, layout_of_session_file
 from core.persist import blob_refs_in
 from core.rewrite import SessionBusyError, SourceReplacedError
 from core.storage import FileSessionStorage
@@ -177,11 +177,12 @@ class _Analysis:
 
 
 def blobs_dir_for(path: str | os.PathLike[str], fallback_agent_dir: Path | None) -> Path | None:
-    """``<agent>/blobs`` of the agent dir the file lives in, else of ``fallback_agent_dir``."""
-    agent = agent_dir_for_session_file(Path(os.path.abspath(path)))
-    if agent is None:
-        agent = fallback_agent_dir
-    return None if agent is None else agent / "blobs"
+    """The blob store of the agent dir the file lives in (sub-agent files and the XDG
+    split included), else of ``fallback_agent_dir``."""
+    layout = layout_of_session_file(path)
+    if layout is not None:
+        return layout.blobs
+    return None if fallback_agent_dir is None else blobs_dir(fallback_agent_dir)
 
 
 def _header_version(header: dict[str, Any]) -> tuple[int, str | None]:

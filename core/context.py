@@ -18,6 +18,7 @@ __all__ = [
     "build_session_context",
     "context_sources",
     "empty_context",
+    "openai_remote_payload",
     "path_to_root",
 ]
 
@@ -43,6 +44,12 @@ def empty_context() -> dict[str, Any]:
         "injectedTtsrRules": [],
         "mode": "none",
         "modeData": None,
+        # Spec section 13: what the newer agents add to the context.
+        "serviceTier": None,
+        "activeContextName": None,
+        "activeContextTenant": None,
+        "selectedMCPToolNames": [],
+        "hasPersistedMCPToolSelection": False,
     }
 
 
@@ -93,14 +100,32 @@ def _message_of(entry: Entry) -> dict[str, Any] | None:
     return None
 
 
+def openai_remote_payload(compaction: Entry) -> dict[str, Any] | None:
+    """The provider history an OpenAI remote compaction carries, as the agents hand it
+    to the model: only with a non-empty string `provider` and a list
+    `replacementHistory` under `preserveData.openaiRemoteCompaction`."""
+    preserve = compaction.get("preserveData")
+    remote = preserve.get("openaiRemoteCompaction") if isinstance(preserve, dict) else None
+    if not isinstance(remote, dict):
+        return None
+    provider, history = remote.get("provider"), remote.get("replacementHistory")
+    if not isinstance(provider, str) or not provider or not isinstance(history, list):
+        return None
+    return {"type": "openaiResponsesHistory", "provider": provider, "items": history}
+
+
 def _compaction_message(entry: Entry) -> dict[str, Any]:
-    return {
+    message: dict[str, Any] = {
         "role": "compactionSummary",
         "summary": entry.get("summary", ""),
         "shortSummary": entry.get("shortSummary"),
         "tokensBefore": entry.get("tokensBefore"),
         "timestamp": _entry_ms(entry),
     }
+    payload = openai_remote_payload(entry)
+    if payload is not None:
+        message["providerPayload"] = payload
+    return message
 
 
 def _model_of_change(entry: Entry) -> str | None:
@@ -112,6 +137,31 @@ def _model_of_change(entry: Entry) -> str | None:
     if isinstance(provider, str) and isinstance(model_id, str):
         return f"{provider}/{model_id}"
     return None
+
+
+def _service_tier(entry: Entry, context: dict[str, Any]) -> None:
+    context["serviceTier"] = entry.get("serviceTier")  # null clears
+
+
+def _platform_context(entry: Entry, context: dict[str, Any]) -> None:
+    context["activeContextName"] = entry.get("contextName")
+    context["activeContextTenant"] = entry.get("tenant")
+
+
+def _mcp_selection(entry: Entry, context: dict[str, Any]) -> None:
+    names = entry.get("selectedToolNames")
+    context["selectedMCPToolNames"] = (
+        [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+    )
+    context["hasPersistedMCPToolSelection"] = True
+
+
+#: State entries of the newer agents (spec section 13) -> how each sets the context.
+_NEWER_STATE: Final = {
+    "service_tier_change": _service_tier,
+    "context_change": _platform_context,
+    "mcp_tool_selection": _mcp_selection,
+}
 
 
 def _collect_state(path: Sequence[Entry], context: dict[str, Any]) -> int | None:
@@ -144,6 +194,8 @@ def _collect_state(path: Sequence[Entry], context: dict[str, Any]) -> int | None
         elif kind == "mode_change":
             context["mode"] = entry.get("mode", "none")
             context["modeData"] = entry.get("data")
+        elif kind in _NEWER_STATE:
+            _NEWER_STATE[kind](entry, context)
         elif kind == "compaction":
             compaction_index = index
     context["injectedTtsrRules"] = list(rules)
@@ -165,6 +217,8 @@ def _message_pairs(
             (i for i in range(compaction_index) if path[i].get("id") == first_kept),
             compaction_index,  # not on the path: keep nothing from before the compaction
         )
+        if openai_remote_payload(compaction) is not None:
+            kept_start = compaction_index  # the provider's history replaces the kept tail
         visible = [*path[kept_start:compaction_index], *path[compaction_index + 1 :]]
         pairs = [(compaction, _compaction_message(compaction))]
     for entry in visible:
@@ -195,7 +249,9 @@ def build_session_context(
     leaf_id: str | Unset | None = UNSET,
     by_id: Mapping[str, Entry] | None = None,
 ) -> dict[str, Any]:
-    """``{messages, thinkingLevel, models, injectedTtsrRules, mode, modeData}`` at a leaf.
+    """``{messages, thinkingLevel, models, injectedTtsrRules, mode, modeData}`` at a leaf,
+    plus the newer agents' ``serviceTier``, ``activeContextName``,
+    ``activeContextTenant``, ``selectedMCPToolNames``, ``hasPersistedMCPToolSelection``.
 
     ``entries`` are the session's entries without the header, in file order.
     """

@@ -1,7 +1,12 @@
 """Finding sessions on disk: recent lists, listings, id resolution, terminal breadcrumbs.
 
 Listing functions accept any sub-directory name under `<agent>/sessions` (newer agents
-write home-relative names such as `-proj`); only creating uses the `--cwd--` form.
+write home-relative names such as `-proj`); a cwd's own sessions are looked for under
+every name the agents give its dir (`paths.project_dir_names`). A session file
+`<stem>.jsonl` may have an artifacts dir `<stem>/` holding one session file per
+sub-agent run (`<task-id>.jsonl`): `list_all` and `resolve_session` include those (a
+sub-agent's own artifacts dir too, down to `paths.MAX_SESSION_DEPTH`); an artifacts dir
+is never a project.
 Every function takes an optional `storage` so tests can run against memory, and an
 unreadable or invalid file is skipped, never fatal.
 """
@@ -11,8 +16,10 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from core import paths
@@ -23,11 +30,14 @@ __all__ = [
     "RecentSession",
     "SessionInfo",
     "find_most_recent_session",
+    "find_most_recent_session_in",
     "get_recent_sessions",
     "list_all",
     "list_sessions",
     "read_terminal_breadcrumb",
     "resolve_session",
+    "session_files_of_project",
+    "sub_agent_files",
     "write_terminal_breadcrumb",
 ]
 
@@ -64,6 +74,8 @@ class SessionInfo:
     message_count: int
     first_message: str
     all_messages_text: str
+    #: For a sub-agent session: the session file whose task tool ran it.
+    parent_file: str | None = None
 
 
 def _storage(storage: SessionStorage | None) -> SessionStorage:
@@ -124,9 +136,72 @@ def _mtime_or_none(path: str, storage: SessionStorage) -> float | None:
         return None
 
 
+def _jsonl_files(directory: PathArg, storage: SessionStorage) -> list[str]:
+    """`*.jsonl` files of a dir; an unreadable or missing dir has none (never fatal)."""
+    try:
+        return storage.list_files(directory, "*.jsonl")
+    except OSError:
+        return []
+
+
+def _subdirs(directory: PathArg, storage: SessionStorage) -> list[str]:
+    try:
+        return storage.list_dirs(directory)
+    except OSError:
+        return []
+
+
+def _artifacts_dir(session_file: str) -> str:
+    return session_file[: -len(".jsonl")]
+
+
+def sub_agent_files(
+    session_file: str, *, storage: SessionStorage | None = None, depth: int = 1
+) -> list[tuple[str, str]]:
+    """(sub-agent session file, the session file that ran it) for every sub-agent run
+    under `session_file`'s artifacts dir, and theirs in turn (bounded depth; a dir
+    that has no session file beside it is tool output, not a sub-agent)."""
+    store = _storage(storage)
+    found: list[tuple[str, str]] = []
+    pending = [(session_file, depth)]
+    while pending:
+        parent, level = pending.pop()
+        if level > paths.MAX_SESSION_DEPTH:
+            continue
+        artifacts = _artifacts_dir(parent)
+        if not store.is_dir(artifacts):
+            continue
+        for child in sorted(_jsonl_files(artifacts, store)):
+            found.append((child, parent))
+            pending.append((child, level + 1))
+    return found
+
+
+def session_files_of_project(
+    project: PathArg, *, storage: SessionStorage | None = None
+) -> list[tuple[str, str | None]]:
+    """(session file, parent file or None) for a project dir: its own sessions, then
+    the sub-agent sessions in their artifacts dirs."""
+    store = _storage(storage)
+    own = _jsonl_files(project, store)
+    found: list[tuple[str, str | None]] = [(path, None) for path in own]
+    for path in own:
+        found.extend(sub_agent_files(path, storage=store))
+    return found
+
+
+def _mtime_and_path(paths_: list[str], storage: SessionStorage) -> list[tuple[float, str]]:
+    found = []
+    for path in paths_:
+        mtime = _mtime_or_none(path, storage)
+        if mtime is not None:
+            found.append((mtime, path))
+    return found
+
+
 def _files_newest_first(session_dir: PathArg, storage: SessionStorage) -> list[tuple[float, str]]:
     found = []
-    for path in storage.list_files(session_dir, "*.jsonl"):
+    for path in _jsonl_files(session_dir, storage):
         mtime = _mtime_or_none(path, storage)
         if mtime is not None:
             found.append((mtime, path))
@@ -185,6 +260,21 @@ def find_most_recent_session(
     return None
 
 
+def find_most_recent_session_in(
+    session_dirs: Sequence[PathArg], *, storage: SessionStorage | None = None
+) -> str | None:
+    """The newest valid `*.jsonl` over several dirs (a cwd's old and new dir names)."""
+    store = _storage(storage)
+    found: list[tuple[float, str]] = []
+    for directory in dict.fromkeys(os.fspath(d) for d in session_dirs):
+        found.extend(_files_newest_first(directory, store))
+    found.sort(key=lambda item: item[0], reverse=True)
+    for _, path in found:
+        if _is_valid_session(path, store):
+            return path
+    return None
+
+
 def _datetime_from_ms(ms: int | None, fallback: float) -> datetime:
     seconds = ms / 1000 if ms is not None else fallback
     try:
@@ -193,7 +283,9 @@ def _datetime_from_ms(ms: int | None, fallback: float) -> datetime:
         return datetime.fromtimestamp(fallback, tz=UTC)
 
 
-def session_info(path: PathArg, *, storage: SessionStorage | None = None) -> SessionInfo | None:
+def session_info(
+    path: PathArg, *, storage: SessionStorage | None = None, parent_file: str | None = None
+) -> SessionInfo | None:
     """Read one file in full and summarise it; None if unreadable or not a session."""
     store = _storage(storage)
     file = os.fspath(path)
@@ -237,16 +329,24 @@ def session_info(path: PathArg, *, storage: SessionStorage | None = None) -> Ses
         message_count=message_count,
         first_message=first_message if first_message is not None else NO_MESSAGES,
         all_messages_text=" ".join(texts),
+        parent_file=parent_file,
     )
 
 
-def _infos_in(directory: PathArg, storage: SessionStorage) -> list[SessionInfo]:
+def _infos_of(files: list[tuple[str, str | None]], storage: SessionStorage) -> list[SessionInfo]:
     infos = []
-    for path in storage.list_files(directory, "*.jsonl"):
-        info = session_info(path, storage=storage)
+    for path, parent in files:
+        info = session_info(path, storage=storage, parent_file=parent)
         if info is not None:
             infos.append(info)
     return infos
+
+
+def _cwd_dirs(cwd: str, session_dir: PathArg | None, agent_dir: PathArg | None) -> list[str]:
+    """The given dir, else every dir the agents may keep `cwd`'s sessions in."""
+    if session_dir is not None:
+        return [os.fspath(session_dir)]
+    return [os.fspath(d) for d in paths.session_dirs_for_cwd(cwd, agent_dir)]
 
 
 def _newest_first(infos: list[SessionInfo]) -> list[SessionInfo]:
@@ -260,21 +360,24 @@ def list_sessions(
     agent_dir: PathArg | None = None,
     storage: SessionStorage | None = None,
 ) -> list[SessionInfo]:
-    """Sessions of one working directory, newest modified first."""
-    directory = session_dir
-    if directory is None:
-        directory = paths.session_dir_for_cwd(cwd, agent_dir)
-    return _newest_first(_infos_in(directory, _storage(storage)))
+    """Sessions of one working directory (under each name the agents give its dir,
+    unless `session_dir` is given), newest modified first."""
+    store = _storage(storage)
+    files: dict[str, None] = {}
+    for directory in _cwd_dirs(cwd, session_dir, agent_dir):
+        files.update(dict.fromkeys(_jsonl_files(directory, store)))
+    return _newest_first(_infos_of([(path, None) for path in files], store))
 
 
 def list_all(
     agent_dir: PathArg | None = None, *, storage: SessionStorage | None = None
 ) -> list[SessionInfo]:
-    """Every session of every project of the agent dir, newest modified first."""
+    """Every session of every project of the agent dir, sub-agent sessions included
+    (their `parent_file` set), newest modified first."""
     store = _storage(storage)
     infos: list[SessionInfo] = []
-    for project in store.list_dirs(paths.sessions_root(agent_dir)):
-        infos.extend(_infos_in(project, store))
+    for project in _subdirs(paths.sessions_root(agent_dir), store):
+        infos.extend(_infos_of(session_files_of_project(project, storage=store), store))
     return _newest_first(infos)
 
 
@@ -300,21 +403,25 @@ def resolve_session(
 ) -> str | None:
     """The session file `arg` names: a (prefix of a) session id, of a file name, or of
     the id part after the file name's last `_`; case-insensitive. The cwd's own dir is
-    searched first, then every project. Several matches: the newest file wins."""
+    searched first, then every project and every sub-agent session. Several matches:
+    the newest file wins."""
     needle = arg.strip().lower()
     if not needle:
         return None
     store = _storage(storage)
-    local = session_dir if session_dir is not None else paths.session_dir_for_cwd(cwd, agent_dir)
-    local_key = os.path.normpath(os.fspath(local))
-    for _, path in _files_newest_first(local, store):
+    local = _cwd_dirs(cwd, session_dir, agent_dir)
+    local_keys = {os.path.normpath(d) for d in local}
+    for _, path in sorted(
+        (item for d in local for item in _files_newest_first(d, store)), reverse=True
+    ):
         if _matches(needle, path, store):
             return path
     candidates: list[tuple[float, str]] = []
-    for project in store.list_dirs(paths.sessions_root(agent_dir)):
-        if os.path.normpath(project) == local_key:
-            continue
-        candidates.extend(_files_newest_first(project, store))
+    for project in _subdirs(paths.sessions_root(agent_dir), store):
+        files = session_files_of_project(project, storage=store)
+        if os.path.normpath(project) in local_keys:
+            files = [(path, parent) for path, parent in files if parent is not None]
+        candidates.extend(_mtime_and_path([path for path, _ in files], store))
     candidates.sort(key=lambda item: item[0], reverse=True)
     for _, path in candidates:
         if _matches(needle, path, store):
@@ -331,11 +438,18 @@ def _same_dir(a: str, b: str) -> bool:
     return os.path.normpath(os.path.abspath(a)) == os.path.normpath(os.path.abspath(b))
 
 
+def _breadcrumb_dir(agent_dir: PathArg | None, layout: paths.AgentLayout | None) -> Path:
+    return (
+        layout.terminal_sessions if layout is not None else paths.terminal_sessions_dir(agent_dir)
+    )
+
+
 def write_terminal_breadcrumb(
     cwd: str,
     session_file: str,
     agent_dir: PathArg | None = None,
     *,
+    layout: paths.AgentLayout | None = None,
     storage: SessionStorage | None = None,
     terminal: str | None = None,
 ) -> bool:
@@ -345,7 +459,7 @@ def write_terminal_breadcrumb(
     if not term:
         return False
     store = _storage(storage)
-    directory = paths.terminal_sessions_dir(agent_dir)
+    directory = _breadcrumb_dir(agent_dir, layout)
     with contextlib.suppress(OSError, ValueError):
         store.ensure_dir(directory)
         store.write_text(directory / term, f"{cwd}\n{session_file}\n")
@@ -357,6 +471,7 @@ def read_terminal_breadcrumb(
     cwd: str,
     agent_dir: PathArg | None = None,
     *,
+    layout: paths.AgentLayout | None = None,
     storage: SessionStorage | None = None,
     terminal: str | None = None,
 ) -> str | None:
@@ -367,7 +482,7 @@ def read_terminal_breadcrumb(
         return None
     store = _storage(storage)
     try:
-        text = store.read_text(paths.terminal_sessions_dir(agent_dir) / term)
+        text = store.read_text(_breadcrumb_dir(agent_dir, layout) / term)
     except (OSError, ValueError):
         return None
     lines = text.split("\n")

@@ -133,13 +133,16 @@ class SessionManager:
     def continue_recent(
         cls, cwd: str, session_dir: PathArg | None = None, storage: SessionStorage | None = None
     ) -> SessionManager:
-        """This terminal's last session for `cwd`, else the newest file, else a new one."""
+        """This terminal's last session for `cwd`, else the newest file (under any name
+        the agents give `cwd`'s dir, unless `session_dir` is given), else a new one."""
         storage = storage if storage is not None else FileSessionStorage()
-        directory = session_files.session_dir_for(cwd, session_dir, storage)
-        target = session_files.recent_session(cwd, directory, storage)
+        directories = session_files.continue_dirs(cwd, session_dir, storage)
+        target = session_files.recent_session(cwd, directories, storage)
         if target is None:
-            return cls.create(cwd, directory, storage)
-        return cls.open(target, directory, storage)
+            return cls.create(cwd, session_dir, storage)
+        return cls.open(
+            target, session_dir if session_dir is not None else os.path.dirname(target), storage
+        )
 
     @classmethod
     def fork_from(
@@ -318,7 +321,8 @@ class SessionManager:
             return build_tree(self._state.entries, self._state.labels)
 
     def get_usage_statistics(self) -> dict[str, float]:
-        """Token and cost totals over every assistant message of the session."""
+        """Token and cost totals over every assistant message of the session, plus the
+        sub-agent usage `task` tool results report."""
         with self.lock:
             return self._state.usage_statistics()
 
@@ -487,6 +491,23 @@ class SessionManager:
         if output_schema is not None:
             body["outputSchema"] = output_schema
         return self._append("session_init", body)
+
+    def append_service_tier_change(self, service_tier: Any) -> str:
+        """The agents' `appendServiceTierChange`: None clears the tier."""
+        return self._append("service_tier_change", {"serviceTier": service_tier})
+
+    def append_context_change(
+        self, context_name: str | None, tenant: str | None, namespace: str | None
+    ) -> str:
+        """The agents' `appendContextChange` (the active platform context)."""
+        return self._append(
+            "context_change",
+            {"contextName": context_name, "tenant": tenant, "namespace": namespace},
+        )
+
+    def append_mcp_tool_selection(self, selected_tool_names: Sequence[str]) -> str:
+        """The agents' `appendMCPToolSelection` (latest on the path wins)."""
+        return self._append("mcp_tool_selection", {"selectedToolNames": list(selected_tool_names)})
 
     def append_mode_change(self, mode: str, data: Mapping[str, Any] | None = None) -> str:
         body: Entry = {"mode": mode}

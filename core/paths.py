@@ -1,7 +1,9 @@
 """Where things live in an agent dir, and the names the agents give them.
 
-Every function takes an explicit agent dir so tests never touch ``$HOME``; ``None``
-means the user's default (``$PI_CODING_AGENT_DIR`` or ``~/.xcsh/agent``).
+Every function takes an explicit agent dir (and an ``env`` mapping standing for
+``os.environ``) so tests never touch ``$HOME``; ``None`` means the agents' default
+(``$PI_CODING_AGENT_DIR``, else ``~/<$PI_CONFIG_DIR or .xcsh>/agent``, with the XDG
+split of spec section 13).
 """
 
 from __future__ import annotations
@@ -13,77 +15,322 @@ import sys
 import time
 import uuid
 from collections.abc import Container, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 __all__ = [
+    "AgentLayout",
     "agent_dir_for_session_file",
+    "agent_layout",
     "blobs_dir",
+    "blobs_dir_for_session_file",
+    "config_agent_dir",
     "default_agent_dir",
     "disown_terminal",
     "encode_cwd",
+    "encode_cwd_newer",
     "file_timestamp",
     "history_db_path",
+    "home_dir",
+    "is_legacy_dir_name",
+    "is_newer_dir_name",
     "iso_to_ms",
+    "layout_of_session_file",
+    "layout_of_sessions_root",
     "ms_to_iso",
     "new_entry_id",
     "new_session_id",
     "now_iso",
+    "project_dir_names",
     "session_dir_for_cwd",
+    "session_dirs_for_cwd",
     "session_file_name",
     "sessions_root",
+    "sessions_root_of_file",
+    "temp_dir",
     "terminal_id",
     "terminal_sessions_dir",
 ]
 
 AGENT_DIR_ENV = "PI_CODING_AGENT_DIR"
+CONFIG_DIR_ENV = "PI_CONFIG_DIR"
+CONFIG_DIR_NAME = ".xcsh"
+APP_NAME = "xcsh"
 PathArg = str | os.PathLike[str]
+Env = Mapping[str, str]
+
+#: Platforms where the agents move data under ``$XDG_*_HOME/xcsh`` (as they do).
+_XDG_PLATFORMS = ("linux", "darwin")
+#: How deep below ``sessions/`` a session file may sit: ``<project>/<file>`` (1 dir),
+#: a sub-agent's ``<project>/<stem>/<task>.jsonl`` (2), and sub-agents of sub-agents.
+MAX_SESSION_DEPTH = 8
 
 
-def default_agent_dir() -> Path:
-    """``$PI_CODING_AGENT_DIR`` when set, else ``~/.xcsh/agent``."""
-    configured = os.environ.get(AGENT_DIR_ENV)
+# --------------------------------------------------------------------------- agent dir
+
+
+def _environ(env: Env | None) -> Env:
+    return os.environ if env is None else env
+
+
+def home_dir(env: Env | None = None) -> Path:
+    """``$HOME`` (what ``os.homedir()`` gives the agents), else the user's home."""
+    home = _environ(env).get("HOME")
+    return Path(home) if home else Path.home()
+
+
+def temp_dir(env: Env | None = None) -> Path:
+    """The temp root the agents see (``os.tmpdir()``): ``$TMPDIR``/``$TMP``/``$TEMP``
+    with trailing separators dropped, else ``/tmp``."""
+    environ = _environ(env)
+    for key in ("TMPDIR", "TMP", "TEMP"):
+        value = environ.get(key)
+        if value:
+            stripped = value.rstrip("/\\")
+            return Path(stripped or value)
+    return Path("/tmp")
+
+
+def config_agent_dir(env: Env | None = None) -> Path:
+    """``~/<PI_CONFIG_DIR or .xcsh>/agent``: the agent dir when nothing overrides it."""
+    environ = _environ(env)
+    return home_dir(environ) / (environ.get(CONFIG_DIR_ENV) or CONFIG_DIR_NAME) / "agent"
+
+
+def default_agent_dir(env: Env | None = None) -> Path:
+    """The agent dir the agents use: ``$PI_CODING_AGENT_DIR`` when set, else
+    ``~/<$PI_CONFIG_DIR or .xcsh>/agent``. Where its sessions, blobs and history live
+    is :func:`agent_layout`'s answer (``$XDG_DATA_HOME/xcsh`` may hold them)."""
+    configured = _environ(env).get(AGENT_DIR_ENV)
     if configured:
-        return Path(configured).expanduser()
-    return Path.home() / ".xcsh" / "agent"
+        return Path(os.path.abspath(os.path.expanduser(configured)))
+    return config_agent_dir(env)
 
 
-def _agent(agent_dir: PathArg | None) -> Path:
-    return Path(agent_dir) if agent_dir is not None else default_agent_dir()
+@dataclass(frozen=True, slots=True)
+class AgentLayout:
+    """Where one agent dir keeps each of its parts."""
+
+    agent_dir: Path
+    sessions: Path
+    blobs: Path
+    history_db: Path
+    terminal_sessions: Path
 
 
-def sessions_root(agent_dir: PathArg | None = None) -> Path:
-    return _agent(agent_dir) / "sessions"
+def _xdg_app_dir(environ: Env, key: str) -> Path | None:
+    """``$<key>/xcsh`` when the variable is set and that dir exists. A missing or
+    unreadable ``$<key>`` reads as "not there" (``os.path.exists`` is False on any
+    error), exactly like the agents' ``existsSync``: the agent dir is used then."""
+    value = environ.get(key)
+    if not value:
+        return None
+    candidate = Path(value) / APP_NAME
+    return candidate if os.path.exists(candidate) else None
 
 
-def blobs_dir(agent_dir: PathArg | None = None) -> Path:
-    return _agent(agent_dir) / "blobs"
+def agent_layout(agent_dir: PathArg | None = None, env: Env | None = None) -> AgentLayout:
+    """Where the agent dir's sessions, blobs, history and breadcrumbs are.
+
+    Everything lives in the agent dir, except for the agents' default agent dir (the
+    ``~/<config>/agent`` one, whether reached by default or named explicitly) on Linux
+    and macOS: there an existing ``$XDG_DATA_HOME/xcsh`` holds ``sessions/``,
+    ``blobs/`` and ``history.db``, and an existing ``$XDG_STATE_HOME/xcsh`` holds
+    ``terminal-sessions/``. A non-default agent dir (a profile, a test dir) never
+    moves anything.
+    """
+    environ = _environ(env)
+    agent = Path(agent_dir) if agent_dir is not None else default_agent_dir(environ)
+    data = state = agent
+    if sys.platform.startswith(_XDG_PLATFORMS) and _same_path(agent, config_agent_dir(environ)):
+        data = _xdg_app_dir(environ, "XDG_DATA_HOME") or agent
+        state = _xdg_app_dir(environ, "XDG_STATE_HOME") or agent
+    return AgentLayout(
+        agent_dir=agent,
+        sessions=data / "sessions",
+        blobs=data / "blobs",
+        history_db=data / "history.db",
+        terminal_sessions=state / "terminal-sessions",
+    )
 
 
-def history_db_path(agent_dir: PathArg | None = None) -> Path:
-    return _agent(agent_dir) / "history.db"
+def _same_path(a: PathArg, b: PathArg) -> bool:
+    return os.path.abspath(a) == os.path.abspath(b)
 
 
-def terminal_sessions_dir(agent_dir: PathArg | None = None) -> Path:
-    return _agent(agent_dir) / "terminal-sessions"
+def sessions_root(agent_dir: PathArg | None = None, env: Env | None = None) -> Path:
+    return agent_layout(agent_dir, env).sessions
 
 
-def encode_cwd(cwd: str) -> str:
-    """``/work/pi`` -> ``--work-pi--``: one leading separator dropped, ``/ \\ :`` -> ``-``."""
-    trimmed = cwd[1:] if cwd[:1] in ("/", "\\") else cwd
-    return "--" + trimmed.replace("/", "-").replace("\\", "-").replace(":", "-") + "--"
+def blobs_dir(agent_dir: PathArg | None = None, env: Env | None = None) -> Path:
+    return agent_layout(agent_dir, env).blobs
 
 
-def session_dir_for_cwd(cwd: str, agent_dir: PathArg | None = None) -> Path:
-    return sessions_root(agent_dir) / encode_cwd(os.path.abspath(cwd))
+def history_db_path(agent_dir: PathArg | None = None, env: Env | None = None) -> Path:
+    return agent_layout(agent_dir, env).history_db
+
+
+def terminal_sessions_dir(agent_dir: PathArg | None = None, env: Env | None = None) -> Path:
+    return agent_layout(agent_dir, env).terminal_sessions
+
+
+def sessions_root_of_file(path: PathArg) -> Path | None:
+    """The ``sessions`` dir a session file is under: ``<root>/<project>/<file>``, or a
+    sub-agent's ``<root>/<project>/<stem>/<task>.jsonl`` (at most
+    :data:`MAX_SESSION_DEPTH` dirs down); ``None`` for a file outside any."""
+    directory = Path(os.path.abspath(path)).parent
+    for _ in range(MAX_SESSION_DEPTH):
+        parent = directory.parent
+        if parent == directory:
+            return None
+        if parent.name == "sessions":
+            return parent
+        directory = parent
+    return None
+
+
+def layout_of_sessions_root(root: PathArg, env: Env | None = None) -> AgentLayout:
+    """The layout a ``sessions`` dir belongs to: the default agent's (XDG split
+    included) when it is that one's, else the agent dir that contains it."""
+    default = agent_layout(None, env)
+    if _same_path(root, default.sessions):
+        return default
+    return agent_layout(Path(os.path.abspath(root)).parent, env)
+
+
+def layout_of_session_file(path: PathArg, env: Env | None = None) -> AgentLayout | None:
+    root = sessions_root_of_file(path)
+    return layout_of_sessions_root(root, env) if root is not None else None
 
 
 def agent_dir_for_session_file(path: PathArg) -> Path | None:
-    """``<agent>`` when ``path`` is ``<agent>/sessions/<project>/<file>``, else ``None``."""
-    p = Path(path)
-    if len(p.parts) >= 4 and p.parent.parent.name == "sessions":
-        return p.parent.parent.parent
+    """The agent dir of a file under ``<sessions>/<project>/`` (sub-agent files
+    included), else ``None``."""
+    layout = layout_of_session_file(path)
+    return layout.agent_dir if layout is not None else None
+
+
+def blobs_dir_for_session_file(path: PathArg, env: Env | None = None) -> Path:
+    """The one global blob store the agents use for ``path``: its agent dir's, or the
+    default agent's for a file outside any agent dir (the agents never keep blobs
+    beside a session file)."""
+    layout = layout_of_session_file(path, env)
+    return (layout if layout is not None else agent_layout(None, env)).blobs
+
+
+# --------------------------------------------------------------------------- dir names
+
+
+def encode_cwd(cwd: str) -> str:
+    """``/work/pi`` -> ``--work-pi--``: one leading separator dropped, ``/ \\ :`` -> ``-``.
+
+    The seed's (legacy) project dir name."""
+    trimmed = cwd[1:] if cwd[:1] in ("/", "\\") else cwd
+    return "--" + _dashes(trimmed) + "--"
+
+
+def _dashes(text: str) -> str:
+    return text.replace("/", "-").replace("\\", "-").replace(":", "-")
+
+
+def _canonical(path: PathArg) -> str:
+    """Absolute with symlinks resolved (the agents' ``realpathSync``, else ``resolve``)."""
+    try:
+        return os.path.realpath(os.path.abspath(path), strict=True)
+    except (OSError, ValueError):
+        return os.path.abspath(path)
+
+
+def _relative_within(root: str, candidate: str) -> str | None:
+    """``candidate`` relative to ``root`` ("" for the root itself), or ``None``."""
+    try:
+        relative = os.path.relpath(candidate, root)
+    except ValueError:
+        return None
+    if relative == ".":
+        return ""
+    if relative == ".." or relative.startswith(".." + os.sep) or os.path.isabs(relative):
+        return None
+    return relative
+
+
+def encode_cwd_newer(cwd: str, env: Env | None = None) -> str | None:
+    """The newer agents' name for ``cwd``'s project dir, ``None`` outside home and temp.
+
+    Inside ``$HOME`` (symlinks resolved): ``-`` + the home-relative path with
+    ``/ \\ :`` -> ``-`` (home itself is ``-``); else inside the temp root: ``-tmp-`` +
+    the temp-relative path (the temp root itself is ``-tmp``).
+    """
+    canonical = _canonical(cwd)
+    for prefix, root in (("-", home_dir(env)), ("-tmp", temp_dir(env))):
+        relative = _relative_within(_canonical(root), canonical)
+        if relative is None:
+            continue
+        if not relative:
+            return prefix
+        return (
+            f"{prefix}{_dashes(relative)}"
+            if prefix.endswith("-")
+            else f"{prefix}-{_dashes(relative)}"
+        )
     return None
+
+
+def is_legacy_dir_name(name: str) -> bool:
+    """``--…--``: the seed's form (newer names start with a single ``-``)."""
+    return len(name) >= 4 and name.startswith("--") and name.endswith("--")
+
+
+def is_newer_dir_name(name: str) -> bool:
+    return name.startswith("-") and not is_legacy_dir_name(name)
+
+
+def project_dir_names(cwd: str, env: Env | None = None) -> list[str]:
+    """Every name ``cwd``'s sessions may be under, the newer one first: the newer
+    agents' name, then the ``--…--`` form of the resolved cwd and of the cwd as given
+    (older agents did not resolve symlinks)."""
+    names: list[str] = []
+    for name in (
+        encode_cwd_newer(cwd, env),
+        encode_cwd(_canonical(cwd)),
+        encode_cwd(os.path.abspath(cwd)),
+    ):
+        if name is not None and name not in names:
+            names.append(name)
+    return names
+
+
+def session_dirs_for_cwd(
+    cwd: str, agent_dir: PathArg | None = None, env: Env | None = None
+) -> list[Path]:
+    """Every directory of the agent dir that may hold ``cwd``'s sessions (existing or
+    not), the newer name first."""
+    root = sessions_root(agent_dir, env)
+    return [root / name for name in project_dir_names(cwd, env)]
+
+
+def _uses_newer_names(root: Path) -> bool:
+    try:
+        with os.scandir(root) as it:
+            return any(e.is_dir() and is_newer_dir_name(e.name) for e in it)
+    except OSError:
+        return False
+
+
+def session_dir_for_cwd(cwd: str, agent_dir: PathArg | None = None, env: Env | None = None) -> Path:
+    """Where a new session of ``cwd`` goes: the dir where ``cwd``'s sessions already
+    are (the newer name when both exist), else the newer name when the agent dir
+    already uses newer names, else the seed's ``--…--`` form."""
+    candidates = session_dirs_for_cwd(cwd, agent_dir, env)
+    for directory in candidates:
+        if directory.is_dir():
+            return directory
+    newer = encode_cwd_newer(cwd, env)
+    root = sessions_root(agent_dir, env)
+    if newer is not None and _uses_newer_names(root):
+        return root / newer
+    return root / encode_cwd(_canonical(cwd))
 
 
 def file_timestamp(iso: str) -> str:

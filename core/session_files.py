@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core import discovery, paths
@@ -24,9 +23,10 @@ from core.persist import resolve_blob_refs
 from core.storage import FileSessionStorage, PathArg, SessionStorage
 
 __all__ = [
-    "agent_dir_of_session_dir",
     "branched_entries",
+    "continue_dirs",
     "default_blob_store",
+    "layout_of_session_dir",
     "move_artifacts",
     "move_destination",
     "new_header",
@@ -57,23 +57,22 @@ def session_dir_for(cwd: str, session_dir: PathArg | None, storage: SessionStora
     return norm_path(directory, storage)
 
 
-def agent_dir_of_session_dir(session_dir: str) -> Path | None:
-    """`<agent>` when `session_dir` is `<agent>/sessions/<project>`."""
-    p = Path(session_dir)
-    return p.parent.parent if p.parent.name == "sessions" else None
+def layout_of_session_dir(session_dir: str) -> paths.AgentLayout | None:
+    """The agent layout of `<sessions>/<project>` (or of a sub-agent's artifacts dir
+    below it), else None."""
+    return paths.layout_of_session_file(os.path.join(session_dir, "x.jsonl"))
 
 
 def default_blob_store(path: str, storage: SessionStorage) -> BlobStore | None:
-    """`<agent>/blobs` for a file inside an agent dir, else `blobs/` beside the file.
+    """The agents' one global blob store for the session file `path`: its agent dir's
+    (sub-agent files included; the XDG data dir for the default agent), or the
+    default agent's for a file outside any agent dir.
 
     Only the real filesystem has a blob store: `BlobStore` writes files itself.
     """
     if not isinstance(storage, FileSessionStorage):
         return None
-    agent_dir = paths.agent_dir_for_session_file(path)
-    if agent_dir is not None:
-        return BlobStore(paths.blobs_dir(agent_dir))
-    return BlobStore(Path(os.path.dirname(path)) / "blobs")
+    return BlobStore(paths.blobs_dir_for_session_file(path))
 
 
 def permissions_source(storage: SessionStorage, file: str, model: str | None) -> str | None:
@@ -89,19 +88,28 @@ def permissions_source(storage: SessionStorage, file: str, model: str | None) ->
 
 def write_breadcrumb(storage: SessionStorage, cwd: str, file: str, session_dir: str) -> None:
     """Remember `file` as this terminal's session for `cwd` (best effort, never fatal)."""
-    agent_dir = agent_dir_of_session_dir(session_dir)
-    if agent_dir is not None:
-        discovery.write_terminal_breadcrumb(cwd, file, agent_dir, storage=storage)
+    layout = layout_of_session_dir(session_dir)
+    if layout is not None:
+        discovery.write_terminal_breadcrumb(cwd, file, layout=layout, storage=storage)
 
 
-def recent_session(cwd: str, directory: str, storage: SessionStorage) -> str | None:
-    """`continue_recent`'s choice: this terminal's breadcrumb, else the newest file."""
-    agent_dir = agent_dir_of_session_dir(directory)
-    if agent_dir is not None:
-        crumb = discovery.read_terminal_breadcrumb(cwd, agent_dir, storage=storage)
+def recent_session(cwd: str, directories: Sequence[str], storage: SessionStorage) -> str | None:
+    """`continue_recent`'s choice: this terminal's breadcrumb, else the newest file of
+    `directories` (every dir that may hold `cwd`'s sessions)."""
+    layout = layout_of_session_dir(directories[0]) if directories else None
+    if layout is not None:
+        crumb = discovery.read_terminal_breadcrumb(cwd, layout=layout, storage=storage)
         if crumb is not None and storage.exists(crumb):
             return crumb
-    return discovery.find_most_recent_session(directory, storage=storage)
+    return discovery.find_most_recent_session_in(directories, storage=storage)
+
+
+def continue_dirs(cwd: str, session_dir: PathArg | None, storage: SessionStorage) -> list[str]:
+    """Where `continue_recent` looks: the given dir, else every name `cwd`'s sessions
+    may be under (the newer agents' and the seed's)."""
+    if session_dir is not None:
+        return [norm_path(session_dir, storage)]
+    return [norm_path(d, storage) for d in paths.session_dirs_for_cwd(cwd)]
 
 
 # ------------------------------------------------------------------ new sessions
@@ -201,9 +209,9 @@ def branched_entries(
 def move_destination(old_file: str, new_cwd: str, storage: SessionStorage) -> tuple[str, str]:
     """(new session dir, new file) of a move to `new_cwd`: the agent's dir for that
     cwd, or (outside an agent dir) a sibling of the current session dir."""
-    agent_dir = paths.agent_dir_for_session_file(old_file)
-    if agent_dir is not None:
-        new_dir = str(paths.session_dir_for_cwd(new_cwd, agent_dir))
+    layout = paths.layout_of_session_file(old_file)
+    if layout is not None:
+        new_dir = str(paths.session_dir_for_cwd(new_cwd, layout.agent_dir))
     else:
         parent = os.path.dirname(os.path.dirname(old_file))
         new_dir = os.path.join(parent, paths.encode_cwd(os.path.abspath(new_cwd)))

@@ -88,11 +88,26 @@ def empty_usage() -> dict[str, float]:
     return totals
 
 
+def _usage_of(entry: Mapping[str, Any]) -> Any:
+    """The usage an entry adds: an assistant message's ``usage``, or the sub-agent
+    usage a ``task`` tool result reports in ``details.usage`` (spec section 13)."""
+    if entry.get("type") != "message":
+        return None
+    message = entry.get("message")
+    if not isinstance(message, dict):
+        return None
+    role = message.get("role")
+    if role == "assistant":
+        return message.get("usage")
+    if role == "toolResult" and message.get("toolName") == "task":
+        details = message.get("details")
+        return details.get("usage") if isinstance(details, dict) else None
+    return None
+
+
 def add_usage(totals: dict[str, float], entry: Mapping[str, Any]) -> None:
-    """Add an assistant message's token counts and cost to `totals` (others: no-op)."""
-    if not is_assistant_message(entry):
-        return
-    usage = entry["message"].get("usage")
+    """Add an entry's token counts and cost to `totals` (entries without usage: no-op)."""
+    usage = _usage_of(entry)
     if not isinstance(usage, dict):
         return
     for key in USAGE_KEYS:
