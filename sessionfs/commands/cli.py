@@ -13,6 +13,7 @@ from pathlib import Path
 
 from core import paths
 from sessionfs.commands import check, history
+from sessionfs.view.cache_dir import default_cache_dir
 
 #: Said once by ``mount --allow-other``: the mount's modes are now all that guards it.
 ALLOW_OTHER_NOTE = (
@@ -40,6 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
     mount.add_argument(
         "--cache-mb", type=int, default=256, help="memory for loaded sessions (default 256)"
     )
+    mount.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="where to keep what can be rebuilt: the search index, render metadata "
+        "(default: the user cache dir + sessionfs; deleting it loses nothing)",
+    )
     mount.add_argument("--debug", action="store_true", help="log every request")
     mount.add_argument("--allow-other", action="store_true", help="let other users see the mount")
     mount.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
@@ -62,6 +70,7 @@ def _mount(args: argparse.Namespace) -> int:
         foreground=args.foreground,
         read_only=args.read_only,
         cache_mb=args.cache_mb,
+        cache_dir=(args.cache_dir or default_cache_dir()).expanduser().absolute(),
         debug=args.debug,
         allow_other=args.allow_other,
     )

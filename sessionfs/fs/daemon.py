@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import platformdirs
@@ -24,6 +24,7 @@ from sessionfs.fs.memory import release_free_memory, tune_gc, tune_malloc
 from sessionfs.fs.nodes import MountContext, RootDir
 from sessionfs.fs.ops import Invalidator, SessionFsOperations
 from sessionfs.view.agent_index import AgentIndex
+from sessionfs.view.cache_dir import default_cache_dir
 from sessionfs.view.history import HistoryView
 from sessionfs.view.session_cache import SessionCache
 
@@ -45,6 +46,9 @@ class MountOptions:
     foreground: bool = False
     read_only: bool = False
     cache_mb: int = 256
+    #: ``--cache-dir``: caches that can be rebuilt (one subdir per agent dir, see
+    #: `sessionfs.view.cache_dir.agent_cache_dir`).
+    cache_dir: Path = field(default_factory=default_cache_dir)
     debug: bool = False
     allow_other: bool = False
 
@@ -201,6 +205,8 @@ def start_background(opts: MountOptions) -> int:
         str(opts.agent_dir),
         "--cache-mb",
         str(opts.cache_mb),
+        "--cache-dir",
+        str(opts.cache_dir),
         "--ready-fd",
         str(write_fd),
     ]

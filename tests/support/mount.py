@@ -118,6 +118,9 @@ MountFactory = Callable[..., Mount]
 def start_mount(agent_dir: Path, mountpoint: Path, *extra: str) -> Mount:
     mountpoint.mkdir(parents=True, exist_ok=True)
     log = mountpoint.parent / f"{mountpoint.name}.log"
+    if "--cache-dir" not in extra:
+        # Never the user's real cache dir: each test's caches die with its tmp dir.
+        extra = (*extra, "--cache-dir", str(mountpoint.parent / f"{mountpoint.name}.cache"))
     with open(log, "wb") as out:
         process = subprocess.Popen(
             mount_command(mountpoint, agent_dir, *extra),
