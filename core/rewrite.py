@@ -281,30 +281,32 @@ def _carrying_rewrite(
 def _carry_after_rename(source: int, offset: int, st: os.stat_result, appender: int) -> int:
     """Copy lines that still land in the old inode to the new file, while another
     process holds the old inode open for writing (at most `CARRY_SECONDS`)."""
-    deadline = time.monotonic() + CARRY_SECONDS
-    # Look often at first: a writer that opened the old path just before the rename
-    # writes within microseconds, and its line must reach the new file before the
-    # writer's next line (opened by path, so written to the new file) does.
+    # A writer that opened the old path just before the rename writes within
+    # microseconds, and its line must reach the new file before the writer's next
+    # line (opened by path, so written to the new file) does. So the old inode is read
+    # in a tight loop (a pread costs microseconds), and the /proc scan, which costs
+    # milliseconds, only decides when to stop.
+    start = time.monotonic()
+    deadline = start + CARRY_SECONDS
+    spin_until = start + _SPIN_SECONDS
+    next_scan = spin_until
     carried = 0
-    spin_until = time.monotonic() + _SPIN_SECONDS
     while True:
         lines, offset = _lines_since(source, offset, final=False)
-        _write_all(appender, lines)
-        carried += len(lines)
-        if time.monotonic() >= spin_until:
-            break
-        time.sleep(_SPIN_POLL_SECONDS)
-    while True:
-        # Scan first, read after: a writer absent from the scan has either finished
-        # (its line is visible to the read below) or will open the path, i.e. the new file.
-        still_writing = bool(writers_of_inode(st.st_dev, st.st_ino))
-        final = not still_writing or time.monotonic() >= deadline
-        lines, offset = _lines_since(source, offset, final=final)
         if lines:
             _write_all(appender, lines)
             carried += len(lines)
-        if final:
-            if still_writing:
-                log.warning("a writer still holds a replaced session file open; giving up")
-            return carried
-        time.sleep(_POLL_SECONDS)
+        now = time.monotonic()
+        if now >= next_scan:
+            # Scan first, read after: a writer absent from the scan has either finished
+            # (its line is visible to the read below) or will open the path, i.e. the
+            # new file.
+            still_writing = bool(writers_of_inode(st.st_dev, st.st_ino))
+            if not still_writing or now >= deadline:
+                lines, offset = _lines_since(source, offset, final=True)
+                _write_all(appender, lines)
+                if still_writing:
+                    log.warning("a writer still holds a replaced session file open; giving up")
+                return carried + len(lines)
+            next_scan = time.monotonic() + _POLL_SECONDS
+        time.sleep(_SPIN_POLL_SECONDS)
