@@ -1,4 +1,4 @@
-"""``sessionfs`` command line: mount, umount, check, history.
+"""``sessionfs`` command line: mount, umount, check, history, sync.
 
 Errors the user can fix are one line on stderr and exit status 2, never a traceback.
 The daemon (pyfuse3, trio) is imported only by ``mount`` and ``umount``, so ``check``
@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 from core import paths
-from sessionfs.commands import check, history
+from sessionfs.commands import check, history, search
+from sessionfs.store.command import add_sync_parser  # no S3 code until `sync` runs
 from sessionfs.view.cache_dir import default_cache_dir
 
 #: Said once by ``mount --allow-other``: the mount's modes are now all that guards it.
@@ -57,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     history.add_history_parser(sub)
     check.add_check_parser(sub)
+    search.add_search_parser(sub)
+    add_sync_parser(sub)
     return parser
 
 
@@ -102,6 +105,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command in ("mount", "umount"):
             return _mount_command(args)
-        return int(args.func(args))  # check, history: set by their add_*_parser
+        return int(args.func(args))  # check, history, sync: set by their add_*_parser
     except KeyboardInterrupt:
         return 130

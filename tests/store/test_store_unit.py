@@ -16,10 +16,10 @@ CONTRIB = Path(__file__).resolve().parents[2] / "contrib"
 
 
 def _render(tmp_path: Path, store: str, sync_args: str) -> Path:
-    # `sessionfs sync` as the unit will run it (the main CLI registers the same parser).
+    # The real `sessionfs` command, as the unit will run it.
     wrapper = tmp_path / "bin" / "sessionfs"
     wrapper.parent.mkdir()
-    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} -m sessionfs.store.command "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} -m sessionfs "$@"\n')
     wrapper.chmod(0o755)
     env = {
         **os.environ,

@@ -31,6 +31,8 @@ from sessionfs.view.refusal import WriteRejected
 if TYPE_CHECKING:
     from sessionfs.view.agent_index import AgentIndex
     from sessionfs.view.history import HistoryView
+    from sessionfs.view.prerender import Prerenderer
+    from sessionfs.view.search_view import SearchView
     from sessionfs.view.session_cache import SessionCache
 
 __all__ = [
@@ -116,10 +118,19 @@ class MountContext:
     #: where the mount is, when known: absolute symlink targets into a session and
     #: ``last_result`` paths use it; without it results are relative to the mount root
     mountpoint: str | None = None
+    #: transcripts rendered in worker processes and kept in ``--cache-dir``
+    #: (``transcripts/``); set by the daemon
+    renders: Prerenderer | None = None
+    #: ``search/``'s index and the indexer's progress (root ``ctl``); None: no search
+    search: SearchView | None = None
+    #: where this agent dir's tree starts in the mount: ``()`` for a local mount,
+    #: ``("machines", <name>)`` for one machine of a store mount (`Node.local_key`)
+    prefix: tuple[str, ...] = ()
 
     def mount_path(self, *parts: str) -> str:
-        """A path in the mount: absolute when the mountpoint is known."""
-        relative = "/".join(parts)
+        """A path in the mount (``parts`` from this agent dir's tree): absolute when
+        the mountpoint is known."""
+        relative = "/".join((*self.prefix, *parts))
         return f"{self.mountpoint.rstrip('/')}/{relative}" if self.mountpoint else relative
 
 
@@ -204,6 +215,13 @@ class Node:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({'/'.join(self.key) or '/'})"
+
+    @property
+    def local_key(self) -> tuple[str, ...]:
+        """The path from the root of this node's agent-dir tree (``key`` without the
+        context's ``prefix``): what the nodes of a session parse for project and stem,
+        so the same classes serve the local root and a store mount's ``machines/<m>/``."""
+        return self.key[len(self.ctx.prefix) :]
 
     @property
     def session_key(self) -> tuple[str, str] | None:
