@@ -5,7 +5,7 @@ from __future__ import annotations
 import trio
 
 from sessionfs.fs.nodes.base import STATIC, VOLATILE, DirNode, FileNode, MountContext, Node
-from sessionfs.view.names import decode_name
+from sessionfs.fs.nodes.lookup_only import QueryDir
 
 
 class HistoryFile(FileNode):
@@ -21,15 +21,13 @@ class HistoryFile(FileNode):
         return await trio.to_thread.run_sync(self.ctx.history.lines, self.query)
 
 
-class HistorySearchDir(DirNode):
+class HistorySearchDir(QueryDir):
     """Lookup-only: ``history/search/<query>`` exists for any query; lists empty."""
 
     __slots__ = ()
 
-    tier = STATIC
-
-    async def lookup(self, name: str) -> Node | None:
-        return HistoryFile(self.ctx, self.child_key(name), decode_name(name))
+    def query_file(self, key: tuple[str, ...], query: str) -> Node:
+        return HistoryFile(self.ctx, key, query)
 
 
 class HistoryDir(DirNode):

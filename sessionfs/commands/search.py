@@ -1,0 +1,97 @@
+"""``sessionfs search``: the mount's ``search/<words>`` from the command line.
+
+    sessionfs search WORDS... [--agent-dir DIR] [--cache-dir DIR] [--limit N]
+
+Brings the agent dir's search index in the cache dir up to date (only what changed
+since the last run is read: the same index a mount of that agent dir uses), then
+prints the hits newest first, one per line, as ``search/<words>`` shows them:
+``<iso time>\\t<entry path relative to a mount root>\\t<role>\\t<snippet>``. Words are
+ANDed, ``"quoted phrases"`` match as phrases, the last word also as a prefix. The
+command line has no 255-byte name limit: long queries work here.
+
+Exit status: 0 when something was printed, 1 when nothing matched, 2 when there is no
+agent dir or the index cannot be used (the reason on stderr).
+
+Never imports pyfuse3 or trio: it works where FUSE is not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from core import paths
+from core.search_index import MAX_LIMIT
+from sessionfs.view.cache_dir import default_cache_dir
+from sessionfs.view.search_view import DEFAULT_LIMIT, SearchView, hits_text
+
+__all__ = ["add_search_parser", "run_search"]
+
+
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 1 <= value <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_LIMIT}")
+    return value
+
+
+def add_search_parser(subparsers: Any) -> None:
+    """Add ``search`` to an argparse sub-parser set (sets ``func=run_search``)."""
+    parser = subparsers.add_parser(
+        "search",
+        help="full-text search over every session's messages (newest first)",
+        description="Entries containing every WORD, newest first, one per line: <iso time> "
+        'TAB <entry path in the mount> TAB <role> TAB <snippet>. "quoted phrases" match '
+        "as phrases; the last word also matches as a prefix.",
+    )
+    parser.add_argument("words", nargs="+", metavar="WORDS")
+    parser.add_argument(
+        "--agent-dir",
+        type=Path,
+        default=None,
+        help="agent dir (default: $PI_CODING_AGENT_DIR or ~/.xcsh/agent)",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="where the index is kept (default: the user cache dir + sessionfs)",
+    )
+    parser.add_argument(
+        "--limit",
+        metavar="N",
+        type=_limit,
+        default=DEFAULT_LIMIT,
+        help=f"print at most N hits (1..{MAX_LIMIT}, default {DEFAULT_LIMIT})",
+    )
+    parser.set_defaults(func=run_search)
+
+
+def run_search(args: argparse.Namespace) -> int:
+    agent_dir = args.agent_dir if args.agent_dir is not None else paths.default_agent_dir()
+    agent_dir = agent_dir.expanduser().absolute()
+    if not agent_dir.is_dir():
+        print(
+            f"sessionfs: agent dir {agent_dir} does not exist; "
+            "pass --agent-dir DIR or set PI_CODING_AGENT_DIR",
+            file=sys.stderr,
+        )
+        return 2
+    cache_dir = (args.cache_dir or default_cache_dir()).expanduser().absolute()
+    view = SearchView(cache_dir, agent_dir)
+    try:
+        stats = view.catch_up()
+        if stats.error is not None:
+            print(f"sessionfs: search index unavailable: {stats.error}", file=sys.stderr)
+            return 2
+        text = hits_text(view.search(" ".join(args.words), args.limit))
+    finally:
+        view.close()
+    sys.stdout.buffer.write(text)
+    sys.stdout.flush()
+    return 0 if text else 1

@@ -1,0 +1,63 @@
+"""The mount's background search indexer: keeps `SearchView`'s index current.
+
+Started by the daemon once the mount is up. Every update runs in a worker thread (the
+event loop only waits): first the full build, then an update whenever the session
+cache sees a session change (that file only) and a full stat pass every
+`FULL_PASS_INTERVAL` seconds (appends by other processes, new, replaced, deleted files).
+Trouble never ends the task: it is in the root ``ctl`` (`SearchView.progress`) and the
+next pass tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from sessionfs.view.loaded_session import LoadedSession
+from sessionfs.view.search_view import SearchView
+
+__all__ = ["FULL_PASS_INTERVAL", "SearchIndexer"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds between full passes (one stat per session file: cheap).
+FULL_PASS_INTERVAL = 1.0
+
+
+class SearchIndexer:
+    """Wakes on session changes (`session_changed`, a `SessionCache` listener)."""
+
+    def __init__(self, view: SearchView) -> None:
+        self.view = view
+        self._changed: set[str] = set()
+        self._wake = trio.Event()
+
+    def session_changed(self, session: LoadedSession, replaced: bool) -> None:
+        self._changed.add(str(session.ref.path))
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Run until cancelled (the mount's nursery ends it at unmount)."""
+        await self._update(None)  # the first build
+        last_full = trio.current_time()
+        while True:
+            with trio.move_on_after(FULL_PASS_INTERVAL):
+                await self._wake.wait()
+            self._wake = trio.Event()
+            changed, self._changed = sorted(self._changed), set()
+            # Changes coming faster than the interval must not starve the full pass.
+            if not changed or trio.current_time() - last_full >= FULL_PASS_INTERVAL:
+                await self._update(None)
+                last_full = trio.current_time()
+            else:
+                await self._update(changed)
+
+    async def _update(self, changed: list[str] | None) -> None:
+        try:
+            # abandon_on_cancel: an unmount must not wait for a long first build; the
+            # thread finishes its transaction on its own and the index stays consistent.
+            await trio.to_thread.run_sync(self.view.refresh, changed, abandon_on_cancel=True)
+        except Exception as exc:
+            log.exception("search indexer: update failed")
+            self.view.progress.last_error = f"{type(exc).__name__}: {exc}"

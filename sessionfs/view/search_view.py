@@ -1,0 +1,281 @@
+"""The mount's full-text search (``search/<words>``) and ``sessionfs search``: one
+`SearchIndex` per agent dir in the cache dir, where its hits point in the mount, and
+the indexer's progress as the root ``ctl`` shows it.
+
+Everything here is synchronous and thread-safe: the daemon runs `SearchView.refresh`
+in a worker thread from a trio task (``sessionfs.fs.search_indexer``), the command line
+calls it directly. It never imports trio or pyfuse3 (``sessionfs search`` must start
+fast and work without FUSE).
+
+The index is a cache (see `core.search_index`): a db file deleted or replaced under a
+running mount is noticed and the index opened again (rebuilt from the session files);
+a cache dir that cannot be written leaves search unavailable with the reason in
+``ctl``, and the mount works on without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from core import paths
+from core.search_index import Hit, SearchIndex, UpdateStats, format_hit, session_file_keys
+from sessionfs.view.cache_dir import agent_cache_dir
+from sessionfs.view.names import ENTRY_SUFFIX, PATH_NUMBER_RESERVE, encode_name, fit_name
+
+__all__ = [
+    "DB_NAME",
+    "DEFAULT_LIMIT",
+    "RESULT_TTL",
+    "SearchProgress",
+    "SearchView",
+    "entry_mount_path",
+    "hits_text",
+    "search_db_path",
+]
+
+log = logging.getLogger(__name__)
+
+DB_NAME = "search.db"
+#: Hits a ``search/<words>`` file shows at most (``sessionfs search --limit`` may ask more).
+DEFAULT_LIMIT = 100
+#: How long a rendered result is reused: ``stat`` then ``read`` of one ``cat`` must see
+#: the same bytes (the size is exact), yet a new hit must show within seconds.
+RESULT_TTL = 2.0
+_RESULT_CACHE_SIZE = 64
+# The first build indexes files in slices this big, so ``ctl`` shows progress and what
+# is indexed so far is searchable at once.
+_SLICE_BYTES = 16 * 1024 * 1024
+_SLICE_FILES = 200
+_MB = 1024 * 1024
+
+
+def search_db_path(cache_dir: Path, agent_dir: Path) -> Path:
+    """The agent dir's search index in ``cache_dir`` (never under the agent dir)."""
+    return agent_cache_dir(cache_dir, agent_dir) / DB_NAME
+
+
+def _session_mount_parts(project: str, stem: str) -> tuple[str, ...]:
+    """``sessions/<project>/<stem>`` with a ``subagents/<task>`` pair per sub-agent
+    level (a sub-agent hit's stem is ``<stem>/<task>``)."""
+    first, *rest = stem.split("/")
+    parts = ["sessions", project, first]
+    for name in rest:
+        parts += ["subagents", name]
+    return tuple(parts)
+
+
+def entry_mount_path(hit: Hit) -> str:
+    """The hit's entry file, relative to the mount root:
+    ``sessions/<project>/<stem>/entries/<id>.json``, a ``subagents/<task>`` pair per
+    sub-agent level; the entry's file name encoded as ``entries/`` lists it."""
+    name = fit_name(encode_name(hit.entry_id), ENTRY_SUFFIX, PATH_NUMBER_RESERVE) + ENTRY_SUFFIX
+    return "/".join((*_session_mount_parts(hit.project, hit.stem), "entries", name))
+
+
+def hits_text(hits: Iterable[Hit]) -> bytes:
+    """One ``<iso time>\\t<entry path>\\t<role>\\t<snippet>`` line per hit."""
+    lines = [format_hit(hit, entry_mount_path(hit)) + "\n" for hit in hits]
+    # "replace": an id or text with a lone surrogate (odd JSON escapes) stays one line.
+    return "".join(lines).encode("utf-8", "replace")
+
+
+@dataclass
+class SearchProgress:
+    """What the indexer has done, as the root ``ctl`` shows it."""
+
+    state: str = "building"  # building | ready | unavailable
+    files_indexed: int = 0
+    files_total: int = 0
+    bytes_indexed: int = 0
+    bytes_total: int = 0
+    reason: str | None = None  # why unavailable
+    last_error: str | None = None  # the last update's trouble (skipped files, busy db)
+
+    def ctl_items(self) -> list[tuple[str, object]]:
+        if self.state == "building":
+            summary = (
+                f"building {self.files_indexed}/{self.files_total} files, "
+                f"{self.bytes_indexed / _MB:.1f}/{self.bytes_total / _MB:.1f} MB"
+            )
+        elif self.state == "ready":
+            summary = f"ready, {self.files_total} files, {self.bytes_total / _MB:.1f} MB"
+        else:
+            summary = f"unavailable: {self.reason}"
+        return [("search", summary), ("search_last_error", self.last_error)]
+
+
+class SearchView:
+    """The search index of one agent dir, its indexer's progress, recent results."""
+
+    def __init__(self, cache_dir: Path, agent_dir: Path, sessions_root: Path | None = None) -> None:
+        self.db_path = search_db_path(cache_dir, agent_dir)
+        self.sessions_root = sessions_root or paths.sessions_root(agent_dir)
+        self.progress = SearchProgress()
+        self._lock = threading.Lock()  # the index object and the result cache
+        self._results: OrderedDict[tuple[str, int], tuple[float, bytes]] = OrderedDict()
+        self._index = self._open()
+        self._built = False
+
+    # -- the index file -----------------------------------------------------------------
+
+    def _open(self) -> SearchIndex:
+        index = SearchIndex(self.db_path)
+        self._db_identity = _identity(self.db_path)
+        return index
+
+    def _reopen_if_replaced(self) -> None:
+        """A db file deleted or replaced behind our back (``rm -r`` of the cache dir):
+        open (and so rebuild) it again rather than keep writing an unlinked inode."""
+        if self._db_identity is not None and _identity(self.db_path) == self._db_identity:
+            return
+        with self._lock:
+            old, self._index = self._index, self._open()
+            self._results.clear()
+        old.close()
+        self._built = False
+        if self._db_identity is not None:
+            log.info("search index %s was replaced or deleted: rebuilding", self.db_path)
+
+    def close(self) -> None:
+        with self._lock:
+            self._index.close()
+
+    # -- updating -----------------------------------------------------------------------
+
+    def refresh(self, changed: Sequence[str] | None = None) -> UpdateStats:
+        """Bring the index up to date (blocking: run it in a worker thread). The first
+        time, a full build in slices with progress; then ``changed`` files only, or
+        every file's stat when ``changed`` is None."""
+        self._reopen_if_replaced()
+        if not self._built:
+            stats = self._build()
+        else:
+            stats = self._index.update(self.sessions_root, changed or None)
+            if stats.files_indexed or stats.files_appended or stats.files_removed:
+                self._count_files()
+        self._note(stats)
+        return stats
+
+    def catch_up(self) -> UpdateStats:
+        """One incremental update of every file, without progress slices: for a caller
+        that only wants the answer afterwards (``sessionfs search``)."""
+        self._reopen_if_replaced()
+        stats = self._index.update(self.sessions_root)
+        self._built = stats.error is None
+        self._note(stats)
+        return stats
+
+    def _build(self) -> UpdateStats:
+        """Index every session file, newest first (what people search for is mostly
+        recent), a slice at a time so searches see the indexed part meanwhile."""
+        files = _session_files_newest_first(self.sessions_root)
+        progress = self.progress
+        progress.state = "building"
+        progress.files_total = len(files)
+        progress.bytes_total = sum(size for _, size in files)
+        progress.files_indexed = progress.bytes_indexed = 0
+        for batch in _slices(files):
+            stats = self._index.update(self.sessions_root, [path for path, _ in batch])
+            if stats.error is not None:
+                return stats
+            self._note(stats)
+            progress.files_indexed += len(batch)
+            progress.bytes_indexed += sum(size for _, size in batch)
+        # The full pass drops what vanished meanwhile and catches files made since.
+        stats = self._index.update(self.sessions_root)
+        if stats.error is None:
+            self._built = True
+            self._count_files()
+        return stats
+
+    def _count_files(self) -> None:
+        files = list(session_file_keys(str(self.sessions_root)))
+        self.progress.files_total = self.progress.files_indexed = len(files)
+        total = 0
+        for parts in files:
+            try:
+                total += os.stat(os.path.join(self.sessions_root, *parts)).st_size
+            except OSError:
+                continue
+        self.progress.bytes_total = self.progress.bytes_indexed = total
+
+    def _note(self, stats: UpdateStats) -> None:
+        progress = self.progress
+        if not self._index.available:
+            progress.state = "unavailable"
+            progress.reason = self._index.unavailable_reason
+        elif self._built:
+            progress.state, progress.reason = "ready", None
+        elif progress.state == "unavailable":
+            progress.state, progress.reason = "building", None
+        if stats.error is not None:
+            progress.last_error = stats.error
+        elif stats.skipped:
+            progress.last_error = f"{len(stats.skipped)} file(s) skipped: {stats.skipped[0]}"
+        if stats.files_indexed or stats.files_appended or stats.files_removed:
+            with self._lock:
+                self._results.clear()  # new hits must not wait for the TTL
+
+    # -- searching ----------------------------------------------------------------------
+
+    def search(self, query: str, limit: int = DEFAULT_LIMIT) -> list[Hit]:
+        with self._lock:
+            index = self._index
+        return index.search(query, limit)
+
+    def result(self, query: str, limit: int = DEFAULT_LIMIT) -> bytes:
+        """The content of ``search/<query>``: reused for `RESULT_TTL` seconds, so the
+        ``stat`` and the ``read`` of one ``cat`` agree (blocking: a worker thread)."""
+        key = (query, limit)
+        now = time.monotonic()
+        with self._lock:
+            cached = self._results.get(key)
+            if cached is not None and now - cached[0] < RESULT_TTL:
+                return cached[1]
+        text = hits_text(self.search(query, limit))
+        with self._lock:
+            self._results[key] = (now, text)
+            self._results.move_to_end(key)
+            while len(self._results) > _RESULT_CACHE_SIZE:
+                self._results.popitem(last=False)
+        return text
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _session_files_newest_first(root: Path) -> list[tuple[str, int]]:
+    """(path, size) of every session file under ``root``, newest mtime first."""
+    found = []
+    for parts in session_file_keys(str(root)):
+        path = os.path.join(root, *parts)
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        found.append((st.st_mtime_ns, path, st.st_size))
+    found.sort(reverse=True)
+    return [(path, size) for _, path, size in found]
+
+
+def _slices(files: Sequence[tuple[str, int]]) -> Iterable[Sequence[tuple[str, int]]]:
+    start = 0
+    while start < len(files):
+        end, size = start, 0
+        while end < len(files) and end - start < _SLICE_FILES and size < _SLICE_BYTES:
+            size += files[end][1]
+            end += 1
+        yield files[start:end]
+        start = end
