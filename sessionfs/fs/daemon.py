@@ -23,9 +23,11 @@ from core import paths
 from sessionfs.fs.memory import release_free_memory, tune_gc, tune_malloc
 from sessionfs.fs.nodes import MountContext, RootDir
 from sessionfs.fs.ops import Invalidator, SessionFsOperations
+from sessionfs.fs.search_indexer import SearchIndexer
 from sessionfs.view.agent_index import AgentIndex
 from sessionfs.view.cache_dir import default_cache_dir
 from sessionfs.view.history import HistoryView
+from sessionfs.view.search_view import SearchView
 from sessionfs.view.session_cache import SessionCache
 
 log = logging.getLogger("sessionfs")
@@ -112,6 +114,7 @@ def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountCont
         history=HistoryView(paths.history_db_path(opts.agent_dir)),
         started_ns=time.time_ns(),
         mountpoint=os.path.abspath(opts.mountpoint),
+        search=SearchView(opts.cache_dir, opts.agent_dir, index.sessions_root),
     )
     ops = SessionFsOperations(RootDir(ctx, ()), read_only=opts.read_only, debug=opts.debug)
     cache.listeners.append(ops.session_changed)
@@ -119,11 +122,16 @@ def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountCont
     return ops, ctx
 
 
-async def _serve(ops: SessionFsOperations, cache: SessionCache) -> None:
+async def _serve(ops: SessionFsOperations, ctx: MountContext) -> None:
+    cache = ctx.sessions
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_unmount_on_signal)
+        if ctx.search is not None:
+            indexer = SearchIndexer(ctx.search)
+            cache.listeners.append(indexer.session_changed)
+            nursery.start_soon(indexer.run)
         await pyfuse3.main(max_tasks=MAX_FUSE_TASKS)
-        nursery.cancel_scope.cancel()  # unmounted from outside: stop the signal watcher
+        nursery.cancel_scope.cancel()  # unmounted: stop the signal watcher and the indexer
     if ops.invalidator is not None:
         ops.invalidator.shutdown()  # the kernel side is gone: nothing to invalidate
     # Labels made under temporary-looking names and not renamed yet are labels too.
@@ -159,12 +167,14 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
     log.info("mounted %s at %s", opts.agent_dir, opts.mountpoint)
     try:
         on_ready()
-        trio.run(_serve, ops, ctx.sessions)
+        trio.run(_serve, ops, ctx)
     finally:
         # The FUSE session is over (or failing): the kernel has nothing left to
         # invalidate, and telling it would only log errors.
         ops.invalidator.stop()
         ctx.history.close()
+        if ctx.search is not None:
+            ctx.search.close()
         pyfuse3.close(unmount=True)
         log.info("unmounted %s", opts.mountpoint)
 
