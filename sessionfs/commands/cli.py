@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from core import paths
-from sessionfs.commands import check, history
+from sessionfs.commands import check, history, search
 from sessionfs.store.command import add_sync_parser  # no S3 code until `sync` runs
 from sessionfs.view.cache_dir import default_cache_dir
 
@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     history.add_history_parser(sub)
     check.add_check_parser(sub)
+    search.add_search_parser(sub)
     add_sync_parser(sub)
     return parser
 

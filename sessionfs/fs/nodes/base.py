@@ -31,6 +31,8 @@ from sessionfs.view.refusal import WriteRejected
 if TYPE_CHECKING:
     from sessionfs.view.agent_index import AgentIndex
     from sessionfs.view.history import HistoryView
+    from sessionfs.view.prerender import Prerenderer
+    from sessionfs.view.search_view import SearchView
     from sessionfs.view.session_cache import SessionCache
 
 __all__ = [
@@ -116,6 +118,11 @@ class MountContext:
     #: where the mount is, when known: absolute symlink targets into a session and
     #: ``last_result`` paths use it; without it results are relative to the mount root
     mountpoint: str | None = None
+    #: transcripts rendered in worker processes and kept in ``--cache-dir``
+    #: (``transcripts/``); set by the daemon
+    renders: Prerenderer | None = None
+    #: ``search/``'s index and the indexer's progress (root ``ctl``); None: no search
+    search: SearchView | None = None
     #: where this agent dir's tree starts in the mount: ``()`` for a local mount,
     #: ``("machines", <name>)`` for one machine of a store mount (`Node.local_key`)
     prefix: tuple[str, ...] = ()

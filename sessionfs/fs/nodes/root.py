@@ -22,6 +22,7 @@ from sessionfs.fs.nodes.history import HistoryDir
 from sessionfs.fs.nodes.in_session import opened_for_writing
 from sessionfs.fs.nodes.index import ByIdDir, RecentDir
 from sessionfs.fs.nodes.mount_paths import describe
+from sessionfs.fs.nodes.search import SearchDir
 from sessionfs.fs.nodes.session import SessionsDir
 from sessionfs.fs.nodes.write_handles import LineCommandHandle
 from sessionfs.view.render import status_text
@@ -57,8 +58,13 @@ class RootCtl(FileNode):
     mode = 0o644
 
     async def content(self) -> bytes:
+        search = self.ctx.search.progress.ctl_items() if self.ctx.search is not None else []
         return status_text(
-            [("last_result", self.ctx.root_last_result), ("last_error", self.ctx.root_last_error)]
+            [
+                ("last_result", self.ctx.root_last_result),
+                ("last_error", self.ctx.root_last_error),
+                *search,
+            ]
         )
 
     async def open(self, flags: int) -> OpenFile:
@@ -90,12 +96,11 @@ class RootDir(DirNode):
         "recent": RecentDir,
         "history": HistoryDir,
         "blobs": RootBlobsDir,
+        "search": SearchDir,
     }
 
     async def children(self) -> list[tuple[str, Node]]:
-        return [
-            (name, cls(self.ctx, self.child_key(name))) for name, cls in self._CHILDREN.items()
-        ]
+        return [(name, cls(self.ctx, self.child_key(name))) for name, cls in self._CHILDREN.items()]
 
     async def lookup(self, name: str) -> Node | None:
         cls = self._CHILDREN.get(name)
