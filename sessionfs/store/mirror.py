@@ -48,6 +48,8 @@ class StoreView:
     machines: dict[str, MachineView] = field(default_factory=dict)
     #: The listing failed part way: what is here is a prefix of the store in key order.
     partial: bool = False
+    #: why the listing stopped (``partial``), for the mount's ``ctl``
+    error: str | None = None
 
 
 @dataclass
@@ -57,6 +59,8 @@ class MirrorResult:
     bytes_fetched: int = 0
     blobs_fetched: int = 0
     partial: bool = False
+    #: why the listing stopped part way (the store unreachable, mostly)
+    error: str | None = None
 
 
 def list_store(client: StoreClient, layout: StoreLayout) -> StoreView:
@@ -79,6 +83,7 @@ def list_store(client: StoreClient, layout: StoreLayout) -> StoreView:
     except StoreError as error:
         log.warning("store listing stopped part way (%s); showing what was listed", error)
         view.partial = True
+        view.error = str(error)
     return view
 
 
@@ -125,7 +130,9 @@ class StoreMirror:
         """List the store and bring every machine's tree up to the listed objects."""
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         view = list_store(self.client, self.layout)
-        result = MirrorResult(machines=sorted(view.machines), partial=view.partial)
+        result = MirrorResult(
+            machines=sorted(view.machines), partial=view.partial, error=view.error
+        )
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             wanted = sorted(set().union(*(machine.blobs for machine in view.machines.values())))
             blob_jobs = [pool.submit(self._fetch_blob, sha) for sha in wanted]
