@@ -25,8 +25,9 @@ from sessionfs.fs.nodes import MountContext, RootDir
 from sessionfs.fs.ops import Invalidator, SessionFsOperations
 from sessionfs.fs.search_indexer import SearchIndexer
 from sessionfs.view.agent_index import AgentIndex
-from sessionfs.view.cache_dir import default_cache_dir
+from sessionfs.view.cache_dir import agent_cache_dir, default_cache_dir
 from sessionfs.view.history import HistoryView
+from sessionfs.view.prerender import Prerenderer
 from sessionfs.view.search_view import SearchView
 from sessionfs.view.session_cache import SessionCache
 
@@ -114,6 +115,9 @@ def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountCont
         history=HistoryView(paths.history_db_path(opts.agent_dir)),
         started_ns=time.time_ns(),
         mountpoint=os.path.abspath(opts.mountpoint),
+        renders=Prerenderer(
+            index.sessions_root, agent_cache_dir(opts.cache_dir, opts.agent_dir) / "renders"
+        ),
         search=SearchView(opts.cache_dir, opts.agent_dir, index.sessions_root),
     )
     ops = SessionFsOperations(RootDir(ctx, ()), read_only=opts.read_only, debug=opts.debug)
@@ -173,6 +177,8 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
         # invalidate, and telling it would only log errors.
         ops.invalidator.stop()
         ctx.history.close()
+        if ctx.renders is not None:
+            ctx.renders.close()  # the render workers
         if ctx.search is not None:
             ctx.search.close()
         pyfuse3.close(unmount=True)

@@ -24,6 +24,7 @@ from sessionfs.fs.nodes.index import ByIdDir, RecentDir
 from sessionfs.fs.nodes.mount_paths import describe
 from sessionfs.fs.nodes.search import SearchDir
 from sessionfs.fs.nodes.session import SessionsDir
+from sessionfs.fs.nodes.transcripts import TranscriptsDir
 from sessionfs.fs.nodes.write_handles import LineCommandHandle
 from sessionfs.view.render import status_text
 from sessionfs.writes.session_commands import parse_root_commands, run_root_command
@@ -46,6 +47,34 @@ class ReadmeFile(FileNode):
 
     async def content(self) -> bytes:
         return mount_manual()
+
+
+#: The root ``.ignore`` (ripgrep, ag, fd honour it): every session dir shows its
+#: conversation again (and costs a full parse to read), so ``rg WORD <mount>`` reads
+#: each conversation once, in ``transcripts/``.
+ROOT_IGNORE = b"""\
+# sessionfs: the duplicate views of each session. Search transcripts/ instead:
+# rg WORD <mount> then reads every conversation once. (rg --no-ignore reads all.)
+/sessions/**/entries/
+/sessions/**/path/
+/sessions/**/context.json
+/sessions/**/tree.txt
+/sessions/**/transcript.md
+/sessions/**/blobs/
+/sessions/**/ctl
+/sessions/**/stats.json
+/sessions/**/header.json
+/blobs/
+"""
+
+
+class IgnoreFile(FileNode):
+    __slots__ = ()
+
+    tier = STATIC
+
+    async def content(self) -> bytes:
+        return ROOT_IGNORE
 
 
 class RootCtl(FileNode):
@@ -90,8 +119,10 @@ class RootDir(DirNode):
 
     _CHILDREN: dict[str, type[Node]] = {  # noqa: RUF012 - a fixed table, never mutated
         "README.md": ReadmeFile,
+        ".ignore": IgnoreFile,
         "ctl": RootCtl,
         "sessions": SessionsDir,
+        "transcripts": TranscriptsDir,
         "by-id": ByIdDir,
         "recent": RecentDir,
         "history": HistoryDir,

@@ -1,0 +1,246 @@
+"""``transcripts/<project>/<stem>.md``: every session's ``transcript.md`` as a regular
+file in one flat tree, so ``grep -r WORD transcripts`` is the one obvious command.
+
+These files never load a session into the daemon: a worker process renders (or finds
+in ``--cache-dir``) the transcript, and reads are ``pread``s of the cache file
+(`sessionfs.view.prerender`, `sessionfs.view.render_cache`). ``stat`` answers the
+exact size from what the worker recorded. A session whose leaf was moved through the
+mount (held in memory, not in the file) is served from its loaded rendering, so the
+file always equals ``sessions/<project>/<stem>/transcript.md``.
+
+Sessions are listed by ``AgentIndex.sessions_in`` (one function: sub-agent sessions
+can be added to a project's listing there or next to it).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import trio
+
+from sessionfs.fs.nodes.base import (
+    RENDERED,
+    STATIC,
+    BytesHandle,
+    DirNode,
+    FileNode,
+    MountContext,
+    Node,
+    OpenFile,
+    Stat,
+    refuse,
+    session_mode_mask,
+)
+from sessionfs.fs.nodes.in_session import opened_for_writing
+from sessionfs.view.agent_index import SessionRef
+from sessionfs.view.loaded_session import LoadedSession
+from sessionfs.view.prerender import Prerenderer, RenderFailed
+from sessionfs.view.refusal import WriteRejected
+from sessionfs.view.render_cache import CachedRender, FileIdentity
+
+__all__ = ["TRANSCRIPT_SUFFIX", "TranscriptFile", "TranscriptsDir"]
+
+TRANSCRIPT_SUFFIX = ".md"
+
+
+def _renders(ctx: MountContext) -> Prerenderer:
+    if ctx.renders is None:  # the daemon always sets it; a bare test context may not
+        raise refuse(errno.ENOENT)
+    return ctx.renders
+
+
+class TranscriptsDir(DirNode):
+    """``transcripts/``: one dir per project, as in ``sessions/``."""
+
+    __slots__ = ()
+
+    tier = STATIC
+
+    async def children(self) -> list[tuple[str, Node]]:
+        projects = await trio.to_thread.run_sync(self.ctx.index.projects)
+        return [(p, TranscriptProjectDir(self.ctx, self.child_key(p))) for p in projects]
+
+    async def lookup(self, name: str) -> Node | None:
+        if name in (".", "..") or "/" in name or self.ctx.index.project_mtime_ns(name) is None:
+            return None
+        return TranscriptProjectDir(self.ctx, self.child_key(name))
+
+
+class TranscriptProjectDir(DirNode):
+    """``transcripts/<project>/``: ``<stem>.md`` per session. Listing it queues the
+    first sessions for rendering, and each transcript asked for queues the next ones:
+    a sequential ``grep -r`` finds them rendered."""
+
+    __slots__ = ()
+
+    tier = STATIC
+
+    @property
+    def project(self) -> str:
+        return self.key[1]
+
+    async def stat(self) -> Stat:
+        mtime = self.ctx.index.project_mtime_ns(self.project)
+        if mtime is None:
+            raise refuse(errno.ENOENT)
+        return Stat(0, mtime)
+
+    async def children(self) -> list[tuple[str, Node]]:
+        refs = await trio.to_thread.run_sync(self.ctx.index.sessions_in, self.project)
+        _renders(self.ctx).listed([ref.path for ref in refs])
+        return [
+            (_file_name(ref), TranscriptFile(self.ctx, self.child_key(_file_name(ref))))
+            for ref in refs
+        ]
+
+    async def lookup(self, name: str) -> Node | None:
+        if not name.endswith(TRANSCRIPT_SUFFIX) or "/" in name:
+            return None
+        ref = await self.ctx.sessions.ref(self.project, name[: -len(TRANSCRIPT_SUFFIX)])
+        return TranscriptFile(self.ctx, self.child_key(name)) if ref is not None else None
+
+
+def _file_name(ref: SessionRef) -> str:
+    return ref.stem + TRANSCRIPT_SUFFIX
+
+
+class TranscriptFile(FileNode):
+    """``transcripts/<project>/<stem>.md``: the session's transcript, read-only."""
+
+    __slots__ = ()
+
+    tier = RENDERED
+
+    @property
+    def project(self) -> str:
+        return self.key[1]
+
+    @property
+    def stem(self) -> str:
+        return self.key[2][: -len(TRANSCRIPT_SUFFIX)]
+
+    @property
+    def session_key(self) -> tuple[str, str]:
+        # Grouped with the session: a change the cache sees drops the kernel's copy too.
+        return (self.project, self.stem)
+
+    @property
+    def path(self) -> Path:
+        return self.ctx.index.sessions_root / self.project / (self.stem + ".jsonl")
+
+    def _identity(self) -> tuple[FileIdentity, int]:
+        """The session file as it is now (one stat, on the event loop) and its mode."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            raise refuse(errno.ENOENT) from None
+        return FileIdentity.of(st), st.st_mode
+
+    def _moved_leaf(self) -> LoadedSession | None:
+        """The loaded session when its leaf was moved through the mount: then its
+        transcript is not the file's, and only the loaded rendering is right."""
+        loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
+        return loaded if loaded is not None and loaded.pinned_leaf is not None else None
+
+    async def _record(self, identity: FileIdentity) -> CachedRender:
+        renders = _renders(self.ctx)
+        renders.read_ahead_after(self.path)
+        record = renders.known(self.path, identity)
+        if record is not None:
+            return record
+        try:
+            return (await renders.outcome(self.path)).record
+        except RenderFailed:
+            raise refuse(errno.ENOENT) from None
+
+    async def stat(self) -> Stat:
+        identity, _mode = self._identity()
+        loaded = self._moved_leaf()
+        if loaded is not None:
+            data = await self.ctx.sessions.render(loaded, "transcript.md")
+            return Stat(len(data), loaded.mtime_ns)
+        record = await self._record(identity)
+        return Stat(record.transcript_size, identity.mtime_ns)
+
+    async def listing_stat(self) -> Stat:
+        identity, _mode = self._identity()
+        record = _renders(self.ctx).known(self.path, identity)
+        if record is None or self._moved_leaf() is not None:
+            return Stat(0, identity.mtime_ns, exact=False)  # a listing renders nothing
+        return Stat(record.transcript_size, identity.mtime_ns)
+
+    async def permission_mask(self) -> int:
+        _identity, mode = self._identity()
+        return session_mode_mask(mode)
+
+    async def content(self) -> bytes:
+        handle = await self.open(os.O_RDONLY)
+        try:
+            return await handle.read(0, 1 << 62)
+        finally:
+            await handle.release()
+
+    async def open(self, flags: int) -> OpenFile:
+        if opened_for_writing(flags):
+            raise WriteRejected(errno.EACCES, f"{self.display_path()}: a transcript, read-only")
+        identity, _mode = self._identity()
+        loaded = self._moved_leaf()
+        if loaded is not None:
+            data = await self.ctx.sessions.render(loaded, "transcript.md")
+            return BytesHandle(data, version=(loaded.file_state, loaded.version))
+        record = await self._record(identity)
+        handle = _open_cache_file(record)
+        if handle is not None:
+            return handle
+        # Not stored (a full or missing cache dir) or changed since it was validated:
+        # the worker validates or renders again and hands over the bytes themselves.
+        try:
+            outcome = await _renders(self.ctx).outcome(self.path, want_bytes=True)
+        except RenderFailed:
+            raise refuse(errno.ENOENT) from None
+        handle = _open_cache_file(outcome.record)
+        if handle is not None:
+            return handle
+        assert outcome.data is not None
+        return BytesHandle(outcome.data, version=outcome.record.identity)
+
+
+class CacheFileHandle(OpenFile):
+    """An open transcript served from its validated cache file (``pread``, in a thread:
+    after a remount the file may be on disk, not in the page cache)."""
+
+    def __init__(self, fd: int, record: CachedRender) -> None:
+        self.fd = fd
+        self.offset = record.data_offset
+        self.size = record.transcript_size
+        self.version = record.identity
+
+    async def read(self, offset: int, size: int) -> bytes:
+        size = min(size, self.size - offset)
+        if size <= 0:
+            return b""
+        return await trio.to_thread.run_sync(os.pread, self.fd, size, self.offset + offset)
+
+    async def release(self) -> None:
+        os.close(self.fd)
+
+
+def _open_cache_file(record: CachedRender) -> CacheFileHandle | None:
+    """A handle on the record's cache file, if it is still the very file validated
+    (not replaced, truncated or scribbled on since: its own identity is unchanged)."""
+    if record.stored is None:
+        return None
+    path, validated = record.stored
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if FileIdentity.of(os.fstat(fd)) == validated:
+            return CacheFileHandle(fd, record)
+    except OSError:
+        pass
+    os.close(fd)
+    return None

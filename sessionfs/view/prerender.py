@@ -1,0 +1,299 @@
+"""Rendering transcripts in worker processes: ``Prerenderer``.
+
+A cold ``grep -r`` over ``transcripts/`` needs every session parsed and rendered once.
+That is CPU work under the GIL, so it goes to a small process pool (both cores; ``spawn``ed
+interpreters, never a ``fork`` of a process with threads; they end with the daemon). A worker
+(`render_transcript`) validates the session's cache file or renders the session with
+the very renderer ``sessions/<p>/<s>/transcript.md`` uses and stores the result
+(`sessionfs.view.render_cache`); it hands back a small `CachedRender`, and the
+transcript's bytes only when they could not be stored. The daemon never parses these
+sessions, so its memory does not grow with what ``grep`` reads.
+
+Jobs are scheduled from trio without blocking the event loop: a job is submitted to
+the pool and its completion wakes the waiting tasks through the trio token. What is
+asked for now goes first; read-ahead (the next sessions in listing order) fills the
+remaining worker slots, so a sequential ``grep -r`` finds them ready.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import select
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Iterable
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+from core import NotASessionError
+from sessionfs.view.agent_index import SessionRef
+from sessionfs.view.loaded_session import LoadedSession, open_browse
+from sessionfs.view.render_cache import CachedRender, FileIdentity, RenderCache
+
+__all__ = ["Prerenderer", "RenderFailed", "RenderOutcome", "render_transcript"]
+
+log = logging.getLogger(__name__)
+
+#: Worker processes: the machine this must run well on has two cores.
+WORKERS = 2
+#: A worker is replaced after this many jobs, so what a huge session left in its heap
+#: is given back to the system.
+TASKS_PER_WORKER = 200
+#: Records kept in memory (each is a few hundred bytes).
+RECORDS_KEPT = 65536
+#: How many sessions after the one asked for are rendered ahead.
+READ_AHEAD = 8
+#: Renderings whose sizes a worker also records (cheap next to the transcript).
+EXTRA_SIZES = ("header.json", "title")
+
+
+class RenderFailed(Exception):
+    """The session file is gone or no longer a session."""
+
+
+@dataclass(frozen=True, slots=True)
+class RenderOutcome:
+    record: CachedRender
+    #: the transcript, when it was not stored or the caller asked for the bytes
+    data: bytes | None
+    #: True when the worker parsed the session (False: a valid cache file was found)
+    rendered: bool
+
+
+def render_transcript(
+    path: str, key: str, cache_root: str | None, want_bytes: bool
+) -> RenderOutcome:
+    """In a worker: the transcript of the session file ``path`` from its cache file
+    when valid, else rendered (and stored). Raises `RenderFailed` for a non-session."""
+    cache = RenderCache(Path(cache_root)) if cache_root is not None else None
+    try:
+        before = FileIdentity.of(os.stat(path))
+    except OSError as exc:
+        raise RenderFailed(f"{path}: {exc}") from None
+    if cache is not None:
+        found = cache.load(key, before)
+        if found is not None:
+            record, data = found
+            return RenderOutcome(record, data if want_bytes else None, rendered=False)
+    transcript, sizes = _render(Path(path))
+    # Keyed by the identity seen *before* reading: if the file grew meanwhile, the
+    # record is stale at once and the next access renders again (never the reverse).
+    stored = cache.store(key, before, sizes, transcript) if cache is not None else None
+    if stored is None:
+        return RenderOutcome(CachedRender(before, sizes), transcript, rendered=True)
+    return RenderOutcome(stored, transcript if want_bytes else None, rendered=True)
+
+
+def _render(path: Path) -> tuple[bytes, dict[str, int]]:
+    try:
+        manager = open_browse(path)
+    except (NotASessionError, OSError) as exc:
+        raise RenderFailed(f"{path}: {exc}") from None
+    st = os.stat(path)
+    header = dict(manager.get_header() or {})
+    ref = SessionRef(path.parent.name, path.name[:-6], path, header, st.st_mtime_ns, st.st_size)
+    session = LoadedSession(ref=ref, manager=manager)
+    transcript = session.rendered("transcript.md")
+    sizes = {"transcript.md": len(transcript)}
+    sizes.update({name: len(session.rendered(name)) for name in EXTRA_SIZES})
+    return transcript, sizes
+
+
+@dataclass(eq=False)
+class _Job:
+    path: Path
+    key: str
+    want_bytes: bool
+    done: trio.Event = field(default_factory=trio.Event)
+    outcome: RenderOutcome | None = None
+    error: BaseException | None = None
+
+
+class Prerenderer:
+    """Transcripts of session files, rendered and validated in worker processes
+    (async API, event loop only). ``cache_root`` ``None``: no disk cache at all."""
+
+    def __init__(self, sessions_root: Path, cache_root: Path | None, workers: int = WORKERS):
+        self.sessions_root = sessions_root
+        self.cache_root = cache_root
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+        self._records: OrderedDict[Path, CachedRender] = OrderedDict()
+        self._jobs: dict[Path, _Job] = {}
+        self._queue: deque[_Job] = deque()
+        self._running = 0
+        #: where each listed session file is in its project's listing
+        self._listed_at: dict[Path, tuple[list[Path], int]] = {}
+        #: sessions parsed by workers, and cache files found valid (ctl shows them)
+        self.rendered_count = 0
+        self.reused_count = 0
+
+    # -- what the nodes ask --------------------------------------------------------
+
+    def known(self, path: Path, identity: FileIdentity) -> CachedRender | None:
+        """The record for ``path`` if it is for exactly ``identity`` (no work)."""
+        record = self._records.get(path)
+        if record is None or record.identity != identity:
+            return None
+        self._records.move_to_end(path)
+        return record
+
+    async def outcome(self, path: Path, want_bytes: bool = False) -> RenderOutcome:
+        """Validate or render ``path`` now (ahead of any read-ahead); raises
+        `RenderFailed` when it is not a session (any more)."""
+        job = self._jobs.get(path)
+        if job is None or (want_bytes and not job.want_bytes):
+            job = _Job(path, self._key(path), want_bytes)
+            self._start(job, urgent=True)
+        elif job in self._queue:
+            self._queue.remove(job)  # asked for now: first in line
+            self._queue.appendleft(job)
+        await job.done.wait()
+        if job.error is not None:
+            raise RenderFailed(str(job.error)) from job.error
+        assert job.outcome is not None
+        return job.outcome
+
+    def read_ahead(self, paths: Iterable[Path]) -> None:
+        """Queue ``paths`` (in order) behind what is asked for now, unless known."""
+        for path in paths:
+            if path in self._jobs:
+                continue
+            record = self._records.get(path)
+            if record is not None and _current(path) == record.identity:
+                continue
+            self._start(_Job(path, self._key(path), want_bytes=False), urgent=False)
+
+    def listed(self, paths: list[Path]) -> None:
+        """A project's sessions were listed (in this order): render the first ones
+        ahead, and remember the order for `read_ahead_after`."""
+        for at, path in enumerate(paths):
+            self._listed_at[path] = (paths, at)
+        while len(self._listed_at) > RECORDS_KEPT:
+            del self._listed_at[next(iter(self._listed_at))]
+        self.read_ahead(paths[:READ_AHEAD])
+
+    def read_ahead_after(self, path: Path) -> None:
+        """``path`` is being read: queue the sessions listed after it."""
+        listed = self._listed_at.get(path)
+        if listed is not None:
+            paths, at = listed
+            self.read_ahead(paths[at + 1 : at + 1 + READ_AHEAD])
+
+    def close(self) -> None:
+        """Stop the workers (at unmount); queued read-ahead is dropped."""
+        log.info(
+            "transcripts: %d rendered, %d found in the cache dir",
+            self.rendered_count,
+            self.reused_count,
+        )
+        self._queue.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    # -- scheduling ----------------------------------------------------------------
+
+    def _key(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(self.sessions_root))
+        except ValueError:
+            return str(path)
+
+    def _start(self, job: _Job, urgent: bool) -> None:
+        self._jobs[job.path] = job
+        if urgent:
+            self._queue.appendleft(job)
+        else:
+            self._queue.append(job)
+        self._pump()
+
+    def _pump(self) -> None:
+        while self._running < self.workers and self._queue:
+            job = self._queue.popleft()
+            self._running += 1
+            self._submit(job)
+
+    def _submit(self, job: _Job) -> None:
+        token = trio.lowlevel.current_trio_token()
+        cache_root = str(self.cache_root) if self.cache_root is not None else None
+        try:
+            future = self._executor().submit(
+                render_transcript, str(job.path), job.key, cache_root, job.want_bytes
+            )
+        except RuntimeError as exc:  # the pool is shut down (unmounting)
+            self._finish(job, None, exc)
+            return
+
+        def done(finished: Future[RenderOutcome]) -> None:
+            error = finished.exception()
+            outcome = finished.result() if error is None else None
+            with contextlib.suppress(trio.RunFinishedError):  # the mount is gone
+                token.run_sync_soon(self._finish, job, outcome, error)
+
+        future.add_done_callback(done)
+
+    def _finish(
+        self, job: _Job, outcome: RenderOutcome | None, error: BaseException | None
+    ) -> None:
+        self._running -= 1
+        job.outcome, job.error = outcome, error
+        if self._jobs.get(job.path) is job:
+            del self._jobs[job.path]
+        if outcome is not None:
+            self._remember(job.path, outcome.record)
+            if outcome.rendered:
+                self.rendered_count += 1
+            else:
+                self.reused_count += 1
+        elif error is not None and not isinstance(error, RenderFailed):
+            log.warning("rendering %s failed: %r", job.path, error)
+        job.done.set()
+        self._pump()
+
+    def _remember(self, path: Path, record: CachedRender) -> None:
+        self._records[path] = record
+        self._records.move_to_end(path)
+        while len(self._records) > RECORDS_KEPT:
+            self._records.popitem(last=False)
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            # spawn: a fresh interpreter, never a fork of a process with threads
+            self._pool = ProcessPoolExecutor(
+                self.workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                max_tasks_per_child=TASKS_PER_WORKER,
+                initializer=exit_with,
+                initargs=(os.getpid(),),
+            )
+        return self._pool
+
+
+def exit_with(daemon_pid: int) -> None:
+    """Worker initializer: end this worker as soon as the daemon is gone, however it
+    ended (a SIGKILLed daemon runs no shutdown, and a worker blocked on its job queue
+    would otherwise live on)."""
+    try:
+        pidfd = os.pidfd_open(daemon_pid)
+    except OSError:
+        os._exit(0)  # already gone
+
+    def watch() -> None:
+        select.select([pidfd], [], [])  # readable once the process has exited
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-daemon", daemon=True).start()
+
+
+def _current(path: Path) -> FileIdentity | None:
+    try:
+        return FileIdentity.of(os.stat(path))
+    except OSError:
+        return None
