@@ -49,6 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="where to keep what can be rebuilt: the search index, render metadata "
         "(default: the user cache dir + sessionfs; deleting it loses nothing)",
     )
+    mount.add_argument(
+        "--store",
+        metavar="s3://BUCKET[/PREFIX]",
+        help="mount the team store read-only (machines/<name>/ per synced machine) "
+        "instead of an agent dir; fetched objects are kept in --cache-dir",
+    )
+    mount.add_argument("--endpoint-url", metavar="URL", help="with --store: the S3 endpoint")
     mount.add_argument("--debug", action="store_true", help="log every request")
     mount.add_argument("--allow-other", action="store_true", help="let other users see the mount")
     mount.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
@@ -76,13 +83,26 @@ def _mount(args: argparse.Namespace) -> int:
         cache_dir=(args.cache_dir or default_cache_dir()).expanduser().absolute(),
         debug=args.debug,
         allow_other=args.allow_other,
+        store=args.store,
+        endpoint_url=args.endpoint_url,
     )
     if args.allow_other and args.ready_fd is None:
         print(ALLOW_OTHER_NOTE, file=sys.stderr)
     if args.foreground or args.ready_fd is not None:
         return run_foreground(opts, ready_fd=args.ready_fd)
     start_background(opts)
+    print(mounted_line(opts.agent_dir, opts.mountpoint))
     return 0
+
+
+def mounted_line(agent_dir: Path, mountpoint: Path) -> str:
+    """What ``mount`` says once the mount is up: which agent dir (and, when the XDG
+    split moved them, where its sessions are: spec 13)."""
+    line = f"sessionfs: mounted agent dir {agent_dir} at {mountpoint}"
+    sessions = paths.sessions_root(agent_dir)
+    if sessions != agent_dir / "sessions":
+        line += f" (sessions in {sessions})"
+    return line
 
 
 def _mount_command(args: argparse.Namespace) -> int:

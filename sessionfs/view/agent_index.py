@@ -18,6 +18,7 @@ from typing import Any
 
 from core import jsonl, paths
 from core.safe_open import open_regular
+from sessionfs.view import session_keys
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,8 @@ NEEDS_IO = object()
 
 @dataclass(frozen=True)
 class SessionRef:
-    """A valid session file as a listing sees it (no full load)."""
+    """A valid session file as a listing sees it (no full load). ``stem`` is a
+    relative path for a sub-agent session (`sessionfs.view.session_keys`)."""
 
     project: str
     stem: str
@@ -50,6 +52,11 @@ class SessionRef:
     @property
     def session_id(self) -> str:
         return str(self.header.get("id", ""))
+
+    @property
+    def name(self) -> str:
+        """Its dir's name in the mount: the file name without ``.jsonl``."""
+        return self.stem.rsplit("/", 1)[-1]
 
 
 def read_header(path: Path, prefix: int = HEADER_PREFIX) -> dict[str, Any] | None:
@@ -99,7 +106,7 @@ class AgentIndex:
         return st.st_mtime_ns if stat.S_ISDIR(st.st_mode) else None
 
     def _ref(
-        self, project: str, path: Path, st: os.stat_result, cached_only: bool = False
+        self, project: str, stem: str, path: Path, st: os.stat_result, cached_only: bool = False
     ) -> SessionRef | object | None:
         cached = self._headers.get(path)
         # Appends keep the inode and only grow the file; a rewrite is a new inode.
@@ -111,6 +118,8 @@ class AgentIndex:
             except OSError as exc:
                 self.skip(path, exc)
                 return None
+            if header is None:
+                self.skip(path, "no session header in its first line")
             self._remember_header(path, (st.st_ino, st.st_size, header))
         else:
             self._headers.move_to_end(path)
@@ -119,7 +128,7 @@ class AgentIndex:
             return None
         return SessionRef(
             project,
-            path.name[:-6],
+            stem,
             path,
             header,
             st.st_mtime_ns,
@@ -146,8 +155,27 @@ class AgentIndex:
         log.warning("skipping %s: %s", key, reason)
 
     def sessions_in(self, project: str) -> list[SessionRef]:
-        """Valid sessions of one project, by file name (= creation time) order."""
-        directory = self.sessions_root / project
+        """Valid sessions of one project, by file name (= creation time) order. Only
+        the project dir's own files: sub-agent sessions are in artifacts dirs."""
+        if not session_keys.is_valid_name(project):
+            return []
+        return self._sessions_of_dir(project, None, self.sessions_root / project)
+
+    def subagents_of(self, project: str, stem: str) -> list[SessionRef]:
+        """Valid sub-agent sessions of one session: the ``*.jsonl`` files with a header
+        in its artifacts dir (tool outputs and header-less files left out)."""
+        if not (session_keys.is_valid_name(project) and session_keys.is_valid_stem(stem)):
+            return []
+        if stem.count("/") + 1 >= session_keys.MAX_STEM_PARTS:
+            return []  # deeper than any agent nests: not followed
+        directory = session_keys.artifacts_dir(self.sessions_root, project, stem)
+        if os.path.islink(directory):
+            return []  # an artifacts dir is a real dir: a link could lead anywhere
+        return self._sessions_of_dir(project, stem, directory)
+
+    def _sessions_of_dir(
+        self, project: str, parent_stem: str | None, directory: Path
+    ) -> list[SessionRef]:
         refs = []
         try:
             with os.scandir(directory) as it:
@@ -156,10 +184,19 @@ class AgentIndex:
                     st = self._regular_stat(item)
                     if st is None:
                         continue
-                    ref = self._ref(project, Path(item.path), st)
+                    name = item.name[: -len(".jsonl")]
+                    if not session_keys.is_valid_name(name):
+                        continue  # a file named just ".jsonl" names no session
+                    stem = (
+                        name if parent_stem is None else session_keys.child_stem(parent_stem, name)
+                    )
+                    ref = self._ref(project, stem, Path(item.path), st)
                     if isinstance(ref, SessionRef):
                         refs.append(ref)
         except (FileNotFoundError, NotADirectoryError):
+            return []
+        except OSError as exc:  # unreadable dir: that one listing is empty, logged once
+            self.skip(directory, exc)
             return []
         return refs
 
@@ -190,19 +227,34 @@ class AgentIndex:
         """Like ``session``, but with ``cached_only`` answers ``NEEDS_IO`` instead of
         reading a header it has not seen: then it is one stat, cheap enough to run on
         the event loop."""
-        if "/" in project or "/" in stem or project in (".", "..") or stem in (".", ".."):
+        if not (session_keys.is_valid_name(project) and session_keys.is_valid_stem(stem)):
             return None
-        path = self.sessions_root / project / (stem + ".jsonl")
+        path = session_keys.session_file(self.sessions_root, project, stem)
         try:
             st = os.stat(path)
         except OSError:
             return None
         if not stat.S_ISREG(st.st_mode):
             return None
-        return self._ref(project, path, st, cached_only)
+        return self._ref(project, stem, path, st, cached_only)
 
     def all_sessions(self) -> list[SessionRef]:
+        """Every project's own sessions (no sub-agent sessions: see ``every_session``)."""
         return [ref for project in self.projects() for ref in self.sessions_in(project)]
+
+    def every_session(self) -> list[SessionRef]:
+        """Every session, sub-agent sessions (at every level) after their parent."""
+        found: list[SessionRef] = []
+        for ref in self.all_sessions():
+            self._with_subagents(ref, found)
+        return found
+
+    def _with_subagents(self, ref: SessionRef, found: list[SessionRef]) -> None:
+        found.append(ref)
+        if not os.path.isdir(session_keys.artifacts_dir(self.sessions_root, ref.project, ref.stem)):
+            return  # most sessions have no artifacts dir: one stat, no listing
+        for child in self.subagents_of(ref.project, ref.stem):
+            self._with_subagents(child, found)
 
     def blob_names(self) -> list[str]:
         try:

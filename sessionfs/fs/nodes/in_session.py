@@ -12,6 +12,7 @@ from sessionfs.fs.nodes.base import DirNode, MountContext, refuse, session_mode_
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.session_cache import LeafEffect, NotASession
+from sessionfs.view.session_keys import mount_parts, session_of_node_key
 from sessionfs.writes import session_writer
 
 __all__ = [
@@ -30,7 +31,8 @@ def opened_for_writing(flags: int) -> bool:
 
 
 class InSession:
-    """Mixin for nodes below ``sessions/<project>/<stem>``: finds their session."""
+    """Mixin for nodes below ``sessions/<project>/<stem>`` (or a sub-agent's session
+    dir below it, ``…/subagents/<name>``): finds their session, the innermost one."""
 
     __slots__ = ()
 
@@ -38,16 +40,20 @@ class InSession:
     ctx: MountContext
 
     @property
+    def session_key(self) -> tuple[str, str]:
+        found = session_of_node_key(self.key)
+        if found is None:  # only nodes below sessions/<project>/<stem> mix this in
+            raise RuntimeError(f"{self.key}: not in a session dir")
+        return found[0], found[1]
+
+    @property
     def project(self) -> str:
         return self.key[1]
 
     @property
     def stem(self) -> str:
-        return self.key[2]
-
-    @property
-    def session_key(self) -> tuple[str, str]:
-        return (self.key[1], self.key[2])
+        """The session's stem: a relative path for a sub-agent's (``<stem>/<task>``)."""
+        return self.session_key[1]
 
     async def permission_mask(self) -> int:
         """Follow the session file's mode: a ``0600`` file shows no group/other bits
@@ -70,7 +76,7 @@ class InSession:
         (link targets, command arguments) is an absolute path."""
         if not self.ctx.mountpoint or not any(t and t.startswith("/") for t in targets):
             return ()
-        return (self.ctx.mount_path("sessions", self.project, self.stem),)
+        return (self.ctx.mount_path(*mount_parts(self.project, self.stem)),)
 
     async def resolve_target(self, target: str, link_dir: str) -> str:
         """The entry id a symlink target in ``link_dir`` names (`resolve_link_target`);

@@ -9,12 +9,14 @@ import trio
 from sessionfs.fs.nodes.base import STATIC, DirNode, LinkNode, MountContext, Node, refuse
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.names import decode_name, encode_name, unique_names
+from sessionfs.view.session_keys import mount_parts
 
 RECENT_COUNT = 50
 
 
 class SessionLink(LinkNode):
-    """A symlink to ``../sessions/<project>/<stem>`` (stays inside the mount)."""
+    """A symlink to ``../sessions/<project>/<stem>`` (a sub-agent session's:
+    ``../sessions/<project>/<stem>/subagents/<name>``; stays inside the mount)."""
 
     __slots__ = ("ref",)
 
@@ -23,21 +25,22 @@ class SessionLink(LinkNode):
         self.ref = ref
 
     async def target(self) -> str:
-        return f"../sessions/{self.ref.project}/{self.ref.stem}"
+        return "../" + "/".join(mount_parts(self.ref.project, self.ref.stem))
 
     async def mtime_ns(self) -> int:
         return self.ref.mtime_ns
 
 
 class ByIdDir(DirNode):
-    """``by-id/<session-id>``; lookup also takes a unique id or file-stem prefix."""
+    """``by-id/<session-id>`` of every session, sub-agent sessions included; lookup
+    also takes a unique id or file-stem prefix."""
 
     __slots__ = ()
 
     tier = STATIC
 
     async def _named(self) -> list[tuple[str, SessionRef]]:
-        refs = await trio.to_thread.run_sync(self.ctx.index.all_sessions)
+        refs = await trio.to_thread.run_sync(self.ctx.index.every_session)
         refs = [r for r in refs if r.session_id]
         names = unique_names([encode_name(r.session_id) for r in refs])
         return list(zip(names, refs, strict=True))
@@ -56,7 +59,7 @@ class ByIdDir(DirNode):
         matches = {
             (ref.project, ref.stem): ref
             for _, ref in named
-            if ref.session_id.lower().startswith(wanted) or ref.stem.lower().startswith(wanted)
+            if ref.session_id.lower().startswith(wanted) or ref.name.lower().startswith(wanted)
         }
         if len(matches) == 1:
             (ref,) = matches.values()

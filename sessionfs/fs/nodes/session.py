@@ -8,6 +8,7 @@ from typing import Any, ClassVar, TypeVar
 
 import trio
 
+from sessionfs.fs.nodes.artifacts import ArtifactsDir, has_artifacts_dir
 from sessionfs.fs.nodes.base import (
     DROPBOX,
     RENDERED,
@@ -39,6 +40,7 @@ from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.render import status_text
 from sessionfs.view.session_cache import LeafEffect
+from sessionfs.view.session_keys import ARTIFACTS, SUBAGENTS, child_stem, is_valid_name
 from sessionfs.writes import session_writer
 from sessionfs.writes.append_parse import parse_append, reject_oversize
 from sessionfs.writes.link_targets import SESSION_DIR
@@ -327,6 +329,8 @@ def _session_children() -> dict[str, type[Node]]:
         "append": AppendDir,
         "ctl": SessionCtl,
         "stats.json": StatsFile,
+        SUBAGENTS: SubagentsDir,
+        ARTIFACTS: ArtifactsDir,
     }
 
 
@@ -376,12 +380,17 @@ class SessionDir(InSession, DirNode):
             is not None
         )
 
+    def _has_artifacts(self) -> bool:
+        """One lstat: ``artifacts/`` is shown only while the dir exists on disk."""
+        return has_artifacts_dir(self.ctx.index.sessions_root, self.project, self.stem)
+
     async def children(self) -> list[tuple[str, Node]]:
         has_leaf = await self._has_leaf()
+        has_artifacts = self._has_artifacts()
         return [
             (name, cls(self.ctx, self.child_key(name)))
             for name, cls in _session_children().items()
-            if name != "leaf" or has_leaf
+            if (name != "leaf" or has_leaf) and (name != ARTIFACTS or has_artifacts)
         ]
 
     async def lookup(self, name: str) -> Node | None:
@@ -393,6 +402,8 @@ class SessionDir(InSession, DirNode):
         rendering = getattr(cls, "rendering", None)  # about to be stat'ed: render it now
         await self.session(warm=rendering)  # ENOENT if the session is gone or not one
         if name == "leaf" and not await self._has_leaf():
+            return None
+        if name == ARTIFACTS and not self._has_artifacts():
             return None
         return cls(self.ctx, self.child_key(name))
 
@@ -456,6 +467,32 @@ class SessionDir(InSession, DirNode):
             raise WriteRejected(errno.EPERM, f"rm {name}: the session's own files stay")
         else:
             raise WriteRejected(errno.ENOENT, f"rm {name}: no such file")
+
+
+class SubagentsDir(InSession, DirNode):
+    """``<session>/subagents/``: one full session dir per sub-agent session file (a
+    ``*.jsonl`` with a header) in the session's artifacts dir; empty when none."""
+
+    __slots__ = ()
+
+    tier = STATIC
+
+    async def stat(self) -> Stat:
+        return Stat(0, (await self.session()).mtime_ns)
+
+    async def children(self) -> list[tuple[str, Node]]:
+        refs = await trio.to_thread.run_sync(self.ctx.index.subagents_of, self.project, self.stem)
+        return [(r.name, SessionDir(self.ctx, self.child_key(r.name), r)) for r in refs]
+
+    async def lookup(self, name: str) -> Node | None:
+        if not is_valid_name(name):
+            return None
+        stem = child_stem(self.stem, name)
+        loaded = self.ctx.sessions.loaded_fresh(self.project, stem)
+        if loaded is not None:
+            return SessionDir(self.ctx, self.child_key(name), loaded.ref)
+        ref = await self.ctx.sessions.ref(self.project, stem)
+        return SessionDir(self.ctx, self.child_key(name), ref) if ref is not None else None
 
 
 class ProjectDir(DirNode):
