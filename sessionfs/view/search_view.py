@@ -133,15 +133,20 @@ class SearchView:
     def _reopen_if_replaced(self) -> None:
         """A db file deleted or replaced behind our back (``rm -r`` of the cache dir):
         open (and so rebuild) it again rather than keep writing an unlinked inode."""
-        if self._db_identity is not None and _identity(self.db_path) == self._db_identity:
+        now = _identity(self.db_path)
+        if now == self._db_identity:
             return
+        if self._db_identity is None:
+            # Created since (the index retries an unwritable cache dir on each update).
+            self._db_identity = now
+            return
+        self.progress.state = "building"  # before the new file shows up
         with self._lock:
             old, self._index = self._index, self._open()
             self._results.clear()
         old.close()
         self._built = False
-        if self._db_identity is not None:
-            log.info("search index %s was replaced or deleted: rebuilding", self.db_path)
+        log.info("search index %s was replaced or deleted: rebuilding", self.db_path)
 
     def close(self) -> None:
         with self._lock:
