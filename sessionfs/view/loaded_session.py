@@ -28,10 +28,12 @@ from sessionfs.view.refusal import WriteRejected
 
 #: How old a freshness check may be before the next access repeats it (one stat).
 FRESH_INTERVAL = 0.2
-#: In-memory size of a parsed session relative to its file size, for the LRU budget
-#: (tracemalloc on fixture-shaped sessions: ~2.4 for the manager; plus our own
-#: indexes and allocator slack, rounded up so RSS stays near the budget).
-PARSED_SIZE_FACTOR = 4
+#: What a parsed session costs in the daemon's RSS relative to its file size, for the
+#: LRU budget. tracemalloc on corpus-shaped sessions: the manager keeps ~1.8x, its load
+#: peaks at ~4.6x; the issue-11 bench (1,000 sessions, --cache-mb 256) measured RSS
+#: 395 MB with a factor of 4, i.e. ~5.5x counting our indexes and allocator slack.
+#: 6 keeps RSS under --cache-mb + 100 MB.
+PARSED_SIZE_FACTOR = 6
 #: "not known without work" (see `LoadedSession.cached_leaf_name`)
 UNKNOWN = object()
 
