@@ -143,7 +143,10 @@ def test_each_layer_imports_only_layers_below() -> None:
     assert wrong == []
 
 
-@pytest.mark.parametrize("module", ["sessionfs.commands.check", "sessionfs.commands.history"])
+@pytest.mark.parametrize(
+    "module",
+    ["sessionfs.commands.check", "sessionfs.commands.history", "sessionfs.commands.search"],
+)
 def test_offline_commands_do_not_load_fuse(module: str) -> None:
     code = f"import sys, {module}; print('pyfuse3' in sys.modules, 'trio' in sys.modules)"
     out = subprocess.run(

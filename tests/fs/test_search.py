@@ -256,9 +256,7 @@ def test_a_cache_dir_on_a_full_disk_leaves_the_mount_working_and_says_why(
 ) -> None:
     before = agent_snapshot(demo_agent)
     mount = mount_factory(demo_agent, "--cache-dir", str(full_disk / "cache"))
-    wait_for(
-        lambda: read_ctl(mount.path)["search"].startswith("unavailable"), "search unavailable"
-    )
+    wait_for(lambda: read_ctl(mount.path)["search"].startswith("unavailable"), "search unavailable")
     assert cat_search(mount, "redirect loop") == []  # no index: no hits, no error
     sessions = run("ls", mount.path / "sessions").split()
     assert len(sessions) == 3
