@@ -1,0 +1,88 @@
+"""The render cache's file format and the worker's job, in process: a cache file is
+used only for the very session file state it was made from, and only intact."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from support.agent_messages import make_session, user
+
+from core.manager import SessionManager
+from sessionfs.view.agent_index import SessionRef
+from sessionfs.view.loaded_session import LoadedSession, open_browse
+from sessionfs.view.prerender import RenderFailed, render_transcript
+from sessionfs.view.render_cache import FileIdentity, RenderCache
+
+
+def identity_of(path: Path) -> FileIdentity:
+    return FileIdentity.of(os.stat(path))
+
+
+def test_a_stored_transcript_loads_only_for_its_identity_and_key(tmp_path: Path) -> None:
+    cache = RenderCache(tmp_path / "cache")
+    session = make_session(tmp_path / "agent")
+    identity = identity_of(session)
+    record = cache.store("p/s.jsonl", identity, {"transcript.md": 5}, b"hello")
+    assert record is not None and record.stored is not None
+    found = cache.load("p/s.jsonl", identity)
+    assert found is not None and found[1] == b"hello" and found[0].transcript_size == 5
+    assert cache.load("p/other.jsonl", identity) is None
+    grown = FileIdentity(identity.dev, identity.ino, identity.size + 1, identity.mtime_ns)
+    assert cache.load("p/s.jsonl", grown) is None
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data[:-1],  # truncated
+        lambda data: data[:-1] + b"X",  # a flipped byte in the transcript
+        lambda data: b"garbage" + data[7:],  # no magic
+        lambda data: data[:8] + b"\xff\xff\xff\xff" + data[12:],  # a huge meta length
+        lambda data: b"",
+    ],
+)
+def test_a_damaged_cache_file_is_ignored(tmp_path: Path, damage: object) -> None:
+    cache = RenderCache(tmp_path / "cache")
+    identity = FileIdentity(1, 2, 3, 4)
+    cache.store("k", identity, {"transcript.md": 11}, b"transcript!")
+    path = cache.path_for("k")
+    path.write_bytes(damage(path.read_bytes()))  # type: ignore[operator]
+    assert cache.load("k", identity) is None
+
+
+def test_the_worker_renders_what_the_session_dir_shows(tmp_path: Path) -> None:
+    session = make_session(tmp_path / "agent")
+    manager = open_browse(session)
+    ref_header = dict(manager.get_header() or {})
+    ref = SessionRef(session.parent.name, session.stem, session, ref_header, 0, 0)
+    expected = LoadedSession(ref=ref, manager=manager).rendered("transcript.md")
+    root = tmp_path / "cache"
+    first = render_transcript(str(session), "k", str(root), want_bytes=True)
+    assert first.rendered and first.data == expected and first.record.stored is not None
+    again = render_transcript(str(session), "k", str(root), want_bytes=False)
+    assert not again.rendered and again.data is None
+    assert again.record.transcript_size == len(expected)
+    with SessionManager.open(str(session)) as writer:
+        writer.append_message(user("later"))
+    after = render_transcript(str(session), "k", str(root), want_bytes=True)
+    assert after.rendered and after.data is not None and b"later" in after.data
+
+
+def test_without_a_usable_cache_dir_the_bytes_come_back(tmp_path: Path) -> None:
+    session = make_session(tmp_path / "agent")
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_bytes(b"")  # the cache root cannot be created below a file
+    outcome = render_transcript(str(session), "k", str(blocked / "renders"), want_bytes=False)
+    assert outcome.record.stored is None and outcome.data
+    assert outcome.record.transcript_size == len(outcome.data)
+
+
+def test_a_vanished_or_non_session_file_fails_cleanly(tmp_path: Path) -> None:
+    with pytest.raises(RenderFailed):
+        render_transcript(str(tmp_path / "gone.jsonl"), "k", None, want_bytes=True)
+    junk = tmp_path / "junk.jsonl"
+    junk.write_bytes(b"not json\n")
+    with pytest.raises(RenderFailed):
+        render_transcript(str(junk), "k", None, want_bytes=True)
