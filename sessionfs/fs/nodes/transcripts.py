@@ -79,7 +79,7 @@ class TranscriptProjectDir(DirNode):
 
     @property
     def project(self) -> str:
-        return self.key[1]
+        return self.local_key[1]
 
     async def stat(self) -> Stat:
         mtime = self.ctx.index.project_mtime_ns(self.project)
@@ -115,11 +115,11 @@ class TranscriptFile(FileNode):
 
     @property
     def project(self) -> str:
-        return self.key[1]
+        return self.local_key[1]
 
     @property
     def stem(self) -> str:
-        return self.key[2][: -len(TRANSCRIPT_SUFFIX)]
+        return self.local_key[2][: -len(TRANSCRIPT_SUFFIX)]
 
     @property
     def session_key(self) -> tuple[str, str]:
