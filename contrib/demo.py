@@ -5,9 +5,10 @@
 What it holds (so every part of the mount has something to show): three projects;
 sessions with several branches, labels, a compaction, a branch summary, tool calls
 and results, thinking, an image (externalised to the blob store by core), a
-custom message, and one old v1 file (no ids, numeric compaction index) that the mount
-shows migrated without rewriting it. File mtimes are spread over a few days so
-``recent/`` has a meaningful order.
+custom message, one old v1 file (no ids, numeric compaction index) that the mount
+shows migrated without rewriting it, and a task-tool run: a sub-agent session file and
+a tool output in the CLI session's artifacts dir (``<stem>/``, as the agents write
+them). File mtimes are spread over a few days so ``recent/`` has a meaningful order.
 """
 
 from __future__ import annotations
@@ -204,10 +205,43 @@ def cli_session(agent_dir: Path) -> str:
             "timestamp": _ms(),
         }
     )
+    sm.append_message(
+        assistant(
+            "Let me ask a sub-agent which output formats the other commands support.",
+            tool={"id": "call_t", "name": "task", "arguments": {"task": "List output formats"}},
+        )
+    )
+    sm.append_message(
+        tool_result("call_t", "task", "show.ts prints YAML; nothing prints JSON yet.")
+    )
     sm.append_message(assistant("Added `--json`; it prints one object per line."))
     sm.flush()
     sm.close()
-    return str(sm.get_session_file())
+    file = str(sm.get_session_file())
+    sub_agent_run(Path(file).with_suffix(""), "0-OutputFormats")
+    return file
+
+
+def sub_agent_run(artifacts_dir: Path, task_id: str) -> str:
+    """What the task tool leaves in the parent's artifacts dir: the sub-agent's own
+    session file ``<task-id>.jsonl`` and a tool output it produced."""
+    sm = SessionManager.create("/home/demo/cli-tool", session_dir=artifacts_dir)
+    sm.append_message(user("List the output formats each command in src/commands supports."))
+    sm.append_message(
+        assistant(
+            "Searching the commands.",
+            tool={"id": "call_g", "name": "grep", "arguments": {"pattern": "format"}},
+        )
+    )
+    output = "src/commands/show.ts:12:  format: 'yaml',\n"
+    sm.append_message(tool_result("call_g", "grep", output))
+    sm.append_message(assistant("show.ts prints YAML; nothing prints JSON yet."))
+    sm.flush()
+    sm.close()
+    file = artifacts_dir / f"{task_id}.jsonl"
+    os.replace(str(sm.get_session_file()), file)
+    (artifacts_dir / "grep-1.log").write_text(output)
+    return str(file)
 
 
 def v1_session(agent_dir: Path) -> str:

@@ -149,10 +149,15 @@ def test_blob_bytes_hash_to_their_name(demo_mount: Mount) -> None:
 def test_by_id_and_prefix_lookup(demo_mount: Mount) -> None:
     files = sessions_on_disk(demo_mount.agent_dir)
     by_id = demo_mount.path / "by-id"
-    ids = {browse(f).get_session_id(): key for key, f in files.items()}
+    targets = {browse(f).get_session_id(): f"../sessions/{k[0]}/{k[1]}" for k, f in files.items()}
+    ids = dict(targets)
+    # sub-agent sessions (in artifacts dirs) are listed too, under their parent's dir
+    for sub in sorted((demo_mount.agent_dir / "sessions").glob("*/*/*.jsonl")):
+        parent = f"../sessions/{sub.parent.parent.name}/{sub.parent.name}"
+        ids[browse(sub).get_session_id()] = f"{parent}/subagents/{sub.stem}"
+    assert len(ids) > len(targets)
     assert sorted(os.listdir(by_id)) == sorted(ids)
-    for session_id, key in ids.items():
-        expected = f"../sessions/{key[0]}/{key[1]}"
+    for session_id, expected in ids.items():
         assert os.readlink(by_id / session_id) == expected
         # the shortest prefix that is unique resolves, though it is not listed
         for length in range(4, len(session_id) + 1):
@@ -161,9 +166,10 @@ def test_by_id_and_prefix_lookup(demo_mount: Mount) -> None:
                 assert run("readlink", by_id / prefix).strip() == expected
                 assert (by_id / prefix / "header.json").is_file()
                 break
+    for key in files:
         stem_prefix = key[1][:15]
         if sum(k[1].startswith(stem_prefix) for k in files) == 1:
-            assert os.readlink(by_id / stem_prefix) == expected
+            assert os.readlink(by_id / stem_prefix) == f"../sessions/{key[0]}/{key[1]}"
     assert not (by_id / "no-such-session").exists()
     # the demo's ids share their time-ordered prefix: ambiguous prefixes resolve to nothing
     common = os.path.commonprefix([i for i in ids if not i.startswith("0a1b")])  # noqa: RUF071

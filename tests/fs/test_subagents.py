@@ -287,3 +287,20 @@ def test_mount_says_which_agent_dir(
         ]
     finally:
         assert sessionfs("umount", mnt).returncode == 0
+
+
+def test_subagent_transcripts_in_transcripts_tree(family: Family, mounted: Mount) -> None:
+    transcripts = mounted.path / "transcripts" / PROJECT
+    assert sorted(os.listdir(transcripts)) == [family.stem, f"{family.stem}.md"]
+    assert sorted(os.listdir(transcripts / family.stem)) == [
+        "0-Explore.md",
+        "1-Review",
+        "1-Review.md",
+    ]
+    hits = run("grep", "-rl", "test_race", mounted.path / "transcripts").split()
+    assert hits == [str(transcripts / family.stem / "0-Explore.md")]
+    session = session_path(mounted, family)
+    nested = transcripts / family.stem / "1-Review" / "0-Check.md"
+    expected = session / "subagents" / "1-Review" / "subagents" / "0-Check" / "transcript.md"
+    assert nested.read_bytes() == expected.read_bytes()
+    assert "all green" in nested.read_text()

@@ -8,8 +8,10 @@ exact size from what the worker recorded. A session whose leaf was moved through
 mount (held in memory, not in the file) is served from its loaded rendering, so the
 file always equals ``sessions/<project>/<stem>/transcript.md``.
 
-Sessions are listed by ``AgentIndex.sessions_in`` (one function: sub-agent sessions
-can be added to a project's listing there or next to it).
+Sessions are listed by ``AgentIndex.sessions_in``. A session that ran sub-agents (the
+task tool's session files in its artifacts dir) also has a dir ``<stem>/`` holding
+``<name>.md`` per sub-agent session (and ``<name>/`` for one that ran its own), so
+``grep -r`` over ``transcripts/`` reads every conversation, sub-agents' included.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from sessionfs.fs.nodes.base import (
     session_mode_mask,
 )
 from sessionfs.fs.nodes.in_session import opened_for_writing
-from sessionfs.view.agent_index import SessionRef
+from sessionfs.view.agent_index import AgentIndex, SessionRef
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.prerender import Prerenderer, RenderFailed
 from sessionfs.view.refusal import WriteRejected
@@ -87,23 +89,74 @@ class TranscriptProjectDir(DirNode):
             raise refuse(errno.ENOENT)
         return Stat(0, mtime)
 
+    @property
+    def parent_stem(self) -> str | None:
+        """The session whose sub-agents this dir lists (``None``: the project's own)."""
+        return None
+
     async def children(self) -> list[tuple[str, Node]]:
-        refs = await trio.to_thread.run_sync(self.ctx.index.sessions_in, self.project)
-        _renders(self.ctx).listed([ref.path for ref in refs])
-        return [
-            (_file_name(ref), TranscriptFile(self.ctx, self.child_key(_file_name(ref))))
-            for ref in refs
-        ]
+        index, project, parent = self.ctx.index, self.project, self.parent_stem
+
+        def listing() -> list[tuple[SessionRef, bool]]:
+            refs = (
+                index.sessions_in(project)
+                if parent is None
+                else index.subagents_of(project, parent)
+            )
+            return [(ref, _runs_subagents(index, ref)) for ref in refs]
+
+        rows = await trio.to_thread.run_sync(listing)
+        _renders(self.ctx).listed([ref.path for ref, _ in rows])
+        children: list[tuple[str, Node]] = []
+        for ref, has_subagents in rows:
+            name = _file_name(ref)
+            children.append((name, TranscriptFile(self.ctx, self.child_key(name))))
+            if has_subagents:
+                children.append(
+                    (ref.name, TranscriptSubagentsDir(self.ctx, self.child_key(ref.name)))
+                )
+        return children
 
     async def lookup(self, name: str) -> Node | None:
-        if not name.endswith(TRANSCRIPT_SUFFIX) or "/" in name:
+        if "/" in name or name in (".", ".."):
             return None
-        ref = await self.ctx.sessions.ref(self.project, name[: -len(TRANSCRIPT_SUFFIX)])
-        return TranscriptFile(self.ctx, self.child_key(name)) if ref is not None else None
+        session = name.removesuffix(TRANSCRIPT_SUFFIX)
+        stem = session if self.parent_stem is None else f"{self.parent_stem}/{session}"
+        ref = await self.ctx.sessions.ref(self.project, stem)
+        if ref is not None and name.endswith(TRANSCRIPT_SUFFIX):
+            return TranscriptFile(self.ctx, self.child_key(name))
+        if ref is not None and await trio.to_thread.run_sync(_runs_subagents, self.ctx.index, ref):
+            return TranscriptSubagentsDir(self.ctx, self.child_key(name))
+        return None
+
+
+class TranscriptSubagentsDir(TranscriptProjectDir):
+    """``transcripts/<project>/<stem>/``: the transcripts of ``<stem>``'s sub-agent
+    sessions, laid out as the project dir is (``<name>.md``, ``<name>/``)."""
+
+    __slots__ = ()
+
+    @property
+    def parent_stem(self) -> str:
+        return "/".join(self.local_key[2:])
+
+    async def stat(self) -> Stat:
+        ref = await self.ctx.sessions.ref(self.project, self.parent_stem)
+        if ref is None:
+            raise refuse(errno.ENOENT)
+        return Stat(0, ref.mtime_ns)
+
+
+def _runs_subagents(index: AgentIndex, ref: SessionRef) -> bool:
+    """Whether a session has sub-agent sessions: one lstat for most sessions (no
+    artifacts dir), a listing of the artifacts dir for the others."""
+    if not os.path.isdir(index.sessions_root / ref.project / ref.stem):
+        return False
+    return bool(index.subagents_of(ref.project, ref.stem))
 
 
 def _file_name(ref: SessionRef) -> str:
-    return ref.stem + TRANSCRIPT_SUFFIX
+    return ref.name + TRANSCRIPT_SUFFIX
 
 
 class TranscriptFile(FileNode):
@@ -119,7 +172,9 @@ class TranscriptFile(FileNode):
 
     @property
     def stem(self) -> str:
-        return self.local_key[2][: -len(TRANSCRIPT_SUFFIX)]
+        """``transcripts/<project>/<stem>.md``, or ``<stem>/<name>.md`` for a sub-agent's."""
+        *parents, name = self.local_key[2:]
+        return "/".join((*parents, name[: -len(TRANSCRIPT_SUFFIX)]))
 
     @property
     def session_key(self) -> tuple[str, str]:
