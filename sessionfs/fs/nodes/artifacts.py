@@ -96,10 +96,11 @@ class InArtifacts(InSession):
 
     def relative(self) -> tuple[str, ...]:
         """This node's path inside the artifacts dir (``()`` for the dir itself)."""
-        found = session_of_node_key(self.key)
-        if found is None or self.key[found[2]] != ARTIFACTS:
+        key = self.local_key
+        found = session_of_node_key(key)
+        if found is None or key[found[2]] != ARTIFACTS:
             raise RuntimeError(f"{self.key}: not in an artifacts dir")
-        return self.key[found[2] + 1 :]
+        return key[found[2] + 1 :]
 
     def base(self) -> Path:
         return artifacts_dir(self.ctx.index.sessions_root, self.project, self.stem)

@@ -41,14 +41,14 @@ class InSession:
 
     @property
     def session_key(self) -> tuple[str, str]:
-        found = session_of_node_key(self.key)
+        found = session_of_node_key(self.local_key)
         if found is None:  # only nodes below sessions/<project>/<stem> mix this in
             raise RuntimeError(f"{self.key}: not in a session dir")
         return found[0], found[1]
 
     @property
     def project(self) -> str:
-        return self.key[1]
+        return self.local_key[1]
 
     @property
     def stem(self) -> str:

@@ -503,20 +503,20 @@ class ProjectDir(DirNode):
     tier = STATIC
 
     async def stat(self) -> Stat:
-        mtime = self.ctx.index.project_mtime_ns(self.key[1])  # one stat: no thread hop
+        mtime = self.ctx.index.project_mtime_ns(self.local_key[1])  # one stat: no thread hop
         if mtime is None:
             raise refuse(errno.ENOENT)
         return Stat(0, mtime)
 
     async def children(self) -> list[tuple[str, Node]]:
-        refs = await trio.to_thread.run_sync(self.ctx.index.sessions_in, self.key[1])
+        refs = await trio.to_thread.run_sync(self.ctx.index.sessions_in, self.local_key[1])
         return [(r.stem, SessionDir(self.ctx, self.child_key(r.stem), r)) for r in refs]
 
     async def lookup(self, name: str) -> Node | None:
-        loaded = self.ctx.sessions.loaded_fresh(self.key[1], name)
+        loaded = self.ctx.sessions.loaded_fresh(self.local_key[1], name)
         if loaded is not None:
             return SessionDir(self.ctx, self.child_key(name), loaded.ref)
-        ref = await self.ctx.sessions.ref(self.key[1], name)
+        ref = await self.ctx.sessions.ref(self.local_key[1], name)
         return SessionDir(self.ctx, self.child_key(name), ref) if ref is not None else None
 
 
