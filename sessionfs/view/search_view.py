@@ -28,6 +28,7 @@ from core import paths
 from core.search_index import Hit, SearchIndex, UpdateStats, format_hit, session_file_keys
 from sessionfs.view.cache_dir import agent_cache_dir
 from sessionfs.view.names import ENTRY_SUFFIX, PATH_NUMBER_RESERVE, encode_name, fit_name
+from sessionfs.view.session_keys import mount_parts
 
 __all__ = [
     "DB_NAME",
@@ -61,22 +62,12 @@ def search_db_path(cache_dir: Path, agent_dir: Path) -> Path:
     return agent_cache_dir(cache_dir, agent_dir) / DB_NAME
 
 
-def _session_mount_parts(project: str, stem: str) -> tuple[str, ...]:
-    """``sessions/<project>/<stem>`` with a ``subagents/<task>`` pair per sub-agent
-    level (a sub-agent hit's stem is ``<stem>/<task>``)."""
-    first, *rest = stem.split("/")
-    parts = ["sessions", project, first]
-    for name in rest:
-        parts += ["subagents", name]
-    return tuple(parts)
-
-
 def entry_mount_path(hit: Hit) -> str:
     """The hit's entry file, relative to the mount root:
     ``sessions/<project>/<stem>/entries/<id>.json``, a ``subagents/<task>`` pair per
     sub-agent level; the entry's file name encoded as ``entries/`` lists it."""
     name = fit_name(encode_name(hit.entry_id), ENTRY_SUFFIX, PATH_NUMBER_RESERVE) + ENTRY_SUFFIX
-    return "/".join((*_session_mount_parts(hit.project, hit.stem), "entries", name))
+    return "/".join((*mount_parts(hit.project, hit.stem), "entries", name))
 
 
 def hits_text(hits: Iterable[Hit]) -> bytes:

@@ -304,3 +304,15 @@ def test_subagent_transcripts_in_transcripts_tree(family: Family, mounted: Mount
     expected = session / "subagents" / "1-Review" / "subagents" / "0-Check" / "transcript.md"
     assert nested.read_bytes() == expected.read_bytes()
     assert "all green" in nested.read_text()
+
+
+def test_search_hits_in_a_subagent_point_into_its_dir(family: Family, mounted: Mount) -> None:
+    deadline = time.monotonic() + 20
+    while not read_ctl(mounted.path).get("search", "").startswith("ready"):
+        assert time.monotonic() < deadline, "the search index never got ready"
+        time.sleep(0.1)
+    lines = (mounted.path / "search" / "test_race").read_text().splitlines()
+    assert len(lines) == 1, lines
+    entry = lines[0].split("\t")[1]
+    assert entry.startswith(f"sessions/{PROJECT}/{family.stem}/subagents/0-Explore/entries/")
+    assert "test_race" in (mounted.path / entry).read_text()
