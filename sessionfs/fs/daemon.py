@@ -11,9 +11,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import platformdirs
 import pyfuse3
@@ -30,6 +31,9 @@ from sessionfs.view.history import HistoryView
 from sessionfs.view.prerender import Prerenderer
 from sessionfs.view.search_view import SearchView
 from sessionfs.view.session_cache import SessionCache
+
+if TYPE_CHECKING:
+    from sessionfs.fs.store_mount import StoreMount
 
 log = logging.getLogger("sessionfs")
 
@@ -54,6 +58,9 @@ class MountOptions:
     cache_dir: Path = field(default_factory=default_cache_dir)
     debug: bool = False
     allow_other: bool = False
+    #: ``--store s3://BUCKET[/PREFIX]``: mount the team store read-only, not an agent dir
+    store: str | None = None
+    endpoint_url: str | None = None
 
 
 def log_file_path() -> Path:
@@ -67,7 +74,7 @@ def preflight(opts: MountOptions) -> None:
             "FUSE is not available (/dev/fuse or fusermount3 missing); "
             "install fuse3 (apt-get install fuse3) or load the fuse module"
         )
-    if not opts.agent_dir.is_dir():
+    if opts.store is None and not opts.agent_dir.is_dir():
         raise MountError(
             f"agent dir {opts.agent_dir} does not exist; "
             "pass --agent-dir DIR or set PI_CODING_AGENT_DIR"
@@ -126,10 +133,16 @@ def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountCont
     return ops, ctx
 
 
-async def _serve(ops: SessionFsOperations, ctx: MountContext) -> None:
+async def _serve(
+    ops: SessionFsOperations,
+    ctx: MountContext,
+    background: Callable[[], Awaitable[None]] | None = None,
+) -> None:
     cache = ctx.sessions
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_unmount_on_signal)
+        if background is not None:
+            nursery.start_soon(background)
         if ctx.search is not None:
             indexer = SearchIndexer(ctx.search)
             cache.listeners.append(indexer.session_changed)
@@ -157,9 +170,14 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
     # Sessions made through the mount are nobody's in the pane the daemon started
     # from: it must never leave that terminal a breadcrumb (see paths.disown_terminal).
     paths.disown_terminal()
-    ops, ctx = build_operations(opts)
+    store = _open_store(opts) if opts.store is not None else None
+    if store is not None:
+        ops, ctx = store.operations(opts.debug), store.root_context
+        store.first_refresh()  # the mount is ready with the store's data, or what is cached
+    else:
+        ops, ctx = build_operations(opts)
     fuse_options = set(pyfuse3.default_options) | {"fsname=sessionfs", "subtype=sessionfs"}
-    if opts.read_only:
+    if opts.read_only or store is not None:
         fuse_options.add("ro")
     if opts.allow_other:
         fuse_options.add("allow_other")
@@ -168,21 +186,42 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
     except RuntimeError as exc:
         raise MountError(f"cannot mount {opts.mountpoint}: {exc}") from None
     ops.invalidator = Invalidator()
-    log.info("mounted %s at %s", opts.agent_dir, opts.mountpoint)
+    log.info("mounted %s at %s", opts.store or opts.agent_dir, opts.mountpoint)
     try:
         on_ready()
-        trio.run(_serve, ops, ctx)
+        trio.run(_serve, ops, ctx, store.keep_refreshing if store is not None else None)
     finally:
         # The FUSE session is over (or failing): the kernel has nothing left to
         # invalidate, and telling it would only log errors.
         ops.invalidator.stop()
         ctx.history.close()
+        if store is not None:
+            store.close()
         if ctx.renders is not None:
             ctx.renders.close()  # the render workers
         if ctx.search is not None:
             ctx.search.close()
         pyfuse3.close(unmount=True)
         log.info("unmounted %s", opts.mountpoint)
+
+
+def _open_store(opts: MountOptions) -> StoreMount:
+    """The store mount's state; the S3 library is loaded here, only for ``--store``."""
+    from sessionfs.fs.store_mount import open_store_mount
+    from sessionfs.store.url import StoreURLError
+
+    try:
+        return open_store_mount(
+            opts.store or "",
+            opts.endpoint_url,
+            opts.cache_dir,
+            opts.cache_mb * 1024 * 1024,
+            os.path.abspath(opts.mountpoint),
+        )
+    except StoreURLError as exc:
+        raise MountError(str(exc)) from None
+    except ImportError as exc:
+        raise MountError(f"--store needs boto3: pip install 'sessionfs[store]' ({exc})") from None
 
 
 def run_foreground(opts: MountOptions, ready_fd: int | None = None) -> int:
@@ -227,6 +266,7 @@ def start_background(opts: MountOptions) -> int:
         str(write_fd),
     ]
     args += [flag for flag, on in _flags(opts) if on]
+    args += _store_args(opts)
     log_path = log_file_path()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log_out:
@@ -254,6 +294,11 @@ def _flags(opts: MountOptions) -> list[tuple[str, bool]]:
         ("--debug", opts.debug),
         ("--allow-other", opts.allow_other),
     ]
+
+
+def _store_args(opts: MountOptions) -> list[str]:
+    args = ["--store", opts.store] if opts.store is not None else []
+    return args + (["--endpoint-url", opts.endpoint_url] if opts.endpoint_url else [])
 
 
 def _read_line(fd: int, timeout: float) -> str:

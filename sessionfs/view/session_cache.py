@@ -169,6 +169,16 @@ class SessionCache:
             for listener in self.listeners:
                 listener(session, changed < 0)
 
+    async def recheck_loaded(self) -> None:
+        """Check every loaded session against its file now, not at its next access (the
+        store mount calls it after a refresh changed files): a change reaches the
+        listeners, which drop what the kernel cached of it."""
+        for session in list(self._sessions.values()):
+            try:
+                await self._refresh(session)
+            except NotASession:
+                continue  # gone from disk: dropped by _refresh
+
     async def run(self, session: LoadedSession, fn: Callable[[], T]) -> T:
         """Run ``fn`` (core work on this session) in a worker thread under its lock."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sessionfs.fs.nodes.base import DirNode, MountContext, refuse, session_mode_mask
 from sessionfs.view.loaded_session import LoadedSession
@@ -38,6 +38,11 @@ class InSession:
 
     key: tuple[str, ...]
     ctx: MountContext
+
+    if TYPE_CHECKING:  # `Node.local_key`, which every class mixing this in has
+
+        @property
+        def local_key(self) -> tuple[str, ...]: ...
 
     @property
     def session_key(self) -> tuple[str, str]:

@@ -1,0 +1,210 @@
+"""Wiring of the store mount (``sessionfs mount --store s3://BUCKET[/PREFIX]``).
+
+The store's mirror (`sessionfs.store.mirror`) lives in ``<cache-dir>/store-<hash>``:
+one agent dir per machine under ``machines/``, byte-identical to the machine's files.
+Each machine gets the local mount's views over its mirrored agent dir (an `AgentIndex`,
+a `SessionCache` sharing ``--cache-mb`` with the others), made when first shown. The
+mirror is refreshed once before the mount is ready (bounded: an unreachable store
+leaves the mount serving what the cache dir has) and every `REFRESH_INTERVAL` after;
+a refresh that changed files has every loaded session checked at once, so the kernel's
+caches of what changed are dropped (``ops.session_changed``).
+
+The S3 library is loaded only here, by `open_mirror`, and this module is imported by the
+daemon only for ``--store``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from sessionfs.fs.memory import release_free_memory
+from sessionfs.fs.nodes.base import MountContext
+from sessionfs.fs.nodes.store import MACHINES, StoreRootDir
+from sessionfs.fs.ops import SessionFsOperations
+from sessionfs.store.layout import is_machine_name
+from sessionfs.store.refresher import REFRESH_INTERVAL, StoreRefresher, open_mirror
+from sessionfs.store.url import StoreURL, parse_store_url
+from sessionfs.view.agent_index import AgentIndex
+from sessionfs.view.cache_dir import agent_cache_dir
+from sessionfs.view.history import HistoryView
+from sessionfs.view.prerender import Prerenderer
+from sessionfs.view.session_cache import SessionCache
+
+__all__ = ["FIRST_REFRESH_TIMEOUT", "StoreMount", "mirror_dir_of"]
+
+log = logging.getLogger("sessionfs.store_mount")
+
+#: How long the mount waits for the first refresh before it serves what it has.
+FIRST_REFRESH_TIMEOUT = 15.0
+
+
+def mirror_dir_of(cache_dir: Path, url: StoreURL, endpoint_url: str | None) -> Path:
+    """The store's mirror in ``--cache-dir``: one dir per endpoint and store URL, so two
+    stores never share (or clobber) each other's objects."""
+    digest = hashlib.sha256(f"{endpoint_url or ''}|{url}".encode()).hexdigest()[:20]
+    return cache_dir / f"store-{digest}"
+
+
+class MachineContexts:
+    """One `MountContext` per mirrored machine, made on first use (thread-safe)."""
+
+    def __init__(
+        self,
+        machines_dir: Path,
+        cache_dir: Path,
+        budget_bytes: int,
+        mountpoint: str,
+        started_ns: int,
+    ) -> None:
+        self.machines_dir = machines_dir
+        self.cache_dir = cache_dir
+        self.budget_bytes = budget_bytes
+        self.mountpoint = mountpoint
+        self.started_ns = started_ns
+        self._contexts: dict[str, MountContext] = {}
+        self._lock = threading.Lock()
+        #: called with each new machine's cache (the daemon's invalidation listeners)
+        self.on_new_cache: Callable[[SessionCache], None] = lambda cache: None
+
+    def names(self) -> list[str]:
+        """The machines the mirror has (whatever the store says right now)."""
+        try:
+            with os.scandir(self.machines_dir) as it:
+                return sorted(
+                    e.name
+                    for e in it
+                    if is_machine_name(e.name) and e.is_dir(follow_symlinks=False)
+                )
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def context(self, name: str) -> MountContext | None:
+        if not is_machine_name(name) or not (self.machines_dir / name).is_dir():
+            return None
+        with self._lock:
+            found = self._contexts.get(name)
+            if found is None:
+                found = self._contexts[name] = self._new_context(name)
+                self._share_budget()
+        return found
+
+    def all(self) -> list[MountContext]:
+        with self._lock:
+            return list(self._contexts.values())
+
+    def _new_context(self, name: str) -> MountContext:
+        agent_dir = self.machines_dir / name
+        index = AgentIndex(agent_dir)
+        cache = SessionCache(index, self.budget_bytes, after_eviction=release_free_memory)
+        self.on_new_cache(cache)
+        return MountContext(
+            index=index,
+            sessions=cache,
+            history=HistoryView(agent_dir / "history.db"),  # never shipped: never shown
+            started_ns=self.started_ns,
+            mountpoint=self.mountpoint,
+            renders=Prerenderer(
+                index.sessions_root, agent_cache_dir(self.cache_dir, agent_dir) / "renders"
+            ),
+            prefix=(MACHINES, name),
+        )
+
+    def _share_budget(self) -> None:
+        """``--cache-mb`` bounds all machines' loaded sessions together."""
+        share = max(1, self.budget_bytes // len(self._contexts))
+        for context in self._contexts.values():
+            context.sessions.budget = share
+
+
+class StoreMount:
+    """The store mount's state: the mirror's refresher and the machines' views."""
+
+    def __init__(
+        self,
+        url: StoreURL,
+        endpoint_url: str | None,
+        cache_dir: Path,
+        budget_bytes: int,
+        mountpoint: str,
+    ) -> None:
+        mirror_dir = mirror_dir_of(cache_dir, url, endpoint_url)
+        label = f"{url} at {endpoint_url}" if endpoint_url else str(url)
+        self.refresher = StoreRefresher(open_mirror(url, endpoint_url, mirror_dir), label)
+        self.started_ns = time.time_ns()
+        self.machines = MachineContexts(
+            mirror_dir / MACHINES, cache_dir, budget_bytes, mountpoint, self.started_ns
+        )
+        # The root's own context: it shows no agent dir (the machines do); its views
+        # point at the mirror's top, which has no sessions/.
+        root_index = AgentIndex(mirror_dir)
+        self.root_context = MountContext(
+            index=root_index,
+            sessions=SessionCache(root_index, 1),
+            history=HistoryView(mirror_dir / "history.db"),
+            started_ns=self.started_ns,
+            mountpoint=mountpoint,
+        )
+
+    # -- StoreViews (what the nodes ask) ---------------------------------------------
+
+    def machine_names(self) -> list[str]:
+        return self.machines.names()
+
+    def machine_context(self, name: str) -> MountContext | None:
+        return self.machines.context(name)
+
+    def ctl_items(self) -> list[tuple[str, Any]]:
+        return self.refresher.ctl_items()
+
+    # -- the daemon's side -----------------------------------------------------------
+
+    def operations(self, debug: bool) -> SessionFsOperations:
+        """The read-only FUSE operations of this mount (every write: ``EROFS``)."""
+        ops = SessionFsOperations(
+            StoreRootDir(self.root_context, (), self), read_only=True, debug=debug
+        )
+
+        def listen(cache: SessionCache) -> None:
+            cache.listeners.append(ops.session_changed)
+            cache.dehydrate_listeners.append(ops.session_dehydrated)
+
+        self.machines.on_new_cache = listen
+        return ops
+
+    def first_refresh(self) -> None:
+        if not self.refresher.first_refresh(FIRST_REFRESH_TIMEOUT):
+            log.warning(
+                "the store's first refresh takes over %.0f s; serving what is cached meanwhile",
+                FIRST_REFRESH_TIMEOUT,
+            )
+
+    async def keep_refreshing(self) -> None:
+        """The periodic refresh (a task of the daemon's nursery, cancelled at unmount)."""
+        while True:
+            await trio.sleep(REFRESH_INTERVAL)
+            result = await trio.to_thread.run_sync(self.refresher.refresh, abandon_on_cancel=True)
+            if result is not None and result.files_changed:
+                for context in self.machines.all():
+                    await context.sessions.recheck_loaded()
+
+    def close(self) -> None:
+        for context in (self.root_context, *self.machines.all()):
+            context.history.close()
+            if context.renders is not None:
+                context.renders.close()  # its render workers
+
+
+def open_store_mount(
+    store: str, endpoint_url: str | None, cache_dir: Path, budget_bytes: int, mountpoint: str
+) -> StoreMount:
+    """`StoreMount` for the ``--store`` text; `ValueError` (with the reason) for a bad URL."""
+    return StoreMount(parse_store_url(store), endpoint_url, cache_dir, budget_bytes, mountpoint)

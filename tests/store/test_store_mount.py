@@ -1,0 +1,259 @@
+"""``sessionfs mount --store``: two machines shipped with the real ``sessionfs sync``,
+mounted read-only from the store, compared file by file with local mounts of the same
+agent dirs; appends show up; writes get EROFS; an unreachable store is served from the
+cache and said so in ``ctl``."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from store_helpers import SYNC_TIMEOUT, S3Server, make_agent_dir, sync_command
+from support.agent_messages import make_session, user
+from support.mount import Mount, fuse_available, start_mount
+
+from core.manager import SessionManager
+
+pytestmark = [
+    pytest.mark.fuse,
+    pytest.mark.skipif(not fuse_available(), reason="FUSE is not available"),
+]
+
+MACHINES = ("alpha", "beta")
+#: The issue's promise: a new object shows in the store mount within this.
+APPEAR_WITHIN = 30.0
+#: What a local mount renders per session, compared byte for byte.
+RENDERED = ("header.json", "context.json", "transcript.md", "tree.txt")
+
+
+@dataclass
+class Shipped:
+    server: S3Server
+    prefix: str
+    agents: dict[str, Path]
+    states: dict[str, Path]
+
+    def sync(self, machine: str, endpoint: str | None = None) -> None:
+        """``sessionfs sync --once``, the real command, as a user runs it."""
+        command = sync_command(
+            self.server,
+            self.prefix,
+            self.agents[machine],
+            machine,
+            self.states[machine],
+            endpoint=endpoint,
+        )
+        command[command.index("sessionfs.store.command")] = "sessionfs"
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=SYNC_TIMEOUT, env=self.server.env
+        )
+        assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture
+def shipped(s3_server: S3Server, store_prefix: str, tmp_path: Path) -> Shipped:
+    agents = {
+        "alpha": make_agent_dir(
+            tmp_path / "alpha",
+            fixture="pi-v1-before-compaction.jsonl",
+            project="--work-a--",
+            shared_blob=b"shared",
+        ),
+        "beta": make_agent_dir(
+            tmp_path / "beta",
+            fixture="pi-v1-large-session.jsonl",
+            project="--work-b--",
+            shared_blob=b"shared",
+        ),
+    }
+    make_session(agents["alpha"])  # a v3 session the append test grows
+    states = {name: tmp_path / f"state-{name}" for name in agents}
+    done = Shipped(s3_server, store_prefix, agents, states)
+    for machine in agents:
+        done.sync(machine)
+    return done
+
+
+def store_mount(
+    shipped: Shipped, mountpoint: Path, cache: Path, endpoint: str | None = None
+) -> Mount:
+    url = shipped.server.store_url(shipped.prefix)
+    endpoint = endpoint or shipped.server.endpoint
+    # --agent-dir is the harness's; --store makes the mount ignore it.
+    return start_mount(
+        mountpoint.parent / "unused-agent",
+        mountpoint,
+        *("--store", url, "--endpoint-url", endpoint, "--cache-dir", str(cache)),
+    )
+
+
+@contextmanager
+def mounted(mount: Mount) -> Iterator[Path]:
+    try:
+        yield mount.path
+    finally:
+        mount.unmount()
+
+
+def session_dirs(root: Path) -> list[Path]:
+    return sorted(p for p in (root / "sessions").glob("*/*") if p.is_dir())
+
+
+def rendered_files(root: Path) -> dict[str, bytes]:
+    """Every rendered file of every session, and every blob, by path below ``root``."""
+    files: dict[str, bytes] = {}
+    for session in session_dirs(root):
+        paths = [session / name for name in RENDERED] + sorted((session / "entries").iterdir())
+        for path in paths:
+            files[path.relative_to(root).as_posix()] = path.read_bytes()
+    for blob in sorted((root / "blobs").iterdir()):
+        files[blob.relative_to(root).as_posix()] = blob.read_bytes()
+    return files
+
+
+def ctl(root: Path) -> dict[str, str]:
+    lines = (root / "ctl").read_text().splitlines()
+    return dict(line.split(": ", 1) if ": " in line else (line.rstrip(":"), "") for line in lines)
+
+
+def test_each_machine_shows_the_bytes_of_a_local_mount(shipped: Shipped, tmp_path: Path) -> None:
+    with mounted(store_mount(shipped, tmp_path / "store", tmp_path / "cache")) as store:
+        assert sorted(os.listdir(store)) == ["README.md", "ctl", "machines", "recent"]
+        assert sorted(os.listdir(store / "machines")) == list(MACHINES)
+        status = ctl(store)
+        assert status["machines"] == "alpha beta"
+        assert status["last_error"] == "" and status["last_refresh"]
+        for machine in MACHINES:
+            with mounted(start_mount(shipped.agents[machine], tmp_path / f"local-{machine}")) as local:
+                view = store / "machines" / machine
+                assert sorted(os.listdir(view)) == sorted(
+                    set(os.listdir(local)) - {"README.md", "ctl", "history", "search"}
+                )
+                expected = rendered_files(local)
+                assert expected and rendered_files(view) == expected
+                assert sorted(os.listdir(view / "by-id")) == sorted(os.listdir(local / "by-id"))
+        # Links stay inside the mount: root recent/ names a machine's session dir.
+        newest = os.readlink(store / "recent" / "1")
+        assert newest.startswith("../machines/")
+        assert (store / "recent" / "1" / "header.json").read_bytes() == (
+            store / "recent" / newest / "header.json"
+        ).read_bytes()
+
+
+def test_an_appended_line_appears_after_the_next_sync(shipped: Shipped, tmp_path: Path) -> None:
+    session = next((shipped.agents["alpha"] / "sessions" / "--work-demo--").glob("*.jsonl"))
+    with mounted(store_mount(shipped, tmp_path / "store", tmp_path / "cache")) as store:
+        view = store / "machines" / "alpha" / "sessions" / "--work-demo--" / session.stem
+        assert "appended from alpha" not in (view / "transcript.md").read_text()
+        manager = SessionManager.open(str(session))
+        with manager:
+            manager.append_message(user("appended from alpha"))
+        shipped.sync("alpha")
+        synced = time.monotonic()
+        while "appended from alpha" not in (view / "transcript.md").read_text():
+            assert time.monotonic() - synced < APPEAR_WITHIN, "the append never showed"
+            time.sleep(0.5)
+        assert (view / "transcript.md").read_bytes() == _local_transcript(shipped, tmp_path)
+
+
+def _local_transcript(shipped: Shipped, tmp_path: Path) -> bytes:
+    with mounted(start_mount(shipped.agents["alpha"], tmp_path / "local")) as local:
+        (session,) = (local / "sessions" / "--work-demo--").iterdir()
+        return (session / "transcript.md").read_bytes()
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda root: (root / "machines" / "alpha" / "new-file").write_text("x"),
+        lambda root: (root / "ctl").write_text("new /tmp\n"),
+        lambda root: (root / "machines" / "alpha" / "sessions" / "--work-a--" / "d").mkdir(),
+        lambda root: next((root / "machines" / "beta" / "sessions").glob("*/*/title"))
+        .open("w")
+        .write("renamed"),
+        lambda root: os.unlink(next((root / "machines" / "beta" / "by-id").iterdir())),
+    ],
+    ids=["create", "root-ctl", "mkdir", "title", "rm-link"],
+)
+def test_every_write_is_erofs(shipped: Shipped, tmp_path: Path, write: object) -> None:
+    with mounted(store_mount(shipped, tmp_path / "store", tmp_path / "cache")) as store:
+        with pytest.raises(OSError) as raised:
+            write(store)  # type: ignore[operator]
+        assert raised.value.errno == errno.EROFS
+
+
+class Forwarder:
+    """A loopback TCP forwarder to the store that can be cut: the listener and every
+    open connection closed at once, so the store is unreachable from then on."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server.settimeout(0.2)
+        self.port = int(self.server.getsockname()[1])
+        self._sockets: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self.server.accept()
+            except (TimeoutError, OSError):
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            self._sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+
+    def cut(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.server.close()
+        for sock in self._sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+
+def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while data := source.recv(65536):
+            sink.sendall(data)
+    except OSError:
+        pass
+
+
+def test_an_unreachable_store_is_served_from_the_cache(shipped: Shipped, tmp_path: Path) -> None:
+    forwarder = Forwarder(int(shipped.server.endpoint.rsplit(":", 1)[1]))
+    endpoint = f"http://127.0.0.1:{forwarder.port}"
+    cache = tmp_path / "cache"
+    try:
+        with mounted(store_mount(shipped, tmp_path / "store", cache, endpoint)) as store:
+            before = rendered_files(store / "machines" / "beta")
+            forwarder.cut()
+            cut = time.monotonic()
+            while "unreachable" not in ctl(store)["last_error"]:
+                assert time.monotonic() - cut < APPEAR_WITHIN, ctl(store)
+                time.sleep(0.5)
+            assert "serving cached data" in ctl(store)["last_error"]
+            assert rendered_files(store / "machines" / "beta") == before
+    finally:
+        forwarder.cut()
+    # A new mount while the store is down: ready at once, serving what the cache has.
+    with mounted(store_mount(shipped, tmp_path / "again", cache, endpoint)) as again:
+        assert sorted(os.listdir(again / "machines")) == list(MACHINES)
+        assert rendered_files(again / "machines" / "beta") == before
+        assert "store unreachable since" in ctl(again)["last_error"]
