@@ -51,7 +51,9 @@ class ReadmeFile(FileNode):
 
 #: The root ``.ignore`` (ripgrep, ag, fd honour it): every session dir shows its
 #: conversation again (and costs a full parse to read), so ``rg WORD <mount>`` reads
-#: each conversation once, in ``transcripts/``.
+#: each conversation once, in ``transcripts/``. A sub-agent's artifacts dir is also in
+#: its parent's ``artifacts/`` (read there once), and session files in ``artifacts/``
+#: are conversations already in ``transcripts/``.
 ROOT_IGNORE = b"""\
 # sessionfs: the duplicate views of each session. Search transcripts/ instead:
 # rg WORD <mount> then reads every conversation once. (rg --no-ignore reads all.)
@@ -64,6 +66,8 @@ ROOT_IGNORE = b"""\
 /sessions/**/ctl
 /sessions/**/stats.json
 /sessions/**/header.json
+/sessions/**/subagents/**/artifacts/
+/sessions/**/artifacts/**/*.jsonl
 /blobs/
 """
 
