@@ -56,6 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
         "instead of an agent dir; fetched objects are kept in --cache-dir",
     )
     mount.add_argument("--endpoint-url", metavar="URL", help="with --store: the S3 endpoint")
+    mount.add_argument(
+        "--refresh-seconds",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="with --store: seconds between looks for new objects (default 10)",
+    )
     mount.add_argument("--debug", action="store_true", help="log every request")
     mount.add_argument("--allow-other", action="store_true", help="let other users see the mount")
     mount.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
@@ -85,6 +92,7 @@ def _mount(args: argparse.Namespace) -> int:
         allow_other=args.allow_other,
         store=args.store,
         endpoint_url=args.endpoint_url,
+        refresh_seconds=args.refresh_seconds,
     )
     if args.allow_other and args.ready_fd is None:
         print(ALLOW_OTHER_NOTE, file=sys.stderr)

@@ -61,6 +61,7 @@ class MountOptions:
     #: ``--store s3://BUCKET[/PREFIX]``: mount the team store read-only, not an agent dir
     store: str | None = None
     endpoint_url: str | None = None
+    refresh_seconds: float = 10.0
 
 
 def log_file_path() -> Path:
@@ -96,6 +97,8 @@ def preflight(opts: MountOptions) -> None:
         raise MountError(f"mount point {mp} is not readable; check its permissions") from None
     if opts.cache_mb < 1:
         raise MountError("--cache-mb must be at least 1")
+    if not 0.5 <= opts.refresh_seconds <= 3600:
+        raise MountError("--refresh-seconds must be between 0.5 and 3600")
 
 
 def setup_logging(opts: MountOptions, to_file: bool) -> None:
@@ -217,6 +220,7 @@ def _open_store(opts: MountOptions) -> StoreMount:
             opts.cache_dir,
             opts.cache_mb * 1024 * 1024,
             os.path.abspath(opts.mountpoint),
+            opts.refresh_seconds,
         )
     except StoreURLError as exc:
         raise MountError(str(exc)) from None
@@ -297,7 +301,9 @@ def _flags(opts: MountOptions) -> list[tuple[str, bool]]:
 
 
 def _store_args(opts: MountOptions) -> list[str]:
-    args = ["--store", opts.store] if opts.store is not None else []
+    if opts.store is None:
+        return []
+    args = ["--store", opts.store, "--refresh-seconds", str(opts.refresh_seconds)]
     return args + (["--endpoint-url", opts.endpoint_url] if opts.endpoint_url else [])
 
 

@@ -5,7 +5,7 @@ one agent dir per machine under ``machines/``, byte-identical to the machine's f
 Each machine gets the local mount's views over its mirrored agent dir (an `AgentIndex`,
 a `SessionCache` sharing ``--cache-mb`` with the others), made when first shown. The
 mirror is refreshed once before the mount is ready (bounded: an unreachable store
-leaves the mount serving what the cache dir has) and every `REFRESH_INTERVAL` after;
+leaves the mount serving what the cache dir has) and every ``--refresh-seconds`` after;
 a refresh that changed files has every loaded session checked at once, so the kernel's
 caches of what changed are dropped (``ops.session_changed``).
 
@@ -31,7 +31,7 @@ from sessionfs.fs.nodes.base import MountContext
 from sessionfs.fs.nodes.store import MACHINES, StoreRootDir
 from sessionfs.fs.ops import SessionFsOperations
 from sessionfs.store.layout import is_machine_name
-from sessionfs.store.refresher import REFRESH_INTERVAL, StoreRefresher, open_mirror
+from sessionfs.store.refresher import StoreRefresher, open_mirror
 from sessionfs.store.url import StoreURL, parse_store_url
 from sessionfs.view.agent_index import AgentIndex
 from sessionfs.view.cache_dir import agent_cache_dir
@@ -135,7 +135,9 @@ class StoreMount:
         cache_dir: Path,
         budget_bytes: int,
         mountpoint: str,
+        refresh_seconds: float,
     ) -> None:
+        self.refresh_seconds = refresh_seconds
         mirror_dir = mirror_dir_of(cache_dir, url, endpoint_url)
         label = f"{url} at {endpoint_url}" if endpoint_url else str(url)
         self.refresher = StoreRefresher(open_mirror(url, endpoint_url, mirror_dir), label)
@@ -190,7 +192,7 @@ class StoreMount:
     async def keep_refreshing(self) -> None:
         """The periodic refresh (a task of the daemon's nursery, cancelled at unmount)."""
         while True:
-            await trio.sleep(REFRESH_INTERVAL)
+            await trio.sleep(self.refresh_seconds)
             result = await trio.to_thread.run_sync(self.refresher.refresh, abandon_on_cancel=True)
             if result is not None and result.files_changed:
                 for context in self.machines.all():
@@ -204,7 +206,14 @@ class StoreMount:
 
 
 def open_store_mount(
-    store: str, endpoint_url: str | None, cache_dir: Path, budget_bytes: int, mountpoint: str
+    store: str,
+    endpoint_url: str | None,
+    cache_dir: Path,
+    budget_bytes: int,
+    mountpoint: str,
+    refresh_seconds: float,
 ) -> StoreMount:
-    """`StoreMount` for the ``--store`` text; `ValueError` (with the reason) for a bad URL."""
-    return StoreMount(parse_store_url(store), endpoint_url, cache_dir, budget_bytes, mountpoint)
+    """`StoreMount` for the ``--store`` text; `StoreURLError` (a `ValueError`, with the
+    reason) for a bad URL, `ImportError` without boto3."""
+    url = parse_store_url(store)
+    return StoreMount(url, endpoint_url, cache_dir, budget_bytes, mountpoint, refresh_seconds)

@@ -21,13 +21,9 @@ from .url import StoreURL
 if TYPE_CHECKING:
     from .mirror import MirrorResult, StoreMirror
 
-__all__ = ["REFRESH_INTERVAL", "RefreshStatus", "StoreRefresher", "open_mirror"]
+__all__ = ["RefreshStatus", "StoreRefresher", "open_mirror"]
 
 log = logging.getLogger("sessionfs.store.refresher")
-
-#: Seconds between refreshes: a new object shows in the mount within this plus one
-#: refresh's time (the issue asks for 30 s).
-REFRESH_INTERVAL = 10.0
 
 
 def open_mirror(url: StoreURL, endpoint_url: str | None, mirror_dir: Path) -> StoreMirror:

@@ -11,8 +11,9 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,8 @@ MACHINES = ("alpha", "beta")
 APPEAR_WITHIN = 30.0
 #: What a local mount renders per session, compared byte for byte.
 RENDERED = ("header.json", "context.json", "transcript.md", "tree.txt")
+#: The tests look for new objects every second (the default is 10 s).
+REFRESH = ("--refresh-seconds", "1")
 
 
 @dataclass
@@ -59,8 +62,12 @@ class Shipped:
         assert done.returncode == 0, done.stderr
 
 
-@pytest.fixture
-def shipped(s3_server: S3Server, store_prefix: str, tmp_path: Path) -> Shipped:
+@pytest.fixture(scope="module")
+def shipped(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Shipped:
+    """Two machines shipped once for the module (the append test grows alpha's demo
+    session; every comparison is with the agent dir as it is then)."""
+    tmp_path = tmp_path_factory.mktemp("machines")
+    store_prefix = f"store-mount-{uuid.uuid4().hex[:8]}"
     agents = {
         "alpha": make_agent_dir(
             tmp_path / "alpha",
@@ -92,7 +99,7 @@ def store_mount(
     return start_mount(
         mountpoint.parent / "unused-agent",
         mountpoint,
-        *("--store", url, "--endpoint-url", endpoint, "--cache-dir", str(cache)),
+        *("--store", url, "--endpoint-url", endpoint, "--cache-dir", str(cache), *REFRESH),
     )
 
 
@@ -133,7 +140,8 @@ def test_each_machine_shows_the_bytes_of_a_local_mount(shipped: Shipped, tmp_pat
         assert status["machines"] == "alpha beta"
         assert status["last_error"] == "" and status["last_refresh"]
         for machine in MACHINES:
-            with mounted(start_mount(shipped.agents[machine], tmp_path / f"local-{machine}")) as local:
+            local_mount = start_mount(shipped.agents[machine], tmp_path / f"local-{machine}")
+            with mounted(local_mount) as local:
                 view = store / "machines" / machine
                 assert sorted(os.listdir(view)) == sorted(
                     set(os.listdir(local)) - {"README.md", "ctl", "history", "search"}
@@ -171,24 +179,26 @@ def _local_transcript(shipped: Shipped, tmp_path: Path) -> bytes:
         return (session / "transcript.md").read_bytes()
 
 
-@pytest.mark.parametrize(
-    "write",
-    [
-        lambda root: (root / "machines" / "alpha" / "new-file").write_text("x"),
-        lambda root: (root / "ctl").write_text("new /tmp\n"),
-        lambda root: (root / "machines" / "alpha" / "sessions" / "--work-a--" / "d").mkdir(),
-        lambda root: next((root / "machines" / "beta" / "sessions").glob("*/*/title"))
-        .open("w")
-        .write("renamed"),
-        lambda root: os.unlink(next((root / "machines" / "beta" / "by-id").iterdir())),
-    ],
-    ids=["create", "root-ctl", "mkdir", "title", "rm-link"],
-)
-def test_every_write_is_erofs(shipped: Shipped, tmp_path: Path, write: object) -> None:
+WRITES: dict[str, Callable[[Path], object]] = {
+    "create": lambda root: (root / "machines" / "alpha" / "new-file").write_text("x"),
+    "root ctl": lambda root: (root / "ctl").write_text("new /tmp\n"),
+    "mkdir": lambda root: (root / "machines" / "alpha" / "sessions" / "--work-a--" / "d").mkdir(),
+    "title": lambda root: (
+        next((root / "machines" / "beta" / "sessions").glob("*/*/title")).open("w").write("renamed")
+    ),
+    "rm link": lambda root: os.unlink(next((root / "machines" / "beta" / "by-id").iterdir())),
+    "symlink": lambda root: os.symlink("x", root / "machines" / "beta" / "blobs" / "l"),
+}
+
+
+def test_every_write_is_erofs(shipped: Shipped, tmp_path: Path) -> None:
     with mounted(store_mount(shipped, tmp_path / "store", tmp_path / "cache")) as store:
-        with pytest.raises(OSError) as raised:
-            write(store)  # type: ignore[operator]
-        assert raised.value.errno == errno.EROFS
+        before = rendered_files(store / "machines" / "beta")
+        for what, write in WRITES.items():
+            with pytest.raises(OSError) as raised:
+                write(store)
+            assert raised.value.errno == errno.EROFS, what
+        assert rendered_files(store / "machines" / "beta") == before
 
 
 class Forwarder:
@@ -221,10 +231,8 @@ class Forwarder:
         self._thread.join(timeout=5)
         self.server.close()
         for sock in self._sockets:
-            try:
+            with suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             sock.close()
 
 
