@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from support.agent_messages import assistant, file_objects, make_session, user
 from support.mount import Mount, MountFactory, run, sessionfs
+from support.write_helpers import append_raw_line
 from support.write_setup import PROJECT, disk_ids, entry_id_of, errno_of, on_disk, read_ctl
 
 from core import SessionManager
@@ -316,3 +317,33 @@ def test_search_hits_in_a_subagent_point_into_its_dir(family: Family, mounted: M
     entry = lines[0].split("\t")[1]
     assert entry.startswith(f"sessions/{PROJECT}/{family.stem}/subagents/0-Explore/entries/")
     assert "test_race" in (mounted.path / entry).read_text()
+
+
+def test_fork_of_a_subagent_is_a_sibling_subagent(family: Family, mounted: Mount) -> None:
+    subagents = session_path(mounted, family) / "subagents"
+    run("sh", "-c", f"echo fork > '{subagents}/0-Explore/ctl'")
+    forked = Path(read_ctl(subagents / "0-Explore")["last_result"])
+    assert forked.parent == subagents, forked
+    assert forked.name in os.listdir(subagents)
+    assert (family.artifacts / f"{forked.name}.jsonl").is_file()  # next to its origin
+    assert "test_race" in (forked / "transcript.md").read_text()
+
+
+def test_unknown_entry_types_in_a_subagent_are_shown(family: Family, mounted: Mount) -> None:
+    last = disk_ids(family.check)[-1]
+    append_raw_line(
+        family.check,
+        {
+            "type": "mystery_kind",
+            "id": "feed0001",
+            "parentId": last,
+            "timestamp": "2026-01-01T00:00:00.000Z",
+        },
+    )
+    check = session_path(mounted, family) / "subagents" / "1-Review" / "subagents" / "0-Check"
+    deadline = time.monotonic() + 3
+    while "feed0001.json" not in os.listdir(check / "entries"):
+        assert time.monotonic() < deadline, "the unknown entry never showed up"
+        time.sleep(0.05)
+    assert json.loads((check / "entries" / "feed0001.json").read_text())["type"] == "mystery_kind"
+    assert "all green" in (check / "transcript.md").read_text()
