@@ -266,10 +266,13 @@ def _carrying_rewrite(
             storage.unlink(tmp)
         raise
     try:
-        carried = len(absorbed) + _carry_after_rename(source, offset, st, appender)
         if destination != path:
+            # A move: the old name still leads to the old inode. Remove it before the
+            # carry's last look, so a line appended by path after that look cannot go to
+            # an inode nobody reads any more (it makes a new file at the old name).
             storage.unlink(path)
             storage.fsync_dir(os.path.dirname(path) or ".")
+        carried = len(absorbed) + _carry_after_rename(source, offset, st, appender)
         storage.fsync_dir(os.path.dirname(destination) or ".")
         os.fsync(appender)
         inode = os.fstat(appender).st_ino

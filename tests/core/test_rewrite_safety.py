@@ -13,16 +13,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from support.agent_simulator import SIMULATOR, agent_line, agent_numbers
+from support.agent_simulator import agent_line, agent_numbers, running_agent
 
 from core import MemorySessionStorage, SessionManager
 from core.check import fix_file
@@ -106,20 +106,7 @@ def session_path(tmp_path: Path, name: str = "s") -> Path:
 # ---------------------------------------------------------------------------- agent
 
 
-@contextmanager
-def agent(path: Path, mode: str = "by-path", count: int = 10**6) -> Iterator[subprocess.Popen]:
-    """The simulator appending to ``path``; killed (and reaped) on exit."""
-    proc = subprocess.Popen(
-        [sys.executable, str(SIMULATOR), str(path), mode, str(count), str(RATE)],
-        stdout=subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == b"started\n"
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
+agent = partial(running_agent, rate=RATE)
 
 
 def finish(proc: subprocess.Popen) -> None:

@@ -12,15 +12,13 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import orjson
 import pytest
-from support.agent_simulator import SIMULATOR, agent_numbers
+from support.agent_simulator import agent_numbers, running_agent
 from support.mount import Mount, MountFactory, run
 from support.write_setup import PROJECT, drop, errno_of, read_ctl, session_dir
 
@@ -50,19 +48,7 @@ def write_session(agent: Path, entries: int, *, v1: bool = False) -> Path:
     return path
 
 
-@contextmanager
-def agent(path: Path, mode: str, count: int) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(
-        [sys.executable, str(SIMULATOR), str(path), mode, str(count), str(RATE)],
-        stdout=subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == b"started\n"
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
+agent = partial(running_agent, rate=RATE)
 
 
 def finished(proc: subprocess.Popen[bytes]) -> bool:

@@ -12,8 +12,11 @@ It prints ``started`` once it is about to write, and ``done <n>`` at the end.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
@@ -42,6 +45,27 @@ def agent_numbers(data: bytes) -> list[int]:
         if b'"agent-sim"' in line:
             out.append(orjson.loads(line)["data"]["n"])
     return out
+
+
+@contextmanager
+def running_agent(
+    path: Path, mode: str = "by-path", count: int = 10**6, rate: float = 500
+) -> Iterator[subprocess.Popen[bytes]]:
+    """The simulator appending to ``path`` as a subprocess, once it has started;
+    killed, reaped and its pipe closed on exit."""
+    proc = subprocess.Popen(
+        [sys.executable, str(SIMULATOR), str(path), mode, str(count), str(rate)],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"started\n"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def _write_by_path(path: str, line: bytes) -> None:
