@@ -7,7 +7,9 @@ a `SessionCache` sharing ``--cache-mb`` with the others), made when first shown.
 mirror is refreshed once before the mount is ready (bounded: an unreachable store
 leaves the mount serving what the cache dir has) and every ``--refresh-seconds`` after;
 a refresh that changed files has every loaded session checked at once, so the kernel's
-caches of what changed are dropped (``ops.session_changed``).
+caches of what changed are dropped (``ops.session_changed``). Each machine has its own
+search index in ``--cache-dir`` (`SearchView`, kept current by a `SearchIndexer` task
+started when the machine is first seen); root ``search/<words>`` merges their hits.
 
 The S3 library is loaded only here, by `open_mirror`, and this module is imported by the
 daemon only for ``--store``.
@@ -30,6 +32,7 @@ from sessionfs.fs.memory import release_free_memory
 from sessionfs.fs.nodes.base import MountContext
 from sessionfs.fs.nodes.store import MACHINES, StoreRootDir
 from sessionfs.fs.ops import SessionFsOperations
+from sessionfs.fs.search_indexer import SearchIndexer
 from sessionfs.store.layout import is_machine_name
 from sessionfs.store.refresher import StoreRefresher, open_mirror
 from sessionfs.store.url import StoreURL, parse_store_url
@@ -37,6 +40,7 @@ from sessionfs.view.agent_index import AgentIndex
 from sessionfs.view.cache_dir import agent_cache_dir
 from sessionfs.view.history import HistoryView
 from sessionfs.view.prerender import Prerenderer
+from sessionfs.view.search_view import DEFAULT_LIMIT, SearchView
 from sessionfs.view.session_cache import SessionCache
 
 __all__ = ["FIRST_REFRESH_TIMEOUT", "StoreMount", "mirror_dir_of"]
@@ -138,6 +142,10 @@ class StoreMount:
         refresh_seconds: float,
     ) -> None:
         self.refresh_seconds = refresh_seconds
+        self.cache_dir = cache_dir
+        #: one search index per machine, made with its indexer (`_index_new_machines`)
+        self.searches: dict[str, SearchView] = {}
+        self._searches_lock = threading.Lock()  # added to by one thread, read by others
         mirror_dir = mirror_dir_of(cache_dir, url, endpoint_url)
         label = f"{url} at {endpoint_url}" if endpoint_url else str(url)
         self.refresher = StoreRefresher(open_mirror(url, endpoint_url, mirror_dir), label)
@@ -165,7 +173,26 @@ class StoreMount:
         return self.machines.context(name)
 
     def ctl_items(self) -> list[tuple[str, Any]]:
-        return self.refresher.ctl_items()
+        return [
+            *self.refresher.ctl_items(),
+            *((f"search_{name}", view.progress.ctl_items()[0][1]) for name, view in self._views()),
+        ]
+
+    def search(self, query: str) -> bytes:
+        """Root ``search/<query>``: each machine's hits (cached per query by its
+        `SearchView` for a moment, so ``stat`` and ``read`` agree), with the machine's
+        prefix on the entry path, newest first (blocking: a worker thread)."""
+        lines = []
+        for name, view in self._views():
+            for line in view.result(query).split(b"\n"):
+                if not line:
+                    continue
+                when, path, rest = line.split(b"\t", 2)
+                lines.append(
+                    (when, b"\t".join((when, f"{MACHINES}/{name}/".encode() + path, rest)))
+                )
+        lines.sort(key=lambda row: row[0], reverse=True)
+        return b"".join(line + b"\n" for _, line in lines[:DEFAULT_LIMIT])
 
     # -- the daemon's side -----------------------------------------------------------
 
@@ -190,19 +217,44 @@ class StoreMount:
             )
 
     async def keep_refreshing(self) -> None:
-        """The periodic refresh (a task of the daemon's nursery, cancelled at unmount)."""
-        while True:
-            await trio.sleep(self.refresh_seconds)
-            result = await trio.to_thread.run_sync(self.refresher.refresh, abandon_on_cancel=True)
-            if result is not None and result.files_changed:
-                for context in self.machines.all():
-                    await context.sessions.recheck_loaded()
+        """The periodic refresh and each machine's search indexer (a task of the
+        daemon's nursery, cancelled at unmount)."""
+        async with trio.open_nursery() as indexers:
+            while True:
+                await trio.to_thread.run_sync(self._index_new_machines, indexers.start_soon)
+                await trio.sleep(self.refresh_seconds)
+                result = await trio.to_thread.run_sync(
+                    self.refresher.refresh, abandon_on_cancel=True
+                )
+                if result is not None and result.files_changed:
+                    for context in self.machines.all():
+                        await context.sessions.recheck_loaded()
+
+    def _views(self) -> list[tuple[str, SearchView]]:
+        with self._searches_lock:
+            return sorted(self.searches.items())
+
+    def _index_new_machines(self, start_soon: Callable[..., object]) -> None:
+        """A search index and its indexer for each machine not indexed yet (the
+        indexer is started on the event loop: ``start_soon`` from this thread)."""
+        for name in self.machines.names():
+            context = self.machines.context(name)
+            if name in self.searches or context is None:
+                continue
+            view = SearchView(self.cache_dir, context.index.agent_dir, context.index.sessions_root)
+            indexer = SearchIndexer(view)
+            context.sessions.listeners.append(indexer.session_changed)
+            with self._searches_lock:
+                self.searches[name] = view
+            trio.from_thread.run_sync(start_soon, indexer.run)
 
     def close(self) -> None:
         for context in (self.root_context, *self.machines.all()):
             context.history.close()
             if context.renders is not None:
                 context.renders.close()  # its render workers
+        for _, view in self._views():
+            view.close()
 
 
 def open_store_mount(

@@ -134,7 +134,7 @@ def ctl(root: Path) -> dict[str, str]:
 
 def test_each_machine_shows_the_bytes_of_a_local_mount(shipped: Shipped, tmp_path: Path) -> None:
     with mounted(store_mount(shipped, tmp_path / "store", tmp_path / "cache")) as store:
-        assert sorted(os.listdir(store)) == ["README.md", "ctl", "machines", "recent"]
+        assert sorted(os.listdir(store)) == ["README.md", "ctl", "machines", "recent", "search"]
         assert sorted(os.listdir(store / "machines")) == list(MACHINES)
         status = ctl(store)
         assert status["machines"] == "alpha beta"
@@ -149,12 +149,34 @@ def test_each_machine_shows_the_bytes_of_a_local_mount(shipped: Shipped, tmp_pat
                 expected = rendered_files(local)
                 assert expected and rendered_files(view) == expected
                 assert sorted(os.listdir(view / "by-id")) == sorted(os.listdir(local / "by-id"))
+        assert_search_spans_every_machine(store)
         # Links stay inside the mount: root recent/ names a machine's session dir.
         newest = os.readlink(store / "recent" / "1")
         assert newest.startswith("../machines/")
         assert (store / "recent" / "1" / "header.json").read_bytes() == (
             store / "recent" / newest / "header.json"
         ).read_bytes()
+
+
+def assert_search_spans_every_machine(store: Path) -> None:
+    """Root ``search/<words>``: hits of both machines, each naming an entry file of the
+    mount that holds the words."""
+    deadline = time.monotonic() + APPEAR_WITHIN
+    while not all(ctl(store).get(f"search_{m}", "").startswith("ready") for m in MACHINES):
+        assert time.monotonic() < deadline, ctl(store)
+        time.sleep(0.2)
+    hits = [line.split("\t") for line in (store / "search" / "agnostic").read_text().splitlines()]
+    assert {path.split("/")[1] for _, path, _, _ in hits} == set(MACHINES)
+    assert [when for when, *_ in hits] == sorted((when for when, *_ in hits), reverse=True)
+    (only_alpha,) = {
+        path
+        for _, path, _, _ in (
+            line.split("\t")
+            for line in (store / "search" / "first question").read_text().splitlines()
+        )
+    }
+    assert only_alpha.startswith("machines/alpha/sessions/--work-demo--/")
+    assert "first question" in (store / only_alpha).read_text()
 
 
 def test_an_appended_line_appears_after_the_next_sync(shipped: Shipped, tmp_path: Path) -> None:

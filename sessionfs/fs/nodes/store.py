@@ -1,13 +1,15 @@
 """The store mount's tree (``sessionfs mount --store``): ``README.md``, ``ctl``,
-``machines/<name>/`` and ``recent/`` at the root.
+``machines/<name>/``, ``recent/`` and ``search/`` at the root.
 
 ``machines/<name>/`` is the local root's own tree (`RootDir`'s children: ``sessions/``,
 ``by-id/``, ``recent/``, ``blobs/``, …) over that machine's mirrored agent dir, with a
 `MountContext` of its own whose ``prefix`` is ``("machines", name)``: the same node
-classes, the same bytes. Root ``recent/`` spans every machine. The mount is read-only
+classes, the same bytes. Root ``recent/`` and ``search/`` span every machine (one
+search index per machine; hits name ``machines/<m>/sessions/…``). The mount is read-only
 (``ops`` answers every write with ``EROFS``), so the local root's ``ctl`` (which
 creates sessions) and ``history/`` (``history.db`` is never shipped) are left out of
-a machine's tree.
+a machine's tree, and so is its ``search/`` (its hits would name the local root's
+paths; the root's spans every machine).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import trio
 
 from sessionfs.fs.nodes.base import STATIC, VOLATILE, DirNode, FileNode, MountContext, Node
 from sessionfs.fs.nodes.index import RECENT_COUNT, RecentDir, SessionLink
+from sessionfs.fs.nodes.lookup_only import QueryDir
 from sessionfs.fs.nodes.root import ReadmeFile, RootDir
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.render import status_text
@@ -39,6 +42,8 @@ class StoreViews(Protocol):
     def machine_context(self, name: str) -> MountContext | None: ...
 
     def ctl_items(self) -> list[tuple[str, Any]]: ...
+
+    def search(self, query: str) -> bytes: ...
 
 
 class MachineDir(RootDir):
@@ -116,6 +121,35 @@ class AllRecentDir(RecentDir):
         ]
 
 
+class StoreSearchFile(FileNode):
+    """Root ``search/<words>``: every machine's hits, newest first."""
+
+    __slots__ = ("query", "views")
+
+    tier = VOLATILE
+
+    def __init__(
+        self, ctx: MountContext, key: tuple[str, ...], query: str, views: StoreViews
+    ) -> None:
+        super().__init__(ctx, key)
+        self.query = query
+        self.views = views
+
+    async def content(self) -> bytes:
+        return await trio.to_thread.run_sync(self.views.search, self.query)
+
+
+class StoreSearchDir(QueryDir):
+    __slots__ = ("views",)
+
+    def __init__(self, ctx: MountContext, key: tuple[str, ...], views: StoreViews) -> None:
+        super().__init__(ctx, key)
+        self.views = views
+
+    def query_file(self, key: tuple[str, ...], query: str) -> Node | None:
+        return StoreSearchFile(self.ctx, key, query, self.views)
+
+
 class StoreCtl(FileNode):
     """Root ``ctl`` (read-only): the store, its machines, the last refresh, errors."""
 
@@ -151,10 +185,12 @@ class StoreRootDir(DirNode):
             return MachinesDir(self.ctx, key, self.views)
         if name == "recent":
             return AllRecentDir(self.ctx, key, self.views)
+        if name == "search":
+            return StoreSearchDir(self.ctx, key, self.views)
         return None
 
     async def children(self) -> list[tuple[str, Node]]:
-        names = ("README.md", "ctl", MACHINES, "recent")
+        names = ("README.md", "ctl", MACHINES, "recent", "search")
         return [(name, node) for name in names if (node := self._child(name)) is not None]
 
     async def lookup(self, name: str) -> Node | None:
