@@ -197,6 +197,8 @@ class StoreMirror:
         try:
             same = current is not None and generation == current["generation"]
             if current and same and _has_size(file.target, current["size"]):
+                if current["size"] not in file.segments:
+                    return 0  # nothing new: never touch the file (its mtime is a change)
                 size = self._append(file, current["size"])
                 fetched = size - current["size"]
             else:
@@ -222,7 +224,8 @@ class StoreMirror:
 
     def _append(self, file: _MirroredFile, size: int) -> int:
         with file.target.open("r+b") as handle:
-            handle.truncate(size)  # drop bytes a killed refresh appended but never recorded
+            if os.fstat(handle.fileno()).st_size != size:
+                handle.truncate(size)  # bytes a killed refresh appended but never recorded
             handle.seek(size)
             for data in self._fetched_chain(file, size):
                 handle.write(data)
