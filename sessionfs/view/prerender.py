@@ -7,7 +7,9 @@ interpreters, never a ``fork`` of a process with threads; they end with the daem
 the very renderer ``sessions/<p>/<s>/transcript.md`` uses and stores the result
 (`sessionfs.view.render_cache`); it hands back a small `CachedRender`, and the
 transcript's bytes only when they could not be stored. The daemon never parses these
-sessions, so its memory does not grow with what ``grep`` reads.
+sessions, so its memory does not grow with what ``grep`` reads. A transcript already in
+the cache dir (after a remount) is validated by the daemon itself, in a thread
+(`Prerenderer.validated`: one read of the cache file's head), with no worker hop.
 
 Jobs are scheduled from trio without blocking the event loop: a job is submitted to
 the pool and its completion wakes the waiting tasks through the trio token. What is
@@ -76,11 +78,14 @@ def render_transcript(
         before = FileIdentity.of(os.stat(path))
     except OSError as exc:
         raise RenderFailed(f"{path}: {exc}") from None
-    if cache is not None:
+    if cache is not None and not want_bytes:
+        record = cache.validate(key, before)  # the head only: the daemon preads the body
+        if record is not None:
+            return RenderOutcome(record, None, rendered=False)
+    elif cache is not None:
         found = cache.load(key, before)
         if found is not None:
-            record, data = found
-            return RenderOutcome(record, data if want_bytes else None, rendered=False)
+            return RenderOutcome(found[0], found[1], rendered=False)
     transcript, sizes = _render(Path(path))
     # Keyed by the identity seen *before* reading: if the file grew meanwhile, the
     # record is stale at once and the next access renders again (never the reverse).
@@ -142,6 +147,20 @@ class Prerenderer:
         if record is None or record.identity != identity:
             return None
         self._records.move_to_end(path)
+        return record
+
+    async def validated(self, path: Path, identity: FileIdentity) -> CachedRender | None:
+        """The record for ``path`` at ``identity`` from its cache file, checked in a
+        thread of the daemon (a read of the file's head: no worker hop, no parse).
+        What a remount with the cache dir kept finds for every unchanged session."""
+        if self.cache_root is None or path in self._jobs:
+            return None  # a worker is on it already: its outcome is the answer
+        record = await trio.to_thread.run_sync(
+            RenderCache(self.cache_root).validate, self._key(path), identity
+        )
+        if record is not None:
+            self._remember(path, record)
+            self.reused_count += 1
         return record
 
     async def outcome(self, path: Path, want_bytes: bool = False) -> RenderOutcome:

@@ -2,19 +2,29 @@
 
 One file per session file, named by a hash of its path below the sessions root::
 
-    MAGIC | u32 length of the meta | meta (JSON) | the transcript's bytes
+    MAGIC | u32 length of the meta | u32 CRC of the meta | meta (JSON) | transcript
 
 The meta names the session file's identity when it was rendered (device, inode, size,
 mtime), the renderer's fingerprint, the sizes of the renderings and a CRC of the
 transcript. A cache file is used only if all of that matches the session file as it is
-now and the bytes check out: a changed session file (an append changes size and
-mtime, a replacement the inode) is never served stale, and a corrupt or foreign file
-is ignored and rendered again. Writes are atomic (a temporary file renamed over the
-old one); any ``OSError`` (a full disk, a deleted or read-only cache dir) means "no
-cache" and never an error for the reader. Deleting the cache dir loses nothing.
+now: a changed session file (an append changes size and mtime, a replacement the
+inode) is never served stale, and a foreign file is ignored and rendered again.
+
+What protects against a corrupt cache file without reading it twice: writes are
+atomic (a temporary file renamed over the old one, so a crash never leaves half a file
+under the real name); the header carries its own CRC; and the cache file's length must
+be exactly the header plus the transcript's recorded size (a truncated or appended-to
+file is rejected). `RenderCache.validate` checks just that, with one small read of the
+head, so a remount serves a cached transcript with a header read and ``pread``s of the
+body it was going to read anyway. The transcript's own CRC is checked where the body
+is read whole in one place (`RenderCache.load`, the worker's path); the streamed path
+trusts the file system for the body's bytes, as it does for the session files.
+
+Any ``OSError`` (a full disk, a deleted or read-only cache dir) means "no cache" and
+never an error for the reader. Deleting the cache dir loses nothing.
 
 Synchronous: the daemon's render worker processes (`sessionfs.view.prerender`) write
-and validate cache files; the daemon itself only ``pread``s validated ones.
+cache files; the daemon validates and ``pread``s them (in a thread).
 """
 
 from __future__ import annotations
@@ -43,8 +53,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MAGIC = b"SFSRNDR1"
-_META_LENGTH = struct.Struct(">I")
+MAGIC = b"SFSRNDR2"
+#: the meta's length and CRC, after the magic
+_HEAD = struct.Struct(">II")
+_HEAD_SIZE = len(MAGIC) + _HEAD.size
+#: A first read of the head this big holds the whole meta of every normal cache file.
+_FIRST_READ = 4096
 #: A meta block larger than this is not one of ours (guards a garbage length field).
 MAX_META = 64 * 1024
 
@@ -88,6 +102,8 @@ class CachedRender:
     stored: tuple[Path, FileIdentity] | None = None
     #: where the transcript's bytes start in the cache file
     data_offset: int = 0
+    #: the transcript's CRC as stored (checked where the body is read whole)
+    crc32: int = 0
 
     @property
     def transcript_size(self) -> int:
@@ -105,36 +121,55 @@ class RenderCache:
         digest = hashlib.sha256(os.fsencode(key)).hexdigest()[:40]
         return self.root / digest
 
-    def load(self, key: str, identity: FileIdentity) -> tuple[CachedRender, bytes] | None:
-        """The record and transcript for ``identity``, if a valid cache file has them."""
+    def validate(self, key: str, identity: FileIdentity) -> CachedRender | None:
+        """The record for ``identity`` if the cache file has it, intact as far as its
+        head and length tell (one small read; see the module doc)."""
         path = self.path_for(key)
         try:
-            with open(path, "rb") as f:
-                cache_identity = FileIdentity.of(os.fstat(f.fileno()))
-                blob = f.read()
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             return None
-        parsed = _parse(blob, key, identity)
-        if parsed is None:
+        try:
+            return _validate_open(fd, path, key, identity)
+        except OSError:
             return None
-        sizes, offset = parsed
-        record = CachedRender(identity, sizes, (path, cache_identity), offset)
-        return record, blob[offset:]
+        finally:
+            os.close(fd)
+
+    def load(self, key: str, identity: FileIdentity) -> tuple[CachedRender, bytes] | None:
+        """The record and transcript for ``identity``, if a valid cache file has them
+        (the transcript's CRC checked too: it is read whole here anyway)."""
+        record = self.validate(key, identity)
+        if record is None or record.stored is None:
+            return None
+        path, validated = record.stored
+        try:
+            with open(path, "rb") as f:
+                if FileIdentity.of(os.fstat(f.fileno())) != validated:
+                    return None  # replaced since it was validated
+                f.seek(record.data_offset)
+                data = f.read()
+        except OSError:
+            return None
+        if len(data) != record.transcript_size or zlib.crc32(data) != record.crc32:
+            return None
+        return record, data
 
     def store(
         self, key: str, identity: FileIdentity, sizes: dict[str, int], transcript: bytes
     ) -> CachedRender | None:
         """Write the cache file atomically; ``None`` when it cannot be written."""
+        crc = zlib.crc32(transcript)
         meta = orjson.dumps(
             {
                 "key": key,
                 "identity": [identity.dev, identity.ino, identity.size, identity.mtime_ns],
                 "renderer": _FINGERPRINT,
                 "sizes": sizes,
-                "crc32": zlib.crc32(transcript),
+                "crc32": crc,
             }
         )
-        head = MAGIC + _META_LENGTH.pack(len(meta)) + meta
+        head = MAGIC + _HEAD.pack(len(meta), zlib.crc32(meta)) + meta
         path = self.path_for(key)
         try:
             self.root.mkdir(parents=True, exist_ok=True)  # again after a deleted cache dir
@@ -142,7 +177,7 @@ class RenderCache:
         except OSError as exc:
             log.debug("render cache: cannot store %s: %s", key, exc)
             return None
-        return CachedRender(identity, sizes, (path, cache_identity), len(head))
+        return CachedRender(identity, sizes, (path, cache_identity), len(head), crc)
 
 
 def _write_atomically(path: Path, head: bytes, data: bytes) -> FileIdentity:
@@ -161,24 +196,41 @@ def _write_atomically(path: Path, head: bytes, data: bytes) -> FileIdentity:
     return identity
 
 
-def _parse(blob: bytes, key: str, identity: FileIdentity) -> tuple[dict[str, int], int] | None:
-    """(sizes, data offset) when ``blob`` is a valid cache file for ``key`` at
-    ``identity``; ``None`` for anything else (stale, foreign, truncated, garbage)."""
-    head = len(MAGIC) + _META_LENGTH.size
-    if len(blob) < head or not blob.startswith(MAGIC):
+def _validate_open(fd: int, path: Path, key: str, identity: FileIdentity) -> CachedRender | None:
+    cache_identity = FileIdentity.of(os.fstat(fd))
+    head = os.pread(fd, _FIRST_READ, 0)
+    if len(head) < _HEAD_SIZE or not head.startswith(MAGIC):
         return None
-    (meta_length,) = _META_LENGTH.unpack_from(blob, len(MAGIC))
-    if meta_length > MAX_META or len(blob) < head + meta_length:
+    meta_length, meta_crc = _HEAD.unpack_from(head, len(MAGIC))
+    if meta_length > MAX_META:
         return None
+    offset = _HEAD_SIZE + meta_length
+    if len(head) < offset:
+        head += os.pread(fd, offset - len(head), len(head))
+    meta_bytes = head[_HEAD_SIZE:offset]
+    if len(meta_bytes) != meta_length or zlib.crc32(meta_bytes) != meta_crc:
+        return None
+    parsed = _parse_meta(meta_bytes, key, identity)
+    if parsed is None:
+        return None
+    sizes, crc = parsed
+    if cache_identity.size != offset + sizes["transcript.md"]:
+        return None  # truncated, or something appended
+    return CachedRender(identity, sizes, (path, cache_identity), offset, crc)
+
+
+def _parse_meta(
+    meta_bytes: bytes, key: str, identity: FileIdentity
+) -> tuple[dict[str, int], int] | None:
+    """(sizes, transcript CRC) when the meta is ours, for ``key`` at ``identity``."""
     try:
-        meta = orjson.loads(blob[head : head + meta_length])
+        meta = orjson.loads(meta_bytes)
         expected = [identity.dev, identity.ino, identity.size, identity.mtime_ns]
         if meta["key"] != key or meta["identity"] != expected or meta["renderer"] != _FINGERPRINT:
             return None
         sizes = {str(k): int(v) for k, v in meta["sizes"].items()}
-        data = memoryview(blob)[head + meta_length :]
-        if len(data) != sizes["transcript.md"] or zlib.crc32(data) != meta["crc32"]:
+        if sizes["transcript.md"] < 0:
             return None
+        return sizes, int(meta["crc32"])
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
         return None
-    return sizes, head + meta_length

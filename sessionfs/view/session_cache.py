@@ -305,6 +305,10 @@ class SessionCache:
     def loaded(self) -> list[LoadedSession]:
         return list(self._sessions.values())
 
+    def is_loaded(self, project: str, stem: str) -> bool:
+        """Whether the session is in the cache at all (hydrated or not; no I/O)."""
+        return (project, stem) in self._sessions
+
     def _evict(self, keep: LoadedSession) -> None:
         """Least recently used first: dehydrate, and if that is not enough, forget."""
         total = sum(s.memory_cost() for s in self._sessions.values())

@@ -113,6 +113,34 @@ def test_a_remount_with_the_cache_dir_kept_renders_nothing(
     assert f"transcripts: 0 rendered, {len(expected)} found" in again.log.read_text()
 
 
+def test_a_sessions_transcript_comes_from_the_render_cache_while_not_loaded(
+    word_agent: Path, mount_factory: MountFactory, tmp_path: Path
+) -> None:
+    cache = tmp_path / "kept-cache"
+    first = mount_factory(word_agent, "--cache-dir", str(cache), name="first")
+    files = [session_transcript(first, f) for f in transcripts(first)]
+    sizes = {f: os.stat(f).st_size for f in files}  # exact before any read
+    expected = {f.relative_to(first.path): f.read_bytes() for f in files}
+    assert all(len(expected[f.relative_to(first.path)]) == sizes[f] for f in files)
+    loaded = files[0].parent
+    header = (loaded / "header.json").read_bytes()  # loads that session in the daemon
+    assert (loaded / "transcript.md").read_bytes() == expected[files[0].relative_to(first.path)]
+    assert os.stat(loaded / "header.json").st_size == len(header)
+    first.unmount()
+    # Rendered by the workers (the daemon parsed none of them for transcript.md).
+    assert f"transcripts: {len(files)} rendered, 0 found" in first.log.read_text()
+    again = mount_factory(word_agent, "--cache-dir", str(cache), name="again")
+    files = [again.path / name for name in expected]
+    assert {f: os.stat(f).st_size for f in files} == {
+        again.path / n: len(d) for n, d in expected.items()
+    }
+    header_file = again.path / loaded.relative_to(first.path) / "header.json"
+    assert os.stat(header_file).st_size == len(header)  # the worker's recorded size
+    assert {f.relative_to(again.path): f.read_bytes() for f in files} == expected
+    again.unmount()
+    assert f"transcripts: 0 rendered, {len(files)} found" in again.log.read_text()
+
+
 def test_a_deleted_or_corrupt_cache_dir_is_never_served(
     word_agent: Path, mount_factory: MountFactory, tmp_path: Path
 ) -> None:

@@ -86,3 +86,47 @@ def test_a_vanished_or_non_session_file_fails_cleanly(tmp_path: Path) -> None:
     junk.write_bytes(b"not json\n")
     with pytest.raises(RenderFailed):
         render_transcript(str(junk), "k", None, want_bytes=True)
+
+
+def test_validate_reads_the_head_and_checks_the_length(tmp_path: Path) -> None:
+    cache = RenderCache(tmp_path / "cache")
+    identity = FileIdentity(1, 2, 3, 4)
+    stored = cache.store("k", identity, {"transcript.md": 11, "title": 2}, b"transcript!")
+    assert stored is not None
+    record = cache.validate("k", identity)
+    assert record is not None and record.stored == stored.stored
+    assert record.data_offset == stored.data_offset and record.sizes["title"] == 2
+    path = cache.path_for("k")
+    data = path.read_bytes()
+    assert data[record.data_offset :] == b"transcript!"
+    assert cache.validate("k", FileIdentity(1, 2, 4, 4)) is None  # the session grew
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data[:-1],  # truncated
+        lambda data: data + b"more",  # something appended
+        lambda data: data.replace(b'"title":2', b'"title":3'),  # the meta changed: its CRC
+        lambda data: data[:12] + b"\x00\x00\x00\x00" + data[16:],  # the meta's CRC itself
+        lambda data: data[:8] + b"\x00\x00\x00\x01" + data[12:],  # a short meta length
+    ],
+)
+def test_validate_rejects_a_damaged_head_or_length(tmp_path: Path, damage: object) -> None:
+    cache = RenderCache(tmp_path / "cache")
+    identity = FileIdentity(1, 2, 3, 4)
+    cache.store("k", identity, {"transcript.md": 11, "title": 2}, b"transcript!")
+    path = cache.path_for("k")
+    damaged = damage(path.read_bytes())  # type: ignore[operator]
+    assert damaged != path.read_bytes()
+    path.write_bytes(damaged)
+    assert cache.validate("k", identity) is None
+
+
+def test_a_meta_larger_than_the_first_read_is_read_whole(tmp_path: Path) -> None:
+    cache = RenderCache(tmp_path / "cache")
+    identity = FileIdentity(1, 2, 3, 4)
+    sizes = {"transcript.md": 3, **{f"extra-{i}": i for i in range(600)}}
+    cache.store("k", identity, sizes, b"abc")
+    record = cache.validate("k", identity)
+    assert record is not None and record.sizes == sizes and record.data_offset > 4096

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import errno
+import os
 import time
+from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import trio
@@ -34,13 +36,21 @@ from sessionfs.fs.nodes.in_session import (
     refuse_unsupported_rename,
 )
 from sessionfs.fs.nodes.mount_paths import describe
+from sessionfs.fs.nodes.transcripts import open_transcript, transcript_record
 from sessionfs.fs.nodes.write_handles import BufferedWriteHandle, LineCommandHandle
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.render import status_text
+from sessionfs.view.render_cache import FileIdentity
 from sessionfs.view.session_cache import LeafEffect
-from sessionfs.view.session_keys import ARTIFACTS, SUBAGENTS, child_stem, is_valid_name
+from sessionfs.view.session_keys import (
+    ARTIFACTS,
+    SUBAGENTS,
+    child_stem,
+    is_valid_name,
+    session_file,
+)
 from sessionfs.writes import session_writer
 from sessionfs.writes.append_parse import parse_append, reject_oversize
 from sessionfs.writes.link_targets import SESSION_DIR
@@ -83,11 +93,47 @@ class RenderedFile(InSession, FileNode):
         return BytesHandle(data, version=(session.file_state, session.version))
 
     async def listing_stat(self) -> Stat:
+        recorded = self.recorded_stat()
+        if recorded is not None:
+            return recorded
         session = await self.session()
         cached = session.cached(self.rendering)
         if cached is not None:
             return Stat(len(cached), session.mtime_ns)
         return Stat(0, session.mtime_ns, exact=False)  # listing a dir renders nothing
+
+    async def stat(self) -> Stat:
+        recorded = self.recorded_stat()
+        return recorded if recorded is not None else await super().stat()
+
+    def unloaded_file(self) -> tuple[Path, FileIdentity] | None:
+        """The session file and its identity now (one stat) when the session is not
+        loaded in the daemon and the mount keeps renderings of files (the render
+        cache): then sizes come from there, without parsing the session here. A
+        loaded session answers from memory (it may hold a leaf moved through the
+        mount, which the file does not)."""
+        if self.ctx.renders is None or self.ctx.sessions.is_loaded(self.project, self.stem):
+            return None
+        path = session_file(self.ctx.index.sessions_root, self.project, self.stem)
+        try:
+            return path, FileIdentity.of(os.stat(path))
+        except OSError:
+            return None  # the loaded path answers (ENOENT, or a session it finds)
+
+    def served_unloaded(self) -> bool:
+        """Whether a stat right now needs no session loaded in the daemon."""
+        return self.recorded_stat() is not None
+
+    def recorded_stat(self) -> Stat | None:
+        """The exact stat from what a render worker recorded of this rendering's size
+        for the file as it is now (no work), if the session is not loaded."""
+        found = self.unloaded_file()
+        if found is None:
+            return None
+        path, identity = found
+        record = self.ctx.renders.known(path, identity) if self.ctx.renders else None
+        size = record.sizes.get(self.rendering) if record is not None else None
+        return Stat(size, identity.mtime_ns) if size is not None else None
 
 
 class HeaderFile(RenderedFile):
@@ -136,9 +182,31 @@ class ContextFile(RenderedFile):
 
 
 class TranscriptFile(RenderedFile):
+    """``transcript.md``: while the session is not loaded in the daemon, its stat and
+    reads come from the render cache exactly as ``transcripts/<project>/<stem>.md``'s do
+    (a worker renders it once, ``pread``s of the cache file serve it): ``ls -l`` or
+    ``cat`` of a session's transcript parses nothing in the daemon."""
+
     __slots__ = ()
 
     rendering = "transcript.md"
+
+    def served_unloaded(self) -> bool:
+        return self.unloaded_file() is not None
+
+    async def stat(self) -> Stat:
+        found = self.unloaded_file()
+        if found is None:
+            return await super().stat()
+        path, identity = found
+        record = await transcript_record(self.ctx, path, identity)
+        return Stat(record.transcript_size, identity.mtime_ns)
+
+    async def open(self, flags: int) -> OpenFile:
+        found = None if opened_for_writing(flags) else self.unloaded_file()
+        if found is None:
+            return await super().open(flags)
+        return await open_transcript(self.ctx, *found)
 
 
 class TreeFile(RenderedFile):
@@ -399,13 +467,16 @@ class SessionDir(InSession, DirNode):
             if name in self.ctx.sessions.pending_links(self.project, self.stem):
                 return PendingLink(self.ctx, self.child_key(name))
             return None
+        node = cls(self.ctx, self.child_key(name))
+        if isinstance(node, RenderedFile) and node.served_unloaded():
+            return node  # its stat comes from the render cache: nothing to load here
         rendering = getattr(cls, "rendering", None)  # about to be stat'ed: render it now
         await self.session(warm=rendering)  # ENOENT if the session is gone or not one
         if name == "leaf" and not await self._has_leaf():
             return None
         if name == ARTIFACTS and not self._has_artifacts():
             return None
-        return cls(self.ctx, self.child_key(name))
+        return node
 
     # -- writes: the leaf ------------------------------------------------------------
 

@@ -42,7 +42,13 @@ from sessionfs.view.prerender import Prerenderer, RenderFailed
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.render_cache import CachedRender, FileIdentity
 
-__all__ = ["TRANSCRIPT_SUFFIX", "TranscriptFile", "TranscriptsDir"]
+__all__ = [
+    "TRANSCRIPT_SUFFIX",
+    "TranscriptFile",
+    "TranscriptsDir",
+    "open_transcript",
+    "transcript_record",
+]
 
 TRANSCRIPT_SUFFIX = ".md"
 
@@ -199,24 +205,13 @@ class TranscriptFile(FileNode):
         loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
         return loaded if loaded is not None and loaded.pinned_leaf is not None else None
 
-    async def _record(self, identity: FileIdentity) -> CachedRender:
-        renders = _renders(self.ctx)
-        renders.read_ahead_after(self.path)
-        record = renders.known(self.path, identity)
-        if record is not None:
-            return record
-        try:
-            return (await renders.outcome(self.path)).record
-        except RenderFailed:
-            raise refuse(errno.ENOENT) from None
-
     async def stat(self) -> Stat:
         identity, _mode = self._identity()
         loaded = self._moved_leaf()
         if loaded is not None:
             data = await self.ctx.sessions.render(loaded, "transcript.md")
             return Stat(len(data), loaded.mtime_ns)
-        record = await self._record(identity)
+        record = await transcript_record(self.ctx, self.path, identity)
         return Stat(record.transcript_size, identity.mtime_ns)
 
     async def listing_stat(self) -> Stat:
@@ -245,21 +240,42 @@ class TranscriptFile(FileNode):
         if loaded is not None:
             data = await self.ctx.sessions.render(loaded, "transcript.md")
             return BytesHandle(data, version=(loaded.file_state, loaded.version))
-        record = await self._record(identity)
-        handle = _open_cache_file(record)
-        if handle is not None:
-            return handle
-        # Not stored (a full or missing cache dir) or changed since it was validated:
-        # the worker validates or renders again and hands over the bytes themselves.
-        try:
-            outcome = await _renders(self.ctx).outcome(self.path, want_bytes=True)
-        except RenderFailed:
-            raise refuse(errno.ENOENT) from None
-        handle = _open_cache_file(outcome.record)
-        if handle is not None:
-            return handle
-        assert outcome.data is not None
-        return BytesHandle(outcome.data, version=outcome.record.identity)
+        return await open_transcript(self.ctx, self.path, identity)
+
+
+async def transcript_record(ctx: MountContext, path: Path, identity: FileIdentity) -> CachedRender:
+    """What is known of the transcript of the session file ``path`` at ``identity``:
+    remembered, else its cache file's head checked in the daemon, else a worker's
+    validation or rendering. ``ENOENT`` when it is not a session (any more)."""
+    renders = _renders(ctx)
+    renders.read_ahead_after(path)
+    record = renders.known(path, identity) or await renders.validated(path, identity)
+    if record is not None:
+        return record
+    try:
+        return (await renders.outcome(path)).record
+    except RenderFailed:
+        raise refuse(errno.ENOENT) from None
+
+
+async def open_transcript(ctx: MountContext, path: Path, identity: FileIdentity) -> OpenFile:
+    """An open transcript of ``path`` at ``identity``: ``pread``s of its cache file, or
+    the bytes from a worker when there is no usable cache file."""
+    record = await transcript_record(ctx, path, identity)
+    handle = _open_cache_file(record)
+    if handle is not None:
+        return handle
+    # Not stored (a full or missing cache dir) or changed since it was validated:
+    # the worker validates or renders again and hands over the bytes themselves.
+    try:
+        outcome = await _renders(ctx).outcome(path, want_bytes=True)
+    except RenderFailed:
+        raise refuse(errno.ENOENT) from None
+    handle = _open_cache_file(outcome.record)
+    if handle is not None:
+        return handle
+    assert outcome.data is not None
+    return BytesHandle(outcome.data, version=outcome.record.identity)
 
 
 class CacheFileHandle(OpenFile):
