@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import logging
 import os
+import signal
 import time
 from collections.abc import Sequence
 from typing import Final
@@ -247,15 +249,20 @@ def _carrying_rewrite(
         writer.write(content)
         writer.flush()
         writer.fsync()  # the slow part: lines appended meanwhile are absorbed below
-        # An O_APPEND descriptor on the new inode, for lines carried after the rename.
-        appender = os.open(tmp, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         _refuse_if_held_open(path, st)  # a writer that opened since the first check
-        # The last look right before the rename keeps the window in which a line can
-        # land in the old inode (and be carried after newer ones) as short as possible.
         absorbed, offset = _lines_since(source, offset, final=False)
         if absorbed:
             writer.write(absorbed)  # made durable with the carried lines, below
         writer.close()
+        # One O_APPEND descriptor on the new inode, for lines carried after the rename,
+        # holding a write lease when the file system grants one (see `_hold_opens`).
+        appender = os.open(tmp, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        leased = _hold_opens(appender)
+        # The last look right before the rename keeps the window in which a line can
+        # land in the old inode as short as possible.
+        late, offset = _lines_since(source, offset, final=False)
+        _write_all(appender, late)
+        absorbed += late
         storage.rename(tmp, destination)
     except BaseException:
         with contextlib.suppress(BaseException):
@@ -266,19 +273,61 @@ def _carrying_rewrite(
             storage.unlink(tmp)
         raise
     try:
-        if destination != path:
-            # A move: the old name still leads to the old inode. Remove it before the
-            # carry's last look, so a line appended by path after that look cannot go to
-            # an inode nobody reads any more (it makes a new file at the old name).
-            storage.unlink(path)
-            storage.fsync_dir(os.path.dirname(path) or ".")
-        carried = len(absorbed) + _carry_after_rename(source, offset, st, appender)
+        try:
+            if destination != path:
+                # A move: the old name still leads to the old inode. Remove it before
+                # the carry's last look, so a line appended by path after that look
+                # cannot go to an inode nobody reads any more (it makes a new file at
+                # the old name).
+                storage.unlink(path)
+                storage.fsync_dir(os.path.dirname(path) or ".")
+            carried = len(absorbed) + _carry_after_rename(source, offset, st, appender)
+        finally:
+            if leased:
+                _release_opens(appender)
         storage.fsync_dir(os.path.dirname(destination) or ".")
         os.fsync(appender)
         inode = os.fstat(appender).st_ino
     finally:
         os.close(appender)
     return RewriteResult(len(content), carried, inode)
+
+
+# ---------------------------------------------------------------------------
+# Keeping the order of a straddling writer's lines (Linux file leases)
+# ---------------------------------------------------------------------------
+#
+# A writer whose open() of the path comes just before the rename and whose write()
+# comes just after puts its line N in the old inode; its line N+1 (opened by path)
+# goes to the new file. The carry copies line N over, but if the writer is quicker
+# than the carry (a loaded machine, or a daemon thread waiting for the GIL), N lands
+# after N+1. A write lease on the new file closes that gap: while it is held, the
+# kernel makes every other open() of the new file wait, so the writer's next line
+# cannot be written before the carry has copied the old inode's last lines. The lease
+# is held only for the carry (milliseconds), and the kernel breaks it by itself after
+# /proc/sys/fs/lease-break-time should this process stall.
+
+_F_SETLEASE: Final = getattr(fcntl, "F_SETLEASE", 1024)
+_F_SETSIG: Final = getattr(fcntl, "F_SETSIG", 10)
+
+
+def _hold_opens(fd: int) -> bool:
+    """Take a write lease on ``fd`` (ours is then the only open of the file); False
+    where the file system or the platform does not grant one."""
+    try:
+        # A lease break is announced by a signal, SIGIO unless told otherwise, and
+        # SIGIO would end the process: SIGURG is ignored unless handled.
+        fcntl.fcntl(fd, _F_SETSIG, signal.SIGURG)
+        fcntl.fcntl(fd, _F_SETLEASE, fcntl.F_WRLCK)
+    except OSError as exc:
+        log.debug("no write lease for a rewrite (%s): carried lines keep order best-effort", exc)
+        return False
+    return True
+
+
+def _release_opens(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, _F_SETLEASE, fcntl.F_UNLCK)
 
 
 def _carry_after_rename(source: int, offset: int, st: os.stat_result, appender: int) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -310,3 +311,26 @@ def _appender(storage: MemorySessionStorage, path: str) -> Iterator[Callable[[by
         yield writer.write
     finally:
         writer.close()
+
+
+def test_the_carry_lease_makes_other_opens_wait_until_it_is_released(tmp_path: Path) -> None:
+    # The lease that keeps a straddling writer's lines in order: while it is held, an
+    # agent's next open() of the new file waits (so its line cannot overtake the carry).
+    from core.rewrite import _hold_opens, _release_opens
+
+    new_file = tmp_path / "new.jsonl"
+    new_file.write_bytes(b"")
+    fd = os.open(new_file, os.O_WRONLY | os.O_APPEND)
+    try:
+        assert _hold_opens(fd), "this file system grants no write lease"
+        opener = subprocess.Popen(
+            [sys.executable, "-c", f"open({str(new_file)!r}, 'ab').write(b'x\\n')"]
+        )
+        time.sleep(0.3)
+        assert opener.poll() is None  # its open() is waiting for the lease
+        os.write(fd, b"carried\n")
+        _release_opens(fd)
+        assert opener.wait(timeout=10) == 0
+    finally:
+        os.close(fd)
+    assert new_file.read_bytes() == b"carried\nx\n"
