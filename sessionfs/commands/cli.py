@@ -99,7 +99,10 @@ def _mount(args: argparse.Namespace) -> int:
     if args.foreground or args.ready_fd is not None:
         return run_foreground(opts, ready_fd=args.ready_fd)
     start_background(opts)
-    print(mounted_line(opts.agent_dir, opts.mountpoint))
+    if opts.store is not None:
+        print(f"sessionfs: mounted store {opts.store} (read-only) at {opts.mountpoint}")
+    else:
+        print(mounted_line(opts.agent_dir, opts.mountpoint))
     return 0
 
 

@@ -75,7 +75,9 @@ def preflight(opts: MountOptions) -> None:
             "FUSE is not available (/dev/fuse or fusermount3 missing); "
             "install fuse3 (apt-get install fuse3) or load the fuse module"
         )
-    if opts.store is None and not opts.agent_dir.is_dir():
+    if opts.store is not None:
+        _check_store_url(opts.store)
+    elif not opts.agent_dir.is_dir():
         raise MountError(
             f"agent dir {opts.agent_dir} does not exist; "
             "pass --agent-dir DIR or set PI_CODING_AGENT_DIR"
@@ -99,6 +101,15 @@ def preflight(opts: MountOptions) -> None:
         raise MountError("--cache-mb must be at least 1")
     if not 0.5 <= opts.refresh_seconds <= 3600:
         raise MountError("--refresh-seconds must be between 0.5 and 3600")
+
+
+def _check_store_url(text: str) -> None:
+    from sessionfs.store.url import StoreURLError, parse_store_url  # no S3 library
+
+    try:
+        parse_store_url(text)
+    except StoreURLError as exc:
+        raise MountError(f"--store: {exc}") from None
 
 
 def setup_logging(opts: MountOptions, to_file: bool) -> None:

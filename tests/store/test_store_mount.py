@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from store_helpers import SYNC_TIMEOUT, S3Server, make_agent_dir, sync_command
 from support.agent_messages import make_session, user
-from support.mount import Mount, fuse_available, start_mount
+from support.mount import Mount, fuse_available, sessionfs, start_mount
 
 from core.manager import SessionManager
 
@@ -221,6 +221,29 @@ def test_every_write_is_erofs(shipped: Shipped, tmp_path: Path) -> None:
                 write(store)
             assert raised.value.errno == errno.EROFS, what
         assert rendered_files(store / "machines" / "beta") == before
+
+
+def test_mount_in_the_background_and_a_bad_store_address(shipped: Shipped, tmp_path: Path) -> None:
+    mountpoint = tmp_path / "bg"
+    mountpoint.mkdir()
+    bad = sessionfs("mount", mountpoint, "--store", "https://bucket/prefix")
+    assert bad.returncode == 2 and "s3://BUCKET[/PREFIX]" in bad.stderr
+    assert len(bad.stderr.splitlines()) == 1 and not os.path.ismount(mountpoint)
+    url, endpoint = shipped.server.store_url(shipped.prefix), shipped.server.endpoint
+    cache = str(tmp_path / "cache")
+    started = sessionfs(
+        "mount", mountpoint, "--store", url, "--endpoint-url", endpoint, "--cache-dir", cache
+    )
+    try:
+        assert started.returncode == 0, started.stderr
+        assert (
+            started.stdout.strip() == f"sessionfs: mounted store {url} (read-only) at {mountpoint}"
+        )
+        assert sorted(os.listdir(mountpoint / "machines")) == list(MACHINES)
+    finally:
+        stopped = sessionfs("umount", mountpoint)
+    assert stopped.returncode == 0, stopped.stderr
+    assert not os.path.ismount(mountpoint)
 
 
 class Forwarder:
