@@ -21,7 +21,12 @@ import pyfuse3
 import trio
 
 from core import paths
-from sessionfs.fs.memory import release_free_memory, tune_gc, tune_malloc
+from sessionfs.fs.memory import (
+    process_rss_bound,
+    release_free_memory,
+    tune_gc,
+    tune_malloc,
+)
 from sessionfs.fs.nodes import MountContext, RootDir
 from sessionfs.fs.ops import Invalidator, SessionFsOperations
 from sessionfs.fs.search_indexer import SearchIndexer
@@ -129,7 +134,12 @@ def setup_logging(opts: MountOptions, to_file: bool) -> None:
 
 def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountContext]:
     index = AgentIndex(opts.agent_dir)
-    cache = SessionCache(index, opts.cache_mb * 1024 * 1024, after_eviction=release_free_memory)
+    cache = SessionCache(
+        index,
+        opts.cache_mb * 1024 * 1024,
+        after_eviction=release_free_memory,
+        rss_bound=process_rss_bound(),
+    )
     ctx = MountContext(
         index=index,
         sessions=cache,

@@ -17,12 +17,17 @@ import ctypes
 import ctypes.util
 import gc
 import logging
+import os
 import time
+
+from sessionfs.view.rss_bound import RssBound
 
 log = logging.getLogger(__name__)
 
 _M_ARENA_MAX = -8
 TRIM_INTERVAL = 1.0
+
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 _libc: ctypes.CDLL | None = None
 _last_trim = 0.0
@@ -59,6 +64,28 @@ def tune_gc() -> None:
     gc.set_threshold(100_000, 50, 1000)
 
 
+def resident_bytes() -> int | None:
+    """This process's resident set now (``/proc/self/statm``: one small read), or
+    ``None`` where there is no such file."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            resident_pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return resident_pages * _PAGE_SIZE
+
+
+def release_free_memory_now() -> None:
+    """``malloc_trim`` at once (after the cache let go of sessions because the real RSS
+    was over its bound: the next RSS reading must see the pages gone)."""
+    global _last_trim
+    libc = _load_libc()
+    if libc is None or not hasattr(libc, "malloc_trim"):
+        return
+    _last_trim = time.monotonic()
+    libc.malloc_trim(0)
+
+
 def release_free_memory() -> None:
     """Give freed heap pages back to the OS (rate-limited; cheap when nothing is free)."""
     global _last_trim
@@ -68,3 +95,9 @@ def release_free_memory() -> None:
         return
     _last_trim = now
     libc.malloc_trim(0)
+
+
+def process_rss_bound() -> RssBound:
+    """The session cache's bound on this process's real RSS, its baseline measured now
+    (call it when the daemon starts, before any session is loaded)."""
+    return RssBound(read_rss=resident_bytes, release=release_free_memory_now)

@@ -135,6 +135,8 @@ class Prerenderer:
         self._running = 0
         #: where each listed session file is in its project's listing
         self._listed_at: dict[Path, tuple[list[Path], int]] = {}
+        #: paths read-ahead is checking in the cache dir now (set when done)
+        self._checking: dict[Path, trio.Event] = {}
         #: sessions parsed by workers, and cache files found valid (ctl shows them)
         self.rendered_count = 0
         self.reused_count = 0
@@ -153,14 +155,17 @@ class Prerenderer:
         """The record for ``path`` at ``identity`` from its cache file, checked in a
         thread of the daemon (a read of the file's head: no worker hop, no parse).
         What a remount with the cache dir kept finds for every unchanged session."""
+        checking = self._checking.get(path)
+        if checking is not None:  # read-ahead is checking it right now: its answer
+            await checking.wait()
+            return self.known(path, identity)
         if self.cache_root is None or path in self._jobs:
             return None  # a worker is on it already: its outcome is the answer
         record = await trio.to_thread.run_sync(
             RenderCache(self.cache_root).validate, self._key(path), identity
         )
         if record is not None:
-            self._remember(path, record)
-            self.reused_count += 1
+            self._found(path, record)
         return record
 
     async def outcome(self, path: Path, want_bytes: bool = False) -> RenderOutcome:
@@ -180,14 +185,63 @@ class Prerenderer:
         return job.outcome
 
     def read_ahead(self, paths: Iterable[Path]) -> None:
-        """Queue ``paths`` (in order) behind what is asked for now, unless known."""
+        """Get ``paths`` ready behind what is asked for now, unless known: their cache
+        files are checked in a daemon thread (after a remount most are valid), and the
+        others queued for the workers, in order."""
+        wanted = []
         for path in paths:
-            if path in self._jobs:
+            if path in self._jobs or path in self._checking:
                 continue
             record = self._records.get(path)
             if record is not None and _current(path) == record.identity:
                 continue
-            self._start(_Job(path, self._key(path), want_bytes=False), urgent=False)
+            wanted.append(path)
+        if not wanted:
+            return
+        if self.cache_root is None:
+            self._queue_for_workers(wanted)
+            return
+        done = trio.Event()
+        for path in wanted:
+            self._checking[path] = done
+        trio.lowlevel.spawn_system_task(self._check_ahead, wanted, done)
+
+    async def _check_ahead(self, paths: list[Path], done: trio.Event) -> None:
+        """Read-ahead's check of cache files (a system task: nothing but its own
+        cancellation at unmount may leave it)."""
+        assert self.cache_root is not None
+        cache = RenderCache(self.cache_root)
+        keys = [self._key(path) for path in paths]
+
+        def check() -> list[CachedRender | None]:
+            return [_validate_current(cache, p, k) for p, k in zip(paths, keys, strict=True)]
+
+        try:
+            found = await trio.to_thread.run_sync(check)
+        except Exception:  # a bug, not a missing file (that is None): render instead
+            log.exception("read-ahead check failed")
+            found = [None] * len(paths)
+        finally:
+            for path in paths:
+                if self._checking.get(path) is done:
+                    del self._checking[path]
+            done.set()
+        missing = []
+        for path, record in zip(paths, found, strict=True):
+            if record is not None:
+                self._found(path, record)
+            else:
+                missing.append(path)
+        self._queue_for_workers(missing)
+
+    def _queue_for_workers(self, paths: list[Path]) -> None:
+        for path in paths:
+            if path not in self._jobs:
+                self._start(_Job(path, self._key(path), want_bytes=False), urgent=False)
+
+    def _found(self, path: Path, record: CachedRender) -> None:
+        self._remember(path, record)
+        self.reused_count += 1
 
     def listed(self, paths: list[Path]) -> None:
         """A project's sessions were listed (in this order): render the first ones
@@ -309,6 +363,12 @@ def exit_with(daemon_pid: int) -> None:
         os._exit(0)
 
     threading.Thread(target=watch, name="exit-with-daemon", daemon=True).start()
+
+
+def _validate_current(cache: RenderCache, path: Path, key: str) -> CachedRender | None:
+    """The record of ``path`` as it is now, from its cache file, if valid."""
+    identity = _current(path)
+    return cache.validate(key, identity) if identity is not None else None
 
 
 def _current(path: Path) -> FileIdentity | None:

@@ -26,6 +26,7 @@ from core import NotASessionError, SessionManager
 from sessionfs.view.agent_index import NEEDS_IO, AgentIndex, SessionRef
 from sessionfs.view.loaded_session import FRESH_INTERVAL, LoadedSession, open_browse
 from sessionfs.view.refusal import WriteRejected
+from sessionfs.view.rss_bound import RssBound
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +68,13 @@ class SessionCache:
         index: AgentIndex,
         budget_bytes: int,
         after_eviction: Callable[[], None] = lambda: None,
+        rss_bound: RssBound | None = None,
     ) -> None:
         self.index = index
         self.budget = budget_bytes
+        #: the process's real RSS checked after each load and job (the daemon's; None:
+        #: the estimate alone bounds the cache, as in tests of other things)
+        self.rss_bound = rss_bound
         #: called after the cache let go of something (the daemon gives freed heap
         #: pages back to the OS there: `sessionfs.fs.memory.release_free_memory`)
         self.after_eviction = after_eviction
@@ -310,15 +315,28 @@ class SessionCache:
         return (project, stem) in self._sessions
 
     def _evict(self, keep: LoadedSession) -> None:
-        """Least recently used first: dehydrate, and if that is not enough, forget."""
+        """Keep the estimate under the budget, then the real RSS under its bound
+        (`RssBound`), letting go least recently used sessions first; ``keep`` (the
+        session being served) always stays."""
         total = sum(s.memory_cost() for s in self._sessions.values())
-        if total <= self.budget:
-            return
-        freed = False
+        freed = self._free(keep, total - self.budget) if total > self.budget else False
+        bound = self.rss_bound
+        excess = bound.excess(self.budget) if bound is not None else 0
+        if bound is not None and excess > 0:
+            log.debug("RSS %d bytes over its bound: letting sessions go", excess)
+            self._free(keep, excess)
+            bound.acted()
+        elif freed:
+            self.after_eviction()
+
+    def _free(self, keep: LoadedSession, need: int) -> bool:
+        """Dehydrate, and if that is not enough forget, least recently used sessions
+        until their estimated cost freed reaches ``need``. True if any was let go."""
+        freed = 0
         for forget in (False, True):
             for key in list(self._sessions):
-                if total <= self.budget:
-                    break
+                if freed >= need:
+                    return freed > 0
                 session = self._sessions[key]
                 if session is keep or session.lock.locked() or session.pinned_leaf is not None:
                     continue
@@ -331,7 +349,5 @@ class SessionCache:
                     for listener in self.dehydrate_listeners:
                         listener(session)
                     session.dehydrate()
-                total -= before - (0 if forget else session.memory_cost())
-                freed = True
-        if freed:
-            self.after_eviction()
+                freed += before - (0 if forget else session.memory_cost())
+        return freed > 0

@@ -1,0 +1,103 @@
+"""The session cache's bound on the process's real RSS (`RssBound`), with a fake RSS
+reader and clock: least recently used sessions go for at least the excess, the one
+being served stays, memory is released once, and nothing more happens while it settles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import trio
+
+from sessionfs.view.agent_index import AgentIndex
+from sessionfs.view.rss_bound import SETTLE, RssBound
+from sessionfs.view.session_cache import SessionCache
+
+MB = 1024 * 1024
+BASELINE = 50 * MB
+SLACK = 10 * MB
+
+
+def write_sessions(agent: Path, count: int, entries: int = 300) -> None:
+    project = agent / "sessions" / "p"
+    project.mkdir(parents=True)
+    for n in range(count):
+        header = {"type": "session", "version": 3, "id": f"s{n}", "timestamp": "t", "cwd": "/"}
+        lines = [header] + [
+            {
+                "type": "message",
+                "id": f"{i:08x}",
+                "parentId": f"{i - 1:08x}" if i else None,
+                "timestamp": "2026-01-01T00:00:00.000Z",
+                "message": {"role": "user", "content": f"message {i}", "timestamp": 0},
+            }
+            for i in range(entries)
+        ]
+        (project / f"s{n}.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+
+
+class FakeProcess:
+    """An RSS reading and a clock the test sets; counts the releases."""
+
+    def __init__(self) -> None:
+        self.rss = BASELINE
+        self.now = 100.0
+        self.releases = 0
+
+    def release(self) -> None:
+        self.releases += 1
+
+    def bound(self) -> RssBound:
+        return RssBound(lambda: self.rss, self.release, slack=SLACK, clock=lambda: self.now)
+
+
+def parsed(cache: SessionCache) -> list[str]:
+    return [s.ref.stem for s in cache.loaded() if s.manager is not None]
+
+
+def test_sessions_go_least_recent_first_for_the_excess(tmp_path: Path) -> None:
+    write_sessions(tmp_path, 6)
+    process = FakeProcess()
+    budget = 1024 * MB  # the estimate alone would keep all of them
+    cache = SessionCache(AgentIndex(tmp_path), budget, rss_bound=process.bound())
+    assert cache.rss_bound is not None and cache.rss_bound.baseline == BASELINE
+    limit = budget + BASELINE + SLACK
+
+    async def scenario() -> None:
+        for n in range(4):
+            await cache.get("p", f"s{n}")
+        assert parsed(cache) == ["s0", "s1", "s2", "s3"] and process.releases == 0
+        one = (await cache.get("p", "s0")).memory_cost()  # s0 is now the most recent
+        process.rss = limit + one + 1  # just over one session's worth
+        served = await cache.get("p", "s4")
+        assert served.manager is not None
+        assert parsed(cache) == ["s3", "s0", "s4"]  # s1 and s2 went (LRU), not s0
+        assert process.releases == 1
+        process.rss = limit * 2  # still over, but settling: no further eviction
+        await cache.get("p", "s5")
+        assert len(parsed(cache)) == 4 and process.releases == 1
+        process.now += SETTLE
+        served = await cache.get("p", "s1")  # dehydrated: parsed again to be used
+        await cache.run(served, lambda: None)  # far over: all but the served one go
+        assert parsed(cache) == ["s1"] and process.releases == 2
+        process.now += SETTLE
+        process.rss = limit  # at the limit: nothing happens
+        await cache.run(await cache.get("p", "s2"), lambda: None)
+        assert parsed(cache) == ["s1", "s2"] and process.releases == 2
+
+    trio.run(scenario)
+
+
+def test_an_unknown_rss_never_evicts(tmp_path: Path) -> None:
+    write_sessions(tmp_path, 3)
+    releases: list[int] = []
+    bound = RssBound(lambda: None, lambda: releases.append(1))
+    assert bound.baseline == 0
+    cache = SessionCache(AgentIndex(tmp_path), 1024 * MB, rss_bound=bound)
+
+    async def scenario() -> None:
+        for n in range(3):
+            await cache.get("p", f"s{n}")
+
+    trio.run(scenario)
+    assert len(parsed(cache)) == 3 and not releases
