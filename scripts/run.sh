@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # The README's main job (`make run`): mount the agent dir at MOUNTPOINT in the
-# background and say what to try. Mounts the user's agent dir ($PI_CODING_AGENT_DIR or
-# ~/.xcsh/agent) when it exists; otherwise generates a demo agent dir once, with the
-# core engine (contrib/demo.py), under the platformdirs user data dir, and mounts that.
+# background and say what to try. Mounts the user's agent dir (found by the agents' own
+# rules) when it has sessions; otherwise generates a demo agent dir once, with the core
+# engine (contrib/demo.py), under the platformdirs user data dir, and mounts that.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MOUNTPOINT=${1:-$PWD/mnt}
 PY=.venv/bin/python
 
-agent_dir=${PI_CODING_AGENT_DIR:-$HOME/.xcsh/agent}
+# The agents' own rules (PI_CODING_AGENT_DIR, PI_CONFIG_DIR, $XDG_DATA_HOME/xcsh), from core.
+agent_dir=$("$PY" -c 'from core import paths; print(paths.default_agent_dir())')
+sessions_dir=$("$PY" -c 'from core import paths; print(paths.sessions_root())')
 what="your agent dir"
-if [ ! -d "$agent_dir" ]; then
+if [ ! -d "$sessions_dir" ]; then
   data_dir=$("$PY" -c 'import platformdirs; print(platformdirs.user_data_dir("sessionfs"))')
   agent_dir="$data_dir/demo-agent"
-  what="a demo agent dir (no agent dir at ${PI_CODING_AGENT_DIR:-~/.xcsh/agent})"
+  what="a demo agent dir (no sessions at $sessions_dir)"
   if [ ! -d "$agent_dir/sessions" ]; then
     echo "run: generating a demo agent dir in $agent_dir" >&2
     "$PY" contrib/demo.py "$agent_dir" >/dev/null
@@ -41,7 +43,8 @@ Try:
   cat $MOUNTPOINT/recent/1/transcript.md
   cat $MOUNTPOINT/recent/1/tree.txt     # '*' marks the current path
   readlink $MOUNTPOINT/recent/1/leaf
-  grep -rl middleware $MOUNTPOINT/sessions/
+  grep -rl middleware $MOUNTPOINT/transcripts/   # every conversation, one file each
+  cat "$MOUNTPOINT/search/redirect loop"          # full-text search, newest first
   cat $MOUNTPOINT/history/recent.txt
   cat $MOUNTPOINT/README.md             # the manual of the mount
 

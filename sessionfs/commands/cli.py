@@ -35,7 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--agent-dir",
         type=Path,
         default=None,
-        help="the agent dir (default: $PI_CODING_AGENT_DIR or ~/.xcsh/agent)",
+        help="the agent dir (default: the agents' own: $PI_CODING_AGENT_DIR, else "
+        "~/$PI_CONFIG_DIR/agent or ~/.xcsh/agent; sessions under $XDG_DATA_HOME/xcsh "
+        "when that exists)",
     )
     mount.add_argument("--foreground", "-f", action="store_true", help="do not daemonise")
     mount.add_argument("--read-only", action="store_true", help="refuse every write (EROFS)")
