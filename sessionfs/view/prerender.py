@@ -366,9 +366,10 @@ def exit_with(daemon_pid: int) -> None:
 
 
 def _validate_current(cache: RenderCache, path: Path, key: str) -> CachedRender | None:
-    """The record of ``path`` as it is now, from its cache file, if valid."""
+    """The record of ``path`` as it is now, from its cache file, if valid; the kernel
+    starts reading a valid one's transcript (read-ahead: grep reads it next)."""
     identity = _current(path)
-    return cache.validate(key, identity) if identity is not None else None
+    return cache.validate(key, identity, prefetch=True) if identity is not None else None
 
 
 def _current(path: Path) -> FileIdentity | None:

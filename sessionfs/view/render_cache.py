@@ -121,16 +121,22 @@ class RenderCache:
         digest = hashlib.sha256(os.fsencode(key)).hexdigest()[:40]
         return self.root / digest
 
-    def validate(self, key: str, identity: FileIdentity) -> CachedRender | None:
+    def validate(
+        self, key: str, identity: FileIdentity, prefetch: bool = False
+    ) -> CachedRender | None:
         """The record for ``identity`` if the cache file has it, intact as far as its
-        head and length tell (one small read; see the module doc)."""
+        head and length tell (one small read; see the module doc). ``prefetch``: the
+        transcript is about to be read, so the kernel starts reading it all now."""
         path = self.path_for(key)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             return None
         try:
-            return _validate_open(fd, path, key, identity)
+            record = _validate_open(fd, path, key, identity)
+            if record is not None and prefetch:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+            return record
         except OSError:
             return None
         finally:

@@ -310,9 +310,10 @@ class SessionCache:
     def loaded(self) -> list[LoadedSession]:
         return list(self._sessions.values())
 
-    def is_loaded(self, project: str, stem: str) -> bool:
-        """Whether the session is in the cache at all (hydrated or not; no I/O)."""
-        return (project, stem) in self._sessions
+    def peek(self, project: str, stem: str) -> LoadedSession | None:
+        """The session if it is in the cache (hydrated or not), as it is: no I/O, no
+        freshness check, no change to its LRU place."""
+        return self._sessions.get((project, stem))
 
     def _evict(self, keep: LoadedSession) -> None:
         """Keep the estimate under the budget, then the real RSS under its bound

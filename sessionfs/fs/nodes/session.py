@@ -107,12 +107,20 @@ class RenderedFile(InSession, FileNode):
         return recorded if recorded is not None else await super().stat()
 
     def unloaded_file(self) -> tuple[Path, FileIdentity] | None:
-        """The session file and its identity now (one stat) when the session is not
-        loaded in the daemon and the mount keeps renderings of files (the render
-        cache): then sizes come from there, without parsing the session here. A
-        loaded session answers from memory (it may hold a leaf moved through the
-        mount, which the file does not)."""
-        if self.ctx.renders is None or self.ctx.sessions.is_loaded(self.project, self.stem):
+        """The session file and its identity now (one stat) when the mount keeps
+        renderings of files (the render cache) and the daemon holds nothing better:
+        then sizes and bytes come from there, without parsing the session here. A
+        parsed session, one with this rendering in memory, or one holding a leaf moved
+        through the mount (which the file does not have) answers from memory; a
+        dehydrated one has nothing the file lacks."""
+        if self.ctx.renders is None:
+            return None
+        loaded = self.ctx.sessions.peek(self.project, self.stem)
+        if loaded is not None and (
+            loaded.manager is not None
+            or loaded.pinned_leaf is not None
+            or loaded.cached(self.rendering) is not None
+        ):
             return None
         path = session_file(self.ctx.index.sessions_root, self.project, self.stem)
         try:
