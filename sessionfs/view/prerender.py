@@ -137,6 +137,7 @@ class Prerenderer:
         self._listed_at: dict[Path, tuple[list[Path], int]] = {}
         #: paths read-ahead is checking in the cache dir now (set when done)
         self._checking: dict[Path, trio.Event] = {}
+        self._closed = False
         #: sessions parsed by workers, and cache files found valid (ctl shows them)
         self.rendered_count = 0
         self.reused_count = 0
@@ -266,6 +267,7 @@ class Prerenderer:
             self.rendered_count,
             self.reused_count,
         )
+        self._closed = True  # a read-ahead check finishing later starts no new pool
         self._queue.clear()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
@@ -337,6 +339,8 @@ class Prerenderer:
             self._records.popitem(last=False)
 
     def _executor(self) -> ProcessPoolExecutor:
+        if self._closed:
+            raise RuntimeError("the render workers are stopped")
         if self._pool is None:
             # spawn: a fresh interpreter, never a fork of a process with threads
             self._pool = ProcessPoolExecutor(

@@ -7,12 +7,13 @@ import os
 from pathlib import Path
 
 import pytest
+import trio
 from support.agent_messages import make_session, user
 
 from core.manager import SessionManager
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.loaded_session import LoadedSession, open_browse
-from sessionfs.view.prerender import RenderFailed, render_transcript
+from sessionfs.view.prerender import Prerenderer, RenderFailed, render_transcript
 from sessionfs.view.render_cache import FileIdentity, RenderCache
 
 
@@ -130,3 +131,31 @@ def test_a_meta_larger_than_the_first_read_is_read_whole(tmp_path: Path) -> None
     cache.store("k", identity, sizes, b"abc")
     record = cache.validate("k", identity)
     assert record is not None and record.sizes == sizes and record.data_offset > 4096
+
+
+def test_the_daemon_validates_a_kept_cache_file_without_a_worker(tmp_path: Path) -> None:
+    """After a remount: read-ahead and a direct look both find a valid cache file in a
+    daemon thread; no worker process is started."""
+    sessions_root = tmp_path / "agent" / "sessions"
+    first = make_session(tmp_path / "agent")
+    second = first.with_name("second.jsonl")
+    second.write_bytes(first.read_bytes())
+    root = tmp_path / "cache"
+    for path in (first, second):
+        key = str(path.relative_to(sessions_root))
+        assert render_transcript(str(path), key, str(root), want_bytes=False).rendered
+
+    async def scenario() -> None:
+        renders = Prerenderer(sessions_root, root)
+        try:
+            renders.read_ahead([first])
+            record = await renders.validated(first, identity_of(first))  # waits for it
+            assert record is not None and renders.known(first, identity_of(first)) == record
+            direct = await renders.validated(second, identity_of(second))
+            assert direct is not None and direct.transcript_size > 0
+            assert renders.reused_count == 2 and renders.rendered_count == 0
+            assert renders._pool is None  # no worker was needed
+        finally:
+            renders.close()
+
+    trio.run(scenario)
