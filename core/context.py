@@ -54,7 +54,38 @@ def empty_context() -> dict[str, Any]:
 
 
 def path_to_root(leaf_id: str | None, by_id: Mapping[str, Entry]) -> list[Entry]:
-    """Entries from the root down to ``leaf_id``; stops at a revisited id (cycles)."""
+    """Entries from the root down to ``leaf_id``; stops at a revisited id (cycles).
+
+    ``by_id`` maps each entry's id to that entry, as every index of entries here does."""
+    path = _walk_up(leaf_id, by_id)
+    path.reverse()
+    return path
+
+
+def _walk_up(leaf_id: str | None, by_id: Mapping[str, Entry]) -> list[Entry]:
+    """``path_to_root`` leaf first. The common case skips the set of seen ids: a walk
+    that meets an entry twice never ends, so one that ends within ``len(by_id)`` steps
+    met every entry once. Only a longer walk (a parent cycle) or a parentId that cannot
+    be a key pays for the checked walk."""
+    get = by_id.get
+    current = get(leaf_id) if isinstance(leaf_id, str) else None
+    path: list[Entry] = []
+    append = path.append
+    try:
+        for _ in range(len(by_id)):
+            if current is None:
+                return path
+            append(current)
+            current = get(current.get("parentId"))  # type: ignore[arg-type]
+    except TypeError:  # an unhashable parentId (a damaged file)
+        pass
+    if current is None:
+        return path
+    return _walk_up_checked(leaf_id, by_id)
+
+
+def _walk_up_checked(leaf_id: str | None, by_id: Mapping[str, Entry]) -> list[Entry]:
+    """Leaf first, stopping at a revisited or non-string id or parentId."""
     path: list[Entry] = []
     seen: set[str] = set()
     current = by_id.get(leaf_id) if isinstance(leaf_id, str) else None
@@ -66,7 +97,6 @@ def path_to_root(leaf_id: str | None, by_id: Mapping[str, Entry]) -> list[Entry]
         path.append(current)
         parent_id = current.get("parentId")
         current = by_id.get(parent_id) if isinstance(parent_id, str) else None
-    path.reverse()
     return path
 
 
@@ -139,16 +169,48 @@ def _model_of_change(entry: Entry) -> str | None:
     return None
 
 
-def _service_tier(entry: Entry, context: dict[str, Any]) -> None:
+def _apply_model_change(entry: Entry, models: dict[str, str]) -> None:
+    model = _model_of_change(entry)
+    if model is not None:
+        role = entry.get("role")
+        models[role if isinstance(role, str) else "default"] = model
+
+
+def _assistant_model(message: dict[str, Any]) -> str:
+    return f"{message.get('provider')}/{message.get('model')}"
+
+
+Rules = dict[str, None]  # the injected TTSR rules seen so far, in first-seen order
+
+
+def _thinking_level(entry: Entry, context: dict[str, Any], rules: Rules) -> None:
+    level = entry.get("thinkingLevel")
+    context["thinkingLevel"] = level if level is not None else "off"
+
+
+def _ttsr_injection(entry: Entry, context: dict[str, Any], rules: Rules) -> None:
+    injected = entry.get("injectedRules")
+    if isinstance(injected, list):
+        for rule in injected:
+            if isinstance(rule, str):
+                rules.setdefault(rule, None)
+
+
+def _mode(entry: Entry, context: dict[str, Any], rules: Rules) -> None:
+    context["mode"] = entry.get("mode", "none")
+    context["modeData"] = entry.get("data")
+
+
+def _service_tier(entry: Entry, context: dict[str, Any], rules: Rules) -> None:
     context["serviceTier"] = entry.get("serviceTier")  # null clears
 
 
-def _platform_context(entry: Entry, context: dict[str, Any]) -> None:
+def _platform_context(entry: Entry, context: dict[str, Any], rules: Rules) -> None:
     context["activeContextName"] = entry.get("contextName")
     context["activeContextTenant"] = entry.get("tenant")
 
 
-def _mcp_selection(entry: Entry, context: dict[str, Any]) -> None:
+def _mcp_selection(entry: Entry, context: dict[str, Any], rules: Rules) -> None:
     names = entry.get("selectedToolNames")
     context["selectedMCPToolNames"] = (
         [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
@@ -156,76 +218,104 @@ def _mcp_selection(entry: Entry, context: dict[str, Any]) -> None:
     context["hasPersistedMCPToolSelection"] = True
 
 
-#: State entries of the newer agents (spec section 13) -> how each sets the context.
-_NEWER_STATE: Final = {
+#: State entries other than model changes -> how each sets the context (the last ones
+#: are the newer agents', spec section 13).
+_STATE_SETTERS: Final = {
+    "thinking_level_change": _thinking_level,
+    "ttsr_injection": _ttsr_injection,
+    "mode_change": _mode,
     "service_tier_change": _service_tier,
     "context_change": _platform_context,
     "mcp_tool_selection": _mcp_selection,
 }
 
-
-def _collect_state(path: Sequence[Entry], context: dict[str, Any]) -> int | None:
-    """Fill the state fields; return the index of the latest compaction on the path."""
-    models: dict[str, str] = context["models"]
-    rules: dict[str, None] = {}
-    compaction_index: int | None = None
-    for index, entry in enumerate(path):
-        kind = entry.get("type")
-        if kind == "thinking_level_change":
-            level = entry.get("thinkingLevel")
-            context["thinkingLevel"] = level if level is not None else "off"
-        elif kind == "model_change":
-            model = _model_of_change(entry)
-            if model is not None:
-                role = entry.get("role")
-                models[role if isinstance(role, str) else "default"] = model
-        elif kind == "message":
-            message = entry.get("message")
-            if isinstance(message, dict) and message.get("role") == "assistant":
-                provider, model_name = message.get("provider"), message.get("model")
-                if provider is not None and model_name is not None:
-                    models["default"] = f"{provider}/{model_name}"
-        elif kind == "ttsr_injection":
-            injected = entry.get("injectedRules")
-            if isinstance(injected, list):
-                for rule in injected:
-                    if isinstance(rule, str):
-                        rules.setdefault(rule, None)
-        elif kind == "mode_change":
-            context["mode"] = entry.get("mode", "none")
-            context["modeData"] = entry.get("data")
-        elif kind in _NEWER_STATE:
-            _NEWER_STATE[kind](entry, context)
-        elif kind == "compaction":
-            compaction_index = index
-    context["injectedTtsrRules"] = list(rules)
-    return compaction_index
+#: Entry types besides "message" whose entries may put a message in the context.
+_MADE_MESSAGE_KINDS: Final = ("custom_message", "branch_summary")
 
 
-def _message_pairs(
-    path: Sequence[Entry], compaction_index: int | None
-) -> list[tuple[Entry, dict[str, Any]]]:
-    """Each context message with the path entry it comes from, in context order: the
-    latest compaction's summary first, then the kept tail and what follows it."""
-    if compaction_index is None:
-        visible: Sequence[Entry] = path
-        pairs: list[tuple[Entry, dict[str, Any]]] = []
-    else:
-        compaction = path[compaction_index]
-        first_kept = compaction.get("firstKeptEntryId")
-        kept_start = next(
-            (i for i in range(compaction_index) if path[i].get("id") == first_kept),
-            compaction_index,  # not on the path: keep nothing from before the compaction
-        )
-        if openai_remote_payload(compaction) is not None:
-            kept_start = compaction_index  # the provider's history replaces the kept tail
-        visible = [*path[kept_start:compaction_index], *path[compaction_index + 1 :]]
-        pairs = [(compaction, _compaction_message(compaction))]
-    for entry in visible:
+def _kept_start(path: Sequence[Entry], compaction_index: int) -> int:
+    """Where the kept tail before the compaction at ``compaction_index`` starts: its
+    ``firstKeptEntryId`` (ids on a path are distinct, so searching back from the
+    compaction finds the same entry as from the root), else the compaction itself."""
+    compaction = path[compaction_index]
+    if openai_remote_payload(compaction) is not None:
+        return compaction_index  # the provider's history replaces the kept tail
+    first_kept = compaction.get("firstKeptEntryId")
+    for index in range(compaction_index - 1, -1, -1):
+        if path[index].get("id") == first_kept:
+            return index
+    return compaction_index  # not on the path: keep nothing from before the compaction
+
+
+def _restart_at_compaction(
+    path: Sequence[Entry],
+    compaction_index: int,
+    messages: list[dict[str, Any]],
+    sources: list[Entry] | None,
+) -> None:
+    """Replace what ``messages`` (and ``sources``) hold by the compaction's summary and
+    its kept tail: everything before it is out of the context from now on."""
+    compaction = path[compaction_index]
+    messages[:] = [_compaction_message(compaction)]
+    if sources is not None:
+        sources[:] = [compaction]
+    for entry in path[_kept_start(path, compaction_index) : compaction_index]:
         message = _message_of(entry)
         if message is not None:
-            pairs.append((entry, message))
-    return pairs
+            messages.append(message)
+            if sources is not None:
+                sources.append(entry)
+
+
+def _gather(
+    path: Sequence[Entry], context: dict[str, Any], sources: list[Entry] | None = None
+) -> list[dict[str, Any]]:
+    """One pass root->leaf: set the state fields of ``context`` and return the context
+    messages (the latest compaction's summary first, then the kept tail and what
+    follows it). With ``sources``, the entry behind each message is appended to it.
+
+    Messages are shared with the entries, not copied, as the agents do. The hot case
+    (a "message" entry) touches only locals; an assistant message's model goes into
+    ``models`` once, when a model change or the end of the path needs it."""
+    models: dict[str, str] = context["models"]
+    rules: Rules = {}
+    messages: list[dict[str, Any]] = []
+    add = messages.append
+    setters = _STATE_SETTERS
+    assistant: dict[str, Any] | None = None  # latest naming its model, not yet in models
+    for index, entry in enumerate(path):
+        kind = entry.get("type")
+        if kind == "message":
+            message = entry.get("message")
+            if isinstance(message, dict):
+                add(message)
+                if sources is not None:
+                    sources.append(entry)
+                if (
+                    message.get("role") == "assistant"
+                    and message.get("provider") is not None
+                    and message.get("model") is not None
+                ):
+                    assistant = message
+        elif kind == "model_change":
+            if assistant is not None:
+                models["default"] = _assistant_model(assistant)
+                assistant = None
+            _apply_model_change(entry, models)
+        elif kind == "compaction":
+            _restart_at_compaction(path, index, messages, sources)
+        elif kind in _MADE_MESSAGE_KINDS:
+            made = _message_of(entry)
+            if made is not None:
+                add(made)
+                if sources is not None:
+                    sources.append(entry)
+        elif isinstance(kind, str) and kind in setters:
+            setters[kind](entry, context, rules)
+    if assistant is not None:
+        models["default"] = _assistant_model(assistant)
+    context["injectedTtsrRules"] = list(rules)
+    return messages
 
 
 def _leaf_path(
@@ -253,13 +343,14 @@ def build_session_context(
     plus the newer agents' ``serviceTier``, ``activeContextName``,
     ``activeContextTenant``, ``selectedMCPToolNames``, ``hasPersistedMCPToolSelection``.
 
-    ``entries`` are the session's entries without the header, in file order.
+    ``entries`` are the session's entries without the header, in file order. The
+    messages are the entries' own message dicts where an entry holds one (shared, as
+    the agents share them): copy before changing one.
     """
     context = empty_context()
     path = _leaf_path(entries, leaf_id, by_id)
     if path:
-        compaction_index = _collect_state(path, context)
-        context["messages"] = [message for _, message in _message_pairs(path, compaction_index)]
+        context["messages"] = _gather(path, context)
     return context
 
 
@@ -270,8 +361,8 @@ def context_sources(
 ) -> list[Entry]:
     """The entry behind each message of ``build_session_context(...)`` with the same
     arguments, in the same order (a compaction entry stands for its summary)."""
+    sources: list[Entry] = []
     path = _leaf_path(entries, leaf_id, by_id)
-    compaction_index = next(
-        (i for i in range(len(path) - 1, -1, -1) if path[i].get("type") == "compaction"), None
-    )
-    return [entry for entry, _ in _message_pairs(path, compaction_index)]
+    if path:
+        _gather(path, empty_context(), sources)
+    return sources
