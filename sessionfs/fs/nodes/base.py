@@ -86,14 +86,16 @@ class CacheTier:
 #             attributes are invalidated as soon as the change is seen.
 # VOLATILE  - ctl, history files, symlinks and the per-session dirs: change at any
 #             moment; direct_io makes every read current.
-# DROPBOX   - files being written into append/: never cached at all, so once closed
-#             the name is gone again (append/ always lists empty) and the next file
-#             of the same name is a new create, not an open of a stale inode.
+# DROPBOX   - files being written into append/: their name is never cached, so once
+#             closed the name is gone again (append/ always lists empty) and the next
+#             file of the same name is a new create, not an open of a stale inode. The
+#             open file's attributes may be kept: a writer's fstat (Python's open()
+#             does one) then costs no round trip.
 IMMUTABLE = CacheTier("immutable", 3600.0, 3600.0, keep_cache=True, direct_io=False)
 STATIC = CacheTier("static", 1.0, 1.0, keep_cache=False, direct_io=False)
 RENDERED = CacheTier("rendered", 1.0, 0.5, keep_cache=True, direct_io=False)
 VOLATILE = CacheTier("volatile", 1.0, 0.5, keep_cache=False, direct_io=True)
-DROPBOX = CacheTier("dropbox", 0.0, 0.0, keep_cache=False, direct_io=True)
+DROPBOX = CacheTier("dropbox", 0.0, 1.0, keep_cache=False, direct_io=True)
 
 
 @dataclass(frozen=True, slots=True)
