@@ -7,8 +7,10 @@ issue-11 bench measured 387 MB at ``--cache-mb 256``). So after each load and ea
 the cache also reads the process's real RSS (``/proc/self/statm``: one small read) and,
 while it exceeds budget + the daemon's own baseline (measured when the mount starts) +
 a slack, evicts least recently used sessions for at least the excess and gives the freed
-heap back at once (``malloc_trim``). After acting it lets the trim settle before
-judging again, so one overshoot never empties the whole cache.
+heap back at once (``malloc_trim``). What is still resident right after that (allocator
+fragmentation can keep pages that no session uses) becomes the floor for the next
+action: the cache acts again only when RSS grows past it (new use), so a floor it cannot
+get under never makes every access empty the cache. A reading under the limit resets it.
 
 No pyfuse3 or trio here: the daemon passes in its reader and release function
 (`sessionfs.fs.memory`).
@@ -16,7 +18,6 @@ No pyfuse3 or trio here: the daemon passes in its reader and release function
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -25,8 +26,6 @@ __all__ = ["RSS_SLACK", "RssBound"]
 #: Room above budget + baseline for what the daemon holds besides parsed sessions and
 #: grows with use (inode table, listings, render records, thread stacks).
 RSS_SLACK = 32 * 1024 * 1024
-#: Seconds after an RSS-driven eviction before RSS is judged again.
-SETTLE = 1.0
 
 
 @dataclass
@@ -38,10 +37,10 @@ class RssBound:
     #: hands freed heap pages back to the OS now (not rate-limited)
     release: Callable[[], None]
     slack: int = RSS_SLACK
-    clock: Callable[[], float] = time.monotonic
     #: resident bytes when the bound was made (the daemon before any session)
     baseline: int = field(init=False)
-    _acted_at: float | None = field(init=False, default=None)
+    #: RSS right after the last action, when that was still over the limit
+    _floor: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         self.baseline = self.read_rss() or 0
@@ -50,15 +49,19 @@ class RssBound:
         return budget + self.baseline + self.slack
 
     def excess(self, budget: int) -> int:
-        """Bytes to free now (0: within the limit, unknown, or still settling)."""
-        if self._acted_at is not None and self.clock() - self._acted_at < SETTLE:
-            return 0
+        """Bytes over the limit to free now (0: within it, unknown, or not grown past
+        what the last action could not get rid of)."""
         rss = self.read_rss()
         if rss is None:
             return 0
-        return max(0, rss - self.limit(budget))
+        limit = self.limit(budget)
+        if rss <= limit:
+            self._floor = 0
+            return 0
+        return rss - limit if rss > self._floor else 0
 
     def acted(self) -> None:
-        """Sessions were let go for the excess: release their memory and settle."""
+        """Sessions were let go for the excess: release their memory now and note
+        what stays resident."""
         self.release()
-        self._acted_at = self.clock()
+        self._floor = self.read_rss() or 0

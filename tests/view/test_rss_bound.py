@@ -1,6 +1,7 @@
 """The session cache's bound on the process's real RSS (`RssBound`), with a fake RSS
-reader and clock: least recently used sessions go for at least the excess, the one
-being served stays, memory is released once, and nothing more happens while it settles."""
+reader: least recently used sessions go for at least the excess, the one being served
+stays, memory is released at once, and what the release could not give back is not
+chased again until RSS grows past it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import orjson
 import trio
 
 from sessionfs.view.agent_index import AgentIndex
-from sessionfs.view.rss_bound import SETTLE, RssBound
+from sessionfs.view.rss_bound import RssBound
 from sessionfs.view.session_cache import SessionCache
 
 MB = 1024 * 1024
@@ -37,18 +38,21 @@ def write_sessions(agent: Path, count: int, entries: int = 300) -> None:
 
 
 class FakeProcess:
-    """An RSS reading and a clock the test sets; counts the releases."""
+    """An RSS reading the test sets; a release counts, and leaves ``after_release``
+    resident (what fragmentation keeps) when that is set."""
 
     def __init__(self) -> None:
         self.rss = BASELINE
-        self.now = 100.0
+        self.after_release: int | None = None
         self.releases = 0
 
     def release(self) -> None:
         self.releases += 1
+        if self.after_release is not None:
+            self.rss = self.after_release
 
     def bound(self) -> RssBound:
-        return RssBound(lambda: self.rss, self.release, slack=SLACK, clock=lambda: self.now)
+        return RssBound(lambda: self.rss, self.release, slack=SLACK)
 
 
 def parsed(cache: SessionCache) -> list[str]:
@@ -63,27 +67,32 @@ def test_sessions_go_least_recent_first_for_the_excess(tmp_path: Path) -> None:
     assert cache.rss_bound is not None and cache.rss_bound.baseline == BASELINE
     limit = budget + BASELINE + SLACK
 
+    async def use(stem: str) -> None:
+        session = await cache.get("p", stem)
+        await cache.run(session, lambda: None)  # parsed again if it was dehydrated
+
     async def scenario() -> None:
         for n in range(4):
-            await cache.get("p", f"s{n}")
+            await use(f"s{n}")
         assert parsed(cache) == ["s0", "s1", "s2", "s3"] and process.releases == 0
         one = (await cache.get("p", "s0")).memory_cost()  # s0 is now the most recent
         process.rss = limit + one + 1  # just over one session's worth
-        served = await cache.get("p", "s4")
-        assert served.manager is not None
+        process.after_release = limit + MB  # fragmentation keeps 1 MB over the limit
+        await use("s4")
         assert parsed(cache) == ["s3", "s0", "s4"]  # s1 and s2 went (LRU), not s0
         assert process.releases == 1
-        process.rss = limit * 2  # still over, but settling: no further eviction
-        await cache.get("p", "s5")
-        assert len(parsed(cache)) == 4 and process.releases == 1
-        process.now += SETTLE
-        served = await cache.get("p", "s1")  # dehydrated: parsed again to be used
-        await cache.run(served, lambda: None)  # far over: all but the served one go
+        await use("s5")  # still over, but not grown past what the release left
+        assert parsed(cache) == ["s3", "s0", "s4", "s5"] and process.releases == 1
+        process.rss = limit * 2  # grown far past it: all but the served one go
+        process.after_release = None
+        await use("s1")
         assert parsed(cache) == ["s1"] and process.releases == 2
-        process.now += SETTLE
-        process.rss = limit  # at the limit: nothing happens
-        await cache.run(await cache.get("p", "s2"), lambda: None)
+        process.rss = limit  # at the limit: nothing happens, the floor is forgotten
+        await use("s2")
         assert parsed(cache) == ["s1", "s2"] and process.releases == 2
+        process.rss = limit + 1
+        await use("s3")
+        assert parsed(cache) == ["s2", "s3"] and process.releases == 3
 
     trio.run(scenario)
 
