@@ -267,6 +267,23 @@ def _restart_at_compaction(
                 sources.append(entry)
 
 
+def _latest_assistant(path: Sequence[Entry], start: int, stop: int) -> dict[str, Any] | None:
+    """The last assistant message in ``path[start:stop]`` that names its model."""
+    for index in range(stop - 1, start - 1, -1):
+        entry = path[index]
+        if entry.get("type") != "message":
+            continue
+        message = entry.get("message")
+        if (
+            isinstance(message, dict)
+            and message.get("role") == "assistant"
+            and message.get("provider") is not None
+            and message.get("model") is not None
+        ):
+            return message
+    return None
+
+
 def _gather(
     path: Sequence[Entry], context: dict[str, Any], sources: list[Entry] | None = None
 ) -> list[dict[str, Any]]:
@@ -275,14 +292,16 @@ def _gather(
     follows it). With ``sources``, the entry behind each message is appended to it.
 
     Messages are shared with the entries, not copied, as the agents do. The hot case
-    (a "message" entry) touches only locals; an assistant message's model goes into
-    ``models`` once, when a model change or the end of the path needs it."""
+    (a "message" entry) does not look inside the message: which assistant message last
+    named the model is looked up backwards, only where a model change or the end of
+    the path needs it (the result, key order of ``models`` included, is the same as
+    setting it at every assistant message)."""
     models: dict[str, str] = context["models"]
     rules: Rules = {}
     messages: list[dict[str, Any]] = []
     add = messages.append
     setters = _STATE_SETTERS
-    assistant: dict[str, Any] | None = None  # latest naming its model, not yet in models
+    unscanned = 0  # assistant messages before this index are in `models` already
     for index, entry in enumerate(path):
         kind = entry.get("type")
         if kind == "message":
@@ -291,16 +310,11 @@ def _gather(
                 add(message)
                 if sources is not None:
                     sources.append(entry)
-                if (
-                    message.get("role") == "assistant"
-                    and message.get("provider") is not None
-                    and message.get("model") is not None
-                ):
-                    assistant = message
         elif kind == "model_change":
+            assistant = _latest_assistant(path, unscanned, index)
             if assistant is not None:
                 models["default"] = _assistant_model(assistant)
-                assistant = None
+            unscanned = index + 1
             _apply_model_change(entry, models)
         elif kind == "compaction":
             _restart_at_compaction(path, index, messages, sources)
@@ -312,6 +326,7 @@ def _gather(
                     sources.append(entry)
         elif isinstance(kind, str) and kind in setters:
             setters[kind](entry, context, rules)
+    assistant = _latest_assistant(path, unscanned, len(path))
     if assistant is not None:
         models["default"] = _assistant_model(assistant)
     context["injectedTtsrRules"] = list(rules)

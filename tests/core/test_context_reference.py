@@ -216,3 +216,23 @@ def test_a_long_cycle_still_ends_and_keeps_every_entry_once() -> None:
     path = path_to_root("999", by_id)
     assert [e["id"] for e in path] == [str(i) for i in range(1000)]
     assert len(build_session_context(ring)["messages"]) == 1000
+
+
+def test_the_default_model_is_the_latest_of_assistants_and_changes_in_key_order() -> None:
+    def chain(*bodies: Entry) -> list[Entry]:
+        return [{"id": f"{i}", "parentId": f"{i - 1}" if i else None, "timestamp": T, **b}
+                for i, b in enumerate(bodies)]
+
+    said = {"type": "message", "message": {"role": "assistant", "provider": "a", "model": "1"}}
+    user = {"type": "message", "message": {"role": "user", "content": "u"}}
+    cases = [
+        chain(said, {"type": "model_change", "model": "x/2"}, {"type": "model_change",
+              "model": "s/3", "role": "smol"}, user),
+        chain({"type": "model_change", "model": "s/3", "role": "smol"}, said, user),
+        chain(said, {"type": "model_change", "model": "s/3", "role": "smol"}, said, user),
+        chain({"type": "model_change", "model": "x/2"}, said, {"type": "model_change"}),
+    ]
+    for entries in cases:
+        context = build_session_context(entries)
+        expected, _ = reference_context(entries, UNSET)
+        assert list(context["models"].items()) == list(expected["models"].items())
