@@ -88,13 +88,8 @@ def release_free_memory_now() -> None:
 
 def release_free_memory() -> None:
     """Give freed heap pages back to the OS (rate-limited; cheap when nothing is free)."""
-    global _last_trim
-    libc = _load_libc()
-    now = time.monotonic()
-    if libc is None or not hasattr(libc, "malloc_trim") or now - _last_trim < TRIM_INTERVAL:
-        return
-    _last_trim = now
-    libc.malloc_trim(0)
+    if time.monotonic() - _last_trim >= TRIM_INTERVAL:
+        release_free_memory_now()
 
 
 def process_rss_bound() -> RssBound:

@@ -18,6 +18,7 @@ from support.agent_messages import assistant, user
 from support.mount import Mount, MountFactory
 
 from core.manager import SessionManager
+from sessionfs.fs.nodes.transcripts import _read_if_cached
 
 pytestmark = pytest.mark.fuse
 
@@ -240,3 +241,15 @@ def test_the_root_ignore_leaves_out_the_duplicate_views(demo_mount: Mount) -> No
         ).stdout.split()
         allowed = ("/transcripts/", "/history/", "/README.md")  # the manual says "user" too
         assert out and all(any(a in p for a in allowed) for p in out), out
+
+
+def test_a_cached_read_never_waits_and_never_reads_short(tmp_path: Path) -> None:
+    path = tmp_path / "cache-file"
+    path.write_bytes(b"0123456789" * 1000)  # just written: in the page cache
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        got = _read_if_cached(fd, 100, 5)
+        assert got is None or got == (b"0123456789" * 11)[5:105]  # None: no RWF_NOWAIT
+        assert _read_if_cached(fd, 100, 9_950) is None  # short (past the end): the slow path
+    finally:
+        os.close(fd)

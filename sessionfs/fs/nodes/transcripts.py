@@ -292,10 +292,30 @@ class CacheFileHandle(OpenFile):
         size = min(size, self.size - offset)
         if size <= 0:
             return b""
+        cached = _read_if_cached(self.fd, size, self.offset + offset)
+        if cached is not None:
+            return cached
         return await trio.to_thread.run_sync(os.pread, self.fd, size, self.offset + offset)
 
     async def release(self) -> None:
         os.close(self.fd)
+
+
+def _read_if_cached(fd: int, size: int, offset: int) -> bytes | None:
+    """The bytes at ``offset`` if all of them are in the page cache (``RWF_NOWAIT``
+    never waits for the disk), else ``None``: read-ahead asked the kernel to load the
+    next transcripts, so a ``grep -r`` mostly reads without a thread hop per 128 KiB."""
+    if _RWF_NOWAIT is None:
+        return None
+    buffer = bytearray(size)
+    try:
+        got = os.preadv(fd, [buffer], offset, _RWF_NOWAIT)
+    except OSError:  # EAGAIN (not all cached), or a file system without RWF_NOWAIT
+        return None
+    return bytes(buffer) if got == size else None
+
+
+_RWF_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
 
 
 def _open_cache_file(record: CachedRender) -> CacheFileHandle | None:
