@@ -783,12 +783,8 @@ class SearchIndex:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.path}{suffix}")
 
-    def _reopen_if_needed(self) -> bool:
-        """Before an update: retry an unavailable index (space may have been freed)."""
-        if self._unavailable is None and self._reader is not None:
-            return True
-        if self.read_only:
-            return False
+    def _close_connections(self) -> None:
+        """Drop both connections (the caller holds the write lock) so the next use reopens."""
         with self._read_lock:
             if self._reader is not None:
                 self._reader.close()
@@ -796,6 +792,14 @@ class SearchIndex:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+    def _reopen_if_needed(self) -> bool:
+        """Before an update: retry an unavailable index (space may have been freed)."""
+        if self._unavailable is None and self._reader is not None:
+            return True
+        if self.read_only:
+            return False
+        self._close_connections()
         self._unavailable = None
         self._open()
         return self._unavailable is None
@@ -849,13 +853,7 @@ class SearchIndex:
             log.exception("search index %s: update failed", self.path)
 
     def _delete_on_reopen(self) -> None:
-        with self._read_lock:
-            if self._reader is not None:
-                self._reader.close()
-                self._reader = None
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        self._close_connections()
         self._delete_files()
 
     def _writer_conn(self) -> sqlite3.Connection:
