@@ -831,7 +831,7 @@ class SearchIndex:
             try:
                 self._update(os.path.abspath(sessions_root), paths, stats)
                 if stats.bytes_read >= _FOLD_LOG_AFTER_BYTES:
-                    self._fold_log()
+                    self._fold_log_locked()
             except Exception as exc:
                 self._update_failed(exc, stats)
         stats.seconds = time.perf_counter() - started
@@ -866,13 +866,18 @@ class SearchIndex:
             self._writer.execute(f"PRAGMA journal_size_limit={_WAL_SIZE_LIMIT}")
         return self._writer
 
-    def _fold_log(self) -> None:
-        """Copy the write-ahead log into the index and shrink it, after an update
-        that wrote a lot. Best effort: a reader mid-query only makes it partial."""
+    def _fold_log_locked(self) -> None:
         conn = self._writer
         if conn is not None:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def fold_log(self) -> None:
+        """Copy the write-ahead log into the index and shrink it (after a big update,
+        or a build made of many small ones). Best effort: a reader mid-query only
+        makes it partial."""
+        with self._write_lock:
+            self._fold_log_locked()
 
     def _update(
         self, root: str, paths: Iterable[str | os.PathLike[str]] | None, stats: UpdateStats

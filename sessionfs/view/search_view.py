@@ -188,6 +188,7 @@ class SearchView:
         stats = self._index.update(self.sessions_root)
         if stats.error is None:
             self._built = True
+            self._index.fold_log()  # many slices: the log grew past the index's own share
             self._count_files()
         return stats
 
