@@ -4,28 +4,23 @@ from __future__ import annotations
 
 import functools
 from importlib import resources
-from typing import Any
 
 import trio
 
 from sessionfs.fs.nodes.base import (
     STATIC,
-    VOLATILE,
     DirNode,
     FileNode,
     Node,
-    OpenFile,
-    allow_truncate_to_zero,
 )
 from sessionfs.fs.nodes.blobs import RootBlobsDir
+from sessionfs.fs.nodes.command_file import CommandFile
 from sessionfs.fs.nodes.history import HistoryDir
-from sessionfs.fs.nodes.in_session import opened_for_writing
 from sessionfs.fs.nodes.index import ByIdDir, RecentDir
 from sessionfs.fs.nodes.mount_paths import describe
 from sessionfs.fs.nodes.search import SearchDir
 from sessionfs.fs.nodes.session import SessionsDir
 from sessionfs.fs.nodes.transcripts import TranscriptsDir
-from sessionfs.fs.nodes.write_handles import LineCommandHandle
 from sessionfs.view.render import status_text
 from sessionfs.writes.session_commands import parse_root_commands, run_root_command
 
@@ -81,14 +76,11 @@ class IgnoreFile(FileNode):
         return ROOT_IGNORE
 
 
-class RootCtl(FileNode):
+class RootCtl(CommandFile):
     """Root ``ctl``: ``new <cwd> [title]`` creates a session on disk at once; reading
     gives the last result (the new session's path in the mount) or error."""
 
     __slots__ = ()
-
-    tier = VOLATILE
-    mode = 0o644
 
     async def content(self) -> bytes:
         search = self.ctx.search.progress.ctl_items() if self.ctx.search is not None else []
@@ -99,14 +91,6 @@ class RootCtl(FileNode):
                 *search,
             ]
         )
-
-    async def open(self, flags: int) -> OpenFile:
-        if not opened_for_writing(flags):
-            return await super().open(flags)
-        return LineCommandHandle(self._run, on_error=self.record_refusal)
-
-    async def setattr(self, attr: Any, fields: Any) -> None:
-        allow_truncate_to_zero(self.display_path(), attr, fields)
 
     async def _run(self, data: bytes) -> None:
         agent_dir = self.ctx.index.agent_dir

@@ -28,6 +28,7 @@ from sessionfs.fs.nodes.base import (
     refuse,
     session_mode_mask,
 )
+from sessionfs.fs.nodes.command_file import CommandFile
 from sessionfs.fs.nodes.entries import EntriesDir, LabelsDir, PathDir, SessionBlobsDir
 from sessionfs.fs.nodes.in_session import (
     RENAME_NOREPLACE,
@@ -37,7 +38,7 @@ from sessionfs.fs.nodes.in_session import (
 )
 from sessionfs.fs.nodes.mount_paths import describe
 from sessionfs.fs.nodes.transcripts import open_transcript, transcript_record
-from sessionfs.fs.nodes.write_handles import BufferedWriteHandle, LineCommandHandle
+from sessionfs.fs.nodes.write_handles import BufferedWriteHandle
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN
 from sessionfs.view.refusal import WriteRejected
@@ -229,15 +230,12 @@ class StatsFile(RenderedFile):
     rendering = "stats.json"
 
 
-class SessionCtl(InSession, FileNode):
+class SessionCtl(InSession, CommandFile):
     """``ctl``: status on read; commands on write, run as each line arrives
     (`sessionfs.writes.session_commands`): ``branch``, ``reset``, ``summary``, ``fork``,
     ``extract``, ``flush``."""
 
     __slots__ = ()
-
-    tier = VOLATILE
-    mode = 0o644
 
     async def listing_stat(self) -> Stat:
         return Stat(0, (await self.session()).mtime_ns, exact=False)
@@ -265,14 +263,6 @@ class SessionCtl(InSession, FileNode):
 
     async def mtime_ns(self) -> int:
         return (await self.session()).mtime_ns
-
-    async def open(self, flags: int) -> OpenFile:
-        if not opened_for_writing(flags):
-            return await super().open(flags)
-        return LineCommandHandle(self._run, on_error=self.record_refusal)
-
-    async def setattr(self, attr: Any, fields: Any) -> None:
-        allow_truncate_to_zero(self.display_path(), attr, fields)
 
     async def _run(self, data: bytes) -> None:
         commands = parse_session_commands(data)
