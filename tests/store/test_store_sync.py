@@ -36,12 +36,33 @@ from store_helpers import (
 from core.rewrite import rewrite_file
 from core.storage import FileSessionStorage
 from sessionfs.store.client import AlreadyExists
+from sessionfs.store.mirror import StoreMirror
 
 SHARED_BLOB = b"a screenshot both machines attached" * 40
 
 
 def _session_files(agent: Path) -> list[Path]:
     return sorted((agent / "sessions").glob("*/*.jsonl"))
+
+
+def _small_agent(tmp_path: Path) -> Path:
+    """An agent dir of one small session (project ``--p--``) and the shared blob."""
+    return make_agent_dir(
+        tmp_path, fixture="pi-v1-before-compaction.jsonl", project="--p--",
+        shared_blob=SHARED_BLOB,
+    )  # fmt: skip
+
+
+def _refreshed_mirror(s3_server: S3Server, store_prefix: str, tmp_path: Path) -> StoreMirror:
+    """The store as the read-only mount serves it, fetched once."""
+    mirror = s3_server.mirror(store_prefix, tmp_path / "cache")
+    mirror.refresh()
+    return mirror
+
+
+def _mirrored_session(mirror: StoreMirror, agent: Path, session: Path) -> Path:
+    """Where machine ``m``'s copy of ``agent``'s ``session`` lands in the mirror."""
+    return mirror.machine_dir("m") / "sessions" / session.relative_to(agent / "sessions")
 
 
 def _line(n: int, size: int = 200) -> bytes:
@@ -104,8 +125,7 @@ def test_incremental_sync_ships_about_the_appended_bytes(
     )  # fmt: skip
     state = tmp_path / "state"
     assert run_sync(s3_server, store_prefix, agent, "m", state).returncode == 0
-    mirror = s3_server.mirror(store_prefix, tmp_path / "cache")
-    mirror.refresh()
+    mirror = _refreshed_mirror(s3_server, store_prefix, tmp_path)
     before = store_bytes(s3_server, store_prefix)
 
     assert run_sync(s3_server, store_prefix, agent, "m", state).returncode == 0
@@ -124,10 +144,7 @@ def test_incremental_sync_ships_about_the_appended_bytes(
 def test_sync_loop_ships_appends_every_interval(
     s3_server: S3Server, store_prefix: str, tmp_path: Path
 ) -> None:
-    agent = make_agent_dir(
-        tmp_path, fixture="pi-v1-before-compaction.jsonl", project="--p--",
-        shared_blob=SHARED_BLOB,
-    )  # fmt: skip
+    agent = _small_agent(tmp_path)
     command = sync_command(s3_server, store_prefix, agent, "m", tmp_path / "state")
     command[command.index("--once")] = "--interval=0.2"
     sync = subprocess.Popen(command, env=s3_server.env, stderr=subprocess.DEVNULL)
@@ -149,10 +166,7 @@ def test_sync_loop_ships_appends_every_interval(
 def test_torn_last_line_is_shipped_only_once_complete(
     s3_server: S3Server, store_prefix: str, tmp_path: Path
 ) -> None:
-    agent = make_agent_dir(
-        tmp_path, fixture="pi-v1-before-compaction.jsonl", project="--p--",
-        shared_blob=SHARED_BLOB,
-    )  # fmt: skip
+    agent = _small_agent(tmp_path)
     session = _session_files(agent)[0]
     whole = session.read_bytes()
     line = _line(1)
@@ -160,9 +174,8 @@ def test_torn_last_line_is_shipped_only_once_complete(
         writer.write(line[:50])  # the agent is half way through a line
     state = tmp_path / "state"
     assert run_sync(s3_server, store_prefix, agent, "m", state).returncode == 0
-    mirror = s3_server.mirror(store_prefix, tmp_path / "cache")
-    mirror.refresh()
-    mirrored = mirror.machine_dir("m") / "sessions" / session.relative_to(agent / "sessions")
+    mirror = _refreshed_mirror(s3_server, store_prefix, tmp_path)
+    mirrored = _mirrored_session(mirror, agent, session)
     assert mirrored.read_bytes() == whole
 
     with session.open("ab") as writer:
@@ -175,16 +188,12 @@ def test_torn_last_line_is_shipped_only_once_complete(
 def test_title_rewrite_goes_up_as_a_new_generation(
     s3_server: S3Server, store_prefix: str, tmp_path: Path
 ) -> None:
-    agent = make_agent_dir(
-        tmp_path, fixture="pi-v1-before-compaction.jsonl", project="--p--",
-        shared_blob=SHARED_BLOB,
-    )  # fmt: skip
+    agent = _small_agent(tmp_path)
     session = _session_files(agent)[0]
     state = tmp_path / "state"
     assert run_sync(s3_server, store_prefix, agent, "m", state).returncode == 0
-    mirror = s3_server.mirror(store_prefix, tmp_path / "cache")
-    mirror.refresh()
-    mirrored = mirror.machine_dir("m") / "sessions" / session.relative_to(agent / "sessions")
+    mirror = _refreshed_mirror(s3_server, store_prefix, tmp_path)
+    mirrored = _mirrored_session(mirror, agent, session)
     inode_before = mirrored.stat().st_ino
 
     def retitle(content: bytes) -> bytes:
@@ -226,8 +235,7 @@ def test_sigkill_mid_upload_leaves_a_clean_prefix_then_completes(
         sync.kill()
         sync.wait(timeout=10)
 
-    mirror = s3_server.mirror(store_prefix, tmp_path / "cache")
-    mirror.refresh()
+    mirror = _refreshed_mirror(s3_server, store_prefix, tmp_path)
     mirrored = mirror.machine_dir("m") / "sessions" / "--big--" / "big.jsonl"
     partial, full = mirrored.read_bytes(), session.read_bytes()
     assert 0 < len(partial) < len(full)
@@ -269,8 +277,7 @@ def test_conflicting_syncs_of_one_machine_name_refuse_the_loser(
     loser_message = next(message for code, message in outcomes if code == 3)
     assert "shared-name" in loser_message and "another sync" in loser_message
 
-    mirror = s3_server.mirror(store_prefix, tmp_path / "cache")
-    mirror.refresh()
+    mirror = _refreshed_mirror(s3_server, store_prefix, tmp_path)
     assert mirrored_files(mirror, "shared-name") == shipped_files(winner)
 
 
@@ -279,10 +286,7 @@ def test_segment_race_with_a_copied_state_refuses_different_bytes(
 ) -> None:
     """Two syncs that both hold the claim (a copied state dir) race for the same segment
     key with different bytes after it: the second one's bytes are refused, none written."""
-    agent = make_agent_dir(
-        tmp_path, fixture="pi-v1-before-compaction.jsonl", project="--p--",
-        shared_blob=SHARED_BLOB,
-    )  # fmt: skip
+    agent = _small_agent(tmp_path)
     state_a, state_b = tmp_path / "state-a", tmp_path / "state-b"
     assert run_sync(s3_server, store_prefix, agent, "m", state_a).returncode == 0
     shutil.copytree(state_a, state_b)
@@ -301,9 +305,8 @@ def test_segment_race_with_a_copied_state_refuses_different_bytes(
     assert lost.returncode == 3
     assert "different bytes" in lost.stderr
 
-    mirror = s3_server.mirror(store_prefix, tmp_path / "cache")
-    mirror.refresh()
-    mirrored = mirror.machine_dir("m") / "sessions" / session.relative_to(agent / "sessions")
+    mirror = _refreshed_mirror(s3_server, store_prefix, tmp_path)
+    mirrored = _mirrored_session(mirror, agent, session)
     assert mirrored.read_bytes() == winner
 
 
@@ -352,10 +355,7 @@ def _closed_port() -> int:
 def test_unreachable_store_is_retried_with_backoff_until_it_answers(
     s3_server: S3Server, store_prefix: str, tmp_path: Path
 ) -> None:
-    agent = make_agent_dir(
-        tmp_path, fixture="pi-v1-before-compaction.jsonl", project="--p--",
-        shared_blob=SHARED_BLOB,
-    )  # fmt: skip
+    agent = _small_agent(tmp_path)
     port = _closed_port()
     command = sync_command(
         s3_server, store_prefix, agent, "m", tmp_path / "state", "--backoff", "0.2",
@@ -373,8 +373,7 @@ def test_unreachable_store_is_retried_with_backoff_until_it_answers(
     assert code == 0, log
     delays = [float(part.split(" s")[0]) for part in log.split("retrying in ")[1:]]
     assert len(delays) >= 2 and delays[1] == 2 * delays[0]  # exponential
-    mirror = s3_server.mirror(store_prefix, tmp_path / "cache")
-    mirror.refresh()
+    mirror = _refreshed_mirror(s3_server, store_prefix, tmp_path)
     assert mirrored_files(mirror, "m") == shipped_files(agent)
 
 
@@ -401,10 +400,7 @@ def test_unreachable_store_fails_clearly_after_the_retry_budget(tmp_path: Path) 
 def test_a_shared_blob_with_wrong_bytes_is_never_shipped(
     s3_server: S3Server, store_prefix: str, tmp_path: Path
 ) -> None:
-    agent = make_agent_dir(
-        tmp_path, fixture="pi-v1-before-compaction.jsonl", project="--p--",
-        shared_blob=SHARED_BLOB,
-    )  # fmt: skip
+    agent = _small_agent(tmp_path)
     good = add_blob(agent, b"good bytes")
     liar = "0" * 64
     (agent / "blobs" / liar).write_bytes(b"these bytes do not hash to zeros")
