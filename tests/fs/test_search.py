@@ -18,6 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 from support.mount import REPO, Mount, MountFactory, run
+from support.tmpfs import fill, tmpfs
 from support.write_setup import read_ctl
 
 from sessionfs.view.search_view import search_db_path
@@ -223,32 +224,9 @@ def test_a_corrupt_or_deleted_cache_is_rebuilt(
 @pytest.fixture
 def full_disk(tmp_path: Path) -> Iterator[Path]:
     """A tiny tmpfs filled to the last byte (needs root); unmounted in teardown."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a tmpfs needs root")
-    target = tmp_path / "full"
-    target.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(target)], capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.decode().strip()}")
-    try:
-        fd = os.open(target / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            while True:
-                os.write(fd, b"\0" * 512)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
-        finally:
-            os.close(fd)
+    with tmpfs(tmp_path / "full", "64k") as target:
+        fill(target)
         yield target
-    finally:
-        for _ in range(50):
-            if subprocess.run(["umount", str(target)], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
-        else:
-            subprocess.run(["umount", "-l", str(target)], capture_output=True)
 
 
 def test_a_cache_dir_on_a_full_disk_leaves_the_mount_working_and_says_why(

@@ -10,12 +10,13 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from support.agent_messages import assistant, user
 from support.mount import Mount, MountFactory
+from support.tmpfs import fill, tmpfs
 
 from core.manager import SessionManager
 from sessionfs.fs.nodes.transcripts import _read_if_cached
@@ -165,25 +166,11 @@ def test_a_deleted_or_corrupt_cache_dir_is_never_served(
 
 
 @pytest.fixture
-def full_disk(tmp_path: Path) -> Path:
+def full_disk(tmp_path: Path) -> Iterator[Path]:
     """A 1 MB tmpfs, filled up: every cache write fails with ENOSPC."""
-    where = tmp_path / "full"
-    where.mkdir()
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(where)],
-        capture_output=True,
-        timeout=30,
-    )
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.decode().strip()}")
-    try:
-        with open(where / "filler", "wb") as f, pytest.raises(OSError):
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False, timeout=30)
+    with tmpfs(tmp_path / "full", "1M") as target:
+        fill(target)
+        yield target
 
 
 def test_a_cache_dir_on_a_full_disk_still_serves_everything(

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 from support.mount import COMMAND_TIMEOUT, MountFactory
+from support.tmpfs import fill, tmpfs
 from support.write_setup import (
     bad_lines,
     disk_ids,
@@ -164,40 +163,8 @@ def test_daemon_killed_during_appends_loses_nothing_confirmed(
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 4 MiB tmpfs (needs root); unmounted in teardown even when the test fails."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a tmpfs needs root")
-    target = tmp_path / "small"
-    target.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(target)], capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.decode().strip()}")
-    try:
+    with tmpfs(tmp_path / "small", "4m") as target:
         yield target
-    finally:
-        for _ in range(50):
-            if subprocess.run(["umount", str(target)], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
-        else:
-            subprocess.run(["umount", "-l", str(target)], capture_output=True)
-
-
-def fill(directory: Path) -> Path:
-    """Fill the file system to the last byte; returns the filler file."""
-    filler = directory / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        for size in (65536, 4096, 1):
-            try:
-                while True:
-                    os.write(fd, b"\0" * size)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
-    return filler
 
 
 def test_disk_full_then_space_freed_without_remount(
