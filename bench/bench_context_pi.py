@@ -17,14 +17,11 @@ the reason printed, and our figures are still given.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -33,7 +30,7 @@ if __package__ in (None, ""):
 
 import orjson
 
-from bench.bench_core import write_generated_session
+from bench.bench_core import best_of, write_generated_session
 from bench.common import FIXTURES, REPO
 from core import SessionManager
 
@@ -43,26 +40,11 @@ PI_MANIFEST = ("node_modules", "@mariozechner", "pi-coding-agent", "package.json
 NODE_TIMEOUT_S = 600
 
 
-def best_ms(repeat: int, fn: Callable[[], object]) -> float:
-    """Fastest of ``repeat`` calls in milliseconds (GC off while timing, as timeit does)."""
-    best = float("inf")
-    for _ in range(repeat):
-        gc.collect()
-        gc.disable()
-        try:
-            start = time.perf_counter()
-            fn()
-            best = min(best, time.perf_counter() - start)
-        finally:
-            gc.enable()
-    return best * 1000
-
-
 def ours(path: Path, repeat: int) -> tuple[int, float]:
     """(message count, best ms) of our context at the file's leaf."""
     manager = SessionManager.open(path, browse=True)
     messages = len(manager.build_session_context()["messages"])
-    return messages, best_ms(repeat, manager.build_session_context)
+    return messages, best_of(repeat, manager.build_session_context) * 1000
 
 
 def pi_install() -> tuple[Path | None, str]:
