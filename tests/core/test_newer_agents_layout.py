@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.agent_messages import assistant, user
+from support.session_helpers import session_with_one_exchange
 
 from core import SessionManager, list_sessions, paths
 from core.session_files import default_blob_store
@@ -184,17 +185,6 @@ def test_sub_agent_image_resolves_from_the_global_store(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- creating / finding
 
 
-def _session_in(directory: Path, text: str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    manager = SessionManager.create("/unused", directory)
-    with manager:
-        manager.append_message(user(text))
-        manager.append_message(assistant("ok"))
-    file = manager.get_session_file()
-    assert file is not None
-    return Path(file)
-
-
 def test_create_uses_the_dir_where_the_cwds_sessions_are(
     tmp_path: Path, home: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -225,8 +215,10 @@ def test_list_sessions_and_continue_recent_look_under_both_names(
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
     cwd = home / "proj"
     cwd.mkdir()
-    old = _session_in(agent / "sessions" / paths.encode_cwd(str(cwd)), "old name")
-    new = _session_in(agent / "sessions" / "-proj", "new name")
+    old = session_with_one_exchange(
+        agent / "sessions" / paths.encode_cwd(str(cwd)), "old name", cwd="/unused"
+    )
+    new = session_with_one_exchange(agent / "sessions" / "-proj", "new name", cwd="/unused")
     os.utime(old, (1_000_000_000, 1_000_000_000))
     found = list_sessions(str(cwd), agent_dir=agent)
     assert [s.path for s in found] == [str(new), str(old)]

@@ -10,20 +10,10 @@ from typing import Any
 
 import orjson
 from support.agent_messages import assistant, user
+from support.session_helpers import session_with_one_exchange
 
 from core import SessionManager, build_session_context, list_all, resolve_session
 from core.discovery import sub_agent_files
-
-
-def _session(directory: Path, text: str, cwd: str = "/work/demo") -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    manager = SessionManager.create(cwd, directory)
-    with manager:
-        manager.append_message(user(text))
-        manager.append_message(assistant("ok"))
-    file = manager.get_session_file()
-    assert file is not None
-    return Path(file)
 
 
 def _sub_agent(parent: Path, task_id: str, text: str) -> Path:
@@ -41,7 +31,7 @@ def _sub_agent(parent: Path, task_id: str, text: str) -> Path:
 
 def test_list_all_includes_sub_agent_sessions(tmp_path: Path) -> None:
     agent = tmp_path / "agent"
-    parent = _session(agent / "sessions" / "-proj", "parent task")
+    parent = session_with_one_exchange(agent / "sessions" / "-proj", "parent task")
     task = _sub_agent(parent, "0-Explore", "explore the code")
     (parent.with_suffix("") / "0-Explore.md").write_text("tool output, not a session")
     infos = {info.path: info for info in list_all(agent)}
@@ -53,7 +43,7 @@ def test_list_all_includes_sub_agent_sessions(tmp_path: Path) -> None:
 
 def test_sub_agent_sessions_are_resumable_by_id(tmp_path: Path) -> None:
     agent = tmp_path / "agent"
-    parent = _session(agent / "sessions" / "-proj", "parent")
+    parent = session_with_one_exchange(agent / "sessions" / "-proj", "parent")
     task = _sub_agent(parent, "1-Review", "review")
     task_id = orjson.loads(task.read_bytes().split(b"\n", 1)[0])["id"]
     assert resolve_session(task_id[:13], "/elsewhere", agent_dir=agent) == str(task)
@@ -63,7 +53,7 @@ def test_sub_agent_sessions_are_resumable_by_id(tmp_path: Path) -> None:
 
 def test_sub_agent_file_without_header_is_skipped(tmp_path: Path) -> None:
     agent = tmp_path / "agent"
-    parent = _session(agent / "sessions" / "-proj", "parent")
+    parent = session_with_one_exchange(agent / "sessions" / "-proj", "parent")
     artifacts = parent.with_suffix("")
     artifacts.mkdir()
     (artifacts / "0-Broken.jsonl").write_bytes(b'{"type":"message","id":"a"}\nnot json\n')
@@ -72,13 +62,13 @@ def test_sub_agent_file_without_header_is_skipped(tmp_path: Path) -> None:
 
 def test_nested_sub_agent_dirs(tmp_path: Path) -> None:
     agent = tmp_path / "agent"
-    parent = _session(agent / "sessions" / "-proj", "parent")
+    parent = session_with_one_exchange(agent / "sessions" / "-proj", "parent")
     task = _sub_agent(parent, "0-Plan", "plan")
     nested = _sub_agent(task, "0-Sub", "a sub-agent of a sub-agent")
     # A dir nested again without a session file beside it is tool output.
     stray = parent.with_suffix("") / "0-Plan-extra" / "deeper"
     stray.mkdir(parents=True)
-    _session(stray, "never listed")
+    session_with_one_exchange(stray, "never listed")
     # A loop back up must not make discovery spin.
     (task.with_suffix("") / "loop").symlink_to(parent.parent)
     found = sub_agent_files(str(parent))
@@ -89,7 +79,7 @@ def test_nested_sub_agent_dirs(tmp_path: Path) -> None:
 
 def test_artifacts_dir_is_not_a_project(tmp_path: Path) -> None:
     agent = tmp_path / "agent"
-    parent = _session(agent / "sessions" / "-proj", "parent")
+    parent = session_with_one_exchange(agent / "sessions" / "-proj", "parent")
     _sub_agent(parent, "0-T", "task")
     projects = {Path(info.path).parent.name for info in list_all(agent) if info.parent_file is None}
     assert projects == {"-proj"}
@@ -223,7 +213,7 @@ def test_usage_counts_task_tool_results(tmp_path: Path) -> None:
 
 
 def test_unknown_entry_types_are_kept_and_never_fatal(tmp_path: Path) -> None:
-    file = _session(tmp_path / "agent" / "sessions" / "-p", "hello")
+    file = session_with_one_exchange(tmp_path / "agent" / "sessions" / "-p", "hello")
     odd = {"type": "future_thing", "id": "f0f0f0f0", "parentId": None, "timestamp": "x", "x": [1]}
     with file.open("ab") as fh:
         fh.write(orjson.dumps(odd) + b"\n")
