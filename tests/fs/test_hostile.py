@@ -7,22 +7,12 @@ from pathlib import Path
 
 import orjson
 import pytest
+from support.agent_messages import user_entry
 from support.mount import Mount, MountFactory, run
 
 pytestmark = pytest.mark.fuse
 
 HEADER = {"type": "session", "version": 3, "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/x"}
-
-
-def entry(entry_id: object, parent: object, text: str = "t", **extra: object) -> dict:
-    return {
-        "type": "message",
-        "id": entry_id,
-        "parentId": parent,
-        "timestamp": "2026-01-01T00:00:01.000Z",
-        "message": {"role": "user", "content": text, "timestamp": 0},
-        **extra,
-    }
 
 
 def write(path: Path, *objs: object, raw: bytes = b"") -> None:
@@ -35,23 +25,23 @@ def hostile_agent(root: Path) -> Path:
     p.mkdir(parents=True)
     (p / "junk.jsonl").write_bytes(os.urandom(3000))
     (p / "empty.jsonl").write_bytes(b"")
-    write(p / "noheader.jsonl", entry("aaaaaaaa", None))
+    write(p / "noheader.jsonl", user_entry("aaaaaaaa", None))
     write(
         p / "dupids.jsonl",
         {**HEADER, "id": "dup"},
-        entry("11111111", None, "first"),
-        entry("11111111", "11111111", "second"),
-        entry("11111111", None, "third"),
+        user_entry("11111111", None, "first"),
+        user_entry("11111111", "11111111", "second"),
+        user_entry("11111111", None, "third"),
     )
     write(
         p / "names.jsonl",
         {**HEADER, "id": "na/mes"},
-        entry("a/b", None),
-        entry(".", "a/b"),
-        entry("..", "."),
-        entry("50%", ".."),
-        entry("", "50%"),
-        entry(7, ""),
+        user_entry("a/b", None),
+        user_entry(".", "a/b"),
+        user_entry("..", "."),
+        user_entry("50%", ".."),
+        user_entry("", "50%"),
+        user_entry(7, ""),
         {
             "type": "label",
             "id": "lab1",
@@ -72,17 +62,17 @@ def hostile_agent(root: Path) -> Path:
     write(
         p / "cycle.jsonl",
         {**HEADER, "id": "cycle"},
-        entry("c1", "c2"),
-        entry("c2", "c1"),
-        entry("c3", "c3"),
-        entry("c4", "missing"),
+        user_entry("c1", "c2"),
+        user_entry("c2", "c1"),
+        user_entry("c3", "c3"),
+        user_entry("c4", "missing"),
     )
     write(
         p / "garbage-lines.jsonl",
         {**HEADER, "id": "garbage"},
-        entry("g1", None),
+        user_entry("g1", None),
         raw=b'{not json\n\xff\xfe\x00binary\n[1,2,3]\n"string"\n'
-        + orjson.dumps(entry("g2", "g1"))
+        + orjson.dumps(user_entry("g2", "g1"))
         + b'\n{"type":"message","id":"torn',
     )
     write(

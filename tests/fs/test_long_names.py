@@ -9,6 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from support.agent_messages import user_entry
 from support.mount import Mount, MountFactory, run
 
 pytestmark = pytest.mark.fuse
@@ -24,16 +25,6 @@ SHORT = re.compile(r"[^/]+~[0-9a-f]{16}")
 
 def line(obj: dict) -> bytes:
     return orjson.dumps(obj) + b"\n"
-
-
-def message(entry_id: str, parent: str | None, text: str) -> dict:
-    return {
-        "type": "message",
-        "id": entry_id,
-        "parentId": parent,
-        "timestamp": "2026-01-01T00:00:01.000Z",
-        "message": {"role": "user", "content": text, "timestamp": 0},
-    }
 
 
 def long_names_agent(root: Path) -> Path:
@@ -57,10 +48,10 @@ def long_names_agent(root: Path) -> Path:
     }
     (project / "long.jsonl").write_bytes(
         line(header)
-        + line(message("first", None, "one"))
-        + line(message(LONG_ID, "first", "the long one"))
-        + line(message(SIBLING_A, LONG_ID, "sibling a"))
-        + line(message(SIBLING_B, SIBLING_A, "sibling b"))
+        + line(user_entry("first", None, "one"))
+        + line(user_entry(LONG_ID, "first", "the long one"))
+        + line(user_entry(SIBLING_A, LONG_ID, "sibling a"))
+        + line(user_entry(SIBLING_B, SIBLING_A, "sibling b"))
         + line(label)
     )
     return agent

@@ -41,6 +41,20 @@ def assistant(
     return message
 
 
+def user_entry(entry_id: object, parent: object, text: str = "t", **extra: object) -> dict:
+    """A raw ``message`` entry with a plain-string user message and fixed time stamps,
+    as the hand-written files of the hostile-input tests hold it: ``entry_id`` and
+    ``parent`` may be any JSON value, ``extra`` adds or overrides keys."""
+    return {
+        "type": "message",
+        "id": entry_id,
+        "parentId": parent,
+        "timestamp": "2026-01-01T00:00:01.000Z",
+        "message": {"role": "user", "content": text, "timestamp": 0},
+        **extra,
+    }
+
+
 def file_objects(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Every JSON object line of a file, header first."""
     return parse_jsonl_lenient(Path(path).read_bytes())
