@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from core.blobs import BlobStore, may_contain_blob_refs
+from core.file_identity import FileIdentity
 from core.jsonl import JsonlReport, dumps_line, is_header, parse_jsonl_report
 from core.migrate import CURRENT_SESSION_VERSION, migrate_session_entries
 from core.paths import blobs_dir, layout_of_session_file
@@ -133,28 +134,9 @@ class FileReport:
 # ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Snapshot:
-    size: int
-    mtime_ns: int
-    inode: int
-    device: int
-
-    @classmethod
-    def of(cls, st: os.stat_result) -> _Snapshot:
-        return cls(st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
-
-    def describe_change(self, now: _Snapshot) -> str:
-        if (now.inode, now.device) != (self.inode, self.device):
-            return "it was replaced by another file"
-        if now.size != self.size:
-            return f"its size changed from {self.size} to {now.size} bytes"
-        return "its modification time changed"
-
-
-def _snapshot(path: Path) -> _Snapshot | None:
+def _identity(path: Path) -> FileIdentity | None:
     try:
-        return _Snapshot.of(os.stat(path))
+        return FileIdentity.of(os.stat(path))
     except OSError:
         return None
 
@@ -173,7 +155,7 @@ class _Analysis:
     parsed: JsonlReport | None = None
     #: migrated copy of parsed.objects (header first); None without a header.
     migrated: list[dict[str, Any]] | None = None
-    snapshot: _Snapshot | None = None
+    snapshot: FileIdentity | None = None
 
 
 def blobs_dir_for(path: str | os.PathLike[str], fallback_agent_dir: Path | None) -> Path | None:
@@ -463,7 +445,7 @@ def _analyse(path: Path, blobs_dir: Path | None) -> _Analysis:
         if not stat_module.S_ISREG(st.st_mode):
             # Opening a FIFO or a device would block or read forever.
             raise OSError(f"not a regular file: {path}")
-        before = _Snapshot.of(st)
+        before = FileIdentity.of(st)
         with open(path, "rb") as fh:
             a.data = fh.read()
     except OSError as exc:
@@ -486,7 +468,7 @@ def _analyse(path: Path, blobs_dir: Path | None) -> _Analysis:
             )
         _check_entries(a, BlobStore(blobs_dir) if blobs_dir is not None else None)
     # Stat again after the whole analysis: a live writer during it makes it stale.
-    after = _snapshot(path)
+    after = _identity(path)
     if after != before:
         reason = before.describe_change(after) if after is not None else "it disappeared"
         a.report.findings.append(
@@ -580,7 +562,7 @@ def _rewrite_if_safe(path: Path, a: _Analysis) -> None:
         return content
 
     try:
-        FileSessionStorage().rewrite(target, repair, expected_inode=a.snapshot.inode)
+        FileSessionStorage().rewrite(target, repair, expected_inode=a.snapshot.ino)
     except SessionBusyError as exc:
         report.refused.append(
             f"{what}: open for writing by pid {', '.join(map(str, exc.pids))}; not rewritten"
@@ -621,7 +603,7 @@ class TempFile:
     #: the file the rewrite was for (may not exist any more).
     target: Path
     age_seconds: float
-    snapshot: _Snapshot
+    snapshot: FileIdentity
 
     @property
     def stale(self) -> bool:
@@ -670,7 +652,7 @@ def find_temp_files(directory: Path, *, now: float | None = None) -> list[TempFi
             continue
         if not stat_module.S_ISREG(st.st_mode):
             continue
-        found.append(TempFile(path, target, max(0.0, now - st.st_mtime), _Snapshot.of(st)))
+        found.append(TempFile(path, target, max(0.0, now - st.st_mtime), FileIdentity.of(st)))
     return found
 
 
@@ -680,7 +662,7 @@ def remove_stale_temp_file(temp: TempFile) -> str:
     if not temp.stale:
         raise ValueError(f"{temp.path.name} is younger than {STALE_TEMP_SECONDS}s; left alone")
     try:
-        now = _Snapshot.of(os.lstat(temp.path))
+        now = FileIdentity.of(os.lstat(temp.path))
     except FileNotFoundError:
         return f"{temp.path.name} was already gone"
     if now != temp.snapshot:

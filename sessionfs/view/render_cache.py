@@ -41,6 +41,7 @@ from pathlib import Path
 
 import orjson
 
+from core.file_identity import FileIdentity
 from sessionfs.view import loaded_session, render
 
 __all__ = [
@@ -73,21 +74,6 @@ def renderer_fingerprint() -> str:
 
 
 _FINGERPRINT = renderer_fingerprint()
-
-
-@dataclass(frozen=True, slots=True)
-class FileIdentity:
-    """What identifies one state of a file: any append, truncation or replacement
-    changes at least one field."""
-
-    dev: int
-    ino: int
-    size: int
-    mtime_ns: int
-
-    @classmethod
-    def of(cls, st: os.stat_result) -> FileIdentity:
-        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 @dataclass(frozen=True, slots=True)
