@@ -11,7 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
-from support.mount import COMMAND_TIMEOUT, REPO, Mount, MountFactory, sessionfs, start_mount
+from support.mount import (
+    COMMAND_TIMEOUT,
+    REPO,
+    Mount,
+    MountFactory,
+    background_mount,
+    sessionfs,
+    start_mount,
+)
 
 pytestmark = pytest.mark.fuse
 
@@ -57,11 +65,7 @@ def daemons_for(mountpoint: Path) -> list[int]:
 def test_background_mount_returns_when_ready_and_umount_leaves_nothing(
     tmp_path: Path, demo_agent: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the daemon's log file
-    mnt = tmp_path / "bg"
-    mnt.mkdir()
-    result = sessionfs("mount", mnt, "--agent-dir", demo_agent)
-    try:
+    with background_mount(demo_agent, tmp_path, monkeypatch) as (mnt, result):
         assert result.returncode == 0, result.stderr
         assert os.path.ismount(mnt)
         assert "sessions" in os.listdir(mnt)  # ready: no waiting needed
@@ -73,9 +77,6 @@ def test_background_mount_returns_when_ready_and_umount_leaves_nothing(
             time.sleep(0.05)
         assert not daemons_for(mnt)
         assert not os.path.ismount(mnt)
-    finally:
-        if os.path.ismount(mnt):
-            subprocess.run(["fusermount3", "-u", "-z", str(mnt)], timeout=COMMAND_TIMEOUT)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

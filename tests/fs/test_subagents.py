@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from support.agent_messages import assistant, file_objects, make_session, user
-from support.mount import Mount, MountFactory, run, sessionfs
+from support.mount import Mount, MountFactory, background_mount, run, sessionfs
 from support.write_helpers import append_raw_line
 from support.write_setup import PROJECT, disk_ids, entry_id_of, errno_of, on_disk, read_ctl
 
@@ -277,16 +277,11 @@ def test_subagent_dir_follows_its_own_file_mode(family: Family, mounted: Mount) 
 def test_mount_says_which_agent_dir(
     family: Family, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the daemon's log file
-    mnt = tmp_path / "bg"
-    mnt.mkdir()
-    result = sessionfs("mount", mnt, "--agent-dir", family.agent)
-    try:
+    with background_mount(family.agent, tmp_path, monkeypatch) as (mnt, result):
         assert result.returncode == 0, result.stderr
         assert result.stdout.splitlines() == [
             f"sessionfs: mounted agent dir {family.agent} at {mnt}"
         ]
-    finally:
         assert sessionfs("umount", mnt).returncode == 0
 
 

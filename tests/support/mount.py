@@ -12,10 +12,15 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the benchmarks import this module without pytest
+    import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 COMMAND_TIMEOUT = 60
@@ -55,6 +60,23 @@ def sessionfs(*args: str | Path) -> subprocess.CompletedProcess[str]:
         timeout=COMMAND_TIMEOUT,
         check=False,
     )
+
+
+@contextmanager
+def background_mount(
+    agent_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Path, subprocess.CompletedProcess[str]]]:
+    """``sessionfs mount`` as a user runs it (the daemon detaches once the mount is
+    ready) on ``tmp_path/bg``, its log file under ``tmp_path/state``; yields the mount
+    point and the command's result. Still mounted at the end: unmounted lazily."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the daemon's log file
+    mountpoint = tmp_path / "bg"
+    mountpoint.mkdir()
+    try:
+        yield mountpoint, sessionfs("mount", mountpoint, "--agent-dir", agent_dir)
+    finally:
+        if os.path.ismount(mountpoint):
+            subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], timeout=COMMAND_TIMEOUT)
 
 
 def mount_command(mountpoint: Path, agent_dir: Path, *extra: str) -> list[str]:
