@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.mount import Mount, MountFactory, load_demo_module, start_mount
+from support.tmpfs import fill, tmpfs
 
 
 @pytest.fixture
@@ -43,3 +44,12 @@ def demo_agent(demo_template: Path, tmp_path: Path) -> Path:
 @pytest.fixture
 def demo_mount(demo_agent: Path, mount_factory: MountFactory) -> Mount:
     return mount_factory(demo_agent)
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A tiny tmpfs filled to the last byte: every write under it fails with ENOSPC
+    (needs root; skipped otherwise). Unmounted in teardown."""
+    with tmpfs(tmp_path / "full", "64k") as target:
+        fill(target)
+        yield target

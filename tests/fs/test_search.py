@@ -18,7 +18,6 @@ from pathlib import Path
 import orjson
 import pytest
 from support.mount import REPO, Mount, MountFactory, run
-from support.tmpfs import fill, tmpfs
 from support.write_setup import read_ctl
 
 from sessionfs.view.search_view import search_db_path
@@ -219,14 +218,6 @@ def test_a_corrupt_or_deleted_cache_is_rebuilt(
     search_ready(mount)
     assert len(cat_search(mount, "redirect loop")) == 2
     assert agent_snapshot(demo_agent) == before
-
-
-@pytest.fixture
-def full_disk(tmp_path: Path) -> Iterator[Path]:
-    """A tiny tmpfs filled to the last byte (needs root); unmounted in teardown."""
-    with tmpfs(tmp_path / "full", "64k") as target:
-        fill(target)
-        yield target
 
 
 def test_a_cache_dir_on_a_full_disk_leaves_the_mount_working_and_says_why(

@@ -10,13 +10,12 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from support.agent_messages import assistant, user
 from support.mount import Mount, MountFactory
-from support.tmpfs import fill, tmpfs
 
 from core.manager import SessionManager
 from sessionfs.fs.nodes.transcripts import _read_if_cached
@@ -163,14 +162,6 @@ def test_a_deleted_or_corrupt_cache_dir_is_never_served(
     assert grep_sessions(mount.path / "transcripts", ".md") == grep_sessions(
         word_agent / "sessions", ".jsonl"
     )
-
-
-@pytest.fixture
-def full_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MB tmpfs, filled up: every cache write fails with ENOSPC."""
-    with tmpfs(tmp_path / "full", "1M") as target:
-        fill(target)
-        yield target
 
 
 def test_a_cache_dir_on_a_full_disk_still_serves_everything(
