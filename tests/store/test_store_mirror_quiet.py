@@ -14,8 +14,7 @@ def test_a_refresh_with_nothing_new_leaves_files_alone(
     s3_server: S3Server, store_prefix: str, tmp_path: Path
 ) -> None:
     _put(s3_server, store_prefix, "p/s.jsonl", 1, 0, b"one\n")
-    mirror = s3_server.mirror(store_prefix, tmp_path / "cache")
-    mirror.refresh()
+    mirror = s3_server.refreshed_mirror(store_prefix, tmp_path / "cache")
     mirrored = mirror.machine_dir("m") / "sessions" / "p" / "s.jsonl"
     before = mirrored.stat()
     time.sleep(0.05)  # a touch now would show in the ns mtime

@@ -53,13 +53,6 @@ def _small_agent(tmp_path: Path) -> Path:
     )  # fmt: skip
 
 
-def _refreshed_mirror(s3_server: S3Server, store_prefix: str, tmp_path: Path) -> StoreMirror:
-    """The store as the read-only mount serves it, fetched once."""
-    mirror = s3_server.mirror(store_prefix, tmp_path / "cache")
-    mirror.refresh()
-    return mirror
-
-
 def _mirrored_session(mirror: StoreMirror, agent: Path, session: Path) -> Path:
     """Where machine ``m``'s copy of ``agent``'s ``session`` lands in the mirror."""
     return mirror.machine_dir("m") / "sessions" / session.relative_to(agent / "sessions")
@@ -125,7 +118,7 @@ def test_incremental_sync_ships_about_the_appended_bytes(
     )  # fmt: skip
     state = tmp_path / "state"
     assert run_sync(s3_server, store_prefix, agent, "m", state).returncode == 0
-    mirror = _refreshed_mirror(s3_server, store_prefix, tmp_path)
+    mirror = s3_server.refreshed_mirror(store_prefix, tmp_path / "cache")
     before = store_bytes(s3_server, store_prefix)
 
     assert run_sync(s3_server, store_prefix, agent, "m", state).returncode == 0
@@ -174,7 +167,7 @@ def test_torn_last_line_is_shipped_only_once_complete(
         writer.write(line[:50])  # the agent is half way through a line
     state = tmp_path / "state"
     assert run_sync(s3_server, store_prefix, agent, "m", state).returncode == 0
-    mirror = _refreshed_mirror(s3_server, store_prefix, tmp_path)
+    mirror = s3_server.refreshed_mirror(store_prefix, tmp_path / "cache")
     mirrored = _mirrored_session(mirror, agent, session)
     assert mirrored.read_bytes() == whole
 
@@ -192,7 +185,7 @@ def test_title_rewrite_goes_up_as_a_new_generation(
     session = _session_files(agent)[0]
     state = tmp_path / "state"
     assert run_sync(s3_server, store_prefix, agent, "m", state).returncode == 0
-    mirror = _refreshed_mirror(s3_server, store_prefix, tmp_path)
+    mirror = s3_server.refreshed_mirror(store_prefix, tmp_path / "cache")
     mirrored = _mirrored_session(mirror, agent, session)
     inode_before = mirrored.stat().st_ino
 
@@ -235,7 +228,7 @@ def test_sigkill_mid_upload_leaves_a_clean_prefix_then_completes(
         sync.kill()
         sync.wait(timeout=10)
 
-    mirror = _refreshed_mirror(s3_server, store_prefix, tmp_path)
+    mirror = s3_server.refreshed_mirror(store_prefix, tmp_path / "cache")
     mirrored = mirror.machine_dir("m") / "sessions" / "--big--" / "big.jsonl"
     partial, full = mirrored.read_bytes(), session.read_bytes()
     assert 0 < len(partial) < len(full)
@@ -277,7 +270,7 @@ def test_conflicting_syncs_of_one_machine_name_refuse_the_loser(
     loser_message = next(message for code, message in outcomes if code == 3)
     assert "shared-name" in loser_message and "another sync" in loser_message
 
-    mirror = _refreshed_mirror(s3_server, store_prefix, tmp_path)
+    mirror = s3_server.refreshed_mirror(store_prefix, tmp_path / "cache")
     assert mirrored_files(mirror, "shared-name") == shipped_files(winner)
 
 
@@ -305,7 +298,7 @@ def test_segment_race_with_a_copied_state_refuses_different_bytes(
     assert lost.returncode == 3
     assert "different bytes" in lost.stderr
 
-    mirror = _refreshed_mirror(s3_server, store_prefix, tmp_path)
+    mirror = s3_server.refreshed_mirror(store_prefix, tmp_path / "cache")
     mirrored = _mirrored_session(mirror, agent, session)
     assert mirrored.read_bytes() == winner
 
@@ -373,7 +366,7 @@ def test_unreachable_store_is_retried_with_backoff_until_it_answers(
     assert code == 0, log
     delays = [float(part.split(" s")[0]) for part in log.split("retrying in ")[1:]]
     assert len(delays) >= 2 and delays[1] == 2 * delays[0]  # exponential
-    mirror = _refreshed_mirror(s3_server, store_prefix, tmp_path)
+    mirror = s3_server.refreshed_mirror(store_prefix, tmp_path / "cache")
     assert mirrored_files(mirror, "m") == shipped_files(agent)
 
 

@@ -68,6 +68,5 @@ def test_sync_unit_exec_start_ships_the_agent_dir(
         [*_exec_start(unit), "--once"], env=s3_server.env, capture_output=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    mirror = s3_server.mirror(store_prefix, tmp_path / "cache")
-    mirror.refresh()
+    mirror = s3_server.refreshed_mirror(store_prefix, tmp_path / "cache")
     assert mirrored_files(mirror, "desk") == shipped_files(agent)
