@@ -11,29 +11,33 @@ progress is in the root ``ctl``, never in the results.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import trio
 
 from sessionfs.fs.nodes.base import VOLATILE, FileNode, MountContext, Node
 from sessionfs.fs.nodes.lookup_only import QueryDir
-from sessionfs.view.search_view import SearchView
 
 __all__ = ["SearchDir", "SearchFile"]
 
 
 class SearchFile(FileNode):
-    __slots__ = ("query", "view")
+    """``search/<words>``: what ``search(words)`` answers (one agent dir's index, or
+    every machine's in a store mount), run in a worker thread."""
+
+    __slots__ = ("query", "search")
 
     tier = VOLATILE
 
     def __init__(
-        self, ctx: MountContext, key: tuple[str, ...], query: str, view: SearchView
+        self, ctx: MountContext, key: tuple[str, ...], query: str, search: Callable[[str], bytes]
     ) -> None:
         super().__init__(ctx, key)
         self.query = query
-        self.view = view
+        self.search = search
 
     async def content(self) -> bytes:
-        return await trio.to_thread.run_sync(self.view.result, self.query)
+        return await trio.to_thread.run_sync(self.search, self.query)
 
 
 class SearchDir(QueryDir):
@@ -41,4 +45,4 @@ class SearchDir(QueryDir):
 
     def query_file(self, key: tuple[str, ...], query: str) -> Node | None:
         view = self.ctx.search
-        return SearchFile(self.ctx, key, query, view) if view is not None else None
+        return SearchFile(self.ctx, key, query, view.result) if view is not None else None

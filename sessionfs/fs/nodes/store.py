@@ -22,6 +22,7 @@ from sessionfs.fs.nodes.base import STATIC, VOLATILE, DirNode, FileNode, MountCo
 from sessionfs.fs.nodes.index import RECENT_COUNT, RecentDir, SessionLink
 from sessionfs.fs.nodes.lookup_only import QueryDir
 from sessionfs.fs.nodes.root import ReadmeFile, RootDir
+from sessionfs.fs.nodes.search import SearchFile
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.render import status_text
 
@@ -121,24 +122,6 @@ class AllRecentDir(RecentDir):
         ]
 
 
-class StoreSearchFile(FileNode):
-    """Root ``search/<words>``: every machine's hits, newest first."""
-
-    __slots__ = ("query", "views")
-
-    tier = VOLATILE
-
-    def __init__(
-        self, ctx: MountContext, key: tuple[str, ...], query: str, views: StoreViews
-    ) -> None:
-        super().__init__(ctx, key)
-        self.query = query
-        self.views = views
-
-    async def content(self) -> bytes:
-        return await trio.to_thread.run_sync(self.views.search, self.query)
-
-
 class StoreSearchDir(QueryDir):
     __slots__ = ("views",)
 
@@ -147,7 +130,7 @@ class StoreSearchDir(QueryDir):
         self.views = views
 
     def query_file(self, key: tuple[str, ...], query: str) -> Node | None:
-        return StoreSearchFile(self.ctx, key, query, self.views)
+        return SearchFile(self.ctx, key, query, self.views.search)
 
 
 class StoreCtl(FileNode):
