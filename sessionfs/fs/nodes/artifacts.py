@@ -37,6 +37,7 @@ from sessionfs.fs.nodes.base import (
     Stat,
     refuse,
 )
+from sessionfs.fs.nodes.fd_handle import FdReadHandle
 from sessionfs.fs.nodes.in_session import InSession, opened_for_writing
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.session_keys import ARTIFACTS, artifacts_dir, session_of_node_key
@@ -221,7 +222,7 @@ class ArtifactFile(InArtifacts, FileNode):
         except OSError as exc:
             self.ctx.index.skip(self.base().joinpath(*relative), exc)
             raise refuse(errno.EACCES) from None
-        return _FileHandle(fd)
+        return FdReadHandle(fd)
 
     def _open_fd(self, relative: tuple[str, ...]) -> int:
         with _dir_beneath(self.base(), relative[:-1]) as parent:
@@ -234,23 +235,6 @@ class ArtifactFile(InArtifacts, FileNode):
             os.close(fd)
             raise
         return fd
-
-
-class _FileHandle(OpenFile):
-    """An open artifact file: reads go to the file itself (tool outputs can be big)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd: int | None = fd
-
-    async def read(self, offset: int, size: int) -> bytes:
-        if self.fd is None:
-            raise refuse(errno.EBADF)
-        return await trio.to_thread.run_sync(os.pread, self.fd, size, offset)
-
-    async def release(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
 
 
 class ArtifactLink(InArtifacts, LinkNode):

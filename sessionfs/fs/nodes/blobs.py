@@ -21,19 +21,7 @@ from sessionfs.fs.nodes.base import (
     Stat,
     refuse,
 )
-
-
-class BlobHandle(OpenFile):
-    """Reads a blob file with ``pread`` in a worker thread (blobs may be large)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    async def read(self, offset: int, size: int) -> bytes:
-        return await trio.to_thread.run_sync(os.pread, self.fd, size, offset)
-
-    async def release(self) -> None:
-        os.close(self.fd)
+from sessionfs.fs.nodes.fd_handle import FdReadHandle
 
 
 class BlobFile(FileNode):
@@ -57,7 +45,7 @@ class BlobFile(FileNode):
             raise refuse(errno.EACCES)
         # Never a plain open(): a FIFO put where a blob was would block the thread.
         fd = await trio.to_thread.run_sync(open_regular_fd, self.path)
-        return BlobHandle(fd)
+        return FdReadHandle(fd)
 
 
 class RootBlobsDir(DirNode):
