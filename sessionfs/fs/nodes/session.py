@@ -37,6 +37,7 @@ from sessionfs.fs.nodes.in_session import (
     refuse_unsupported_rename,
 )
 from sessionfs.fs.nodes.mount_paths import describe
+from sessionfs.fs.nodes.projects import ProjectsDir
 from sessionfs.fs.nodes.transcripts import open_transcript, transcript_record
 from sessionfs.fs.nodes.write_handles import BufferedWriteHandle
 from sessionfs.view.agent_index import SessionRef
@@ -589,20 +590,10 @@ class ProjectDir(DirNode):
         return SessionDir(self.ctx, self.child_key(name), ref) if ref is not None else None
 
 
-class SessionsDir(DirNode):
+class SessionsDir(ProjectsDir):
     """``sessions/``: the project dirs under ``<agent>/sessions``."""
 
     __slots__ = ()
 
-    tier = STATIC
-
-    async def children(self) -> list[tuple[str, Node]]:
-        projects = await trio.to_thread.run_sync(self.ctx.index.projects)
-        return [(p, ProjectDir(self.ctx, self.child_key(p))) for p in projects]
-
-    async def lookup(self, name: str) -> Node | None:
-        node = ProjectDir(self.ctx, self.child_key(name))
-        if name in (".", "..") or "/" in name:
-            return None
-        # One stat, cheaper on the event loop than a thread hop (as session lookups do).
-        return node if self.ctx.index.project_mtime_ns(name) is not None else None
+    def project_node(self, name: str) -> Node:
+        return ProjectDir(self.ctx, self.child_key(name))

@@ -36,6 +36,7 @@ from sessionfs.fs.nodes.base import (
     session_mode_mask,
 )
 from sessionfs.fs.nodes.in_session import opened_for_writing
+from sessionfs.fs.nodes.projects import ProjectsDir
 from sessionfs.view.agent_index import AgentIndex, SessionRef
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.prerender import Prerenderer, RenderFailed
@@ -59,20 +60,12 @@ def _renders(ctx: MountContext) -> Prerenderer:
     return ctx.renders
 
 
-class TranscriptsDir(DirNode):
+class TranscriptsDir(ProjectsDir):
     """``transcripts/``: one dir per project, as in ``sessions/``."""
 
     __slots__ = ()
 
-    tier = STATIC
-
-    async def children(self) -> list[tuple[str, Node]]:
-        projects = await trio.to_thread.run_sync(self.ctx.index.projects)
-        return [(p, TranscriptProjectDir(self.ctx, self.child_key(p))) for p in projects]
-
-    async def lookup(self, name: str) -> Node | None:
-        if name in (".", "..") or "/" in name or self.ctx.index.project_mtime_ns(name) is None:
-            return None
+    def project_node(self, name: str) -> Node:
         return TranscriptProjectDir(self.ctx, self.child_key(name))
 
 
