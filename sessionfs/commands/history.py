@@ -30,18 +30,9 @@ from core.history import (
     HistoryStorageError,
     format_history_line,
 )
+from sessionfs.commands.arg_types import int_between
 
 DEFAULT_LIMIT = 100
-
-
-def _limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 <= value <= MAX_LIMIT:
-        raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_LIMIT}")
-    return value
 
 
 def _add_common_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
@@ -57,7 +48,7 @@ def _add_common_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
     parser.add_argument(
         "--limit",
         metavar="N",
-        type=_limit,
+        type=int_between(0, MAX_LIMIT),
         default=DEFAULT_LIMIT if defaults else argparse.SUPPRESS,
         help=f"print at most N prompts (0..{MAX_LIMIT}, default {DEFAULT_LIMIT})",
     )

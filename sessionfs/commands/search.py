@@ -24,20 +24,11 @@ from typing import Any
 
 from core import paths
 from core.search_index import MAX_LIMIT
+from sessionfs.commands.arg_types import int_between
 from sessionfs.view.cache_dir import default_cache_dir
 from sessionfs.view.search_view import DEFAULT_LIMIT, SearchView, hits_text
 
 __all__ = ["add_search_parser", "run_search"]
-
-
-def _limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 1 <= value <= MAX_LIMIT:
-        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_LIMIT}")
-    return value
 
 
 def add_search_parser(subparsers: Any) -> None:
@@ -65,7 +56,7 @@ def add_search_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--limit",
         metavar="N",
-        type=_limit,
+        type=int_between(1, MAX_LIMIT),
         default=DEFAULT_LIMIT,
         help=f"print at most N hits (1..{MAX_LIMIT}, default {DEFAULT_LIMIT})",
     )
