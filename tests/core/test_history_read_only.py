@@ -7,27 +7,16 @@ SQLite's ``-wal``/``-shm`` side files.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import sqlite3
 from pathlib import Path
 
 import pytest
+from support.file_snapshot import files_snapshot
 
 from core import history as history_module
 from core.history import HistoryStorage, HistoryStorageError
-
-
-def snapshot(root: Path) -> dict[str, tuple[int, int, str]]:
-    """Every file under ``root``: relative path -> (size, mtime_ns, sha256)."""
-    out = {}
-    for path in sorted(root.rglob("*")):
-        if path.is_file():
-            st = path.stat()
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            out[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns, digest)
-    return out
 
 
 def written_history(db_path: Path, *prompts: str) -> Path:
@@ -47,7 +36,7 @@ def db_path(tmp_path: Path) -> Path:
 
 def test_a_closed_wal_database_is_read_without_creating_wal_or_shm(db_path: Path) -> None:
     written_history(db_path, "fix the parser", "add parser tests", "deploy")
-    before = snapshot(db_path.parent)
+    before = files_snapshot(db_path.parent)
     with HistoryStorage(db_path, read_only=True) as storage:
         assert [e.prompt for e in storage.recent()] == [
             "deploy",
@@ -55,7 +44,7 @@ def test_a_closed_wal_database_is_read_without_creating_wal_or_shm(db_path: Path
             "fix the parser",
         ]
         assert [e.prompt for e in storage.search("pars")] == ["add parser tests", "fix the parser"]
-    assert snapshot(db_path.parent) == before
+    assert files_snapshot(db_path.parent) == before
 
 
 def test_a_missing_database_is_empty_history_and_nothing_is_created(tmp_path: Path) -> None:
@@ -80,11 +69,11 @@ def test_missing_fts_index_means_no_search_and_no_rebuild(db_path: Path) -> None
     conn.execute("INSERT INTO history VALUES (1, 'old prompt', 1771237230, NULL)")
     conn.commit()
     conn.close()
-    before = snapshot(db_path.parent)
+    before = files_snapshot(db_path.parent)
     with HistoryStorage(db_path, read_only=True) as storage:
         assert [e.prompt for e in storage.recent()] == ["old prompt"]
         assert storage.search("old") == []
-    assert snapshot(db_path.parent) == before
+    assert files_snapshot(db_path.parent) == before
 
 
 def test_a_rollback_journal_database_keeps_its_journal_mode(db_path: Path) -> None:
@@ -94,20 +83,20 @@ def test_a_rollback_journal_database_keeps_its_journal_mode(db_path: Path) -> No
     conn.execute("INSERT INTO history (prompt) VALUES ('plain journal')")
     conn.commit()
     conn.close()
-    before = snapshot(db_path.parent)
+    before = files_snapshot(db_path.parent)
     with HistoryStorage(db_path, read_only=True) as storage:
         assert [e.prompt for e in storage.search("journal")] == ["plain journal"]
-    assert snapshot(db_path.parent) == before  # the read-write open would switch to WAL
+    assert files_snapshot(db_path.parent) == before  # the read-write open would switch to WAL
 
 
 def test_an_empty_file_is_empty_history(db_path: Path) -> None:
     db_path.parent.mkdir(parents=True)
     db_path.write_bytes(b"")
-    before = snapshot(db_path.parent)
+    before = files_snapshot(db_path.parent)
     with HistoryStorage(db_path, read_only=True) as storage:
         assert storage.recent() == []
         assert storage.search("x") == []
-    assert snapshot(db_path.parent) == before
+    assert files_snapshot(db_path.parent) == before
 
 
 def test_a_file_that_is_not_a_database_fails_at_open(db_path: Path) -> None:
@@ -135,12 +124,12 @@ def test_prompts_an_agent_has_not_checkpointed_yet_are_seen(db_path: Path) -> No
         agent.execute("INSERT INTO history (prompt) VALUES ('only in the wal')")
         names = sorted(p.name for p in db_path.parent.iterdir())
         assert names == ["history.db", "history.db-shm", "history.db-wal"]
-        main_before = snapshot(db_path.parent)["history.db"]
+        main_before = files_snapshot(db_path.parent)["history.db"]
         with HistoryStorage(db_path, read_only=True) as storage:
             assert [e.prompt for e in storage.recent()] == ["only in the wal", "checkpointed"]
             assert [e.prompt for e in storage.search("wal")] == ["only in the wal"]
         assert sorted(p.name for p in db_path.parent.iterdir()) == names
-        assert snapshot(db_path.parent)["history.db"] == main_before
+        assert files_snapshot(db_path.parent)["history.db"] == main_before
     finally:
         agent.close()
 
@@ -189,7 +178,7 @@ def test_add_on_a_read_only_store_records_nothing(
     db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     written_history(db_path, "kept")
-    before = snapshot(db_path.parent)
+    before = files_snapshot(db_path.parent)
     with (
         caplog.at_level(logging.WARNING, logger="core.history"),
         HistoryStorage(db_path, read_only=True) as storage,
@@ -198,7 +187,7 @@ def test_add_on_a_read_only_store_records_nothing(
         assert storage.flush(timeout=5)
         assert [e.prompt for e in storage.recent()] == ["kept"]
     assert "read-only" in caplog.text
-    assert snapshot(db_path.parent) == before
+    assert files_snapshot(db_path.parent) == before
 
 
 def test_reads_after_close_return_empty(db_path: Path) -> None:

@@ -6,7 +6,6 @@ None of it may change a byte under the agent dir."""
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import shutil
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from support.file_snapshot import files_snapshot
 from support.mount import REPO, Mount, MountFactory, run
 from support.write_setup import read_ctl
 
@@ -43,17 +43,6 @@ def cat_search(mount: Mount, query: str) -> list[list[str]]:
     """``cat "search/<query>"``, each line split into its four fields."""
     out = run("cat", mount.path / "search" / query)
     return [line.split("\t") for line in out.splitlines()]
-
-
-def agent_snapshot(agent_dir: Path) -> dict[str, tuple[int, int, str]]:
-    """Every file under the agent dir: (size, mtime_ns, sha256)."""
-    found = {}
-    for path in sorted(agent_dir.rglob("*")):
-        if path.is_file():
-            st = path.stat()
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            found[str(path.relative_to(agent_dir))] = (st.st_size, st.st_mtime_ns, digest)
-    return found
 
 
 def cache_dir_of(mount: Mount) -> Path:
@@ -84,11 +73,11 @@ def append(path: Path, data: bytes) -> None:
 def searched(demo_agent: Path, mount_factory: MountFactory) -> Iterator[Mount]:
     """A demo mount with its index built; afterwards the agent dir must be unchanged
     but for what the test itself wrote (tests that write take their own snapshot)."""
-    before = agent_snapshot(demo_agent)
+    before = files_snapshot(demo_agent)
     mount = mount_factory(demo_agent)
     search_ready(mount)
     yield mount
-    assert agent_snapshot(demo_agent) == before
+    assert files_snapshot(demo_agent) == before
 
 
 # --- what cat gives -------------------------------------------------------------------
@@ -203,7 +192,7 @@ def test_truncated_replaced_and_deleted_files_leave_no_stale_hits(
 def test_a_corrupt_or_deleted_cache_is_rebuilt(
     demo_agent: Path, mount_factory: MountFactory
 ) -> None:
-    before = agent_snapshot(demo_agent)
+    before = files_snapshot(demo_agent)
     cache = demo_agent.parent / "cache"
     db = search_db_path(cache, demo_agent)
     db.parent.mkdir(parents=True)
@@ -217,13 +206,13 @@ def test_a_corrupt_or_deleted_cache_is_rebuilt(
     wait_for(db.exists, "the index to be rebuilt")
     search_ready(mount)
     assert len(cat_search(mount, "redirect loop")) == 2
-    assert agent_snapshot(demo_agent) == before
+    assert files_snapshot(demo_agent) == before
 
 
 def test_a_cache_dir_on_a_full_disk_leaves_the_mount_working_and_says_why(
     demo_agent: Path, mount_factory: MountFactory, full_disk: Path
 ) -> None:
-    before = agent_snapshot(demo_agent)
+    before = files_snapshot(demo_agent)
     mount = mount_factory(demo_agent, "--cache-dir", str(full_disk / "cache"))
     wait_for(lambda: read_ctl(mount.path)["search"].startswith("unavailable"), "search unavailable")
     assert cat_search(mount, "redirect loop") == []  # no index: no hits, no error
@@ -232,4 +221,4 @@ def test_a_cache_dir_on_a_full_disk_leaves_the_mount_working_and_says_why(
     header = orjson.loads(run("cat", next(mount.path.glob("sessions/*/*/header.json"))))
     assert header["type"] == "session"
     assert mount.alive()
-    assert agent_snapshot(demo_agent) == before
+    assert files_snapshot(demo_agent) == before
