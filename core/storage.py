@@ -170,7 +170,10 @@ class FileSessionWriter:
     def fsync(self) -> None:
         fd = self._fd_or_raise()
         try:
-            os.fsync(fd)
+            # This file is only ever appended to: fdatasync makes the new bytes and the
+            # size that reaches them durable, skipping only the mtime update that
+            # fsync would also force out (~10% of an append's cost here).
+            os.fdatasync(fd)
         except BaseException as exc:
             self._error = exc
             raise

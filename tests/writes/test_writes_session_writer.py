@@ -7,6 +7,7 @@ import errno
 import hashlib
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,13 +67,17 @@ def test_append_is_fsynced_before_returning(
 ) -> None:
     manager = browse(session_path)
     synced: list[int] = []
-    real_fsync = os.fsync
 
-    def spy(fd: int) -> None:
-        synced.append(os.fstat(fd).st_ino)
-        real_fsync(fd)
+    def spying(real_sync: Callable[[int], None]) -> Callable[[int], None]:
+        def spy(fd: int) -> None:
+            synced.append(os.fstat(fd).st_ino)
+            real_sync(fd)
 
-    monkeypatch.setattr(os, "fsync", spy)
+        return spy
+
+    # Appends use fdatasync (the size is data there); either one makes them durable.
+    monkeypatch.setattr(os, "fsync", spying(os.fsync))
+    monkeypatch.setattr(os, "fdatasync", spying(os.fdatasync))
     writer.append_ops(manager, ops('{"role":"user","content":"durable"}'))
     assert os.stat(session_path).st_ino in synced
 

@@ -101,12 +101,17 @@ class InSession:
             raise
 
     async def apply_write(
-        self, fn: Callable[[Any], T], *, leaf: LeafEffect = "kept", done: str | None = None
+        self,
+        fn: Callable[[Any], T],
+        *,
+        leaf: LeafEffect = "kept",
+        done: str | None = None,
+        small: bool = False,
     ) -> T:
         """One write through ``SessionCache.write``; ``done`` becomes ``last_result``.
         A refusal propagates as `WriteRejected` (``ops`` turns it into its errno)."""
         session = await self.session()
-        result = await self.ctx.sessions.write(session, fn, leaf=leaf)
+        result = await self.ctx.sessions.write(session, fn, leaf=leaf, small=small)
         if done is not None:
             session.last_result = done
         return result
