@@ -39,6 +39,7 @@ __all__ = [
     "MAX_APPEND_BYTES",
     "AppendOp",
     "entry_op",
+    "is_line_stream_name",
     "is_text_name",
     "parse_append",
     "reject_oversize",
@@ -61,6 +62,12 @@ def _invalid(reason: str) -> WriteRejected:
 def is_text_name(file_name: str) -> bool:
     """True when a file of this name in ``append/`` holds plain text, not JSON."""
     return file_name.lower().endswith(_TEXT_SUFFIXES)
+
+
+def is_line_stream_name(file_name: str) -> bool:
+    """True when a file of this name in ``append/`` holds JSON Lines (``*.jsonl``): one
+    opened for appending is then committed line by line, as it is written."""
+    return file_name.lower().endswith(".jsonl")
 
 
 def reject_oversize(size: int) -> None:

@@ -39,7 +39,7 @@ from sessionfs.fs.nodes.in_session import (
 from sessionfs.fs.nodes.mount_paths import describe
 from sessionfs.fs.nodes.projects import ProjectsDir
 from sessionfs.fs.nodes.transcripts import open_transcript, transcript_record
-from sessionfs.fs.nodes.write_handles import BufferedWriteHandle
+from sessionfs.fs.nodes.write_handles import BufferedWriteHandle, LineStreamHandle
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN
 from sessionfs.view.refusal import WriteRejected
@@ -54,7 +54,7 @@ from sessionfs.view.session_keys import (
     session_file,
 )
 from sessionfs.writes import session_writer
-from sessionfs.writes.append_parse import parse_append, reject_oversize
+from sessionfs.writes.append_parse import is_line_stream_name, parse_append, reject_oversize
 from sessionfs.writes.link_targets import SESSION_DIR
 from sessionfs.writes.session_commands import (
     CommandResult,
@@ -70,6 +70,9 @@ TITLE_LIMIT = 64 * 1024
 #: Temporary symlinks (GNU ``ln -sf`` makes one before renaming it over ``leaf``) kept
 #: per session; more is refused rather than letting memory grow.
 MAX_PENDING_LINKS = 64
+#: An append file up to this size is parsed and committed on the event loop when that
+#: is safe (`SessionCache.write`'s ``small``): parsing it takes microseconds.
+SMALL_APPEND_BYTES = 64 * 1024
 
 
 class RenderedFile(InSession, FileNode):
@@ -322,13 +325,18 @@ class AppendDir(InSession, DirNode):
     async def create(self, name: str, flags: int, mode: int) -> tuple[Node, OpenFile]:
         await self.session()  # ENOENT when the session is gone
         node = AppendFile(self.ctx, self.child_key(name))
-        return node, node.handle()
+        return node, node.handle(flags)
 
 
 class AppendFile(InSession, FileNode):
     """A file being written into ``append/``: on close its content is parsed
     (`sessionfs.writes.append_parse`) and appended all-or-nothing, fsynced before ``close()``
-    returns. Nothing is ever kept under its name."""
+    returns. Nothing is ever kept under its name.
+
+    A ``*.jsonl`` file opened for appending (``>>``, ``open(..., "a")``) is a stream
+    instead: each ``write()`` appends the complete lines it ends, fsynced before it
+    returns (`LineStreamHandle`), so a long-lived writer pays one round trip per entry
+    rather than an open, a write and a close."""
 
     __slots__ = ()
 
@@ -339,7 +347,11 @@ class AppendFile(InSession, FileNode):
     async def stat(self) -> Stat:
         return Stat(0, time.time_ns())
 
-    def handle(self) -> OpenFile:
+    def handle(self, flags: int) -> OpenFile:
+        if flags & os.O_APPEND and is_line_stream_name(self.key[-1]):
+            return LineStreamHandle(
+                self._commit, too_big=reject_oversize, on_error=self.record_refusal
+            )
         return BufferedWriteHandle(
             self._commit, too_big=reject_oversize, on_error=self.record_refusal
         )
@@ -347,7 +359,7 @@ class AppendFile(InSession, FileNode):
     async def open(self, flags: int) -> OpenFile:
         if not opened_for_writing(flags):
             raise refuse(errno.EACCES)  # a drop box: what goes in is read from entries/
-        return self.handle()
+        return self.handle(flags)
 
     async def setattr(self, attr: Any, fields: Any) -> None:
         allow_truncate_to_zero(self.display_path(), attr, fields)
@@ -355,7 +367,9 @@ class AppendFile(InSession, FileNode):
     async def _commit(self, data: bytes) -> None:
         name = self.key[-1]
         result = await self.apply_write(
-            lambda m: session_writer.append_ops(m, parse_append(name, data)), leaf="recorded"
+            lambda m: session_writer.append_ops(m, parse_append(name, data)),
+            leaf="recorded",
+            small=len(data) <= SMALL_APPEND_BYTES,
         )
         count = len(result.new_ids)
         (

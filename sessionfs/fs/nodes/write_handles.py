@@ -8,7 +8,9 @@ write that is not sequential); the rest of such a file is refused too.
 
 ``ctl`` is different: commands run in ``write()``, one batch per call, so a shell's
 ``echo cmd > ctl`` reports an unknown command at once (``echo: write error``) instead
-of in a ``close()`` that shells do not check.
+of in a ``close()`` that shells do not check. So is a JSON Lines file opened for
+appending in ``append/`` (`LineStreamHandle`): every ``write()`` commits the complete
+lines it ends, which saves a long-lived writer an open and a close per entry.
 
 Every refusal is a `WriteRejected`; ``on_error`` records it (``ctl``'s ``last_error``)
 and the handle answers ``FUSEError(errno)``.
@@ -24,7 +26,7 @@ import pyfuse3
 from sessionfs.fs.nodes.base import OpenFile
 from sessionfs.view.refusal import WriteRejected
 
-__all__ = ["CTL_LIMIT", "BufferedWriteHandle", "LineCommandHandle"]
+__all__ = ["CTL_LIMIT", "BufferedWriteHandle", "LineCommandHandle", "LineStreamHandle"]
 
 #: Largest command batch a ``ctl`` keeps while waiting for the end of a line.
 CTL_LIMIT = 64 * 1024
@@ -84,6 +86,54 @@ class BufferedWriteHandle(OpenFile):
             await self._commit(data)
         except WriteRejected as exc:
             raise await self._refuse(exc) from None
+
+
+class LineStreamHandle(OpenFile):
+    """A stream of lines: each ``write()`` commits the complete lines it holds (with
+    any partial line an earlier write left) before it returns; the flush commits a
+    last line that has no newline.
+
+    Offsets are ignored: the file was opened with ``O_APPEND``, so every write goes to
+    its end. A refused batch fails its ``write()`` and is dropped (nothing of it was
+    applied); the stream goes on with the next write. ``too_big(size)`` bounds the
+    partial line kept in memory.
+    """
+
+    def __init__(self, commit: Commit, *, too_big: Callable[[int], None], on_error: OnError):
+        self._commit = commit
+        self._too_big = too_big
+        self._on_error = on_error
+        self._partial = bytearray()  # the end of the last write after its last newline
+
+    async def _commit_or_refuse(self, data: bytes) -> None:
+        try:
+            await self._commit(data)
+        except WriteRejected as exc:
+            await self._on_error(exc)
+            raise pyfuse3.FUSEError(exc.errno) from None
+
+    async def write(self, offset: int, data: bytes) -> int:
+        end = data.rfind(b"\n") + 1
+        if not end:
+            try:
+                self._too_big(len(self._partial) + len(data))
+            except WriteRejected as exc:
+                self._partial.clear()
+                await self._on_error(exc)
+                raise pyfuse3.FUSEError(exc.errno) from None
+            self._partial += data
+            return len(data)
+        lines = bytes(self._partial) + data[:end] if self._partial else data[:end]
+        self._partial = bytearray(data[end:])
+        if lines.strip():
+            await self._commit_or_refuse(lines)
+        return len(data)
+
+    async def flush(self) -> None:
+        rest = bytes(self._partial)
+        self._partial.clear()
+        if rest.strip():
+            await self._commit_or_refuse(rest)
 
 
 class LineCommandHandle(OpenFile):
