@@ -1,0 +1,75 @@
+"""``SessionCache.write(small=True)``: an append commits on the event loop only when
+nothing but an append and its fsync can happen; otherwise it goes to a worker thread."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import trio
+from support.agent_messages import make_session, user
+
+from core import SessionManager
+from sessionfs.view.agent_index import AgentIndex
+from sessionfs.view.session_cache import INLINE_WRITE_LIMIT, SessionCache
+from sessionfs.writes import session_writer
+from sessionfs.writes.append_parse import parse_append
+
+
+def append(text: str) -> Callable[[SessionManager], Any]:
+    data = orjson.dumps(user(text))
+    return lambda manager: session_writer.append_ops(manager, parse_append("m.json", data))
+
+
+def test_small_appends_run_inline_only_when_safe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = tmp_path / "agent"
+    file = make_session(agent, project="--p--")
+    cache = SessionCache(AgentIndex(agent), budget_bytes=64 << 20)
+    hops: list[str] = []
+    real_run_sync = trio.to_thread.run_sync
+
+    async def counting_run_sync(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        hops.append(getattr(fn, "__name__", "?"))
+        return await real_run_sync(fn, *args, **kw)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counting_run_sync)
+
+    def disk_texts() -> list[str]:
+        manager = SessionManager.open(file, browse=True)
+        return [str(e["message"]["content"]) for e in manager.get_entries() if "message" in e]
+
+    async def scenario() -> None:
+        session = await cache.get("--p--", file.stem)
+        hops.clear()
+        await cache.write(session, append("inline"), leaf="recorded", small=True)
+        assert hops == []  # parsed, on disk, unchanged: no thread hop
+        assert "inline" in disk_texts()[-1]
+        assert 0 < cache.small_write_seconds <= INLINE_WRITE_LIMIT
+
+        await cache.write(session, append("big"), leaf="recorded")
+        assert hops == ["apply"]  # not marked small: always a worker thread
+
+        # Another process appended: the catch-up may be any size, so a thread does it,
+        # and the new entry chains onto the other process's.
+        agent_side = SessionManager.open(file)
+        outside = agent_side.append_message(user("from the agent"))
+        agent_side.close()
+        hops.clear()
+        await cache.write(session, append("after the agent"), leaf="recorded", small=True)
+        assert hops == ["apply"]
+        last = SessionManager.open(file, browse=True).get_entries()[-1]
+        assert last["parentId"] == outside
+
+        # Recent small writes were slow (a slow disk): back to the thread.
+        cache.small_write_seconds = INLINE_WRITE_LIMIT * 10
+        hops.clear()
+        await cache.write(session, append("slow disk"), leaf="recorded", small=True)
+        assert hops == ["apply"]
+        assert "slow disk" in disk_texts()[-1]
+
+    trio.run(scenario)
