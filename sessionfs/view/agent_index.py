@@ -19,6 +19,7 @@ from typing import Any
 from core import jsonl, paths
 from core.safe_open import open_regular
 from sessionfs.view import session_keys
+from sessionfs.view.session_ids import SessionIdIndex
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,8 @@ class AgentIndex:
         # path -> (inode, size seen, header or None when the file is not a session); LRU
         self._headers: OrderedDict[Path, tuple[int, int, dict[str, Any] | None]] = OrderedDict()
         self._skipped: OrderedDict[Path, None] = OrderedDict()  # logged once each (LRU)
+        #: session id -> session, kept current by dir mtimes (``by-id/``)
+        self.ids = SessionIdIndex(self)
 
     def projects(self) -> list[str]:
         try:

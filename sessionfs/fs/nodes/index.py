@@ -8,7 +8,6 @@ import trio
 
 from sessionfs.fs.nodes.base import STATIC, DirNode, LinkNode, MountContext, Node, refuse
 from sessionfs.view.agent_index import SessionRef
-from sessionfs.view.names import decode_name, encode_name, unique_names
 from sessionfs.view.session_keys import mount_parts
 
 RECENT_COUNT = 50
@@ -33,38 +32,20 @@ class SessionLink(LinkNode):
 
 class ByIdDir(DirNode):
     """``by-id/<session-id>`` of every session, sub-agent sessions included; lookup
-    also takes a unique id or file-stem prefix."""
+    also takes a unique id or file-stem prefix. Both go through the agent index's
+    id map (`sessionfs.view.session_ids`): a lookup costs a stat, not a listing."""
 
     __slots__ = ()
 
     tier = STATIC
 
-    async def _named(self) -> list[tuple[str, SessionRef]]:
-        refs = await trio.to_thread.run_sync(self.ctx.index.every_session)
-        refs = [r for r in refs if r.session_id]
-        names = unique_names([encode_name(r.session_id) for r in refs])
-        return list(zip(names, refs, strict=True))
-
     async def children(self) -> list[tuple[str, Node]]:
-        return [(n, SessionLink(self.ctx, self.child_key(n), r)) for n, r in await self._named()]
+        named = await trio.to_thread.run_sync(self.ctx.index.ids.listing)
+        return [(n, SessionLink(self.ctx, self.child_key(n), r)) for n, r in named]
 
     async def lookup(self, name: str) -> Node | None:
-        named = await self._named()
-        for listed, ref in named:
-            if listed == name:
-                return SessionLink(self.ctx, self.child_key(name), ref)
-        wanted = decode_name(name).lower()
-        if not wanted:
-            return None
-        matches = {
-            (ref.project, ref.stem): ref
-            for _, ref in named
-            if ref.session_id.lower().startswith(wanted) or ref.name.lower().startswith(wanted)
-        }
-        if len(matches) == 1:
-            (ref,) = matches.values()
-            return SessionLink(self.ctx, self.child_key(name), ref)
-        return None  # unknown or ambiguous prefix
+        ref = await trio.to_thread.run_sync(self.ctx.index.ids.resolve, name)
+        return None if ref is None else SessionLink(self.ctx, self.child_key(name), ref)
 
 
 class RecentDir(DirNode):
