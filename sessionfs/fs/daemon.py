@@ -21,6 +21,7 @@ import pyfuse3
 import trio
 
 from core import paths
+from sessionfs.fs.cache_cleaner import keep_render_cache_clean
 from sessionfs.fs.memory import (
     process_rss_bound,
     release_free_memory,
@@ -167,6 +168,8 @@ async def _serve(
         nursery.start_soon(_unmount_on_signal)
         if background is not None:
             nursery.start_soon(background)
+        if ctx.renders is not None:
+            nursery.start_soon(keep_render_cache_clean, ctx.renders)
         if ctx.search is not None:
             indexer = SearchIndexer(ctx.search)
             cache.listeners.append(indexer.session_changed)

@@ -12,7 +12,6 @@ import logging
 import os
 import stat
 from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from core import jsonl, paths
 from core.safe_open import open_regular
 from sessionfs.view import session_keys
 from sessionfs.view.session_ids import SessionIdIndex
+from sessionfs.view.session_ref import SessionRef
 
 log = logging.getLogger(__name__)
 
@@ -34,30 +34,6 @@ SKIP_LOG_SIZE = 1024
 
 #: ``AgentIndex.session_if_known``: the header has to be read first (a thread's job).
 NEEDS_IO = object()
-
-
-@dataclass(frozen=True)
-class SessionRef:
-    """A valid session file as a listing sees it (no full load). ``stem`` is a
-    relative path for a sub-agent session (`sessionfs.view.session_keys`)."""
-
-    project: str
-    stem: str
-    path: Path
-    header: dict[str, Any]
-    mtime_ns: int
-    size: int
-    #: the file's permission bits: the session dir shows no more than these allow
-    mode: int = 0o644
-
-    @property
-    def session_id(self) -> str:
-        return str(self.header.get("id", ""))
-
-    @property
-    def name(self) -> str:
-        """Its dir's name in the mount: the file name without ``.jsonl``."""
-        return self.stem.rsplit("/", 1)[-1]
 
 
 def read_header(path: Path, prefix: int = HEADER_PREFIX) -> dict[str, Any] | None:

@@ -38,6 +38,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -46,9 +47,13 @@ from sessionfs.view import loaded_session, render
 
 __all__ = [
     "MAGIC",
+    "TEMP_PREFIX",
     "CachedRender",
+    "EntryHead",
     "FileIdentity",
     "RenderCache",
+    "entry_name",
+    "read_entry_head",
     "renderer_fingerprint",
 ]
 
@@ -62,6 +67,10 @@ _HEAD_SIZE = len(MAGIC) + _HEAD.size
 _FIRST_READ = 4096
 #: A meta block larger than this is not one of ours (guards a garbage length field).
 MAX_META = 64 * 1024
+#: Hex digits in a cache file's name (`entry_name`).
+ENTRY_NAME_CHARS = 40
+#: Cache files being written are named so (then renamed over the real name).
+TEMP_PREFIX = ".tmp-"
 
 
 def renderer_fingerprint() -> str:
@@ -104,8 +113,7 @@ class RenderCache:
 
     def path_for(self, key: str) -> Path:
         """The cache file of the session file ``key`` (its path below the sessions root)."""
-        digest = hashlib.sha256(os.fsencode(key)).hexdigest()[:40]
-        return self.root / digest
+        return self.root / entry_name(key)
 
     def validate(
         self, key: str, identity: FileIdentity, prefetch: bool = False
@@ -172,8 +180,13 @@ class RenderCache:
         return CachedRender(identity, sizes, (path, cache_identity), len(head), crc)
 
 
+def entry_name(key: str) -> str:
+    """The cache file name of the session file ``key``: 40 hex digits of its hash."""
+    return hashlib.sha256(os.fsencode(key)).hexdigest()[:ENTRY_NAME_CHARS]
+
+
 def _write_atomically(path: Path, head: bytes, data: bytes) -> FileIdentity:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(head)
@@ -188,8 +201,32 @@ def _write_atomically(path: Path, head: bytes, data: bytes) -> FileIdentity:
     return identity
 
 
-def _validate_open(fd: int, path: Path, key: str, identity: FileIdentity) -> CachedRender | None:
-    cache_identity = FileIdentity.of(os.fstat(fd))
+@dataclass(frozen=True, slots=True)
+class EntryHead:
+    """What a cache file's head says it holds: the session file (``key``, its path
+    below the sessions root) and the identity it was rendered from."""
+
+    key: str
+    identity: FileIdentity
+
+
+def read_entry_head(fd: int) -> EntryHead | None:
+    """The head of an open cache file, if it is intact and ours (`sessionfs.view.
+    render_cache_cleanup` uses it to tell which session file an entry belongs to)."""
+    read = _read_meta(fd)
+    if read is None:
+        return None
+    meta, _offset = read
+    try:
+        dev, ino, size, mtime_ns = (int(v) for v in meta["identity"])
+        return EntryHead(str(meta["key"]), FileIdentity(dev, ino, size, mtime_ns))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _read_meta(fd: int) -> tuple[dict[str, Any], int] | None:
+    """The meta block of an open cache file and the offset where the transcript
+    starts, if the head is intact (magic, sane length, CRC, a JSON object)."""
     head = os.pread(fd, _FIRST_READ, 0)
     if len(head) < _HEAD_SIZE or not head.startswith(MAGIC):
         return None
@@ -202,7 +239,20 @@ def _validate_open(fd: int, path: Path, key: str, identity: FileIdentity) -> Cac
     meta_bytes = head[_HEAD_SIZE:offset]
     if len(meta_bytes) != meta_length or zlib.crc32(meta_bytes) != meta_crc:
         return None
-    parsed = _parse_meta(meta_bytes, key, identity)
+    try:
+        meta = orjson.loads(meta_bytes)
+    except orjson.JSONDecodeError:
+        return None
+    return (meta, offset) if isinstance(meta, dict) else None
+
+
+def _validate_open(fd: int, path: Path, key: str, identity: FileIdentity) -> CachedRender | None:
+    cache_identity = FileIdentity.of(os.fstat(fd))
+    read = _read_meta(fd)
+    if read is None:
+        return None
+    meta, offset = read
+    parsed = _parse_meta(meta, key, identity)
     if parsed is None:
         return None
     sizes, crc = parsed
@@ -212,11 +262,10 @@ def _validate_open(fd: int, path: Path, key: str, identity: FileIdentity) -> Cac
 
 
 def _parse_meta(
-    meta_bytes: bytes, key: str, identity: FileIdentity
+    meta: dict[str, Any], key: str, identity: FileIdentity
 ) -> tuple[dict[str, int], int] | None:
     """(sizes, transcript CRC) when the meta is ours, for ``key`` at ``identity``."""
     try:
-        meta = orjson.loads(meta_bytes)
         expected = [identity.dev, identity.ino, identity.size, identity.mtime_ns]
         if meta["key"] != key or meta["identity"] != expected or meta["renderer"] != _FINGERPRINT:
             return None
@@ -224,5 +273,5 @@ def _parse_meta(
         if sizes["transcript.md"] < 0:
             return None
         return sizes, int(meta["crc32"])
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None

@@ -29,15 +29,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
 from sessionfs.view import session_keys
 from sessionfs.view.names import decode_name, encode_name, unique_names
+from sessionfs.view.session_ref import SessionRef
 
-if TYPE_CHECKING:
-    from sessionfs.view.agent_index import AgentIndex, SessionRef
-
-__all__ = ["MISS_SWEEP_SECONDS", "RACY_NS", "SessionIdIndex"]
+__all__ = ["MISS_SWEEP_SECONDS", "RACY_NS", "SessionIdIndex", "SessionLister"]
 
 #: A name not in the map sweeps the dirs at most this often.
 MISS_SWEEP_SECONDS = 0.1
@@ -47,6 +46,21 @@ RACY_NS = 2_000_000_000
 
 #: (project, parent stem or None for the project dir itself)
 _DirKey = tuple[str, str | None]
+
+
+class SessionLister(Protocol):
+    """What the map needs of `sessionfs.view.agent_index.AgentIndex` (which owns it)."""
+
+    @property
+    def sessions_root(self) -> Path: ...
+
+    def projects(self) -> list[str]: ...
+
+    def sessions_in(self, project: str) -> list[SessionRef]: ...
+
+    def subagents_of(self, project: str, stem: str) -> list[SessionRef]: ...
+
+    def session(self, project: str, stem: str) -> SessionRef | None: ...
 
 
 @dataclass
@@ -63,7 +77,7 @@ class _DirState:
 class SessionIdIndex:
     """Session id -> session of one agent dir (see the module doc)."""
 
-    def __init__(self, index: AgentIndex, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, index: SessionLister, clock: Callable[[], float] = time.monotonic) -> None:
         self._index = index
         self._clock = clock
         self._lock = threading.Lock()

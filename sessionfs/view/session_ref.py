@@ -1,0 +1,35 @@
+"""``SessionRef``: one session file as a listing sees it (re-exported by
+`sessionfs.view.agent_index`, which makes them; its own module so that the id map,
+`sessionfs.view.session_ids`, can name it without importing the index)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SessionRef"]
+
+
+@dataclass(frozen=True)
+class SessionRef:
+    """A valid session file as a listing sees it (no full load). ``stem`` is a
+    relative path for a sub-agent session (`sessionfs.view.session_keys`)."""
+
+    project: str
+    stem: str
+    path: Path
+    header: dict[str, Any]
+    mtime_ns: int
+    size: int
+    #: the file's permission bits: the session dir shows no more than these allow
+    mode: int = 0o644
+
+    @property
+    def session_id(self) -> str:
+        return str(self.header.get("id", ""))
+
+    @property
+    def name(self) -> str:
+        """Its dir's name in the mount: the file name without ``.jsonl``."""
+        return self.stem.rsplit("/", 1)[-1]
