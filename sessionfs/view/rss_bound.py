@@ -1,16 +1,24 @@
 """``RssBound``: the loaded-session cache's check of what the process really holds.
 
-The LRU budget (``--cache-mb``) counts an *estimate* of each parsed session
-(`loaded_session.PARSED_SIZE_FACTOR` x its file size). Transient load peaks, allocator
-fragmentation and per-session indexes still let the resident set overshoot it (the
-issue-11 bench measured 387 MB at ``--cache-mb 256``). So after each load and each job
-the cache also reads the process's real RSS (``/proc/self/statm``: one small read) and,
-while it exceeds budget + the daemon's own baseline (measured when the mount starts) +
-a slack, evicts least recently used sessions for at least the excess and gives the freed
-heap back at once (``malloc_trim``). What is still resident right after that (allocator
-fragmentation can keep pages that no session uses) becomes the floor for the next
-action: the cache acts again only when RSS grows past it (new use), so a floor it cannot
-get under never makes every access empty the cache. A reading under the limit resets it.
+The LRU budget (``--cache-mb``) counts each loaded session's memory (`LoadedSession.
+memory_cost`). Transient load peaks, allocator fragmentation and per-session indexes
+still let the resident set overshoot it. So after each load and each job the cache also
+reads the process's real RSS (``/proc/self/statm``: one small read) and, while it
+exceeds budget + the daemon's own baseline (measured when the mount starts) + a slack,
+evicts least recently used sessions.
+
+Acting must not thrash (issue 11: a cold ``cat`` of 1,000 ``context.json`` got twice as
+slow when every load evicted one session and trimmed the heap):
+
+* it frees the excess *plus a margin* (`margin`, an eighth of the budget), so the next
+  few loads fit under the limit without acting again;
+* it gives freed heap back to the OS (``malloc_trim``, which walks the whole heap) at
+  most every `RELEASE_INTERVAL` seconds; in between, freed memory is simply reused by
+  the next loads, which keeps RSS flat just as well;
+* what is still resident right after acting (fragmentation can keep pages no session
+  uses) becomes the floor for the next action: the cache acts again only when RSS grows
+  past it, so a floor it cannot get under never makes every access empty the cache. A
+  reading under the limit resets it.
 
 No pyfuse3 or trio here: the daemon passes in its reader and release function
 (`sessionfs.fs.memory`).
@@ -18,14 +26,20 @@ No pyfuse3 or trio here: the daemon passes in its reader and release function
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["RSS_SLACK", "RssBound"]
+__all__ = ["RELEASE_INTERVAL", "RSS_SLACK", "RssBound"]
 
-#: Room above budget + baseline for what the daemon holds besides parsed sessions and
+#: Room above budget + baseline for what the daemon holds besides loaded sessions and
 #: grows with use (inode table, listings, render records, thread stacks).
 RSS_SLACK = 32 * 1024 * 1024
+#: Least seconds between two heap releases by the bound (``malloc_trim`` costs a walk
+#: of the heap: ~1 ms per 100 MB, paid on the event loop).
+RELEASE_INTERVAL = 0.5
+#: What an action frees beyond the excess, as a fraction of the budget.
+MARGIN_FRACTION = 1 / 8
 
 
 @dataclass
@@ -37,10 +51,14 @@ class RssBound:
     #: hands freed heap pages back to the OS now (not rate-limited)
     release: Callable[[], None]
     slack: int = RSS_SLACK
+    release_interval: float = RELEASE_INTERVAL
+    margin_fraction: float = MARGIN_FRACTION
+    clock: Callable[[], float] = time.monotonic
     #: resident bytes when the bound was made (the daemon before any session)
     baseline: int = field(init=False)
     #: RSS right after the last action, when that was still over the limit
     _floor: int = field(init=False, default=0)
+    _released_at: float = field(init=False, default=float("-inf"))
 
     def __post_init__(self) -> None:
         self.baseline = self.read_rss() or 0
@@ -48,9 +66,13 @@ class RssBound:
     def limit(self, budget: int) -> int:
         return budget + self.baseline + self.slack
 
+    def margin(self, budget: int) -> int:
+        """Bytes an action frees below the limit, so that it is not needed again at once."""
+        return int(budget * self.margin_fraction)
+
     def excess(self, budget: int) -> int:
-        """Bytes over the limit to free now (0: within it, unknown, or not grown past
-        what the last action could not get rid of)."""
+        """Bytes to free now: over the limit plus the margin (0: within the limit,
+        unknown, or not grown past what the last action could not get rid of)."""
         rss = self.read_rss()
         if rss is None:
             return 0
@@ -58,10 +80,13 @@ class RssBound:
         if rss <= limit:
             self._floor = 0
             return 0
-        return rss - limit if rss > self._floor else 0
+        return rss - limit + self.margin(budget) if rss > self._floor else 0
 
     def acted(self) -> None:
-        """Sessions were let go for the excess: release their memory now and note
-        what stays resident."""
-        self.release()
+        """Sessions were let go for the excess: release their memory (unless that was
+        done less than `release_interval` ago) and note what stays resident."""
+        now = self.clock()
+        if now - self._released_at >= self.release_interval:
+            self._released_at = now
+            self.release()
         self._floor = self.read_rss() or 0

@@ -51,8 +51,12 @@ class FakeProcess:
         if self.after_release is not None:
             self.rss = self.after_release
 
-    def bound(self) -> RssBound:
-        return RssBound(lambda: self.rss, self.release, slack=SLACK)
+    def bound(self, **options: float) -> RssBound:
+        """The bound under test; by default without margin or release interval, so
+        each action is exactly the excess and always releases."""
+        settings: dict[str, float] = {"margin_fraction": 0.0, "release_interval": 0.0}
+        settings.update(options)
+        return RssBound(lambda: self.rss, self.release, slack=SLACK, **settings)
 
 
 def parsed(cache: SessionCache) -> list[str]:
@@ -110,3 +114,43 @@ def test_an_unknown_rss_never_evicts(tmp_path: Path) -> None:
 
     trio.run(scenario)
     assert len(parsed(cache)) == 3 and not releases
+
+
+def test_an_action_frees_a_margin_below_the_limit_and_releases_at_most_so_often(
+    tmp_path: Path,
+) -> None:
+    """Acting frees the excess plus an eighth of the budget (the next loads then fit
+    without acting again), and trims the heap at most once per release interval."""
+    write_sessions(tmp_path, 8)
+    process = FakeProcess()
+    now = [0.0]
+    cache_probe = SessionCache(AgentIndex(tmp_path), 1024 * MB)
+
+    async def one_cost() -> int:
+        return (await cache_probe.get("p", "s0")).memory_cost()
+
+    cost = trio.run(one_cost)
+    budget = cost * 16  # margin: two sessions' worth
+    bound = process.bound(margin_fraction=1 / 8, release_interval=10.0, clock=lambda: now[0])
+    cache = SessionCache(AgentIndex(tmp_path), budget, rss_bound=bound)
+    limit = budget + BASELINE + SLACK
+
+    async def use(stem: str) -> None:
+        await cache.get("p", stem)
+
+    async def scenario() -> None:
+        for n in range(4):
+            await use(f"s{n}")
+        process.rss = limit + 1  # one byte over: the excess and the margin go
+        await use("s4")
+        assert parsed(cache) == ["s3", "s4"]  # s0..s2: 1 byte + two sessions' worth
+        assert process.releases == 1
+        process.rss = limit * 2  # over again at once: sessions go, no second trim yet
+        await use("s5")
+        assert parsed(cache) == ["s5"] and process.releases == 1
+        now[0] = 10.0  # the interval has passed: the next action trims again
+        process.rss = limit * 3
+        await use("s6")
+        assert parsed(cache) == ["s6"] and process.releases == 2
+
+    trio.run(scenario)
