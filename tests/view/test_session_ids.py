@@ -130,9 +130,7 @@ def test_misses_sweep_at_most_once_per_interval(
     assert len(scans) == listed
 
 
-def test_a_new_session_is_found_by_listing_only_its_project(
-    agent: Path, scans: list[str]
-) -> None:
+def test_a_new_session_is_found_by_listing_only_its_project(agent: Path, scans: list[str]) -> None:
     ids, clock = make_index(agent)
     assert ids.resolve("fresh") is None
     before = len(scans)
