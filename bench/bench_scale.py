@@ -40,7 +40,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +52,8 @@ if __package__ in (None, ""):
 from bench import bench_mount, corpus
 from bench.common import FIXTURES, REPO, mounted, sessionfs_args
 from core import jsonl
+from sessionfs.view import session_ids
+from sessionfs.view.agent_index import AgentIndex
 
 FIXTURE = "pi-v1-before-compaction.jsonl"
 SMALL_SESSIONS = 60
@@ -593,6 +595,96 @@ def cold_entries_walk(bench: Bench, work: Path, sessions: int) -> None:
 # --- main -------------------------------------------------------------------------
 
 
+#: ``by-id/`` lookups: sessions in the agent dir, spread over projects, and lookups timed.
+BY_ID_SESSIONS = 3000
+BY_ID_PROJECTS = 30
+BY_ID_LOOKUPS = 1000
+
+
+def id_corpus(agent: Path, sessions: int) -> list[tuple[str, str, str]]:
+    """``sessions`` one-line session files (a header is all ``by-id/`` reads), as
+    (project, stem, id)."""
+    made = []
+    for n in range(sessions):
+        project = f"--work-p{n % BY_ID_PROJECTS:02d}--"
+        session_id = f"0190{n:08d}-7e57-7000-8000-{n:012d}"
+        stem = f"2026-01-01T00-00-00-000Z_{session_id}"
+        header = {
+            "type": "session",
+            "version": 3,
+            "id": session_id,
+            "timestamp": "2026-01-01T00:00:00.000Z",
+            "cwd": "/w",
+        }
+        directory = agent / "sessions" / project
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"{stem}.jsonl").write_bytes(orjson.dumps(header) + b"\n")
+        made.append((project, stem, session_id))
+    return made
+
+
+def _per_call_us(paths: list[Path], fn: Callable[[Path], object]) -> float:
+    start = time.perf_counter()
+    for path in paths:
+        with suppress(FileNotFoundError):
+            fn(path)
+    return (time.perf_counter() - start) / len(paths) * 1e6
+
+
+def by_id_lookups(bench: Bench, work: Path, sessions: int = BY_ID_SESSIONS) -> None:
+    """``lstat by-id/<id>`` of distinct ids (each a lookup the kernel has not cached)
+    against ``lstat sessions/<project>/<stem>`` of distinct sessions (one stat in the
+    daemon), in the same daemon; misses too; and in process, what a lookup used to
+    cost (a listing of every session) against the id map's."""
+    agent = work / "by-id-agent"
+    made = id_corpus(agent, sessions)
+    # A dir changed within the last RACY_NS is listed again at each sweep (its mtime may
+    # not move on a second change): measure the steady state of an agent dir, whose
+    # project dirs change when a session is created, not while it is written.
+    time.sleep(session_ids.RACY_NS / 1e9)
+    picked = made[:: max(1, len(made) // BY_ID_LOOKUPS)][:BY_ID_LOOKUPS]
+    half = len(picked) // 2
+    with bench.setup.mount(agent, fresh_cache_dir(work, "by-id")) as (mnt, rss):
+        first = _seconds(lambda: os.lstat(mnt / "by-id" / picked[0][2]))
+        with rss.step() as reading:
+            # alternate halves so both kinds see the same machine noise
+            runs = []
+            for part in (picked[1:half], picked[half:]):
+                by_id = _per_call_us([mnt / "by-id" / i for _p, _s, i in part], os.lstat)
+                plain = _per_call_us([mnt / "sessions" / p / s for p, s, _i in part], os.lstat)
+                runs.append((by_id, plain))
+            misses = _per_call_us([mnt / "by-id" / f"nope-{n}" for n in range(half)], os.lstat)
+        ratios = [b / p for b, p in runs]
+        by_id_us = sum(b for b, _ in runs) / len(runs)
+        plain_us = sum(p for _, p in runs) / len(runs)
+        bench.report.add(
+            Figure(
+                f"lstat by-id/<id> ({sessions} sessions, {len(picked)} distinct ids)",
+                f"{by_id_us:.0f} us",
+                f"{plain_us:.0f} us lstat sessions/<p>/<s>",
+                by_id_us / plain_us,
+                "~1x",
+                reading(),
+                f"ratio range {min(ratios):.2f}-{max(ratios):.2f}; first lookup (builds the "
+                f"id map) {first * 1000:.0f} ms; a miss {misses:.0f} us",
+            )
+        )
+    index = AgentIndex(agent)
+    old = min(_seconds(index.every_session) for _ in range(3))
+    ids = [i for _p, _s, i in picked]
+    index.ids.resolve(ids[0])
+    new = min(_seconds(lambda: [index.ids.resolve(i) for i in ids]) for _ in range(3)) / len(ids)
+    bench.report.add(
+        Figure(
+            "by-id lookup in process: id map vs listing every session (the old lookup)",
+            f"{new * 1e6:.1f} us",
+            f"{old * 1e6:.0f} us",
+            new / old,
+            "O(1) vs O(sessions)",
+        )
+    )
+
+
 def load_line() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -607,6 +699,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--walk-sessions", type=int, help="sessions to walk (default: all)")
     parser.add_argument("--step-timeout", type=float, default=900.0, help="seconds per step")
     parser.add_argument("--corpus-dir", type=Path, help="cache root for generated corpora")
+    parser.add_argument(
+        "--only-by-id", action="store_true", help="only the by-id/ lookup figures (no corpus)"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.sessions, args.entries = 100, 400
@@ -627,6 +722,8 @@ def prepare_corpus(params: corpus.CorpusParams, base: Path | None) -> corpus.Cor
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.only_by_id:
+        return main_by_id(args)
     if not (FIXTURES / FIXTURE).is_file():
         print(f"bench_scale: fixture {FIXTURE} not found in {FIXTURES}", file=sys.stderr)
         return 1
@@ -649,6 +746,19 @@ def main(argv: list[str] | None = None) -> int:
             f"{os.cpu_count()} CPUs"
         )
         bench.report.print(title)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def main_by_id(args: argparse.Namespace) -> int:
+    """``--only-by-id``: the by-id/ figures alone (seconds, not the big corpus)."""
+    work = Path(tempfile.mkdtemp(prefix="sessionfs-by-id-"))
+    try:
+        empty = corpus.Corpus(work, corpus.CorpusParams(0, 0), [], {}, 0)  # not read
+        bench = Bench(MountSetup(work, args.cache_mb, mount_help()), empty, "", args.step_timeout)
+        by_id_lookups(bench, work)
+        bench.report.print(f"by-id/ lookups; load avg {load_line()}, {os.cpu_count()} CPUs")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
@@ -691,6 +801,7 @@ def run_all(bench: Bench, small: corpus.Corpus, work: Path, walk_sessions: int) 
     )
     guarded(report, "first cat context.json", lambda: fixture_context(bench, work))
     guarded(report, "cold entries walk", lambda: cold_entries_walk(bench, work, walk_sessions))
+    guarded(report, "by-id lookups", lambda: by_id_lookups(bench, work))
     limit = bench.setup.cache_mb + 100
     peak = bench.setup.peak_rss_mb
     report.add(

@@ -62,6 +62,10 @@ class SessionLister(Protocol):
 
     def session(self, project: str, stem: str) -> SessionRef | None: ...
 
+    def session_if_known(
+        self, project: str, stem: str, cached_only: bool = True
+    ) -> SessionRef | object | None: ...
+
 
 @dataclass
 class _DirState:
@@ -112,6 +116,25 @@ class SessionIdIndex:
                 self._sweep()
                 ref = self._current(self._find(name))
             return ref
+
+    def resolve_known(self, name: str) -> SessionRef | None:
+        """`resolve` for the common case only, cheap enough for the event loop: a name
+        the map already knows whose file needs no header read (one ``stat``, no
+        sweep, never waits for a sweeping thread). ``None``: ask `resolve`."""
+        if not self._lock.acquire(blocking=False):
+            return None  # a sweep is running: the caller's thread will wait for it
+        try:
+            if self._last_sweep is None:
+                return None
+            ref = self._find(name)
+            if ref is None:
+                return None
+            now = self._index.session_if_known(ref.project, ref.stem, cached_only=True)
+            if isinstance(now, SessionRef) and now.session_id == ref.session_id:
+                return now
+            return None
+        finally:
+            self._lock.release()
 
     def _may_sweep_for_miss(self) -> bool:
         assert self._last_sweep is not None
@@ -196,6 +219,7 @@ class SessionIdIndex:
                 self._drop(key)
             elif self._needs_listing(state, mtime):
                 pending += self._list_dir(key, state, mtime, started_ns)
+        self._named()  # sorted here, in the sweeping thread, not at a lookup
 
     @staticmethod
     def _needs_listing(state: _DirState, mtime: int) -> bool:

@@ -200,3 +200,22 @@ def test_a_removed_project_and_subagent_dir_are_forgotten(agent: Path) -> None:
     assert ids.resolve("sub-1") is None
     assert ids.resolve("id-3-0") is None
     assert all(r.project != "--p3--" and "/" not in r.stem for _, r in ids.listing())
+
+
+def test_known_names_resolve_without_a_thread(agent: Path, dir_stats: list[str]) -> None:
+    """`resolve_known` (the event loop's path) answers a known id with one stat and
+    leaves everything else to `resolve`: unknown names, files it has to read."""
+    ids, clock = make_index(agent)
+    assert ids.resolve_known("id-0-1") is None  # nothing swept yet
+    assert ids.resolve("id-0-1") is not None
+    swept = len(dir_stats)
+    clock.now += 10
+    known = ids.resolve_known("id-2-3")
+    assert known is not None and known.session_id == "id-2-3"
+    assert ids.resolve_known("no-such-id") is None
+    assert len(dir_stats) == swept  # never sweeps
+    replaced = write_session(agent, "replacement", "id-2-3")
+    os.replace(replaced, known.path)  # a new inode: its header must be read first
+    assert ids.resolve_known("id-2-3") is None
+    again = ids.resolve("id-2-3")
+    assert again is not None and again.path == known.path
