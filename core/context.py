@@ -7,7 +7,9 @@ O(path length) once ``by_id`` exists.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 from typing import Any, Final
 
 from core.paths import iso_to_ms
@@ -66,21 +68,23 @@ def _walk_up(leaf_id: str | None, by_id: Mapping[str, Entry]) -> list[Entry]:
     """``path_to_root`` leaf first. The common case skips the set of seen ids: a walk
     that meets an entry twice never ends, so one that ends within ``len(by_id)`` steps
     met every entry once. Only a longer walk (a parent cycle) or a parentId that cannot
-    be a key pays for the checked walk."""
-    get = by_id.get
-    current = get(leaf_id) if isinstance(leaf_id, str) else None
-    path: list[Entry] = []
+    be a key pays for the checked walk.
+
+    Subscripts and a KeyError at the root (a ``None`` or unknown parentId, or none at
+    all) instead of ``.get`` calls: this loop is most of the cost of a context."""
+    current = by_id.get(leaf_id) if isinstance(leaf_id, str) else None
+    if current is None:
+        return []
+    path = [current]
     append = path.append
     try:
-        for _ in range(len(by_id)):
-            if current is None:
-                return path
+        for _ in repeat(None, len(by_id)):
+            current = by_id[current["parentId"]]
             append(current)
-            current = get(current.get("parentId"))  # type: ignore[arg-type]
+    except KeyError:  # the root's parent is not an entry: the walk is done
+        return path
     except TypeError:  # an unhashable parentId (a damaged file)
         pass
-    if current is None:
-        return path
     return _walk_up_checked(leaf_id, by_id)
 
 
@@ -229,10 +233,6 @@ _STATE_SETTERS: Final = {
     "mcp_tool_selection": _mcp_selection,
 }
 
-#: Entry types besides "message" whose entries may put a message in the context.
-_MADE_MESSAGE_KINDS: Final = ("custom_message", "branch_summary")
-
-
 def _kept_start(path: Sequence[Entry], compaction_index: int) -> int:
     """Where the kept tail before the compaction at ``compaction_index`` starts: its
     ``firstKeptEntryId`` (ids on a path are distinct, so searching back from the
@@ -245,26 +245,6 @@ def _kept_start(path: Sequence[Entry], compaction_index: int) -> int:
         if path[index].get("id") == first_kept:
             return index
     return compaction_index  # not on the path: keep nothing from before the compaction
-
-
-def _restart_at_compaction(
-    path: Sequence[Entry],
-    compaction_index: int,
-    messages: list[dict[str, Any]],
-    sources: list[Entry] | None,
-) -> None:
-    """Replace what ``messages`` (and ``sources``) hold by the compaction's summary and
-    its kept tail: everything before it is out of the context from now on."""
-    compaction = path[compaction_index]
-    messages[:] = [_compaction_message(compaction)]
-    if sources is not None:
-        sources[:] = [compaction]
-    for entry in path[_kept_start(path, compaction_index) : compaction_index]:
-        message = _message_of(entry)
-        if message is not None:
-            messages.append(message)
-            if sources is not None:
-                sources.append(entry)
 
 
 def _latest_assistant(path: Sequence[Entry], start: int, stop: int) -> dict[str, Any] | None:
@@ -287,50 +267,129 @@ def _latest_assistant(path: Sequence[Entry], start: int, stop: int) -> dict[str,
 def _gather(
     path: Sequence[Entry], context: dict[str, Any], sources: list[Entry] | None = None
 ) -> list[dict[str, Any]]:
-    """One pass root->leaf: set the state fields of ``context`` and return the context
-    messages (the latest compaction's summary first, then the kept tail and what
+    """Set the state fields of ``context`` and return the context messages at the end
+    of ``path`` (the latest compaction's summary first, then its kept tail and what
     follows it). With ``sources``, the entry behind each message is appended to it.
 
-    Messages are shared with the entries, not copied, as the agents do. The hot case
-    (a "message" entry) does not look inside the message: which assistant message last
-    named the model is looked up backwards, only where a model change or the end of
-    the path needs it (the result, key order of ``models`` included, is the same as
-    setting it at every assistant message)."""
+    Messages are shared with the entries, not copied, as the agents do. Nearly every
+    entry is a "message", so one comprehension reads each entry once (a long path does
+    not fit in the CPU cache: a second pass would pay the misses again), only the few
+    other entries go through Python-level dispatch, and the messages between two of
+    them are taken as slices (see ``_add_messages``)."""
+    held, others = _held_messages(path)
+    last_compaction = _apply_state(path, others, context)
+    messages: list[dict[str, Any]] = []
+    start = 0
+    if last_compaction is not None:
+        compaction = path[last_compaction]
+        messages.append(_compaction_message(compaction))
+        if sources is not None:
+            sources.append(compaction)
+        kept = _kept_start(path, last_compaction)
+        _add_messages(path, held, others, range(kept, last_compaction), messages, sources)
+        start = last_compaction + 1
+    _add_messages(path, held, others, range(start, len(path)), messages, sources)
+    return messages
+
+
+def _held_messages(path: Sequence[Entry]) -> tuple[list[Any], list[int]]:
+    """Per entry of ``path``, its ``message`` if it is of type "message", else ``None``;
+    and the indexes of the entries that are not of type "message" (noted from inside
+    the comprehension: they are few). Subscripts are cheaper than ``.get``; an entry
+    without a type or a "message" entry without one (a damaged file) takes the
+    slower comprehension."""
+    others: list[int] = []
+    note = others.append
+    try:
+        held = [e["message"] if e["type"] == "message" else note(i) for i, e in enumerate(path)]
+    except KeyError:
+        others.clear()
+        held = [
+            e.get("message") if e.get("type") == "message" else note(i)
+            for i, e in enumerate(path)
+        ]
+    return held, others
+
+
+def _apply_state(path: Sequence[Entry], others: list[int], context: dict[str, Any]) -> int | None:
+    """Set the state fields of ``context`` from the non-message entries at ``others``
+    (indexes into ``path``, in order); return the index of the last compaction.
+
+    Which assistant message last named the model is looked up backwards, only where a
+    model change or the end of the path needs it (the result, key order of ``models``
+    included, is the same as setting it at every assistant message)."""
     models: dict[str, str] = context["models"]
     rules: Rules = {}
-    messages: list[dict[str, Any]] = []
-    add = messages.append
     setters = _STATE_SETTERS
+    last_compaction = None
     unscanned = 0  # assistant messages before this index are in `models` already
-    for index, entry in enumerate(path):
-        kind = entry.get("type")
-        if kind == "message":
-            message = entry.get("message")
-            if isinstance(message, dict):
-                add(message)
-                if sources is not None:
-                    sources.append(entry)
-        elif kind == "model_change":
+    for index in others:
+        kind = path[index].get("type")
+        if kind == "model_change":
             assistant = _latest_assistant(path, unscanned, index)
             if assistant is not None:
                 models["default"] = _assistant_model(assistant)
             unscanned = index + 1
-            _apply_model_change(entry, models)
+            _apply_model_change(path[index], models)
         elif kind == "compaction":
-            _restart_at_compaction(path, index, messages, sources)
-        elif kind in _MADE_MESSAGE_KINDS:
-            made = _message_of(entry)
-            if made is not None:
-                add(made)
-                if sources is not None:
-                    sources.append(entry)
+            last_compaction = index
         elif isinstance(kind, str) and kind in setters:
-            setters[kind](entry, context, rules)
+            setters[kind](path[index], context, rules)
     assistant = _latest_assistant(path, unscanned, len(path))
     if assistant is not None:
         models["default"] = _assistant_model(assistant)
     context["injectedTtsrRules"] = list(rules)
-    return messages
+    return last_compaction
+
+
+def _add_messages(
+    path: Sequence[Entry],
+    held: list[Any],
+    others: list[int],
+    span: range,
+    messages: list[dict[str, Any]],
+    sources: list[Entry] | None,
+) -> None:
+    """Append the messages of the entries of ``path`` at ``span`` (and those entries
+    to ``sources``): each run of "message" entries between two of ``others`` in one
+    go, an entry between two runs through ``_message_of``."""
+    run_start = span.start
+    for index in others[bisect_left(others, span.start) :]:
+        if index >= span.stop:
+            break
+        _add_message_run(path, held, run_start, index, messages, sources)
+        made = _message_of(path[index])
+        if made is not None:
+            messages.append(made)
+            if sources is not None:
+                sources.append(path[index])
+        run_start = index + 1
+    _add_message_run(path, held, run_start, span.stop, messages, sources)
+
+
+def _add_message_run(
+    path: Sequence[Entry],
+    held: list[Any],
+    start: int,
+    stop: int,
+    messages: list[dict[str, Any]],
+    sources: list[Entry] | None,
+) -> None:
+    """Append ``held[start:stop]``, the messages of "message" entries; one that is not
+    a dict (a damaged file) contributes nothing."""
+    if start >= stop:
+        return
+    run = held[start:stop]
+    if all(map(isinstance, run, repeat(dict))):
+        messages += run
+        if sources is not None:
+            sources += path[start:stop]
+        return
+    for entry, message in zip(path[start:stop], run, strict=True):
+        if isinstance(message, dict):
+            messages.append(message)
+            if sources is not None:
+                sources.append(entry)
 
 
 def _leaf_path(

@@ -143,6 +143,8 @@ MESSAGES = [
     {"type": "message", "message": {"role": "assistant", "provider": "openai", "model": "m2"}},
     {"type": "message", "message": {"role": "assistant", "provider": "openai"}},
     {"type": "message", "message": "not a dict"},
+    {"type": "message", "message": None},
+    {"type": "message"},  # no message at all
 ]
 OTHERS = [
     {"type": "model_change", "model": "x/a"},
@@ -167,6 +169,7 @@ OTHERS = [
     {"type": "mcp_tool_selection", "selectedToolNames": ["a", "b"]},
     {"type": "label"},
     {"type": ["odd"]},
+    {"summary": "no type at all"},
 ]
 bodies = st.sampled_from(MESSAGES * 3 + OTHERS)
 rarely = st.sampled_from([False] * 7 + [True])  # unbiased: integers() favour their bounds
@@ -184,7 +187,7 @@ def forests(draw: st.DrawFn) -> list[Entry]:
         chained = entries[-1]["id"] if entries else None
         parent = draw(parents) if draw(rarely) else chained
         body = dict(draw(bodies))
-        if body["type"] == "compaction" and entries and not draw(rarely):
+        if body.get("type") == "compaction" and entries and not draw(rarely):
             body["firstKeptEntryId"] = draw(st.sampled_from([e["id"] for e in entries[-2:]]))
         entries.append({"id": entry_id, "parentId": parent, "timestamp": T, **body})
     return entries
