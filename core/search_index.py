@@ -67,6 +67,7 @@ import re
 import sqlite3
 import threading
 import time
+import unicodedata
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -85,12 +86,14 @@ __all__ = [
     "MAX_LIMIT",
     "SCHEMA_VERSION",
     "Hit",
+    "QueryPlan",
     "SearchIndex",
     "UpdateStats",
     "build_match_query",
     "entry_search_text",
     "format_hit",
     "parse_query",
+    "plan_query",
 ]
 
 log = logging.getLogger(__name__)
@@ -134,6 +137,10 @@ _MODE_NOT_SESSION = 0  # no header (yet): any change -> read it whole again
 _MODE_LEGACY = 1  # v1: ids are derived from positions -> any change -> read it whole
 _MODE_APPENDABLE = 2  # ids in the file: index only the new lines
 
+# The candidate check (`_Verifier`) builds a table with the same options, so a query
+# means the same thing there as in the index.
+_FTS_OPTIONS = "content='', columnsize=0, detail=full, tokenize='unicode61 remove_diacritics 2'"
+
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
     """CREATE TABLE files (
@@ -155,8 +162,7 @@ _SCHEMA = (
     # Rows handed out per time bucket so far (never decreases until a rebuild).
     "CREATE TABLE buckets (bucket INTEGER PRIMARY KEY, used INTEGER NOT NULL)",
     "CREATE INDEX entries_by_file ON entries(file_id) WHERE file_id IS NOT NULL",
-    "CREATE VIRTUAL TABLE fts USING fts5(text, content='', columnsize=0, detail=full,"
-    " tokenize='unicode61 remove_diacritics 2')",
+    "CREATE VIRTUAL TABLE fts USING fts5(text, " + _FTS_OPTIONS + ")",
 )
 _SCHEMA_TABLES = frozenset({"meta", "files", "entries", "buckets", "fts"})
 
@@ -372,14 +378,198 @@ def _clean_text(text: str) -> str:
     return text
 
 
+def _term_match(term: QueryTerm) -> str:
+    """One term as an FTS5 string: quoted, so no user text is ever FTS syntax."""
+    return f'"{_clean_text(term.text)}"' + ("*" if term.prefix else "")
+
+
 def build_match_query(terms: Sequence[QueryTerm]) -> str | None:
     """The FTS5 MATCH expression for ``terms``: each one a quoted string (so no user
     text is ever FTS syntax: ``AND``, ``NEAR(``, ``col:``, ``*``, ``^`` are words),
-    adjacent strings ANDed, ``*`` after the prefix term. None when there are none."""
+    adjacent strings ANDed, ``*`` after the prefix term; a term repeated is kept once
+    (ANDing it again changes nothing). None when there are none."""
     if not terms:
         return None
-    parts = [f'"{_clean_text(term.text)}"' + ("*" if term.prefix else "") for term in terms]
+    return " ".join(dict.fromkeys(_term_match(term) for term in terms))
+
+
+class QueryPlan(NamedTuple):
+    """How one query runs. ``match`` is what FTS5 evaluates on the index; when the
+    full query is too costly for that (``checks`` not empty), ``match`` is a cheaper
+    query that every hit of the full one also matches, and each candidate's text must
+    also match every query of ``checks`` (cheap ones first, the full query last)."""
+
+    match: str
+    checks: tuple[str, ...] = ()
+
+
+# FTS5 walks one posting list per token of the query (a token repeated inside a phrase
+# is walked again), and checks the positions of every token of a phrase in every entry
+# that has them all: a 3,000-word pasted phrase took 40 s, 64 phrases of common words
+# half a second, where a query within these bounds takes at most ~25 ms on 120,000
+# entries. A larger query runs a part of it within them on the index and checks the rest
+# on the candidates' text.
+_MAX_INDEX_PHRASES = 4
+_MAX_PHRASE_TOKENS = 4
+
+
+def plan_query(terms: Sequence[QueryTerm]) -> QueryPlan | None:
+    """The `QueryPlan` for ``terms`` (see `parse_query`); None when there are none."""
+    full = build_match_query(terms)
+    if full is None:
+        return None
+    unique = list({_term_match(term): term for term in terms}.values())
+    phrases = [term for term in unique if _token_count(term.text) > 1]
+    tokens = sum(_token_count(term.text) for term in phrases)
+    if tokens <= _MAX_PHRASE_TOKENS * _MAX_INDEX_PHRASES and len(phrases) <= _MAX_INDEX_PHRASES:
+        return QueryPlan(full)
+    candidates = _candidate_match(unique)
+    if candidates is None:
+        # Nothing fits the bounds (one unbreakable run of 5+ tokens): the full query.
+        return QueryPlan(full)
+    return QueryPlan(candidates, (*_tile_checks(unique, full), full))
+
+
+def _tile_checks(terms: Sequence[QueryTerm], full: str) -> Iterator[str]:
+    """Cheap checks before the full query when a phrase is long: runs of 4, 8, 16, …
+    tokens of it, each check on the rows that passed the one before (so a row that
+    has the first words of a 3,000-word phrase but not the rest is dropped for the
+    cost of a few dozen tokens, not 3,000)."""
+    longest = max(_token_count(term.text) for term in terms)
+    size = _MAX_PHRASE_TOKENS
+    while size < longest:
+        check = _tile_check(terms, size)
+        if check != full:
+            yield check
+        size *= 2
+
+
+# A check holds at most this many tokens: checks grow 4, 8, 16… tokens a run.
+_MAX_CHECK_TOKENS = 512
+
+
+def _tile_check(terms: Sequence[QueryTerm], size: int) -> str:
+    """A query every match of ``terms`` also matches: each term of more than ``size``
+    tokens as its distinct runs of at most ``size`` tokens (the first ones, up to
+    `_MAX_CHECK_TOKENS` tokens in all)."""
+    parts: dict[str, None] = {}
+    budget = _MAX_CHECK_TOKENS
+    for term in terms:
+        if _token_count(term.text) <= size:
+            parts[_term_match(term)] = None
+            continue
+        pieces = _pieces(term.text)
+        if term.prefix:
+            pieces = pieces[:-1]
+        for run in _runs(pieces, size):
+            if budget <= 0:
+                break
+            if f'"{run}"' not in parts:
+                budget -= _token_count(run)
+            parts[f'"{_clean_text(run)}"'] = None
     return " ".join(parts)
+
+
+def _runs(pieces: Sequence[str], size: int) -> Iterator[str]:
+    """Consecutive pieces grouped into runs of at most ``size`` tokens (a longer piece
+    is left out: it cannot be cut safely)."""
+    run: list[str] = []
+    tokens = 0
+    for piece in pieces:
+        count = _token_count(piece)
+        if count > size:
+            run, tokens = [], 0
+            continue
+        if tokens + count > size:
+            yield " ".join(run)
+            run, tokens = [], 0
+        run.append(piece)
+        tokens += count
+    if run:
+        yield " ".join(run)
+
+
+def _token_count(text: str) -> int:
+    return len(_TOKEN_RE.findall(text))
+
+
+def _candidate_match(terms: Sequence[QueryTerm]) -> str | None:
+    """A query every match of ``terms`` also matches, within the index bounds: the
+    most selective-looking phrases (longest words; at most `_MAX_INDEX_PHRASES`, each
+    cut to a run of at most `_MAX_PHRASE_TOKENS` tokens), then single words, longest
+    first, while the token budget lasts. None when no part of ``terms`` fits."""
+    phrases = sorted(
+        (term for term in terms if _token_count(term.text) > 1),
+        key=lambda term: -_selectivity(term.text),
+    )
+    words = sorted(
+        (term for term in terms if _token_count(term.text) == 1),
+        key=lambda term: -_selectivity(term.text),
+    )
+    parts: list[str] = []
+    for term in phrases:
+        if len(parts) == _MAX_INDEX_PHRASES:
+            break
+        window = _phrase_window(term)
+        if window is not None:
+            parts.append(window)
+    parts.extend(_term_match(term) for term in words)
+    return " ".join(parts) if parts else None
+
+
+def _selectivity(text: str) -> int:
+    """A guess at how rare a term is without asking the index: long words are rare
+    (common words are short in every language the agents write)."""
+    return sum(len(token) for token in _TOKEN_RE.findall(text))
+
+
+# Characters that end a token for FTS5's unicode61 as surely as for `_TOKEN_RE`: ASCII
+# other than letters and digits, whitespace, and (checked one by one) punctuation.
+# Splitting elsewhere could split what unicode61 keeps as one token (a letter and its
+# combining accent), and the candidate query would miss hits.
+_ASCII_SEPARATORS_RE = re.compile(r"[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f\s]+")
+
+
+def _pieces(text: str) -> list[str]:
+    """``text`` cut at characters that separate tokens for certain."""
+    pieces: list[str] = []
+    for chunk in _ASCII_SEPARATORS_RE.split(text):
+        if chunk.isascii():
+            pieces.append(chunk)
+            continue
+        current: list[str] = []
+        for char in chunk:
+            if unicodedata.category(char)[0] in "PZ":
+                pieces.append("".join(current))
+                current = []
+            else:
+                current.append(char)
+        pieces.append("".join(current))
+    return [piece for piece in pieces if _TOKEN_RE.search(piece)]
+
+
+def _phrase_window(term: QueryTerm) -> str | None:
+    """A phrase the term always contains, of at most `_MAX_PHRASE_TOKENS` tokens: the
+    run of its pieces with the most letters, as an FTS5 string (the term itself when
+    it is that short). A prefix term's last piece is only a prefix, so it is left out
+    of a run. None when no piece is short enough."""
+    if _token_count(term.text) <= _MAX_PHRASE_TOKENS:
+        return _term_match(term)
+    pieces = _pieces(term.text)
+    if term.prefix:
+        pieces = pieces[:-1]
+    sizes = [_token_count(piece) for piece in pieces]
+    best: str | None = None
+    best_score = -1
+    for start in range(len(pieces)):
+        end, tokens = start, 0
+        while end < len(pieces) and tokens + sizes[end] <= _MAX_PHRASE_TOKENS:
+            tokens += sizes[end]
+            end += 1
+        run = " ".join(pieces[start:end])
+        if run and _selectivity(run) > best_score:
+            best, best_score = run, _selectivity(run)
+    return None if best is None else f'"{_clean_text(best)}"'
 
 
 def _snippet_pattern(terms: Sequence[QueryTerm]) -> re.Pattern[str]:
@@ -1069,12 +1259,12 @@ class SearchIndex:
         Hits whose line changed on disk since it was indexed are left out.
         """
         terms = parse_query(query)
-        match = build_match_query(terms)
+        plan = plan_query(terms)
         try:
             limit = max(0, min(MAX_LIMIT, int(limit)))
         except (TypeError, ValueError, OverflowError):
             return []
-        if match is None or limit == 0:
+        if plan is None or limit == 0:
             return []
         root = None
         try:
@@ -1085,7 +1275,7 @@ class SearchIndex:
                 root = _meta(conn, "root")
                 if root is None:
                     return []
-                return self._search(conn, root, match, _snippet_pattern(terms), limit)
+                return self._search(conn, root, plan, _snippet_pattern(terms), limit)
         except Exception as exc:
             if _is_corrupt(exc):
                 self._mark_unavailable(f"corrupt search index: {exc}")
@@ -1097,16 +1287,18 @@ class SearchIndex:
         self,
         conn: sqlite3.Connection,
         root: str,
-        match: str,
+        plan: QueryPlan,
         pattern: re.Pattern[str],
         limit: int,
     ) -> list[Hit]:
         hits: list[Hit] = []
         below = _TOP_ROWID
         reader = _LineReader(root)
+        verifier = _Verifier(plan.checks, reader) if plan.checks else None
         try:
             while len(hits) < limit and below > 0:
-                rows, below = _newest_matches(conn, match, below, limit - len(hits))
+                keep = None if verifier is None else verifier.keep
+                rows, below = _newest_matches(conn, plan.match, below, limit - len(hits), keep)
                 for _, ts, entry_id, role, offset, length, crc, key in rows:
                     text = reader.text(key, offset, length, crc)
                     if text is None:
@@ -1117,20 +1309,30 @@ class SearchIndex:
                         break
         finally:
             reader.close()
+            if verifier is not None:
+                verifier.close()
         return hits
 
 
+_Rows = list[Any]
+
+
 def _newest_matches(
-    conn: sqlite3.Connection, match: str, below: int, want: int
-) -> tuple[list[Any], int]:
+    conn: sqlite3.Connection,
+    match: str,
+    below: int,
+    want: int,
+    keep: Callable[[_Rows], _Rows] | None = None,
+) -> tuple[_Rows, int]:
     """At least the ``want`` newest matching rows with rowid < ``below`` (fewer only when
     there are no more), newest first, and the rowid to continue below (0: no more).
+    ``keep`` (when given) filters each fetched slice of rows before they count.
 
     Rowid order is time order between buckets, not inside one: so the rest of the last
     bucket reached is read too, and the rows are sorted by their exact timestamps. One
     streamed statement, not a LIMIT query plus a second one for the bucket's rest: a
     prefix term costs FTS5 a merge of every expansion's postings per statement."""
-    rows: list[Any] = []
+    rows: _Rows = []
     bucket_start = -1
     next_below = 0
     cursor = conn.execute(_SEARCH_SQL, (match, below))
@@ -1139,7 +1341,7 @@ def _newest_matches(
             chunk = cursor.fetchmany(max(want, 64))
             if not chunk:
                 break
-            for row in chunk:
+            for row in chunk if keep is None else keep(chunk):
                 if row[0] < bucket_start:
                     next_below = bucket_start
                     break
@@ -1150,6 +1352,44 @@ def _newest_matches(
         cursor.close()
     rows.sort(key=lambda row: (row[1], row[0]), reverse=True)
     return rows, next_below
+
+
+class _Verifier:
+    """Checks candidate rows (see `QueryPlan`) against the plan's checks: their indexed
+    text, read back from the session files, goes into a scratch in-memory FTS5 table
+    with the index's own options, and each check runs there on what passed the one
+    before. FTS5 itself decides, so a row is kept exactly when the index would have
+    matched it."""
+
+    def __init__(self, checks: Sequence[str], reader: _LineReader) -> None:
+        self.checks = checks
+        self.reader = reader
+        self.conn = sqlite3.connect(":memory:", isolation_level=None)
+        self.conn.execute(f"CREATE VIRTUAL TABLE scratch USING fts5(text, {_FTS_OPTIONS})")
+
+    def keep(self, rows: _Rows) -> _Rows:
+        """The rows whose text matches every check (stale lines are dropped)."""
+        texts: dict[int, str] = {}
+        for rowid, _, _, _, offset, length, crc, key in rows:
+            text = self.reader.text(key, offset, length, crc)
+            if text is not None:
+                texts[rowid] = _clean_text(text)
+        for check in self.checks:
+            if not texts:
+                break
+            texts = {rowid: texts[rowid] for rowid in self._matching(texts, check)}
+        return [row for row in rows if row[0] in texts]
+
+    def _matching(self, texts: dict[int, str], check: str) -> set[int]:
+        self.conn.executemany("INSERT INTO scratch (rowid, text) VALUES (?, ?)", texts.items())
+        try:
+            found = self.conn.execute("SELECT rowid FROM scratch WHERE scratch MATCH ?", (check,))
+            return {row[0] for row in found}
+        finally:
+            self.conn.execute("INSERT INTO scratch (scratch) VALUES ('delete-all')")
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 class _LineReader:

@@ -272,6 +272,12 @@ HOSTILE = [
     "_",
     "col:*",
     "NEAR/2",
+    # Shapes whose cost grows with the query (see core.search_index.plan_query).
+    '"' + "word " * 2000 + '"',
+    '"' + "a\u00b7" * 5000 + '"',
+    " ".join(f'"a{n} b{n}"' for n in range(100)),
+    '"' + "the a to " * 1000 + '" wor',
+    '"e\u0301' * 3000,
 ]
 
 
@@ -689,3 +695,76 @@ def test_files_are_read_and_inserted_in_slices(root, index, monkeypatch):
         fh.write(lines(user("late", "sliced late")))
     assert index.update(root).entries_indexed == 1
     assert ids(index.search("sliced", limit=1)) == ["late"]
+
+
+# --- queries too costly for the index alone (core.search_index.plan_query) -------------
+
+LONG_TEXT = (
+    "the build failed because the parser could not read the session header and the"
+    " retry loop gave up after three attempts so we fixed the header reader first"
+)
+
+
+def _full_query_hits(index: SearchIndex, query: str, monkeypatch) -> list[str]:
+    """What the query finds when FTS5 evaluates all of it on the index."""
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            search_index,
+            "plan_query",
+            lambda terms: search_index.QueryPlan(search_index.build_match_query(terms) or ""),
+        )
+        return ids(index.search(query))
+
+
+def test_long_and_many_phrase_queries_find_exactly_what_the_full_query_finds(
+    root, index, monkeypatch
+):
+    words = LONG_TEXT.split()
+    write_session(
+        root,
+        "s",
+        user("whole", LONG_TEXT),
+        user("twice", LONG_TEXT + " " + LONG_TEXT),
+        user("changed", LONG_TEXT.replace("three", "four")),
+        user("accents", LONG_TEXT.replace("parser", "pársér").replace("header", "HEADER")),
+        user("dotted", "\u00b7".join(words)),
+        user("start", " ".join(words[:6])),
+    )
+    index.update(root)
+    queries = [
+        f'"{LONG_TEXT}"',
+        f'"{LONG_TEXT.replace("three", "four")}"',
+        f'"{LONG_TEXT} {LONG_TEXT}"',
+        f'"{LONG_TEXT.replace(" ", ".")}"',
+        f'"{"·".join(words)}"',
+        " ".join(f'"{a} {b}"' for a, b in zip(words, words[1:], strict=False)),
+        " ".join(f'"{a} {b}"' for a, b in zip(words, words[2:], strict=False)),
+        f'"{LONG_TEXT}" hea',  # a prefix after a long phrase
+        f'"{" ".join(words[:20])} hea',  # an open quote: a phrase, no prefix
+        " ".join(words) + " " + " ".join(f'"{w} {w}"' for w in words[:8]),
+    ]
+    for query in queries:
+        expected = _full_query_hits(index, query, monkeypatch)
+        assert ids(index.search(query)) == expected, query
+    assert set(ids(index.search(f'"{LONG_TEXT}"'))) == {"whole", "twice", "accents", "dotted"}
+    assert ids(index.search(f'"{LONG_TEXT} {LONG_TEXT}"')) == ["twice"]
+
+
+def test_a_long_phrase_query_runs_a_short_part_on_the_index():
+    plan = search_index.plan_query(parse_query('"' + "the a to " * 1000 + '"'))
+    assert plan is not None and plan.checks
+    assert plan.match.count(" ") < 4  # one run of at most 4 words on the index
+    assert plan.checks[-1] == search_index.build_match_query(
+        parse_query('"' + "the a to " * 1000 + '"')
+    )
+
+
+def test_repeated_terms_are_searched_once():
+    query = search_index.build_match_query(parse_query('fix "a b" fix "a b" fix'))
+    assert query == '"fix" "a b" "fix"*'  # the last word is a prefix, not a repeat
+
+
+def test_a_short_query_runs_whole_on_the_index():
+    for query in ("fix the parser", '"the a to and of"', '"a b" "c d" "e f" "g h" word'):
+        plan = search_index.plan_query(parse_query(query))
+        assert plan is not None and plan.checks == ()
