@@ -2,6 +2,8 @@
 
 Run from the repo root: ``python bench/bench_scale.py [--quick] [--sessions 1000]
 [--entries 400] [--cache-mb 256]``; ``python -m bench`` runs it at the full size.
+``--only-fixture [--fixture-runs N]`` gives the fixture's ``context.json`` figure alone
+(N times), ``--only-by-id`` the by-id/ figures alone.
 
 Corpus: ``bench/corpus.py`` (1,000 sessions x 400 entries, ~0.9 GB, cached between runs
 in the user cache dir; ``--quick`` = 100 x 400), plus a 60-session corpus for the
@@ -702,6 +704,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--only-by-id", action="store_true", help="only the by-id/ lookup figures (no corpus)"
     )
+    parser.add_argument(
+        "--only-fixture",
+        action="store_true",
+        help="only the first cat context.json of the 2.4 MB fixture (no corpus)",
+    )
+    parser.add_argument(
+        "--fixture-runs", type=int, default=1, help="with --only-fixture: figures to print"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.sessions, args.entries = 100, 400
@@ -724,6 +734,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.only_by_id:
         return main_by_id(args)
+    if args.only_fixture:
+        return main_fixture(args)
     if not (FIXTURES / FIXTURE).is_file():
         print(f"bench_scale: fixture {FIXTURE} not found in {FIXTURES}", file=sys.stderr)
         return 1
@@ -753,12 +765,30 @@ def main(argv: list[str] | None = None) -> int:
 
 def main_by_id(args: argparse.Namespace) -> int:
     """``--only-by-id``: the by-id/ figures alone (seconds, not the big corpus)."""
-    work = Path(tempfile.mkdtemp(prefix="sessionfs-by-id-"))
+    return main_one_step(args, "by-id/ lookups", by_id_lookups)
+
+
+def main_fixture(args: argparse.Namespace) -> int:
+    """``--only-fixture``: the first ``cat context.json`` of the fixture alone, run
+    ``--fixture-runs`` times (each its own best of 3 fresh daemons)."""
+
+    def runs(bench: Bench, work: Path) -> None:
+        for _ in range(args.fixture_runs):
+            fixture_context(bench, work)
+
+    return main_one_step(args, "first cat context.json of the fixture", runs)
+
+
+def main_one_step(
+    args: argparse.Namespace, title: str, step: Callable[[Bench, Path], None]
+) -> int:
+    """One step of the benchmark without the big corpus (it is not read)."""
+    work = Path(tempfile.mkdtemp(prefix="sessionfs-scale-step-"))
     try:
         empty = corpus.Corpus(work, corpus.CorpusParams(0, 0), [], {}, 0)  # not read
         bench = Bench(MountSetup(work, args.cache_mb, mount_help()), empty, "", args.step_timeout)
-        by_id_lookups(bench, work)
-        bench.report.print(f"by-id/ lookups; load avg {load_line()}, {os.cpu_count()} CPUs")
+        step(bench, work)
+        bench.report.print(f"{title}; load avg {load_line()}, {os.cpu_count()} CPUs")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

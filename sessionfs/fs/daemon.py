@@ -171,7 +171,7 @@ async def _serve(
         if ctx.renders is not None:
             nursery.start_soon(keep_render_cache_clean, ctx.renders)
         if ctx.search is not None:
-            indexer = SearchIndexer(ctx.search)
+            indexer = SearchIndexer(ctx.search, ops.foreground)
             cache.listeners.append(indexer.session_changed)
             nursery.start_soon(indexer.run)
         await pyfuse3.main(max_tasks=MAX_FUSE_TASKS)

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 import pyfuse3
 
+from sessionfs.fs.foreground import Foreground
 from sessionfs.fs.nodes.base import IMMUTABLE, DirNode, Kind, LinkNode, Node, OpenFile
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.refusal import WriteRejected
@@ -50,6 +51,7 @@ def _errno_guard(fn: F) -> F:
     async def wrapper(self: SessionFsOperations, *args: Any) -> Any:
         if self.debug:
             log.debug("%s%r", fn.__name__, args)
+        self.foreground.started()
         try:
             return await fn(self, *args)
         except pyfuse3.FUSEError:
@@ -65,6 +67,8 @@ def _errno_guard(fn: F) -> F:
         except Exception:
             log.exception("%s%r failed", fn.__name__, args)
             raise pyfuse3.FUSEError(errno.EIO) from None
+        finally:
+            self.foreground.finished()  # background work waits for a quiet moment
 
     return wrapper  # type: ignore[return-value]
 
@@ -235,6 +239,7 @@ class SessionFsOperations(pyfuse3.Operations):
         self._uncached: set[int] = set()
         self._next_handle = 1
         self.invalidator: Invalidator | None = None
+        self.foreground = Foreground()
 
     # -- helpers ---------------------------------------------------------------------
 

@@ -6,6 +6,11 @@ cache sees a session change (that file only) and a full stat pass every
 `FULL_PASS_INTERVAL` seconds (appends by other processes, new, replaced, deleted files).
 Trouble never ends the task: it is in the root ``ctl`` (`SearchView.progress`) and the
 next pass tries again.
+
+The indexer gives way to requests (`sessionfs.fs.foreground`): every update first
+waits for the mount to be quiet for a moment (bounded), and runs in a thread of lower
+CPU priority. The first build most of all: it starts as the mount comes up, exactly
+when a first ``cat`` parses its session, and it parses every session.
 """
 
 from __future__ import annotations
@@ -14,6 +19,11 @@ import logging
 
 import trio
 
+from sessionfs.fs.foreground import (
+    STARTUP_GRACE_SECONDS,
+    Foreground,
+    run_in_background_thread,
+)
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.search_view import SearchView
 
@@ -30,10 +40,13 @@ CHANGE_BATCH_DELAY = 0.2
 
 
 class SearchIndexer:
-    """Wakes on session changes (`session_changed`, a `SessionCache` listener)."""
+    """Wakes on session changes (`session_changed`, a `SessionCache` listener).
+    ``foreground``: the mount's requests, to wait for a quiet moment before each update
+    (``None``: never wait)."""
 
-    def __init__(self, view: SearchView) -> None:
+    def __init__(self, view: SearchView, foreground: Foreground | None = None) -> None:
         self.view = view
+        self.foreground = foreground
         self._changed: set[str] = set()
         self._wake = trio.Event()
 
@@ -43,6 +56,8 @@ class SearchIndexer:
 
     async def run(self) -> None:
         """Run until cancelled (the mount's nursery ends it at unmount)."""
+        if self.foreground is not None:
+            self.foreground.touch(STARTUP_GRACE_SECONDS)  # the mount just came up
         await self._update(None)  # the first build
         last_full = trio.current_time()
         while True:
@@ -59,10 +74,14 @@ class SearchIndexer:
                 await self._update(changed)
 
     async def _update(self, changed: list[str] | None) -> None:
+        if self.foreground is not None:
+            await self.foreground.quiet()
         try:
-            # abandon_on_cancel: an unmount must not wait for a long first build; the
-            # thread finishes its transaction on its own and the index stays consistent.
-            await trio.to_thread.run_sync(self.view.refresh, changed, abandon_on_cancel=True)
+            # Cancelled (an unmount must not wait for a long first build), the thread
+            # finishes its transaction on its own and the index stays consistent.
+            await run_in_background_thread(
+                lambda: self.view.refresh(changed), name="search-indexer"
+            )
         except Exception as exc:
             log.exception("search indexer: update failed")
             self.view.progress.last_error = f"{type(exc).__name__}: {exc}"

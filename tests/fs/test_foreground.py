@@ -1,0 +1,185 @@
+"""Background work gives way to requests: `Foreground` (what the ops layer notes of every
+request), the search indexer's wait for a quiet moment, and its lower CPU priority.
+
+No mount here: the ops layer is driven directly and the indexer gets a recording view.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+from typing import Any
+
+import pyfuse3
+import pytest
+import trio
+
+from sessionfs.fs.foreground import Foreground, run_in_background_thread
+from sessionfs.fs.nodes.base import DirNode, Node
+from sessionfs.fs.ops import SessionFsOperations
+from sessionfs.fs.search_indexer import SearchIndexer
+
+pytestmark = pytest.mark.timeout(30)
+
+QUIET = 0.1
+
+
+class RecordingView:
+    """A `SearchView` stand-in: when each refresh ran, in which thread, how nice."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[float, int, int]] = []
+        self.refreshed = threading.Event()
+
+    def refresh(self, changed: Any = None) -> None:
+        thread = threading.get_native_id()
+        self.calls.append((time.monotonic(), thread, os.getpriority(os.PRIO_PROCESS, thread)))
+        self.refreshed.set()
+
+
+class SlowDir(DirNode):
+    """A root whose lookups wait for ``release`` (then find nothing)."""
+
+    def __init__(self) -> None:
+        super().__init__(None, ())  # type: ignore[arg-type]  # no MountContext needed
+        self.release = trio.Event()
+
+    async def lookup(self, name: str) -> Node | None:
+        await self.release.wait()
+        return None
+
+
+def test_quiet_waits_for_requests_in_flight_and_a_pause_after_them() -> None:
+    foreground = Foreground(quiet_seconds=QUIET, max_defer=10)
+
+    async def scenario() -> None:
+        foreground.started()
+        started = time.monotonic()
+        async with trio.open_nursery() as nursery:
+
+            async def end_request() -> None:
+                await trio.sleep(0.3)
+                foreground.finished()
+
+            nursery.start_soon(end_request)
+            assert await foreground.quiet()
+        waited = time.monotonic() - started
+        assert waited >= 0.3 + QUIET - 0.01
+        assert waited < 0.3 + QUIET + 2  # generous: a loaded machine
+        assert foreground.served == 1 and foreground.in_flight == 0
+
+    trio.run(scenario)
+
+
+def test_quiet_gives_up_after_max_defer_when_requests_never_stop() -> None:
+    foreground = Foreground(quiet_seconds=QUIET, max_defer=0.3)
+
+    async def scenario() -> None:
+        foreground.started()  # never finished: a client that never pauses
+        started = time.monotonic()
+        assert not await foreground.quiet()
+        assert 0.3 - 0.01 <= time.monotonic() - started < 2.3
+
+    trio.run(scenario)
+
+
+def test_touch_ahead_counts_as_activity_until_then() -> None:
+    foreground = Foreground(quiet_seconds=QUIET, max_defer=10)
+    foreground.touch(0.3)
+    assert foreground.idle_for() == 0.0
+    foreground.started()
+    foreground.finished()  # a quick request must not cut the grace short
+    assert foreground.idle_for() == 0.0
+
+    async def scenario() -> None:
+        started = time.monotonic()
+        await foreground.quiet()
+        assert time.monotonic() - started >= 0.3 + QUIET - 0.05
+
+    trio.run(scenario)
+
+
+def test_every_request_through_the_ops_layer_is_noted_even_a_failing_one() -> None:
+    root = SlowDir()
+    ops = SessionFsOperations(root, read_only=True)
+    errors: list[int] = []
+
+    async def scenario() -> None:
+        async def request() -> None:
+            try:
+                await ops.lookup(pyfuse3.ROOT_INODE, b"missing", None)  # type: ignore[arg-type]
+            except pyfuse3.FUSEError as exc:
+                errors.append(exc.errno)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(request)
+            await trio.sleep(0.05)
+            assert ops.foreground.in_flight == 1
+            assert ops.foreground.idle_for() == 0.0
+            root.release.set()
+        assert ops.foreground.in_flight == 0 and ops.foreground.served == 1
+        await ops.statfs(None)  # type: ignore[arg-type]
+        assert ops.foreground.served == 2
+
+    trio.run(scenario)
+    assert errors == [errno.ENOENT]
+
+
+def test_the_indexer_first_build_waits_while_requests_are_served() -> None:
+    view = RecordingView()
+    foreground = Foreground(quiet_seconds=QUIET, max_defer=10)
+    indexer = SearchIndexer(view, foreground)  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        async with trio.open_nursery() as nursery:
+            foreground.started()  # a first `cat` as the mount comes up
+            nursery.start_soon(indexer.run)
+            await trio.sleep(0.4)
+            assert view.calls == [], "the first build ran while a request was served"
+            foreground.finished()
+            ended = time.monotonic()
+            with trio.fail_after(5):
+                while not view.calls:
+                    await trio.sleep(0.01)
+            assert view.calls[0][0] >= ended + QUIET - 0.01
+            nursery.cancel_scope.cancel()
+
+    trio.run(scenario)
+
+
+def test_the_indexer_runs_in_a_nicer_thread_and_leaves_the_others_alone() -> None:
+    view = RecordingView()
+    indexer = SearchIndexer(view, Foreground(quiet_seconds=0.0, max_defer=0.0))  # type: ignore[arg-type]
+    mine = threading.get_native_id()
+    before = os.getpriority(os.PRIO_PROCESS, mine)
+
+    async def scenario() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(indexer.run)
+            with trio.fail_after(5):
+                await trio.to_thread.run_sync(view.refreshed.wait)
+            nursery.cancel_scope.cancel()
+        # trio's cached worker threads (foreground work) keep their priority
+        assert (
+            await trio.to_thread.run_sync(
+                lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+            )
+            == before
+        )
+
+    trio.run(scenario)
+    _, thread, niceness = view.calls[0]
+    assert thread != mine
+    assert niceness > before or before == 19
+    assert os.getpriority(os.PRIO_PROCESS, mine) == before
+
+
+def test_a_background_thread_hands_back_its_result_and_its_error() -> None:
+    async def scenario() -> None:
+        assert await run_in_background_thread(lambda: 42) == 42
+        with pytest.raises(ZeroDivisionError):
+            await run_in_background_thread(lambda: 1 // 0)
+
+    trio.run(scenario)
