@@ -39,6 +39,16 @@ exact timestamps. (A plain ``timestamp_ms << k`` rowid would order exactly too, 
 FTS5 stores rowid *deltas* per posting: dense rowids within a bucket keep the index
 about half the size.) Rowids are never reused: dead rows keep theirs until a rebuild.
 
+Costly queries
+--------------
+FTS5 walks one posting list per token of a query and checks the positions of every
+phrase token in every entry that has them all, so its cost grows with the query: a
+pasted 3,000-word phrase took 40 s. `plan_query` keeps repeated terms once and, beyond
+`_MAX_INDEX_PHRASES` phrases or `_MAX_PHRASE_TOKENS` tokens a phrase, runs a bounded
+part of the query on the index (the longest-worded runs of the phrases, every single
+word) and checks each candidate's text against the rest in a scratch FTS5 table with
+the same options (`_Verifier`), so what a query finds does not change.
+
 Incremental updates
 -------------------
 Per file the index remembers device, inode, size, mtime, how many bytes of complete

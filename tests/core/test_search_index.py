@@ -7,6 +7,7 @@ and deleted the way other processes do it while the index is live.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
 import threading
@@ -737,7 +738,7 @@ def test_long_and_many_phrase_queries_find_exactly_what_the_full_query_finds(
         f'"{LONG_TEXT} {LONG_TEXT}"',
         f'"{LONG_TEXT.replace(" ", ".")}"',
         f'"{"·".join(words)}"',
-        " ".join(f'"{a} {b}"' for a, b in zip(words, words[1:], strict=False)),
+        " ".join(f'"{a} {b}"' for a, b in itertools.pairwise(words)),
         " ".join(f'"{a} {b}"' for a, b in zip(words, words[2:], strict=False)),
         f'"{LONG_TEXT}" hea',  # a prefix after a long phrase
         f'"{" ".join(words[:20])} hea',  # an open quote: a phrase, no prefix
