@@ -1,9 +1,21 @@
 """One session as the mount shows it: ``LoadedSession``.
 
-A session loaded with ``SessionManager.open(browse=True, resolve_blobs=False)`` plus
-everything rendered from it, cached per *version*. The version goes up whenever
-``catch_up()`` finds new lines or a replaced file. Synchronous: callers hold its
-``lock`` and run it in a worker thread (`sessionfs.view.session_cache`).
+Three weights, lightest first (``SessionCache`` moves sessions between them):
+
+* *unloaded*: only the renderings already made are kept (valid for ``file_state``), so
+  re-reading ``transcript.md`` of a session that left the loaded set costs one stat;
+* *compact* (the usual state of a session that is only read): the file's bytes plus a
+  per-entry index (`sessionfs.view.compact_session`), about its file size in memory.
+  ``entries/<id>.json`` parses its one line; a rendering parses every line, renders and
+  lets the entries go (`_parsed_once`);
+* *parsed*: a ``SessionManager.open(browse=True, resolve_blobs=False)``, five to six
+  times the file's size. Built for writes through the mount (``hydrated``), for files
+  at an older format version (migrated in memory: their ids exist nowhere else), and
+  kept while a leaf moved through the mount is pinned.
+
+Everything rendered is cached per *version*, which goes up whenever a catch-up finds
+new lines or a replaced file. Synchronous: callers hold its ``lock`` and run it in a
+worker thread (`sessionfs.view.session_cache`).
 """
 
 from __future__ import annotations
@@ -11,31 +23,36 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from core import SessionManager, paths
-from core.context import build_session_context, context_sources
+from core import NotASessionError, SessionManager, paths
+from core.context import build_session_context, context_sources, path_to_root
 from core.persist import blob_refs_in
+from core.tree import build_tree, usage_totals
 from sessionfs.view import render
 from sessionfs.view.agent_index import SessionRef
+from sessionfs.view.compact_session import CompactSession, NotCompact, read_file
 from sessionfs.view.names import entry_file_names
 from sessionfs.view.refusal import WriteRejected
 
 #: How old a freshness check may be before the next access repeats it (one stat).
 FRESH_INTERVAL = 0.2
-#: What a parsed session costs in the daemon's RSS relative to its file size, for the
+#: What a *parsed* session costs in the daemon's RSS relative to its file size, for the
 #: LRU budget. tracemalloc on corpus-shaped sessions: the manager keeps ~1.8x, its load
 #: peaks at ~4.6x; the issue-11 bench (1,000 sessions, --cache-mb 256) measured RSS
 #: 395 MB with a factor of 4, i.e. ~5.5x counting our indexes and allocator slack.
-#: 6 keeps RSS under --cache-mb + 100 MB.
+#: 6 keeps RSS under --cache-mb + 100 MB. A compact session counts its real sizes.
 PARSED_SIZE_FACTOR = 6
 #: "not known without work" (see `LoadedSession.cached_leaf_name`)
 UNKNOWN = object()
+
+Entry = dict[str, Any]
 
 
 def open_browse(path: Path) -> SessionManager:
@@ -47,39 +64,30 @@ def open_browse(path: Path) -> SessionManager:
 class EntryTable:
     """The ``entries/`` names of one version: encoded ids, duplicates as ``<id>~2``."""
 
-    names: list[str]  # file names (with .json), parallel to the entries list
-    entries: list[dict[str, Any]]
+    names: list[str]  # file names (with .json), one per entry in file order
     index_of_name: dict[str, int]
-    name_of_object: dict[int, str]  # id(entry dict) -> its file name
-
-    def name_for_id(self, entry_id: str | None, by_id: dict[str, dict[str, Any]]) -> str | None:
-        entry = by_id.get(entry_id) if isinstance(entry_id, str) else None
-        return self.name_of_object.get(id(entry)) if entry is not None else None
 
 
-def build_entry_table(entries: list[dict[str, Any]]) -> EntryTable:
-    names = entry_file_names([entry.get("id") for entry in entries])
-    return EntryTable(
-        names=names,
-        entries=entries,
-        index_of_name={name: i for i, name in enumerate(names)},
-        name_of_object={id(entry): name for entry, name in zip(entries, names, strict=True)},
-    )
+def build_entry_table(ids: Sequence[object]) -> EntryTable:
+    """The table for entries with these ``id`` values (raw: any type, in file order)."""
+    names = entry_file_names(ids)
+    return EntryTable(names=names, index_of_name={name: i for i, name in enumerate(names)})
+
+
+def _by_id(entries: list[Entry]) -> dict[str, Entry]:
+    # Last occurrence wins, as in core's context builder.
+    return {e["id"]: e for e in entries if isinstance(e.get("id"), str)}
 
 
 @dataclass
 class LoadedSession:
-    """A browse-loaded session and its renderings (sync; callers hold ``lock``).
-
-    Two weights: *hydrated* (``manager`` holds the parsed session) or *dehydrated*
-    (only the renderings are kept, valid for ``file_state``). The cache dehydrates
-    before it forgets, so re-reading ``transcript.md`` of a session that fell out of
-    the parsed set costs one stat, not a re-parse; ``ensure_loaded`` re-hydrates.
-    """
+    """A session in the cache and its renderings (sync; callers hold ``lock``)."""
 
     ref: SessionRef
-    #: the parsed session; ``None`` while dehydrated (`hydrated` is the checked access)
+    #: the parsed session, when held (see the module docstring; ``hydrated`` builds it)
     manager: SessionManager | None
+    #: the file's bytes and a per-entry index, when held instead of the manager
+    compact: CompactSession | None = None
     version: int = 1
     checked_at: float = 0.0
     file_state: tuple[int, int, int] = (0, 0, 0)  # inode, size, mtime_ns when last checked
@@ -96,21 +104,32 @@ class LoadedSession:
     #: per-version listings reused by repeated readdirs, by the listed dir's path in the
     #: mount: rows of (name, node). Owned by the nodes; dropped with each version.
     listings: dict[tuple[str, ...], list[tuple[str, Any]]] = field(default_factory=dict)
-    _by_id: dict[str, dict[str, Any]] | None = None
+    _by_id: dict[str, Entry] | None = None
+    #: parsed form only: its entries list and id -> position (last occurrence wins)
+    _entry_list: list[Entry] | None = None
+    _index_of_id: dict[str, int] | None = None
+    #: compact form only: every entry, parsed for the rendering in progress
+    _scratch: list[Entry] | None = None
     # Set by the write paths: a leaf chosen through the mount (``ln -sfn``, ``rm leaf``)
     # is not in the file, so it is kept here until an append records it. A pinned
-    # session is never dehydrated or forgotten (that would lose the leaf).
+    # session is never unloaded or forgotten (that would lose the leaf).
     pinned_leaf: tuple[str | None] | None = None
     last_result: str | None = None
     last_error: str | None = None
 
     @property
     def hydrated(self) -> SessionManager:
-        """The parsed session, for code that runs after ``ensure_loaded`` under the lock
-        (in a worker thread): a dehydrated session here is a bug, not a state."""
+        """The parsed session, built now from the file if it is not held (writes, and
+        reads that need core's manager). Worker thread, under the lock."""
         if self.manager is None:
-            raise RuntimeError(f"{self.ref.path}: used while dehydrated")
+            self.ensure_loaded()
+        assert self.manager is not None
         return self.manager
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the session itself is held (parsed or compact), not only renderings."""
+        return self.manager is not None or self.compact is not None
 
     def record_refusal(self, exc: WriteRejected) -> None:
         """Keep a refused write's reason for ``ctl`` (``last_error``), once per refusal."""
@@ -138,19 +157,66 @@ class LoadedSession:
         self.file_mode = mode
         return (st.st_ino, st.st_size, st.st_mtime_ns)
 
-    # -- freshness ---------------------------------------------------------------------
-
-    def ensure_loaded(self) -> None:
-        """Parse the file again if this session was dehydrated (worker thread)."""
-        if self.manager is not None:
-            return
-        st = os.stat(self.ref.path)
-        self.manager = open_browse(self.ref.path)
+    def _seen_now(self, st: os.stat_result) -> None:
+        """What was just read is the file as ``st`` says: renderings of another state
+        go."""
         state = self._saw(st)
         if state != self.file_state:
             self._forget_renders()
         self.file_state = state
         self.checked_at = time.monotonic()
+
+    # -- loading -------------------------------------------------------------------------
+
+    def load(self, warm: str | None = None) -> None:
+        """Read the file and hold it compact, or parsed when it has to be (an older
+        format version, a pinned leaf); render ``warm`` (the file about to be read)
+        from the same parse. ``NotASessionError`` when the file is not a session."""
+        if self.pinned_leaf is not None:
+            self.ensure_loaded()
+            self.apply_pin()
+        else:
+            try:
+                data, st = read_file(self.ref.path)
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+                raise NotASessionError(f"{self.ref.path}: {exc.strerror}") from None
+            try:
+                compact, entries = CompactSession.build(data, st)
+            except NotCompact as exc:
+                if exc.not_a_session:
+                    raise NotASessionError(f"{self.ref.path} is not a session file") from None
+                del data
+                self.ensure_loaded()
+            else:
+                self._drop_entry_views()
+                self.manager, self.compact = None, compact
+                self._seen_now(st)
+                if warm is not None:
+                    self._scratch = entries
+                    try:
+                        self.rendered(warm)
+                    finally:
+                        self._end_parse()
+                return
+        if warm is not None:
+            self.rendered(warm)
+
+    def ensure_readable(self) -> None:
+        """Load the session (compact when it can be) if only renderings are held."""
+        if not self.is_loaded:
+            self.load()
+
+    def ensure_loaded(self) -> None:
+        """Hold the parsed session (for a write): parse the file if it is not held."""
+        if self.manager is not None:
+            return
+        st = os.stat(self.ref.path)
+        manager = open_browse(self.ref.path)
+        if self.compact is not None and self.compact.diverged:
+            self._forget_renders()  # the file now holds lines the compact index skipped
+        self._drop_entry_views()
+        self.manager, self.compact = manager, None
+        self._seen_now(st)
 
     def apply_pin(self) -> None:
         """Put a pinned leaf back after a full reload (the loader picks the last entry);
@@ -166,13 +232,24 @@ class LoadedSession:
             self.pinned_leaf = None
 
     def dehydrate(self) -> None:
-        """Drop the parsed session and everything derived per entry; keep renderings."""
+        """Let the session go (parsed or compact) and what is derived per entry; keep
+        the renderings."""
         self.manager = None
+        self.compact = None
+        self._drop_entry_views()
         self._table = None
         self._entry_bytes = {}
         self.listings = {}
-        self._by_id = None
         self._cached_bytes = sum(len(v) for v in self._renders.values())
+
+    def _drop_entry_views(self) -> None:
+        """Views of one form's entries (objects of the manager, or a transient parse)."""
+        self._by_id = None
+        self._entry_list = None
+        self._index_of_id = None
+        self._scratch = None
+
+    # -- freshness ---------------------------------------------------------------------
 
     def refresh(self) -> int:
         """Catch up with the file. Returns 0 (same), >0 new entries, -1 full reload
@@ -188,18 +265,22 @@ class LoadedSession:
         self.checked_at = time.monotonic()
         if state == self.file_state:
             return 0
-        if self.manager is None:  # dehydrated: the renderings are simply stale now
-            self._forget_renders()
-            self.file_state = state
-            return -1
-        changed = int(self.manager.catch_up())
+        if self.compact is not None:
+            found = self.compact.catch_up(self.ref.path)
+            if found is None:  # replaced or shrank: read again at the next access
+                self.compact = None
+            changed = -1 if found is None else found
+        elif self.manager is not None:
+            changed = int(self.manager.catch_up())
+            if changed > 0:
+                # Another process appended: core moved the leaf to its last line, which
+                # records a leaf in the file; the one chosen through the mount is over.
+                self.pinned_leaf = None
+            elif changed < 0:
+                self.apply_pin()
+        else:  # only renderings: they are simply stale now
+            changed = -1
         self.file_state = state
-        if changed > 0:
-            # Another process appended: core moved the leaf to its last line, which
-            # records a leaf in the file; the one chosen through the mount is over.
-            self.pinned_leaf = None
-        elif changed < 0:
-            self.apply_pin()
         if changed != 0:
             self._forget_renders()
         return changed
@@ -244,45 +325,143 @@ class LoadedSession:
         self._entry_bytes = {}
         self._cached_bytes = 0
         self.listings = {}
+        self._drop_entry_views()
+
+    # -- views of the session ------------------------------------------------------------
+
+    def _held_compact(self) -> CompactSession | None:
+        """The compact form if that is what is held (``None``: the parsed one is); loads
+        the session first when neither is."""
+        self.ensure_readable()
+        return self.compact
+
+    @contextmanager
+    def _parsed_once(self) -> Iterator[None]:
+        """Compact form: parse every entry once for the work inside, then let them go."""
+        compact = self._held_compact()
+        if compact is None or self._scratch is not None:
+            yield
+            return
+        self._scratch = compact.parse_entries()
+        try:
+            yield
+        finally:
+            self._end_parse()
+
+    def _end_parse(self) -> None:
+        self._scratch = None
         self._by_id = None
 
-    # -- views of the manager ------------------------------------------------------------
+    def with_entries(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` with every entry parsed once (for work that reads them all)."""
+        with self._parsed_once():
+            return fn()
 
     def cached_leaf_name(self) -> str | object | None:
         """The leaf's ``entries/`` file name (``None``: no leaf) when it is known
         without work, else `UNKNOWN` (the caller then asks in a worker thread)."""
-        if self.manager is None or self._table is None or self._by_id is None:
+        if self._table is None or not self.is_loaded:
             return UNKNOWN
-        return self._table.name_for_id(self.leaf_id(), self._by_id)
+        if self.compact is None and self._index_of_id is None:
+            return UNKNOWN
+        return self.name_for_id(self.leaf_id())
 
-    def entries(self) -> list[dict[str, Any]]:
-        return list(self.hydrated.get_entries())
+    def _manager_entries(self) -> list[Entry]:
+        if self._entry_list is None:
+            self._entry_list = list(self.hydrated.get_entries())
+        return self._entry_list
+
+    def entries(self) -> list[Entry]:
+        """Every entry (compact form: parsed now, unless a parse is in progress)."""
+        if self._scratch is not None:
+            return self._scratch
+        compact = self._held_compact()
+        if compact is not None:
+            return compact.parse_entries()
+        return self._manager_entries()
+
+    def entry(self, index: int) -> Entry:
+        if self._scratch is not None:
+            return self._scratch[index]
+        compact = self._held_compact()
+        return compact.entry(index) if compact is not None else self._manager_entries()[index]
+
+    def entry_count(self) -> int:
+        compact = self._held_compact()
+        return len(compact) if compact is not None else len(self._manager_entries())
 
     def header(self) -> dict[str, Any]:
-        return dict(self.hydrated.get_header() or {})
+        compact = self._held_compact()
+        return dict(compact.header if compact is not None else self.hydrated.get_header() or {})
 
     def leaf_id(self) -> str | None:
-        leaf = self.hydrated.get_leaf_id()
+        compact = self._held_compact()
+        leaf = compact.leaf_id if compact is not None else self.hydrated.get_leaf_id()
         return leaf if isinstance(leaf, str) else None
 
-    def by_id(self) -> dict[str, dict[str, Any]]:
-        if self._by_id is None:
-            # Last occurrence wins, as in core's context builder.
-            self._by_id = {e["id"]: e for e in self.entries() if isinstance(e.get("id"), str)}
-        return self._by_id
+    def by_id(self) -> dict[str, Entry]:
+        """Entries by id (compact form: kept only while a parse is in progress)."""
+        if self._by_id is not None:
+            return self._by_id
+        found = _by_id(self.entries())
+        if self.compact is None or self._scratch is not None:
+            self._by_id = found
+        return found
+
+    def index_of_id(self, entry_id: str) -> int | None:
+        """The position of the entry ``by_id`` gives for this id."""
+        compact = self._held_compact()
+        if compact is not None:
+            return compact.index_of_id.get(entry_id)
+        if self._index_of_id is None:
+            self._index_of_id = {
+                e["id"]: i
+                for i, e in enumerate(self._manager_entries())
+                if isinstance(e.get("id"), str)
+            }
+        return self._index_of_id.get(entry_id)
+
+    def name_for_id(self, entry_id: str | None) -> str | None:
+        """The ``entries/`` file name of the entry with this id (``None``: no such)."""
+        index = self.index_of_id(entry_id) if isinstance(entry_id, str) else None
+        return self.table().names[index] if index is not None else None
+
+    def path_indexes(self) -> list[int]:
+        """Positions of the entries on the path from the root down to the leaf."""
+        compact = self._held_compact()
+        if compact is not None:
+            return compact.path_indexes(self.leaf_id())
+        path = path_to_root(self.leaf_id(), self.by_id())
+        return [index for e in path if (index := self.index_of_id(e["id"])) is not None]
 
     def labels(self) -> dict[str, str]:
-        return {k: v for k, v in dict(self.hydrated.get_labels()).items() if isinstance(v, str)}
+        compact = self._held_compact()
+        labels = compact.labels if compact is not None else self.hydrated.get_labels()
+        return {k: v for k, v in dict(labels).items() if isinstance(v, str)}
+
+    def persist_error(self) -> Exception | None:
+        """A write failure core latched (only a parsed session ever writes)."""
+        return self.manager.persist_error if self.manager is not None else None
+
+    def needs_rewrite(self) -> bool:
+        """Migrated in memory (only a parsed session can be: compact ones are current)."""
+        return self.manager.needs_rewrite if self.manager is not None else False
 
     def table(self) -> EntryTable:
         if self._table is None:
-            self._table = build_entry_table(self.entries())
+            compact = self._held_compact()
+            ids = (
+                compact.ids
+                if compact is not None
+                else [e.get("id") for e in self._manager_entries()]
+            )
+            self._table = build_entry_table(ids)
         return self._table
 
     def entry_bytes(self, index: int) -> bytes:
         data = self._entry_bytes.get(index)
         if data is None:
-            data = render.pretty_json(self.table().entries[index])
+            data = render.pretty_json(self.entry(index))
             self._entry_bytes[index] = data
             self._cached_bytes += len(data)
         return data
@@ -296,18 +475,34 @@ class LoadedSession:
         return self._entry_bytes.get(index) if index is not None else None
 
     def entry_mtime_ns(self, index: int) -> int:
-        ms = paths.iso_to_ms(self.table().entries[index].get("timestamp"))
+        compact = self._held_compact()
+        if compact is not None:
+            ms = compact.time_ms(index)
+        else:
+            ms = paths.iso_to_ms(self._manager_entries()[index].get("timestamp"))
         return ms * 1_000_000 if ms is not None else self.mtime_ns
 
     def blob_shas(self) -> list[str]:
         found: dict[str, None] = {}
-        for entry in self.table().entries:
+        for entry in self.entries():
             for sha in blob_refs_in(entry):
                 found.setdefault(sha, None)
         return list(found)
 
     def context(self) -> dict[str, Any]:
         return build_session_context(self.entries(), self.leaf_id(), self.by_id())
+
+    def tree(self) -> list[Any]:
+        compact = self._held_compact()
+        if compact is None:
+            return self.hydrated.get_tree()
+        return build_tree(self.entries(), compact.labels)
+
+    def usage(self) -> dict[str, float]:
+        compact = self._held_compact()
+        if compact is None:
+            return self.hydrated.get_usage_statistics()
+        return usage_totals(self.entries())
 
     # -- renderings, cached per version -----------------------------------------------
 
@@ -317,14 +512,25 @@ class LoadedSession:
     def rendered(self, what: str) -> bytes:
         data = self._renders.get(what)
         if data is None:
-            data = _RENDERERS[what](self)
+            if what in _HEADER_ONLY:
+                data = _RENDERERS[what](self)
+            else:
+                with self._parsed_once():
+                    data = _RENDERERS[what](self)
             self._renders[what] = data
             self._cached_bytes += len(data)
         return data
 
     def memory_cost(self) -> int:
-        parsed = self.file_state[1] * PARSED_SIZE_FACTOR if self.manager is not None else 0
-        return parsed + self._cached_bytes
+        """Bytes counted against the cache's budget: the session as held (a parsed one
+        by `PARSED_SIZE_FACTOR`, a compact one by its real sizes) and the renderings."""
+        if self.manager is not None:
+            held = self.file_state[1] * PARSED_SIZE_FACTOR
+        elif self.compact is not None:
+            held = self.compact.memory_cost()
+        else:
+            held = 0
+        return held + self._cached_bytes
 
 
 def _render_transcript(session: LoadedSession) -> bytes:
@@ -336,8 +542,7 @@ def _render_transcript(session: LoadedSession) -> bytes:
 
 
 def _render_stats(session: LoadedSession) -> bytes:
-    usage = session.hydrated.get_usage_statistics()
-    return render.stats_json(session.entries(), session.leaf_id(), session.by_id(), usage)
+    return render.stats_json(session.entries(), session.leaf_id(), session.by_id(), session.usage())
 
 
 _RENDERERS: dict[str, Callable[[LoadedSession], bytes]] = {
@@ -345,6 +550,8 @@ _RENDERERS: dict[str, Callable[[LoadedSession], bytes]] = {
     "title": lambda s: render.title_text(s.header()),
     "context.json": lambda s: render.context_json(s.context()),
     "transcript.md": _render_transcript,
-    "tree.txt": lambda s: render.tree_text(s.hydrated.get_tree(), s.leaf_id(), s.by_id()),
+    "tree.txt": lambda s: render.tree_text(s.tree(), s.leaf_id(), s.by_id()),
     "stats.json": _render_stats,
 }
+#: Renderings made from the header alone (nothing to parse in the compact form).
+_HEADER_ONLY = frozenset({"header.json", "title"})

@@ -13,7 +13,6 @@ session are serialised and a reader never sees half of one.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -24,7 +23,7 @@ import trio
 
 from core import NotASessionError, SessionManager
 from sessionfs.view.agent_index import NEEDS_IO, AgentIndex, SessionRef
-from sessionfs.view.loaded_session import FRESH_INTERVAL, LoadedSession, open_browse
+from sessionfs.view.loaded_session import FRESH_INTERVAL, LoadedSession
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.rss_bound import RssBound
 
@@ -148,20 +147,14 @@ class SessionCache:
             ref = self.index.session(project, stem)
             if ref is None:
                 raise NotASession(f"{project}/{stem}")
-            st = os.stat(ref.path)
-            try:
-                manager = open_browse(ref.path)
-            except NotASessionError as exc:  # e.g. replaced by junk since it was listed
-                raise NotASession(str(ref.path)) from exc
-            session = LoadedSession(ref=ref, manager=manager)
-            session.file_state = session._saw(st)
-            session.checked_at = time.monotonic()
+            session = LoadedSession(ref=ref, manager=None)
             session.pinned_leaf = self._dropped_pins.pop((project, stem), None)
             outcome = self._dropped_outcomes.pop((project, stem), (None, None))
             session.last_result, session.last_error = outcome
-            session.apply_pin()
-            if warm is not None:
-                session.rendered(warm)
+            try:
+                session.load(warm)  # compact unless it must be parsed (module docstring)
+            except NotASessionError as exc:  # e.g. replaced by junk since it was listed
+                raise NotASession(str(ref.path)) from exc
             return session
 
         session = await trio.to_thread.run_sync(load)
@@ -198,12 +191,12 @@ class SessionCache:
     async def run(self, session: LoadedSession, fn: Callable[[], T]) -> T:
         """Run ``fn`` (core work on this session) in a worker thread under its lock."""
 
-        def hydrated() -> T:
-            session.ensure_loaded()
+        def readable() -> T:
+            session.ensure_readable()
             return fn()
 
         async with session.lock:
-            result = await trio.to_thread.run_sync(hydrated)
+            result = await trio.to_thread.run_sync(readable)
         self._evict(keep=session)
         return result
 
@@ -385,7 +378,7 @@ class SessionCache:
                 session = self._sessions[key]
                 if session is keep or session.lock.locked() or session.pinned_leaf is not None:
                     continue
-                if not forget and session.manager is None:
+                if not forget and not session.is_loaded:
                     continue
                 before = session.memory_cost()
                 if forget:

@@ -60,7 +60,7 @@ class FakeProcess:
 
 
 def parsed(cache: SessionCache) -> list[str]:
-    return [s.ref.stem for s in cache.loaded() if s.manager is not None]
+    return [s.ref.stem for s in cache.loaded() if s.is_loaded]
 
 
 def test_sessions_go_least_recent_first_for_the_excess(tmp_path: Path) -> None:

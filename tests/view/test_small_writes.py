@@ -46,8 +46,12 @@ def test_small_appends_run_inline_only_when_safe(
     async def scenario() -> None:
         session = await cache.get("--p--", file.stem)
         hops.clear()
+        # Read so far: held compact. The first write parses it (in a worker thread)...
+        await cache.write(session, append("first"), leaf="recorded", small=True)
+        assert hops == ["apply"] and session.manager is not None
+        hops.clear()
         await cache.write(session, append("inline"), leaf="recorded", small=True)
-        assert hops == []  # parsed, on disk, unchanged: no thread hop
+        assert hops == []  # ...then: parsed, on disk, unchanged: no thread hop
         assert "inline" in disk_texts()[-1]
         assert 0 < cache.small_write_seconds <= INLINE_WRITE_LIMIT
 

@@ -37,10 +37,9 @@ def test_special_names() -> None:
 
 
 def test_entry_table_names_duplicates_and_odd_ids() -> None:
-    entries = [{"id": "x"}, {"id": "x"}, {"id": "a/b"}, {"id": None}, {"id": ""}]
-    table = build_entry_table(entries)
+    table = build_entry_table(["x", "x", "a/b", None, ""])
     assert table.names == ["x.json", "x~2.json", "a%2Fb.json", "~3.json", "~4.json"]
-    assert table.name_of_object[id(entries[1])] == "x~2.json"
+    assert table.index_of_name["x~2.json"] == 1
 
 
 def chain(n: int) -> list[dict]:
@@ -132,17 +131,25 @@ def test_session_cache_is_bounded_and_reloads_evicted_sessions(tmp_path: Path) -
     budget = size * PARSED_SIZE_FACTOR * 2 + 1  # two parsed sessions
     cache = SessionCache(AgentIndex(agent), budget_bytes=budget)
 
-    def parsed() -> int:
-        return sum(1 for s in cache.loaded() if s.manager is not None)
+    def parsed() -> int:  # compact or parsed: loaded in any form
+        return sum(1 for s in cache.loaded() if s.is_loaded)
 
     async def scenario() -> None:
         for n in range(6):
             session = await cache.get("p", f"s{n}")
             assert await cache.render(session, "title") == b""
-            assert await cache.run(session, lambda s=session: len(s.table().entries)) == 200
+            assert await cache.run(session, lambda s=session: len(s.table().names)) == 200
+            # read only: held compact (tiny entries: the index is ~3x their bytes), so
+            # the budget of two parsed sessions holds three
+            assert session.compact is not None and session.memory_cost() < size * 4
+            assert parsed() == min(n + 1, 3)
+        # fill the budget with parsed sessions (writes hold the manager): s0 goes
+        for n in range(1, 6):
+            session = await cache.get("p", f"s{n}")
+            await cache.write(session, lambda m: m.get_leaf_id())
             assert parsed() <= 2
-        first = await cache.get("p", "s0")  # dehydrated long ago: parsed again on demand
-        assert first.manager is None
+        first = await cache.get("p", "s0")  # unloaded long ago: loaded again on demand
+        assert not first.is_loaded
         assert (await cache.run(first, first.header))["id"] == "s0"
         with pytest.raises(Exception, match="nope"):
             await cache.get("p", "nope")

@@ -8,7 +8,6 @@ import re
 
 import trio
 
-from core.context import path_to_root
 from sessionfs.fs.nodes.base import (
     IMMUTABLE,
     VOLATILE,
@@ -151,15 +150,13 @@ class PathDir(SessionListing):
         session = await self.session()
 
         def links() -> list[tuple[str, str]]:
-            table = session.table()
-            path = path_to_root(session.leaf_id(), session.by_id())
+            names = session.table().names
+            path = session.path_indexes()
             width = max(4, len(str(len(path) - 1)))
-            out = []
-            for number, entry in enumerate(path):
-                name = table.name_of_object.get(id(entry))
-                if name is not None:
-                    out.append((f"{number:0{width}d}-{name}", f"../entries/{name}"))
-            return out
+            return [
+                (f"{number:0{width}d}-{names[index]}", f"../entries/{names[index]}")
+                for number, index in enumerate(path)
+            ]
 
         return await self.ctx.sessions.run(session, links)
 
@@ -192,10 +189,9 @@ class LabelsDir(SessionListing):
         session = await self.session()
 
         def rows() -> list[tuple[str, str, str]]:
-            table, by_id = session.table(), session.by_id()
             found = []
             for target_id, label in session.labels().items():
-                name = table.name_for_id(target_id, by_id)
+                name = session.name_for_id(target_id)
                 if label and name is not None:
                     found.append((encode_name(label), target_id, f"../entries/{name}"))
             names = unique_names([label for label, _, _ in found])
@@ -336,9 +332,7 @@ class PendingLabelLink(InSession, LinkNode):
         if record is None:
             return await super().stat()
         session = await self.session()
-        name = await self.ctx.sessions.run(
-            session, lambda: session.table().name_for_id(record.entry_id, session.by_id())
-        )
+        name = await self.ctx.sessions.run(session, lambda: session.name_for_id(record.entry_id))
         return Stat(len(f"../entries/{name}".encode()), session.mtime_ns)
 
     async def mtime_ns(self) -> int:

@@ -248,15 +248,15 @@ class SessionCtl(InSession, CommandFile):
         session = await self.session()
 
         def status() -> bytes:
-            persist_error = session.hydrated.persist_error
+            persist_error = session.persist_error()
             return status_text(
                 [
                     ("id", session.header().get("id")),
                     ("file", str(session.ref.path)),
                     ("version", session.header().get("version", 1)),
                     ("leaf", session.leaf_id()),
-                    ("entries", len(session.table().entries)),
-                    ("needs_rewrite", session.hydrated.needs_rewrite),
+                    ("entries", session.entry_count()),
+                    ("needs_rewrite", session.needs_rewrite()),
                     ("persist_error", str(persist_error) if persist_error else None),
                     ("last_result", session.last_result),
                     ("last_error", session.last_error),
@@ -295,7 +295,7 @@ class LeafLink(InSession, LinkNode):
         session = await self.session()
 
         def leaf_name() -> str | None:
-            return session.table().name_for_id(session.leaf_id(), session.by_id())
+            return session.name_for_id(session.leaf_id())
 
         known = session.cached_leaf_name() if not session.lock.locked() else UNKNOWN
         if known is UNKNOWN:
@@ -455,9 +455,7 @@ class SessionDir(InSession, DirNode):
             if known is not UNKNOWN:
                 return known is not None
         return (
-            await self.ctx.sessions.run(
-                session, lambda: session.table().name_for_id(session.leaf_id(), session.by_id())
-            )
+            await self.ctx.sessions.run(session, lambda: session.name_for_id(session.leaf_id()))
             is not None
         )
 

@@ -1,0 +1,247 @@
+"""``CompactSession``: a session that is only read, kept near its file size.
+
+A browse-loaded ``SessionManager`` holds every entry as parsed dicts: about five to six
+times the file's size in the daemon (issue 11), so ``--cache-mb 256`` held only ~45 MB
+of sessions. A session that is only *read* does not need that. It keeps:
+
+* ``data``: the file's bytes as read (one ``bytes`` object: its size is the file's);
+* per entry: the byte span of its line, its id, its raw ``parentId`` and ``timestamp``;
+* the few indexes reads ask for without touching entries: id -> position (the last
+  occurrence wins, as ``SessionState.by_id``), labels, the leaf, the header.
+
+Anything that needs an entry parses its one line (``entries/<id>.json``); a rendering
+(``context.json``, ``transcript.md``...) parses every line, renders, and lets the dicts
+go (`parse_entries`). What is parsed is exactly what ``SessionManager.open(browse=True,
+resolve_blobs=False)`` holds for the same bytes -- the same lenient line parse, the
+header check, the same leaf rule, the same catch-up rules for appended lines (``session``
+lines and known ids skipped) -- so every file served from here is byte-identical to one
+rendered from a manager (tests/view/test_compact_session.py).
+
+Only files at the current format version are kept compact: migrating an older file
+gives entries ids that exist only in memory, so those (and any session written through
+the mount) keep the full manager (`sessionfs.view.loaded_session`).
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from core import CURRENT_SESSION_VERSION
+from core.context import path_to_root
+from core.jsonl import complete_prefix_length, is_header, parse_jsonl_lenient
+from core.paths import iso_to_ms
+from core.safe_open import open_regular
+
+__all__ = ["ENTRY_INDEX_BYTES", "CompactSession", "NotCompact", "read_file"]
+
+#: What the index holds per entry besides the line's bytes (two offsets, the id and
+#: parentId strings, the time, list slots, an id-index row), for the cache's budget.
+#: Measured with tracemalloc (tests/view/test_compact_session.py checks it stays an
+#: upper bound for corpus-shaped entries).
+ENTRY_INDEX_BYTES = 360
+#: A ``parentId`` that is absent (not the same as ``null``: `path_to_root` stops there).
+_ABSENT = object()
+
+
+class NotCompact(Exception):
+    """The file cannot be kept compact; ``not_a_session`` tells why."""
+
+    def __init__(self, not_a_session: bool) -> None:
+        super().__init__("not a session file" if not_a_session else "needs migration")
+        self.not_a_session = not_a_session
+
+
+def read_file(path: str | os.PathLike[str]) -> tuple[bytes, os.stat_result]:
+    """The file's bytes and the stat of the very file they came from (a FIFO or other
+    non-file is refused without blocking, as core's storage does)."""
+    with open_regular(path) as f:
+        st = os.fstat(f.fileno())
+        return f.read(), st
+
+
+def parse_line(line: bytes) -> dict[str, Any] | None:
+    """One line as core's lenient parser reads it: an object, or ``None`` (skipped)."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        found = parse_jsonl_lenient(line)
+        return found[0] if found else None
+    return obj if isinstance(obj, dict) else None
+
+
+def _object_lines(data: bytes, start: int = 0) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """(start, end, object) of every line of ``data[start:]`` that is a JSON object,
+    skipping what ``parse_jsonl_lenient`` skips."""
+    pos = start
+    for line in data[start:].split(b"\n"):
+        end = pos + len(line)
+        if line and not line.isspace():
+            obj = parse_line(line)
+            if obj is not None:
+                yield pos, end, obj
+        pos = end + 1
+
+
+def _consumed_length(data: bytes) -> int:
+    """Bytes of ``data`` holding complete lines (as core's loader counts them: a last
+    line without a newline counts only when it is a whole JSON object)."""
+    end = complete_prefix_length(data)
+    tail = data[end:]
+    if not tail.strip():
+        return len(data)
+    return len(data) if parse_line(tail) is not None else end
+
+
+def _current_version(header: dict[str, Any]) -> bool:
+    version = header.get("version")
+    return (
+        isinstance(version, int)
+        and not isinstance(version, bool)
+        and version >= CURRENT_SESSION_VERSION
+    )
+
+
+@dataclass(slots=True, eq=False)
+class CompactSession:
+    """One session file's bytes plus a per-entry index (see the module docstring)."""
+
+    data: bytes
+    header: dict[str, Any]
+    inode: int
+    #: bytes of ``data`` that hold complete lines (a later catch-up reads from here)
+    consumed: int = 0
+    starts: array[int] = field(default_factory=lambda: array("q"))
+    ends: array[int] = field(default_factory=lambda: array("q"))
+    ids: list[Any] = field(default_factory=list)
+    parents: list[Any] = field(default_factory=list)
+    #: each entry's raw ``timestamp`` value (parsed to ms only when a stat asks)
+    timestamps: list[Any] = field(default_factory=list)
+    index_of_id: dict[str, int] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    leaf_id: str | None = None
+    #: a catch-up skipped lines a full load would keep (a ``session`` line, a known id):
+    #: a manager built from the file now would not hold the same entries
+    diverged: bool = False
+
+    # -- building --------------------------------------------------------------------
+
+    @classmethod
+    def build(cls, data: bytes, st: os.stat_result) -> tuple[CompactSession, list[dict[str, Any]]]:
+        """Index ``data`` (the file's bytes, ``st`` its stat). Returns the session and
+        the entries parsed on the way (a caller about to render uses them instead of
+        parsing again, then lets them go). `NotCompact` when it cannot be kept so."""
+        lines = _object_lines(data)
+        first = next(lines, None)
+        if first is None or not is_header(first[2]):
+            raise NotCompact(not_a_session=True)
+        header = first[2]
+        if not _current_version(header):
+            raise NotCompact(not_a_session=False)
+        session = cls(data=data, header=header, inode=st.st_ino)
+        entries = [session._add(start, end, obj) for start, end, obj in lines]
+        session.consumed = _consumed_length(data)
+        session.leaf_id = next((i for i in reversed(session.ids) if isinstance(i, str)), None)
+        return session, entries
+
+    def _add(self, start: int, end: int, entry: dict[str, Any]) -> dict[str, Any]:
+        """Index one entry (as ``SessionState.index`` does for by_id and labels)."""
+        entry_id = entry.get("id")
+        position = len(self.ids)
+        self.starts.append(start)
+        self.ends.append(end)
+        self.ids.append(entry_id)
+        self.parents.append(entry.get("parentId", _ABSENT))
+        self.timestamps.append(entry.get("timestamp"))
+        if isinstance(entry_id, str):
+            self.index_of_id[entry_id] = position
+        if entry.get("type") == "label":
+            target = entry.get("targetId")
+            if isinstance(target, str):
+                label = entry.get("label")
+                if isinstance(label, str) and label:
+                    self.labels[target] = label
+                else:
+                    self.labels.pop(target, None)
+        return entry
+
+    # -- other processes' appends ------------------------------------------------------
+
+    def catch_up(self, path: str | os.PathLike[str]) -> int | None:
+        """Index the complete lines appended since the last look, as core's catch-up
+        does (``session`` lines and already known ids are skipped; the leaf moves to
+        the last new id). Returns how many entries were added, or ``None`` when the
+        file was replaced or shrank (the caller loads it again)."""
+        with open_regular(path) as f:
+            st = os.fstat(f.fileno())
+            if st.st_ino != self.inode or st.st_size < self.consumed:
+                return None
+            if st.st_size == self.consumed:
+                return 0
+            f.seek(self.consumed)
+            new = f.read()
+        end = complete_prefix_length(new)
+        if end == 0:
+            return 0
+        base = self.consumed
+        self.data = self.data[:base] + new[:end]
+        self.consumed = base + end
+        known_before = len(self.ids)  # ids first seen in this batch are not "known"
+        added = 0
+        last = None
+        for start, stop, obj in _object_lines(self.data, base):
+            entry_id = obj.get("id")
+            if obj.get("type") == "session" or (
+                isinstance(entry_id, str)
+                and self.index_of_id.get(entry_id, known_before) < known_before
+            ):
+                self.diverged = True
+                continue
+            self._add(start, stop, obj)
+            added += 1
+            if isinstance(entry_id, str):
+                last = entry_id
+        if last is not None:
+            self.leaf_id = last
+        return added
+
+    # -- reading -------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def entry(self, index: int) -> dict[str, Any]:
+        """Entry ``index`` parsed from its line (a new dict each time)."""
+        obj = parse_line(self.data[self.starts[index] : self.ends[index]])
+        assert obj is not None  # indexed only because it parsed to an object
+        return obj
+
+    def time_ms(self, index: int) -> int | None:
+        """Entry ``index``'s time in ms since the epoch (``None``: it has none)."""
+        return iso_to_ms(self.timestamps[index])
+
+    def parse_entries(self) -> list[dict[str, Any]]:
+        """Every entry, parsed now (the caller lets them go when done)."""
+        return [self.entry(i) for i in range(len(self.ids))]
+
+    def path_indexes(self, leaf_id: str | None) -> list[int]:
+        """Positions of the entries from the root down to ``leaf_id``: core's own walk
+        (`path_to_root`, cycles and all) over stand-ins holding only id and parentId."""
+        stand_ins: dict[str, dict[str, Any]] = {}
+        for entry_id, position in self.index_of_id.items():
+            stand_in: dict[str, Any] = {"id": entry_id, "position": position}
+            parent = self.parents[position]
+            if parent is not _ABSENT:
+                stand_in["parentId"] = parent
+            stand_ins[entry_id] = stand_in
+        return [e["position"] for e in path_to_root(leaf_id, stand_ins)]
+
+    def memory_cost(self) -> int:
+        """Bytes this holds: the file's bytes plus the index (`ENTRY_INDEX_BYTES` an
+        entry, the parsed header counted as one more)."""
+        return len(self.data) + (len(self.ids) + 1) * ENTRY_INDEX_BYTES

@@ -1,0 +1,225 @@
+"""The compact form of a loaded session (`sessionfs.view.compact_session`): every file it
+serves is byte-identical to the same file rendered from a parsed ``SessionManager``,
+after loads, other processes' appends (odd lines included) and replaced files; older
+format versions stay parsed; and it costs about its file size in memory."""
+
+from __future__ import annotations
+
+import gc
+import os
+import shutil
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from support.fixture_paths import fixture_files
+
+from core import SessionManager
+from sessionfs.view.compact_session import CompactSession, read_file
+from sessionfs.view.loaded_session import LoadedSession, open_browse
+from sessionfs.view.session_ref import SessionRef
+
+RENDERINGS = ("header.json", "title", "context.json", "transcript.md", "tree.txt", "stats.json")
+
+
+def current_version_copy(fixture: Path, tmp_path: Path) -> Path:
+    """The fixture as the agents write it today: opening it (not browsing) migrates it
+    to the current version and rewrites the file, real entries and all."""
+    path = tmp_path / "sessions" / "--p--" / fixture.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(fixture, path)
+    SessionManager.open(str(path))
+    assert orjson.loads(path.read_bytes().split(b"\n", 1)[0])["version"] == 3
+    return path
+
+
+def line(obj: Any) -> bytes:
+    return orjson.dumps(obj) + b"\n"
+
+
+def message(entry_id: Any, parent: Any, text: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "id": entry_id,
+        "parentId": parent,
+        "timestamp": "2026-02-01T10:00:00.000Z",
+        "message": {"role": "user", "content": text, "timestamp": 0},
+        **extra,
+    }
+
+
+def odd_session(tmp_path: Path) -> Path:
+    """A hand-made current-version session with what real files hold now and then:
+    a branch, labels set and cleared, duplicate and odd ids, an entry without id or
+    parentId, blank and broken lines, a second header line, and a torn last line."""
+    path = tmp_path / "sessions" / "--p--" / "odd.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = {"type": "session", "version": 3, "id": "odd", "timestamp": "t", "cwd": "/w"}
+    header["title"] = "odd one"
+    lines = [
+        line(header),
+        line(message("a", None, "root")),
+        line(message("b", "a", "left")),
+        line(message("c", "a", "right")),
+        b"\n   \n",
+        b"not json at all\n",
+        line([1, 2]),
+        line({"type": "label", "id": "l1", "parentId": "c", "targetId": "b", "label": "keep"}),
+        line({"type": "label", "id": "l2", "parentId": "l1", "targetId": "a", "label": "x"}),
+        line({"type": "label", "id": "l3", "parentId": "l2", "targetId": "a", "label": ""}),
+        line(message("b", "c", "duplicate id")),
+        line(message("a/b", "b", "slash")),
+        line(message("", "a/b", "empty id")),
+        line({"type": "custom", "note": "no id, no parent"}),
+        line({"type": "session", "version": 3, "id": "second", "timestamp": "t"}),
+        line(message("d", "", "last", timestamp="2026-03-01T00:00:00+02:00")),
+        b'{"type":"message","id":"torn',
+    ]
+    path.write_bytes(b"".join(lines))
+    return path
+
+
+def ref_of(path: Path) -> SessionRef:
+    st = os.stat(path)
+    header = orjson.loads(path.read_bytes().split(b"\n", 1)[0])
+    return SessionRef(path.parent.name, path.stem, path, header, st.st_mtime_ns, st.st_size)
+
+
+def compact_session(path: Path) -> LoadedSession:
+    session = LoadedSession(ref=ref_of(path), manager=None)
+    session.load()
+    assert session.compact is not None and session.manager is None
+    return session
+
+
+def parsed_session(path: Path) -> LoadedSession:
+    session = LoadedSession(ref=ref_of(path), manager=open_browse(path))
+    session.file_state = session._saw(os.stat(path))
+    return session
+
+
+def served(session: LoadedSession) -> dict[str, Any]:
+    """Everything the mount serves from a session, as bytes or plain values."""
+    count = session.entry_count()
+    out: dict[str, Any] = {what: session.rendered(what) for what in RENDERINGS}
+    out["names"] = session.table().names
+    out["entries"] = [session.entry_bytes(i) for i in range(count)]
+    out["mtimes"] = [session.entry_mtime_ns(i) for i in range(count)]
+    out["path"] = [session.table().names[i] for i in session.path_indexes()]
+    out["labels"] = session.labels()
+    out["leaf"] = session.leaf_id()
+    out["leaf_name"] = session.name_for_id(session.leaf_id())
+    out["blobs"] = session.blob_shas()
+    out["ids"] = {i: session.name_for_id(i) for i in ("a", "b", "a/b", "", "nope")}
+    return out
+
+
+def assert_same(compact: LoadedSession, parsed: LoadedSession) -> None:
+    assert compact.compact is not None  # still compact after everything it served
+    ours, theirs = served(compact), served(parsed)
+    for key in theirs:
+        assert ours[key] == theirs[key], key
+
+
+def sessions(tmp_path: Path) -> list[Path]:
+    return [current_version_copy(f, tmp_path) for f in fixture_files()] + [odd_session(tmp_path)]
+
+
+def test_compact_serves_the_same_bytes_as_a_parsed_session(tmp_path: Path) -> None:
+    for path in sessions(tmp_path):
+        assert_same(compact_session(path), parsed_session(path))
+
+
+def test_appends_by_another_process_are_caught_up_as_core_does(tmp_path: Path) -> None:
+    path = odd_session(tmp_path)
+    compact, parsed = compact_session(path), parsed_session(path)
+    with open(path, "ab") as f:  # completes the torn line, then more odd lines
+        f.write(b'x","parentId":"d","timestamp":"t","message":{"role":"user","content":"t"}}\n')
+        f.write(line(message("a", "d", "known id: skipped")))
+        f.write(line({"type": "session", "version": 3, "id": "third"}))
+        f.write(line(message("e", "tornx", "new")))
+        f.write(line(message("e", "e", "same new id twice in one batch: both kept")))
+        f.write(line({"type": "label", "id": "l4", "parentId": "e", "targetId": "a", "label": "y"}))
+        f.write(b'{"type":"message","id":"half')
+    assert compact.refresh() == parsed.refresh() == 4
+    assert compact.compact is not None and compact.compact.diverged
+    assert_same(compact, parsed)
+    with open(path, "ab") as f:  # only a torn line more: nothing new yet
+        f.write(b'-written"')
+    assert compact.refresh() == parsed.refresh() == 0
+    assert_same(compact, parsed)
+
+
+def test_a_replaced_file_is_read_again(tmp_path: Path) -> None:
+    path = odd_session(tmp_path)
+    compact = compact_session(path)
+    version = compact.version
+    replacement = path.with_suffix(".new")
+    header = {"type": "session", "version": 3, "id": "odd", "timestamp": "t", "cwd": "/"}
+    replacement.write_bytes(line(header) + line(message("z", None, "all new")))
+    os.replace(replacement, path)
+    assert compact.refresh() == -1 and compact.version > version
+    assert compact.leaf_id() == "z" and compact.compact is not None
+    assert_same(compact, parsed_session(path))
+
+
+def test_older_versions_and_writes_hold_the_parsed_session(tmp_path: Path) -> None:
+    old = tmp_path / fixture_files()[0].name
+    shutil.copyfile(fixture_files()[0], old)
+    session = LoadedSession(ref=ref_of(old), manager=None)
+    session.load("context.json")  # v1: migrated in memory, ids exist only there
+    assert session.manager is not None and session.compact is None
+    assert session.rendered("context.json") == parsed_session(old).rendered("context.json")
+
+    path = odd_session(tmp_path)
+    session = compact_session(path)
+    before = session.rendered("context.json")
+    assert session.hydrated.get_leaf_id() == "d"  # a write's view: parsed now
+    assert session.manager is not None and session.compact is None
+    assert session.rendered("context.json") == before
+
+
+def test_not_a_session_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "junk.jsonl"
+    path.write_bytes(b'{"type":"message","id":"x"}\n')
+    session = LoadedSession(ref=ref_of_junk(path), manager=None)
+    with pytest.raises(Exception, match="not a session"):
+        session.load()
+
+
+def ref_of_junk(path: Path) -> SessionRef:
+    st = os.stat(path)
+    return SessionRef("p", path.stem, path, {}, st.st_mtime_ns, st.st_size)
+
+
+def traced_bytes(fn: Any) -> tuple[Any, int]:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = fn()
+        gc.collect()
+        return kept, tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_footprint_is_near_the_file_size_and_counted_from_real_sizes(tmp_path: Path) -> None:
+    """tracemalloc of what stays allocated: the compact form ~1.1x the file, a parsed
+    session ~1.6-1.8x (its RSS: ~5.5x with the load's peak and fragmentation); the
+    cache's count of the compact form is an upper bound that stays close."""
+    path = current_version_copy(fixture_files()[0], tmp_path)  # 2.4 MB of real entries
+    size = path.stat().st_size
+
+    def load_compact() -> CompactSession:
+        data, st = read_file(path)
+        return CompactSession.build(data, st)[0]
+
+    compact, compact_bytes = traced_bytes(load_compact)
+    manager, manager_bytes = traced_bytes(lambda: open_browse(path))
+    assert compact_bytes <= 1.3 * size
+    assert compact_bytes <= 0.8 * manager_bytes
+    assert compact_bytes <= compact.memory_cost() <= 1.3 * compact_bytes
+    assert manager.entry_count() == len(compact)
