@@ -172,34 +172,35 @@ class LoadedSession:
         """Read the file and hold it compact, or parsed when it has to be (an older
         format version, a pinned leaf); render ``warm`` (the file about to be read)
         from the same parse. ``NotASessionError`` when the file is not a session."""
-        if self.pinned_leaf is not None:
-            self.ensure_loaded()
-            self.apply_pin()
-        else:
-            try:
-                data, st = read_file(self.ref.path)
-            except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
-                raise NotASessionError(f"{self.ref.path}: {exc.strerror}") from None
-            try:
-                compact, entries = CompactSession.build(data, st)
-            except NotCompact as exc:
-                if exc.not_a_session:
-                    raise NotASessionError(f"{self.ref.path} is not a session file") from None
-                del data
-                self.ensure_loaded()
-            else:
-                self._drop_entry_views()
-                self.manager, self.compact = None, compact
-                self._seen_now(st)
-                if warm is not None:
-                    self._scratch = entries
-                    try:
-                        self.rendered(warm)
-                    finally:
-                        self._end_parse()
-                return
+        if self.pinned_leaf is None and self._load_compact(warm):
+            return
+        self.ensure_loaded()
+        self.apply_pin()
         if warm is not None:
             self.rendered(warm)
+
+    def _load_compact(self, warm: str | None) -> bool:
+        """Hold the file compact (True), or False when it must be parsed instead."""
+        try:
+            data, st = read_file(self.ref.path)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+            raise NotASessionError(f"{self.ref.path}: {exc.strerror}") from None
+        try:
+            compact, entries = CompactSession.build(data, st)
+        except NotCompact as exc:
+            if exc.not_a_session:
+                raise NotASessionError(f"{self.ref.path} is not a session file") from None
+            return False
+        self._drop_entry_views()
+        self.manager, self.compact = None, compact
+        self._seen_now(st)
+        if warm is not None:
+            self._scratch = entries  # parsed already: the rendering uses them, then not
+            try:
+                self.rendered(warm)
+            finally:
+                self._end_parse()
+        return True
 
     def ensure_readable(self) -> None:
         """Load the session (compact when it can be) if only renderings are held."""
@@ -352,11 +353,6 @@ class LoadedSession:
         self._scratch = None
         self._by_id = None
 
-    def with_entries(self, fn: Callable[[], Any]) -> Any:
-        """``fn()`` with every entry parsed once (for work that reads them all)."""
-        with self._parsed_once():
-            return fn()
-
     def cached_leaf_name(self) -> str | object | None:
         """The leaf's ``entries/`` file name (``None``: no leaf) when it is known
         without work, else `UNKNOWN` (the caller then asks in a worker thread)."""
@@ -490,7 +486,8 @@ class LoadedSession:
         return list(found)
 
     def context(self) -> dict[str, Any]:
-        return build_session_context(self.entries(), self.leaf_id(), self.by_id())
+        with self._parsed_once():  # entries() and by_id() from one parse
+            return build_session_context(self.entries(), self.leaf_id(), self.by_id())
 
     def tree(self) -> list[Any]:
         compact = self._held_compact()
