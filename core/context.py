@@ -233,6 +233,7 @@ _STATE_SETTERS: Final = {
     "mcp_tool_selection": _mcp_selection,
 }
 
+
 def _kept_start(path: Sequence[Entry], compaction_index: int) -> int:
     """Where the kept tail before the compaction at ``compaction_index`` starts: its
     ``firstKeptEntryId`` (ids on a path are distinct, so searching back from the
@@ -265,18 +266,16 @@ def _latest_assistant(path: Sequence[Entry], start: int, stop: int) -> dict[str,
 
 
 def _gather(
-    path: Sequence[Entry], context: dict[str, Any], sources: list[Entry] | None = None
+    walked: _Walked, context: dict[str, Any], sources: list[Entry] | None = None
 ) -> list[dict[str, Any]]:
     """Set the state fields of ``context`` and return the context messages at the end
-    of ``path`` (the latest compaction's summary first, then its kept tail and what
-    follows it). With ``sources``, the entry behind each message is appended to it.
+    of the walked path (the latest compaction's summary first, then its kept tail and
+    what follows it). With ``sources``, the entry behind each message is appended to it.
 
-    Messages are shared with the entries, not copied, as the agents do. Nearly every
-    entry is a "message", so one comprehension reads each entry once (a long path does
-    not fit in the CPU cache: a second pass would pay the misses again), only the few
-    other entries go through Python-level dispatch, and the messages between two of
-    them are taken as slices (see ``_add_messages``)."""
-    held, others = _held_messages(path)
+    Messages are shared with the entries, not copied, as the agents do. Only the few
+    entries that are not of type "message" go through Python-level dispatch; the
+    messages between two of them are taken as slices (see ``_add_messages``)."""
+    path, held, others = walked
     last_compaction = _apply_state(path, others, context)
     messages: list[dict[str, Any]] = []
     start = 0
@@ -292,12 +291,15 @@ def _gather(
     return messages
 
 
-def _held_messages(path: Sequence[Entry]) -> tuple[list[Any], list[int]]:
-    """Per entry of ``path``, its ``message`` if it is of type "message", else ``None``;
-    and the indexes of the entries that are not of type "message" (noted from inside
-    the comprehension: they are few). Subscripts are cheaper than ``.get``; an entry
-    without a type or a "message" entry without one (a damaged file) takes the
-    slower comprehension."""
+#: A root->leaf path, per entry its message (``None`` unless of type "message"), and
+#: the indexes of the entries not of type "message".
+_Walked = tuple[list[Entry], list[Any], list[int]]
+
+
+def _held_messages(path: list[Entry]) -> _Walked:
+    """``path`` with what `_walk_up_holding` notes of it, for a path walked otherwise.
+    Subscripts are cheaper than ``.get``; an entry without a type or a "message" entry
+    without one (a damaged file) takes the slower comprehension."""
     others: list[int] = []
     note = others.append
     try:
@@ -305,10 +307,43 @@ def _held_messages(path: Sequence[Entry]) -> tuple[list[Any], list[int]]:
     except KeyError:
         others.clear()
         held = [
-            e.get("message") if e.get("type") == "message" else note(i)
-            for i, e in enumerate(path)
+            e.get("message") if e.get("type") == "message" else note(i) for i, e in enumerate(path)
         ]
-    return held, others
+    return path, held, others
+
+
+def _walk_up_holding(start: Entry, by_id: Mapping[str, Entry]) -> _Walked | None:
+    """The path from ``start`` up to the root (reversed to root->leaf at the end), and
+    what `_gather` needs of each entry, in the one loop that reads it: a long path does
+    not fit in the CPU cache, and a second pass would pay the misses again. ``None``
+    where the walk needs care: a parent cycle (more steps than entries), an unhashable
+    parentId, an entry without a type or a "message" entry without one; a KeyError
+    from the parent lookup is the root (a ``None``, unknown or missing parentId)."""
+    path: list[Entry] = []
+    held: list[Any] = []
+    others: list[int] = []
+    add_entry, hold, note = path.append, held.append, others.append
+    current = start
+    try:
+        for _ in repeat(None, len(by_id)):
+            add_entry(current)
+            if current["type"] == "message":
+                hold(current["message"])
+            else:
+                hold(None)
+                note(len(held))  # its index from the leaf, plus one
+            current = by_id[current["parentId"]]
+    except KeyError:
+        if len(held) != len(path):  # the entry just added has no type or message
+            return None
+    except TypeError:  # an unhashable parentId
+        return None
+    else:
+        return None  # a cycle
+    path.reverse()
+    held.reverse()
+    last = len(path)
+    return path, held, [last - index for index in reversed(others)]
 
 
 def _apply_state(path: Sequence[Entry], others: list[int], context: dict[str, Any]) -> int | None:
@@ -392,20 +427,24 @@ def _add_message_run(
                 sources.append(entry)
 
 
-def _leaf_path(
+def _walk(
     entries: Sequence[Entry], leaf_id: str | Unset | None, by_id: Mapping[str, Entry] | None
-) -> list[Entry]:
-    """Root->leaf path for section 9 step 1-2 (empty for a ``None`` leaf or no entries)."""
+) -> _Walked | None:
+    """Section 9 steps 1-2: the root->leaf path and what `_gather` needs of it; ``None``
+    for a ``None`` leaf or no entries."""
     if leaf_id is None or not entries:
-        return []
+        return None
     if by_id is None:
         by_id = {e["id"]: e for e in entries if isinstance(e.get("id"), str)}
     leaf = by_id.get(leaf_id) if isinstance(leaf_id, str) else None
     if leaf is None:
         leaf = entries[-1]
     leaf_key = leaf.get("id")
-    path = path_to_root(leaf_key, by_id) if isinstance(leaf_key, str) else [leaf]
-    return path or [leaf]
+    start = by_id.get(leaf_key) if isinstance(leaf_key, str) else None
+    if start is None:
+        return _held_messages([leaf])
+    walked = _walk_up_holding(start, by_id)
+    return walked if walked is not None else _held_messages(path_to_root(leaf_key, by_id))
 
 
 def build_session_context(
@@ -422,9 +461,9 @@ def build_session_context(
     the agents share them): copy before changing one.
     """
     context = empty_context()
-    path = _leaf_path(entries, leaf_id, by_id)
-    if path:
-        context["messages"] = _gather(path, context)
+    walked = _walk(entries, leaf_id, by_id)
+    if walked is not None:
+        context["messages"] = _gather(walked, context)
     return context
 
 
@@ -436,7 +475,7 @@ def context_sources(
     """The entry behind each message of ``build_session_context(...)`` with the same
     arguments, in the same order (a compaction entry stands for its summary)."""
     sources: list[Entry] = []
-    path = _leaf_path(entries, leaf_id, by_id)
-    if path:
-        _gather(path, empty_context(), sources)
+    walked = _walk(entries, leaf_id, by_id)
+    if walked is not None:
+        _gather(walked, empty_context(), sources)
     return sources
