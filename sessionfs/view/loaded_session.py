@@ -34,6 +34,7 @@ import trio
 from core import NotASessionError, SessionManager, paths
 from core.context import build_session_context, context_sources, path_to_root
 from core.persist import blob_refs_in
+from core.storage import FileSessionStorage, PathArg, StorageStat
 from core.tree import build_tree, usage_totals
 from sessionfs.view import render
 from sessionfs.view.agent_index import SessionRef
@@ -55,9 +56,30 @@ UNKNOWN = object()
 Entry = dict[str, Any]
 
 
-def open_browse(path: Path) -> SessionManager:
-    """``SessionManager.open`` for viewing: migrate in memory only, keep blob refs."""
-    return SessionManager.open(str(path), browse=True, resolve_blobs=False)
+def open_browse(path: Path, read: tuple[bytes, os.stat_result] | None = None) -> SessionManager:
+    """``SessionManager.open`` for viewing: migrate in memory only, keep blob refs.
+    ``read``: the file's bytes and their stat when the caller has just read them."""
+    storage = None if read is None else _ReadOnce(path, *read)
+    return SessionManager.open(str(path), browse=True, resolve_blobs=False, storage=storage)
+
+
+class _ReadOnce(FileSessionStorage):
+    """The file storage, except that the load's read of ``path`` gets bytes read a
+    moment ago: an older-version file, which the compact attempt read and gave up on,
+    is then parsed from them instead of being read a second time."""
+
+    def __init__(self, path: Path, data: bytes, st: os.stat_result) -> None:
+        self._path = os.path.abspath(path)
+        self._read: tuple[bytes, StorageStat] | None = (
+            data,
+            StorageStat(st.st_size, st.st_mtime, st.st_ino),
+        )
+
+    def read_bytes_with_stat(self, path: PathArg) -> tuple[bytes, StorageStat]:
+        read, self._read = self._read, None
+        if read is not None and os.path.abspath(path) == self._path:
+            return read
+        return super().read_bytes_with_stat(path)
 
 
 @dataclass
@@ -190,6 +212,7 @@ class LoadedSession:
         except NotCompact as exc:
             if exc.not_a_session:
                 raise NotASessionError(f"{self.ref.path} is not a session file") from None
+            self.ensure_loaded(read=(data, st))
             return False
         self._drop_entry_views()
         self.manager, self.compact = None, compact
@@ -207,12 +230,13 @@ class LoadedSession:
         if not self.is_loaded:
             self.load()
 
-    def ensure_loaded(self) -> None:
-        """Hold the parsed session (for a write): parse the file if it is not held."""
+    def ensure_loaded(self, read: tuple[bytes, os.stat_result] | None = None) -> None:
+        """Hold the parsed session (for a write): parse the file if it is not held
+        (from ``read``, its bytes and their stat, when they were just read)."""
         if self.manager is not None:
             return
-        st = os.stat(self.ref.path)
-        manager = open_browse(self.ref.path)
+        st = read[1] if read is not None else os.stat(self.ref.path)
+        manager = open_browse(self.ref.path, read)
         if self.compact is not None and self.compact.diverged:
             self._forget_renders()  # the file now holds lines the compact index skipped
         self._drop_entry_views()
