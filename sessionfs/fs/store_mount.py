@@ -28,6 +28,7 @@ from typing import Any
 
 import trio
 
+from sessionfs.fs.foreground import Foreground
 from sessionfs.fs.memory import release_free_memory
 from sessionfs.fs.nodes.base import MountContext
 from sessionfs.fs.nodes.store import MACHINES, StoreRootDir
@@ -143,6 +144,8 @@ class StoreMount:
     ) -> None:
         self.refresh_seconds = refresh_seconds
         self.cache_dir = cache_dir
+        #: the FUSE requests in flight (set with the operations)
+        self.foreground: Foreground | None = None
         #: one search index per machine, made with its indexer (`_index_new_machines`)
         self.searches: dict[str, SearchView] = {}
         self._searches_lock = threading.Lock()  # added to by one thread, read by others
@@ -207,6 +210,7 @@ class StoreMount:
             cache.dehydrate_listeners.append(ops.session_dehydrated)
 
         self.machines.on_new_cache = listen
+        self.foreground = ops.foreground  # the machines' indexers give way to requests
         return ops
 
     def first_refresh(self) -> None:
@@ -242,7 +246,7 @@ class StoreMount:
             if name in self.searches or context is None:
                 continue
             view = SearchView(self.cache_dir, context.index.agent_dir, context.index.sessions_root)
-            indexer = SearchIndexer(view)
+            indexer = SearchIndexer(view, self.foreground)
             context.sessions.listeners.append(indexer.session_changed)
             with self._searches_lock:
                 self.searches[name] = view
