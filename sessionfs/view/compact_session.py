@@ -88,6 +88,14 @@ def _object_lines(data: bytes, start: int = 0) -> Iterator[tuple[int, int, dict[
         pos = end + 1
 
 
+def _starts_with_an_older_header(data: bytes) -> bool:
+    """True when the first line is a header of an older format version (the usual
+    place of the header; anything else is left to the full scan)."""
+    newline = data.find(b"\n")
+    first = parse_line(data[: newline if newline >= 0 else len(data)])
+    return first is not None and is_header(first) and not _current_version(first)
+
+
 def _consumed_length(data: bytes) -> int:
     """Bytes of ``data`` holding complete lines (as core's loader counts them: a last
     line without a newline counts only when it is a whole JSON object)."""
@@ -136,6 +144,8 @@ class CompactSession:
         """Index ``data`` (the file's bytes, ``st`` its stat). Returns the session and
         the entries parsed on the way (a caller about to render uses them instead of
         parsing again, then lets them go). `NotCompact` when it cannot be kept so."""
+        if _starts_with_an_older_header(data):
+            raise NotCompact(not_a_session=False)  # before splitting every line
         lines = _object_lines(data)
         first = next(lines, None)
         if first is None or not is_header(first[2]):
