@@ -21,7 +21,7 @@ import pyfuse3
 import trio
 
 from core import paths
-from sessionfs.fs.cache_cleaner import keep_render_cache_clean
+from sessionfs.fs.cache_cleaner import CLEAN_INTERVAL_SECONDS, keep_render_cache_clean
 from sessionfs.fs.memory import (
     process_rss_bound,
     release_free_memory,
@@ -169,7 +169,9 @@ async def _serve(
         if background is not None:
             nursery.start_soon(background)
         if ctx.renders is not None:
-            nursery.start_soon(keep_render_cache_clean, ctx.renders)
+            nursery.start_soon(
+                keep_render_cache_clean, ctx.renders, CLEAN_INTERVAL_SECONDS, ops.foreground
+            )
         if ctx.search is not None:
             indexer = SearchIndexer(ctx.search, ops.foreground)
             cache.listeners.append(indexer.session_changed)
