@@ -576,3 +576,8 @@ _RENDERERS: dict[str, Callable[[LoadedSession], bytes]] = {
 }
 #: Renderings made from the header alone (nothing to parse in the compact form).
 _HEADER_ONLY = frozenset({"header.json", "title"})
+
+
+def parses_entries(what: str) -> bool:
+    """Whether rendering ``what`` reads every entry (its memory grows with the file)."""
+    return what not in _HEADER_ONLY

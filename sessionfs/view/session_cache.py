@@ -12,6 +12,7 @@ session are serialised and a reader never sees half of one.
 
 from __future__ import annotations
 
+import errno
 import logging
 import time
 from collections import OrderedDict
@@ -23,7 +24,7 @@ import trio
 
 from core import NotASessionError, SessionManager
 from sessionfs.view.agent_index import NEEDS_IO, AgentIndex, SessionRef
-from sessionfs.view.loaded_session import FRESH_INTERVAL, LoadedSession
+from sessionfs.view.loaded_session import FRESH_INTERVAL, LoadedSession, parses_entries
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.rss_bound import RssBound
 
@@ -66,6 +67,15 @@ INLINE_WRITE_LIMIT = 0.002
 _INLINE_WEIGHT = 0.2
 #: A write that grew the session's estimated cost by less than this skips the RSS read.
 _RSS_CHECK_GROWTH = 1024 * 1024
+#: What parsing a session and rendering it costs at its peak, per byte of its file, on
+#: top of what the cache holds of it (tracemalloc on corpus sessions: 4.8x for
+#: ``context.json``, 4.3x ``transcript.md``; allocator slack on top). The cache makes
+#: that much room before a rendering starts.
+RENDER_PEAK_FACTOR = 6
+#: Memory beyond ``--cache-mb`` one rendering may use (the daemon's bound is
+#: ``--cache-mb`` + 100 MB; its own baseline and the RSS check's slack take the rest).
+RENDER_HEADROOM = 64 * 1024 * 1024
+_MB = 1024 * 1024
 
 
 class SessionCache:
@@ -143,16 +153,24 @@ class SessionCache:
         """Find, check, parse (and render ``warm``, the file about to be read): all in
         one thread hop, which is most of what a first access costs besides the parse."""
 
+        limit = self.largest_renderable()
+        known = self.index.session_if_known(project, stem)
+        heavy = warm is not None and parses_entries(warm)
+        if heavy and isinstance(known, SessionRef) and known.size <= limit:
+            self._make_room_to_render(None, known.size)
+
         def load() -> LoadedSession:
             ref = self.index.session(project, stem)
             if ref is None:
                 raise NotASession(f"{project}/{stem}")
+            # Too big to render: loaded (compact) without it; `render` says why.
+            warming = warm if ref.size <= limit or not heavy else None
             session = LoadedSession(ref=ref, manager=None)
             session.pinned_leaf = self._dropped_pins.pop((project, stem), None)
             outcome = self._dropped_outcomes.pop((project, stem), (None, None))
             session.last_result, session.last_error = outcome
             try:
-                session.load(warm)  # compact unless it must be parsed (module docstring)
+                session.load(warming)  # compact unless it must be parsed (module docstring)
             except NotASessionError as exc:  # e.g. replaced by junk since it was listed
                 raise NotASession(str(ref.path)) from exc
             return session
@@ -204,7 +222,43 @@ class SessionCache:
         cached = session.cached(what)
         if cached is not None:
             return cached
+        if parses_entries(what):
+            self._check_renderable(session, what)
+            self._make_room_to_render(session, session.file_state[1] or session.ref.size)
         return await self.run(session, lambda: session.rendered(what))
+
+    def largest_renderable(self) -> int:
+        """The largest session file (bytes) whose renderings this cache makes: parsing
+        and rendering it fits in ``--cache-mb`` + `RENDER_HEADROOM` (53 MB with the
+        default 256)."""
+        return (self.budget + RENDER_HEADROOM) // RENDER_PEAK_FACTOR
+
+    def _check_renderable(self, session: LoadedSession, what: str) -> None:
+        """`WriteRejected` (``EFBIG``, kept for ``ctl``) when rendering ``what`` would
+        parse a file so big that the daemon would go past its memory bound; the
+        session's entries are still served one by one (they need no rendering of the
+        whole). A session held parsed (a write needed it) renders without a parse."""
+        size = session.file_state[1] or session.ref.size
+        limit = self.largest_renderable()
+        if size <= limit or session.manager is not None:
+            return
+        exc = WriteRejected(
+            errno.EFBIG,
+            f"{what}: the session file is {size / _MB:.0f} MB; with --cache-mb "
+            f"{self.budget / _MB:.0f} a rendering parses at most {limit / _MB:.0f} MB "
+            "(entries/ and path/ still serve it entry by entry; a bigger --cache-mb "
+            "raises the limit)",
+        )
+        session.record_refusal(exc)
+        raise exc
+
+    def _make_room_to_render(self, keep: LoadedSession | None, file_size: int) -> None:
+        """Let go of least recently used sessions so that a parse and rendering of a
+        ``file_size`` session fits in the budget with what stays cached."""
+        need = file_size * RENDER_PEAK_FACTOR
+        total = sum(s.memory_cost() for s in self._sessions.values())
+        if total + need > self.budget and self._free(keep, total + need - self.budget):
+            self.after_eviction()
 
     def pending_links(self, project: str, stem: str) -> dict[str, str]:
         """The temporary symlinks of one session dir (name -> target; read only).
@@ -367,7 +421,7 @@ class SessionCache:
         elif freed:
             self.after_eviction()
 
-    def _free(self, keep: LoadedSession, need: int) -> bool:
+    def _free(self, keep: LoadedSession | None, need: int) -> bool:
         """Dehydrate, and if that is not enough forget, least recently used sessions
         until their estimated cost freed reaches ``need``. True if any was let go."""
         freed = 0

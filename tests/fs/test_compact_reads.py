@@ -81,15 +81,14 @@ def test_compact_sessions_serve_the_bytes_a_parsed_session_renders(
             assert os.readlink(session_dir / name) == target, name
 
 
-def test_a_session_larger_than_the_cache_is_served_whole(
-    tmp_path: Path, mount_factory: MountFactory
-) -> None:
+def write_big_session(tmp_path: Path, entries: int, words: int = 35) -> Path:
+    """``<tmp>/agent/sessions/--work--/big.jsonl``: one linear chain of user messages."""
     project = tmp_path / "agent" / "sessions" / "--work--"
     project.mkdir(parents=True)
     header = {"type": "session", "version": 3, "id": "big", "timestamp": "t", "cwd": "/"}
     lines = [orjson.dumps(header)]
-    for i in range(3000):  # ~3 MB: three times --cache-mb 1
-        text = f"message {i} " + "lorem ipsum dolor sit amet " * 35
+    for i in range(entries):
+        text = f"message {i} " + "lorem ipsum dolor sit amet " * words
         entry = {
             "type": "message",
             "id": f"{i:08x}",
@@ -100,6 +99,13 @@ def test_a_session_larger_than_the_cache_is_served_whole(
         lines.append(orjson.dumps(entry))
     file = project / "big.jsonl"
     file.write_bytes(b"\n".join(lines) + b"\n")
+    return file
+
+
+def test_a_session_larger_than_the_cache_is_served_whole(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    file = write_big_session(tmp_path, 3000)  # ~3 MB: three times --cache-mb 1
     assert file.stat().st_size > 3 * 2**20
     mount = mount_factory(tmp_path / "agent", "--cache-mb", "1")
     session_dir = mount.path / "sessions" / "--work--" / "big"
@@ -107,3 +113,30 @@ def test_a_session_larger_than_the_cache_is_served_whole(
     assert cat(session_dir / "context.json") == session.rendered("context.json")
     assert cat(session_dir / "entries" / "00000bb7.json") == session.entry_bytes(2999)
     assert len(os.listdir(session_dir / "path")) == 3000
+
+
+def test_renderings_beyond_the_documented_limit_are_refused_and_entries_still_served(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    # With --cache-mb 1 a rendering parses at most (1 + 64) / 6 MB: ~10.8 MB. A 12 MB
+    # session's context.json would take the daemon past its memory bound.
+    file = write_big_session(tmp_path, 1200, words=370)
+    assert file.stat().st_size > 11 * 2**20
+    before = file.read_bytes()
+    mount = mount_factory(tmp_path / "agent", "--cache-mb", "1")
+    session_dir = mount.path / "sessions" / "--work--" / "big"
+    refused = subprocess.run(
+        ["cat", str(session_dir / "context.json")], capture_output=True, text=True, timeout=30
+    )
+    assert refused.returncode != 0
+    assert "File too large" in refused.stderr
+    status = cat(session_dir / "ctl").decode()
+    assert "last_error: context.json: the session file is 12 MB" in status
+    assert "at most 11 MB" in status
+    # transcript.md is rendered by the render workers (other processes) into the cache
+    # dir and read from there: the daemon's memory never holds the parse.
+    assert b"message 1199 lorem" in cat(session_dir / "transcript.md")
+    entry = orjson.loads(cat(session_dir / "entries" / "000004af.json"))
+    assert entry["id"] == "000004af" and entry["parentId"] == "000004ae"
+    assert len(os.listdir(session_dir / "path")) == 1200
+    assert file.read_bytes() == before
