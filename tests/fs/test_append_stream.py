@@ -87,6 +87,9 @@ def test_a_bad_batch_fails_its_write_and_the_stream_goes_on(
         with pytest.raises(OSError) as not_json:
             os.write(fd, b"not json at all\n")
         assert not_json.value.errno == errno.EINVAL
+        with pytest.raises(OSError) as empty:
+            os.write(fd, b"\n")  # nothing to append
+        assert empty.value.errno == errno.EINVAL
         os.write(fd, line("good 2"))
     finally:
         os.close(fd)

@@ -10,7 +10,7 @@ import pyfuse3
 import pytest
 import trio
 
-from sessionfs.fs.nodes.write_handles import CTL_LIMIT, BufferedWriteHandle, LineCommandHandle
+from sessionfs.fs.nodes.write_handles import CTL_LIMIT, BufferedWriteHandle, LineBatchHandle
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.writes.append_parse import reject_oversize
 
@@ -115,7 +115,7 @@ def test_commit_refusal_becomes_the_flush_errno() -> None:
 
 def test_ctl_runs_complete_lines_at_each_write() -> None:
     recorder = Recorder()
-    handle = LineCommandHandle(recorder.commit, on_error=recorder.on_error)
+    handle = LineBatchHandle(recorder.commit, on_error=recorder.on_error)
 
     async def go() -> None:
         await handle.write(0, b"reset\nbran")
@@ -131,14 +131,14 @@ def test_ctl_runs_complete_lines_at_each_write() -> None:
 
 def test_ctl_refusal_is_the_write_errno() -> None:
     recorder = Recorder(fail=WriteRejected(errno.EINVAL, "unknown command"))
-    handle = LineCommandHandle(recorder.commit, on_error=recorder.on_error)
+    handle = LineBatchHandle(recorder.commit, on_error=recorder.on_error)
     assert fuse_errno(lambda: handle.write(0, b"bogus\n")) == errno.EINVAL
     assert recorder.errors == ["unknown command"]
 
 
 def test_ctl_without_a_line_end_is_bounded() -> None:
     recorder = Recorder()
-    handle = LineCommandHandle(recorder.commit, on_error=recorder.on_error)
+    handle = LineBatchHandle(recorder.commit, on_error=recorder.on_error)
     assert fuse_errno(lambda: handle.write(0, b"x" * (CTL_LIMIT + 1))) == errno.EFBIG
     run(handle.flush)
     assert recorder.commits == []

@@ -39,7 +39,7 @@ from sessionfs.fs.nodes.in_session import (
 from sessionfs.fs.nodes.mount_paths import describe
 from sessionfs.fs.nodes.projects import ProjectsDir
 from sessionfs.fs.nodes.transcripts import open_transcript, transcript_record
-from sessionfs.fs.nodes.write_handles import BufferedWriteHandle, LineStreamHandle
+from sessionfs.fs.nodes.write_handles import BufferedWriteHandle, LineBatchHandle
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN
 from sessionfs.view.refusal import WriteRejected
@@ -335,7 +335,7 @@ class AppendFile(InSession, FileNode):
 
     A ``*.jsonl`` file opened for appending (``>>``, ``open(..., "a")``) is a stream
     instead: each ``write()`` appends the complete lines it ends, fsynced before it
-    returns (`LineStreamHandle`), so a long-lived writer pays one round trip per entry
+    returns (`LineBatchHandle`), so a long-lived writer pays one round trip per entry
     rather than an open, a write and a close."""
 
     __slots__ = ()
@@ -349,7 +349,7 @@ class AppendFile(InSession, FileNode):
 
     def handle(self, flags: int) -> OpenFile:
         if flags & os.O_APPEND and is_line_stream_name(self.key[-1]):
-            return LineStreamHandle(
+            return LineBatchHandle(
                 self._commit, too_big=reject_oversize, on_error=self.record_refusal
             )
         return BufferedWriteHandle(

@@ -9,7 +9,7 @@ write that is not sequential); the rest of such a file is refused too.
 ``ctl`` is different: commands run in ``write()``, one batch per call, so a shell's
 ``echo cmd > ctl`` reports an unknown command at once (``echo: write error``) instead
 of in a ``close()`` that shells do not check. So is a JSON Lines file opened for
-appending in ``append/`` (`LineStreamHandle`): every ``write()`` commits the complete
+appending in ``append/`` (`LineBatchHandle`): every ``write()`` commits the complete
 lines it ends, which saves a long-lived writer an open and a close per entry.
 
 Every refusal is a `WriteRejected`; ``on_error`` records it (``ctl``'s ``last_error``)
@@ -26,7 +26,7 @@ import pyfuse3
 from sessionfs.fs.nodes.base import OpenFile
 from sessionfs.view.refusal import WriteRejected
 
-__all__ = ["CTL_LIMIT", "BufferedWriteHandle", "LineCommandHandle", "LineStreamHandle"]
+__all__ = ["CTL_LIMIT", "BufferedWriteHandle", "LineBatchHandle"]
 
 #: Largest command batch a ``ctl`` keeps while waiting for the end of a line.
 CTL_LIMIT = 64 * 1024
@@ -88,76 +88,48 @@ class BufferedWriteHandle(OpenFile):
             raise await self._refuse(exc) from None
 
 
-class LineStreamHandle(OpenFile):
-    """A stream of lines: each ``write()`` commits the complete lines it holds (with
-    any partial line an earlier write left) before it returns; the flush commits a
-    last line that has no newline.
+def _ctl_too_big(size: int) -> None:
+    if size > CTL_LIMIT:
+        raise WriteRejected(errno.EFBIG, f"a ctl command is at most {CTL_LIMIT} bytes")
 
-    Offsets are ignored: the file was opened with ``O_APPEND``, so every write goes to
-    its end. A refused batch fails its ``write()`` and is dropped (nothing of it was
-    applied); the stream goes on with the next write. ``too_big(size)`` bounds the
-    partial line kept in memory.
+
+class LineBatchHandle(OpenFile):
+    """Every ``write()`` runs the complete lines it holds (with what an earlier write
+    left after its last newline) before it returns; the flush runs a last line that has
+    no newline. ``ctl`` runs its commands so; a ``*.jsonl`` opened for appending in
+    ``append/`` commits its entries so.
+
+    Offsets are ignored: ``ctl`` is written from its start, an append stream was opened
+    with ``O_APPEND``. A refused batch fails its ``write()`` and is dropped (nothing of
+    it was applied), and so is a write of empty lines (``EINVAL``: nothing to run); the
+    next write goes on. ``too_big(size)`` bounds what waits for a newline (default:
+    `CTL_LIMIT`).
     """
 
-    def __init__(self, commit: Commit, *, too_big: Callable[[int], None], on_error: OnError):
-        self._commit = commit
-        self._too_big = too_big
-        self._on_error = on_error
-        self._partial = bytearray()  # the end of the last write after its last newline
-
-    async def _commit_or_refuse(self, data: bytes) -> None:
-        try:
-            await self._commit(data)
-        except WriteRejected as exc:
-            await self._on_error(exc)
-            raise pyfuse3.FUSEError(exc.errno) from None
-
-    async def write(self, offset: int, data: bytes) -> int:
-        end = data.rfind(b"\n") + 1
-        if not end:
-            try:
-                self._too_big(len(self._partial) + len(data))
-            except WriteRejected as exc:
-                self._partial.clear()
-                await self._on_error(exc)
-                raise pyfuse3.FUSEError(exc.errno) from None
-            self._partial += data
-            return len(data)
-        lines = bytes(self._partial) + data[:end] if self._partial else data[:end]
-        self._partial = bytearray(data[end:])
-        if lines.strip():
-            await self._commit_or_refuse(lines)
-        return len(data)
-
-    async def flush(self) -> None:
-        rest = bytes(self._partial)
-        self._partial.clear()
-        if rest.strip():
-            await self._commit_or_refuse(rest)
-
-
-class LineCommandHandle(OpenFile):
-    """``ctl``: every ``write()`` runs the complete lines it holds; a trailing partial
-    line waits for the next write or the flush."""
-
-    def __init__(self, run: Commit, *, on_error: OnError) -> None:
+    def __init__(
+        self, run: Commit, *, on_error: OnError, too_big: Callable[[int], None] = _ctl_too_big
+    ) -> None:
         self._run = run
         self._on_error = on_error
+        self._too_big = too_big
         self._pending = bytearray()
+
+    async def _refuse(self, exc: WriteRejected) -> pyfuse3.FUSEError:
+        await self._on_error(exc)
+        return pyfuse3.FUSEError(exc.errno)
 
     async def _execute(self, data: bytes) -> None:
         try:
             await self._run(data)
         except WriteRejected as exc:
-            await self._on_error(exc)
-            raise pyfuse3.FUSEError(exc.errno) from None
+            raise await self._refuse(exc) from None
 
     async def write(self, offset: int, data: bytes) -> int:
-        if len(self._pending) + len(data) > CTL_LIMIT:
+        try:
+            self._too_big(len(self._pending) + len(data))
+        except WriteRejected as exc:
             self._pending.clear()
-            exc = WriteRejected(errno.EFBIG, f"a ctl command is at most {CTL_LIMIT} bytes")
-            await self._on_error(exc)
-            raise pyfuse3.FUSEError(exc.errno)
+            raise await self._refuse(exc) from None
         self._pending += data
         end = self._pending.rfind(b"\n") + 1
         if end:
@@ -169,5 +141,5 @@ class LineCommandHandle(OpenFile):
     async def flush(self) -> None:
         ready = bytes(self._pending)
         self._pending.clear()
-        if ready.strip():
+        if ready.strip():  # an empty line was refused by its write(); nothing is left
             await self._execute(ready)
