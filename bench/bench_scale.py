@@ -56,6 +56,7 @@ from bench.common import FIXTURES, REPO, mounted, sessionfs_args
 from core import jsonl
 from sessionfs.view import session_ids
 from sessionfs.view.agent_index import AgentIndex
+from tests.support.agent_messages import write_header_session
 
 FIXTURE = "pi-v1-before-compaction.jsonl"
 SMALL_SESSIONS = 60
@@ -611,16 +612,7 @@ def id_corpus(agent: Path, sessions: int) -> list[tuple[str, str, str]]:
         project = f"--work-p{n % BY_ID_PROJECTS:02d}--"
         session_id = f"0190{n:08d}-7e57-7000-8000-{n:012d}"
         stem = f"2026-01-01T00-00-00-000Z_{session_id}"
-        header = {
-            "type": "session",
-            "version": 3,
-            "id": session_id,
-            "timestamp": "2026-01-01T00:00:00.000Z",
-            "cwd": "/w",
-        }
-        directory = agent / "sessions" / project
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / f"{stem}.jsonl").write_bytes(orjson.dumps(header) + b"\n")
+        write_header_session(agent / "sessions" / project, stem, session_id)
         made.append((project, stem, session_id))
     return made
 

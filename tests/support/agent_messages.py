@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from core.jsonl import parse_jsonl_lenient
 from core.manager import SessionManager
 from core.storage import SessionStorage
@@ -77,3 +79,19 @@ def make_session(
     path = manager.get_session_file()
     assert path is not None
     return Path(path)
+
+
+def write_header_session(directory: Path, stem: str, session_id: str) -> Path:
+    """``<directory>/<stem>.jsonl`` holding a v3 header and nothing else: all a
+    listing or ``by-id/`` reads of a session."""
+    directory.mkdir(parents=True, exist_ok=True)
+    header = {
+        "type": "session",
+        "version": 3,
+        "id": session_id,
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "cwd": "/w",
+    }
+    path = directory / f"{stem}.jsonl"
+    path.write_bytes(orjson.dumps(header) + b"\n")
+    return path

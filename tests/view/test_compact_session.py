@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
+from support.agent_messages import user_entry
 from support.fixture_paths import fixture_files
 
 from core import SessionManager
@@ -39,17 +40,6 @@ def line(obj: Any) -> bytes:
     return orjson.dumps(obj) + b"\n"
 
 
-def message(entry_id: Any, parent: Any, text: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "type": "message",
-        "id": entry_id,
-        "parentId": parent,
-        "timestamp": "2026-02-01T10:00:00.000Z",
-        "message": {"role": "user", "content": text, "timestamp": 0},
-        **extra,
-    }
-
-
 def odd_session(tmp_path: Path) -> Path:
     """A hand-made current-version session with what real files hold now and then:
     a branch, labels set and cleared, duplicate and odd ids, an entry without id or
@@ -60,21 +50,21 @@ def odd_session(tmp_path: Path) -> Path:
     header["title"] = "odd one"
     lines = [
         line(header),
-        line(message("a", None, "root")),
-        line(message("b", "a", "left")),
-        line(message("c", "a", "right")),
+        line(user_entry("a", None, "root")),
+        line(user_entry("b", "a", "left")),
+        line(user_entry("c", "a", "right")),
         b"\n   \n",
         b"not json at all\n",
         line([1, 2]),
         line({"type": "label", "id": "l1", "parentId": "c", "targetId": "b", "label": "keep"}),
         line({"type": "label", "id": "l2", "parentId": "l1", "targetId": "a", "label": "x"}),
         line({"type": "label", "id": "l3", "parentId": "l2", "targetId": "a", "label": ""}),
-        line(message("b", "c", "duplicate id")),
-        line(message("a/b", "b", "slash")),
-        line(message("", "a/b", "empty id")),
+        line(user_entry("b", "c", "duplicate id")),
+        line(user_entry("a/b", "b", "slash")),
+        line(user_entry("", "a/b", "empty id")),
         line({"type": "custom", "note": "no id, no parent"}),
         line({"type": "session", "version": 3, "id": "second", "timestamp": "t"}),
-        line(message("d", "", "last", timestamp="2026-03-01T00:00:00+02:00")),
+        line(user_entry("d", "", "last", timestamp="2026-03-01T00:00:00+02:00")),
         b'{"type":"message","id":"torn',
     ]
     path.write_bytes(b"".join(lines))
@@ -137,10 +127,10 @@ def test_appends_by_another_process_are_caught_up_as_core_does(tmp_path: Path) -
     compact, parsed = compact_session(path), parsed_session(path)
     with open(path, "ab") as f:  # completes the torn line, then more odd lines
         f.write(b'x","parentId":"d","timestamp":"t","message":{"role":"user","content":"t"}}\n')
-        f.write(line(message("a", "d", "known id: skipped")))
+        f.write(line(user_entry("a", "d", "known id: skipped")))
         f.write(line({"type": "session", "version": 3, "id": "third"}))
-        f.write(line(message("e", "tornx", "new")))
-        f.write(line(message("e", "e", "same new id twice in one batch: both kept")))
+        f.write(line(user_entry("e", "tornx", "new")))
+        f.write(line(user_entry("e", "e", "same new id twice in one batch: both kept")))
         f.write(line({"type": "label", "id": "l4", "parentId": "e", "targetId": "a", "label": "y"}))
         f.write(b'{"type":"message","id":"half')
     assert compact.refresh() == parsed.refresh() == 4
@@ -158,7 +148,7 @@ def test_a_replaced_file_is_read_again(tmp_path: Path) -> None:
     version = compact.version
     replacement = path.with_suffix(".new")
     header = {"type": "session", "version": 3, "id": "odd", "timestamp": "t", "cwd": "/"}
-    replacement.write_bytes(line(header) + line(message("z", None, "all new")))
+    replacement.write_bytes(line(header) + line(user_entry("z", None, "all new")))
     os.replace(replacement, path)
     assert compact.refresh() == -1 and compact.version > version
     assert compact.leaf_id() == "z" and compact.compact is not None

@@ -8,8 +8,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-import orjson
 import pytest
+from support.agent_messages import write_header_session
 
 from core import paths
 from sessionfs.view import agent_index, session_ids
@@ -21,18 +21,6 @@ PER_PROJECT = 50
 LONG_AGO = 1_000_000_000  # seconds since the epoch: any dir this old is settled
 
 
-def write_session(directory: Path, stem: str, session_id: str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    header = {
-        "type": "session",
-        "version": 3,
-        "id": session_id,
-        "timestamp": "2026-01-01T00:00:00.000Z",
-        "cwd": "/w",
-    }
-    path = directory / f"{stem}.jsonl"
-    path.write_bytes(orjson.dumps(header) + b"\n")
-    return path
 
 
 def settle(root: Path) -> None:
@@ -55,10 +43,11 @@ def agent(tmp_path: Path) -> Path:
     root = paths.sessions_root(tmp_path)
     for p in range(PROJECTS):
         for s in range(PER_PROJECT):
-            write_session(root / f"--p{p}--", f"2026-01-01T00-00-{s:02d}_id-{p}-{s}", f"id-{p}-{s}")
+            stem = f"2026-01-01T00-00-{s:02d}_id-{p}-{s}"
+            write_header_session(root / f"--p{p}--", stem, f"id-{p}-{s}")
     # a sub-agent session, and a duplicate id in another project
-    write_session(root / "--p0--" / "2026-01-01T00-00-00_id-0-0", "task-1", "sub-1")
-    write_session(root / "--p3--", "2026-01-02T00-00-00_dup", "id-1-1")
+    write_header_session(root / "--p0--" / "2026-01-01T00-00-00_id-0-0", "task-1", "sub-1")
+    write_header_session(root / "--p3--", "2026-01-02T00-00-00_dup", "id-1-1")
     settle(root)
     return tmp_path
 
@@ -135,7 +124,7 @@ def test_a_new_session_is_found_by_listing_only_its_project(agent: Path, scans: 
     assert ids.resolve("fresh") is None
     before = len(scans)
     project = paths.sessions_root(agent) / "--p2--"
-    write_session(project, "2026-03-01T00-00-00_fresh", "fresh")
+    write_header_session(project, "2026-03-01T00-00-00_fresh", "fresh")
     clock.now += session_ids.MISS_SWEEP_SECONDS
     ref = ids.resolve("fresh")
     assert ref is not None and (ref.project, ref.stem) == ("--p2--", "2026-03-01T00-00-00_fresh")
@@ -153,7 +142,7 @@ def test_a_deleted_or_rewritten_session_is_noticed_at_once(agent: Path) -> None:
     # mtime unmoved (a coarse timestamp): the stat sees the new inode
     rewritten = root / "--p1--" / "2026-01-01T00-00-06_id-1-6.jsonl"
     assert ids.resolve("id-1-6") is not None
-    replacement = write_session(agent, "replacement", "renamed-6")
+    replacement = write_header_session(agent, "replacement", "renamed-6")
     os.replace(replacement, rewritten)
     os.utime(rewritten.parent, (LONG_AGO, LONG_AGO))
     assert ids.resolve("id-1-6") is None
@@ -214,7 +203,7 @@ def test_known_names_resolve_without_a_thread(agent: Path, dir_stats: list[str])
     assert known is not None and known.session_id == "id-2-3"
     assert ids.resolve_known("no-such-id") is None
     assert len(dir_stats) == swept  # never sweeps
-    replaced = write_session(agent, "replacement", "id-2-3")
+    replaced = write_header_session(agent, "replacement", "id-2-3")
     os.replace(replaced, known.path)  # a new inode: its header must be read first
     assert ids.resolve_known("id-2-3") is None
     again = ids.resolve("id-2-3")
