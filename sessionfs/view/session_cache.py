@@ -222,7 +222,7 @@ class SessionCache:
         cached = session.cached(what)
         if cached is not None:
             return cached
-        if parses_entries(what):
+        if parses_entries(what) and session.manager is None:  # a parse of the file is coming
             self._check_renderable(session, what)
             self._make_room_to_render(session, session.file_state[1] or session.ref.size)
         return await self.run(session, lambda: session.rendered(what))
@@ -237,10 +237,11 @@ class SessionCache:
         """`WriteRejected` (``EFBIG``, kept for ``ctl``) when rendering ``what`` would
         parse a file so big that the daemon would go past its memory bound; the
         session's entries are still served one by one (they need no rendering of the
-        whole). A session held parsed (a write needed it) renders without a parse."""
+        whole). A session held parsed (a write needed it) renders without a parse and
+        is not asked."""
         size = session.file_state[1] or session.ref.size
         limit = self.largest_renderable()
-        if size <= limit or session.manager is not None:
+        if size <= limit:
             return
         exc = WriteRejected(
             errno.EFBIG,
