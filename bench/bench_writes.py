@@ -3,8 +3,8 @@
 1. Durable appends: files dropped into ``append/`` (each ``close()`` returns only after
    the entry is fsynced) vs a Python loop doing open + ``O_APPEND`` write + fsync +
    close of a JSONL line on the same disk. Target: at least 50% of the baseline rate.
-   Also the same appends as lines written to one ``append/feed.jsonl`` opened with
-   ``O_APPEND`` (each ``write()`` returns once its line is fsynced), and the floor a
+   Also the same appends as lines written to one open ``append/feed.stream`` (each
+   ``write()`` returns once its line is fsynced), and the floor a
    FUSE daemon cannot go below: a bare pyfuse3 filesystem's round trip, measured in
    the same run, times the five requests a file costs (lookup, create, write, flush,
    and the getattr of ``append/`` that the create makes the next path walk need).
@@ -84,7 +84,7 @@ def mount_appends(append_dir: Path, count: int) -> None:
 
 
 def stream_appends(append_dir: Path, count: int) -> None:
-    fd = os.open(append_dir / "feed.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(append_dir / "feed.stream", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         for n in range(count):
             os.write(fd, message_line(n))
@@ -174,7 +174,7 @@ def main() -> int:
                 append_rate / base_rate >= 0.5,
             ),
             Row(
-                f"durable appends ({APPENDS} lines into one append/*.jsonl, O_APPEND)",
+                f"durable appends ({APPENDS} lines into one open append/*.stream)",
                 f"{stream_rate:,.0f}/s",
                 f"{base_rate:,.0f}/s open+write+fsync+close",
                 stream_rate / base_rate,

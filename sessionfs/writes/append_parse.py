@@ -37,6 +37,7 @@ __all__ = [
     "ASSIGNED_FIELDS",
     "ENTRY_TYPES",
     "MAX_APPEND_BYTES",
+    "STREAM_SUFFIX",
     "AppendOp",
     "entry_op",
     "is_line_stream_name",
@@ -64,10 +65,16 @@ def is_text_name(file_name: str) -> bool:
     return file_name.lower().endswith(_TEXT_SUFFIXES)
 
 
+#: The suffix that makes a file in ``append/`` a stream of JSON Lines committed as they
+#: are written. A name of its own: every other file keeps the all-or-nothing rule, even
+#: when a shell opens it with ``>>``.
+STREAM_SUFFIX = ".stream"
+
+
 def is_line_stream_name(file_name: str) -> bool:
-    """True when a file of this name in ``append/`` holds JSON Lines (``*.jsonl``): one
-    opened for appending is then committed line by line, as it is written."""
-    return file_name.lower().endswith(".jsonl")
+    """True when a file of this name in ``append/`` is a stream (``*.stream``): each
+    ``write()`` commits the complete lines it ends."""
+    return file_name.lower().endswith(STREAM_SUFFIX)
 
 
 def reject_oversize(size: int) -> None:

@@ -1,6 +1,6 @@
-"""A JSON Lines file opened for appending in ``append/`` is a stream: each ``write()``
-commits the complete lines it ends, durably, before it returns. Other files (and the
-same name opened without ``O_APPEND``) stay all-or-nothing at ``close()``."""
+"""A ``*.stream`` file in ``append/`` is a stream of JSON Lines: each ``write()``
+commits the complete lines it ends, durably, before it returns. Every other file stays
+all-or-nothing at ``close()``, also when a shell opens it with ``>>``."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_each_write_is_on_disk_when_it_returns(
     agent_dir, file = make_agent(tmp_path)
     d = session_dir(mount_factory(agent_dir), file)
     before = disk_ids(file)
-    fd = os.open(d / "append" / "feed.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(d / "append" / "feed.stream", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         for n in range(3):
             assert os.write(fd, line(f"streamed {n}")) == len(line(f"streamed {n}"))
@@ -74,8 +74,8 @@ def test_a_bad_batch_fails_its_write_and_the_stream_goes_on(
 ) -> None:
     agent_dir, file = make_agent(tmp_path)
     d = session_dir(mount_factory(agent_dir), file)
-    fd = os.open(d / "append" / "feed.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
+    fd = os.open(d / "append" / "feed.stream", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:  # opened with ``>`` (O_TRUNC): still a stream, the name says so
         os.write(fd, line("good 1"))
         size = file.stat().st_size
         # A good line and a bad one in one write: refused whole, nothing of it applied.
@@ -103,7 +103,7 @@ def test_a_shell_feeds_a_session_through_one_open_file(
     agent_dir, file = make_agent(tmp_path)
     d = session_dir(mount_factory(agent_dir), file)
     script = (
-        'exec 3>>"$1/append/feed.jsonl"\n'
+        'exec 3>>"$1/append/feed.stream"\n'
         'for word in alpha beta gamma; do\n'
         '  printf \'{"role":"user","content":"%s"}\\n\' "$word" >&3\n'
         "done\n"
@@ -126,9 +126,10 @@ def test_other_appended_files_stay_all_or_nothing(
             fh.write(piece)
         assert len(disk_ids(file)) == count  # nothing before close()
     assert texts(file)[-1] == "pretty"
-    # A .jsonl written without O_APPEND: a bad last line refuses every line at close().
+    # A .jsonl, even opened with >> (O_APPEND): a bad last line refuses every line at
+    # close().
     batch = d / "append" / "batch.jsonl"
-    with pytest.raises(OSError) as refused, open(batch, "wb", buffering=0) as fh:
+    with pytest.raises(OSError) as refused, open(batch, "ab", buffering=0) as fh:
         fh.write(line("first of a batch"))
         fh.write(b"{broken\n")
     assert refused.value.errno == errno.EINVAL

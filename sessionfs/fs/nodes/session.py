@@ -325,7 +325,7 @@ class AppendDir(InSession, DirNode):
     async def create(self, name: str, flags: int, mode: int) -> tuple[Node, OpenFile]:
         await self.session()  # ENOENT when the session is gone
         node = AppendFile(self.ctx, self.child_key(name))
-        return node, node.handle(flags)
+        return node, node.handle()
 
 
 class AppendFile(InSession, FileNode):
@@ -333,10 +333,10 @@ class AppendFile(InSession, FileNode):
     (`sessionfs.writes.append_parse`) and appended all-or-nothing, fsynced before ``close()``
     returns. Nothing is ever kept under its name.
 
-    A ``*.jsonl`` file opened for appending (``>>``, ``open(..., "a")``) is a stream
-    instead: each ``write()`` appends the complete lines it ends, fsynced before it
-    returns (`LineBatchHandle`), so a long-lived writer pays one round trip per entry
-    rather than an open, a write and a close."""
+    A ``*.stream`` file is a stream of JSON Lines instead: each ``write()`` appends the
+    complete lines it ends, fsynced before it returns (`LineBatchHandle`), so a
+    long-lived writer pays one round trip per entry rather than an open, a write and a
+    close."""
 
     __slots__ = ()
 
@@ -347,19 +347,14 @@ class AppendFile(InSession, FileNode):
     async def stat(self) -> Stat:
         return Stat(0, time.time_ns())
 
-    def handle(self, flags: int) -> OpenFile:
-        if flags & os.O_APPEND and is_line_stream_name(self.key[-1]):
-            return LineBatchHandle(
-                self._commit, too_big=reject_oversize, on_error=self.record_refusal
-            )
-        return BufferedWriteHandle(
-            self._commit, too_big=reject_oversize, on_error=self.record_refusal
-        )
+    def handle(self) -> OpenFile:
+        kind = LineBatchHandle if is_line_stream_name(self.key[-1]) else BufferedWriteHandle
+        return kind(self._commit, too_big=reject_oversize, on_error=self.record_refusal)
 
     async def open(self, flags: int) -> OpenFile:
         if not opened_for_writing(flags):
             raise refuse(errno.EACCES)  # a drop box: what goes in is read from entries/
-        return self.handle(flags)
+        return self.handle()
 
     async def setattr(self, attr: Any, fields: Any) -> None:
         allow_truncate_to_zero(self.display_path(), attr, fields)

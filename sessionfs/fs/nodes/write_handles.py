@@ -8,9 +8,9 @@ write that is not sequential); the rest of such a file is refused too.
 
 ``ctl`` is different: commands run in ``write()``, one batch per call, so a shell's
 ``echo cmd > ctl`` reports an unknown command at once (``echo: write error``) instead
-of in a ``close()`` that shells do not check. So is a JSON Lines file opened for
-appending in ``append/`` (`LineBatchHandle`): every ``write()`` commits the complete
-lines it ends, which saves a long-lived writer an open and a close per entry.
+of in a ``close()`` that shells do not check. So is a ``*.stream`` file in
+``append/`` (`LineBatchHandle`): every ``write()`` commits the complete lines it ends,
+which saves a long-lived writer an open and a close per entry.
 
 Every refusal is a `WriteRejected`; ``on_error`` records it (``ctl``'s ``last_error``)
 and the handle answers ``FUSEError(errno)``.
@@ -96,14 +96,14 @@ def _ctl_too_big(size: int) -> None:
 class LineBatchHandle(OpenFile):
     """Every ``write()`` runs the complete lines it holds (with what an earlier write
     left after its last newline) before it returns; the flush runs a last line that has
-    no newline. ``ctl`` runs its commands so; a ``*.jsonl`` opened for appending in
-    ``append/`` commits its entries so.
+    no newline. ``ctl`` runs its commands so; a ``*.stream`` file in ``append/``
+    commits its entries so.
 
-    Offsets are ignored: ``ctl`` is written from its start, an append stream was opened
-    with ``O_APPEND``. A refused batch fails its ``write()`` and is dropped (nothing of
-    it was applied), and so is a write of empty lines (``EINVAL``: nothing to run); the
-    next write goes on. ``too_big(size)`` bounds what waits for a newline (default:
-    `CTL_LIMIT`).
+    Offsets are ignored: lines run in the order their writes arrive (``ctl`` takes
+    commands, a stream only ever adds entries). A refused batch fails its ``write()``
+    and is dropped (nothing of it was applied), and so is a write of empty lines
+    (``EINVAL``: nothing to run); the next write goes on. ``too_big(size)`` bounds
+    what waits for a newline (default: `CTL_LIMIT`).
     """
 
     def __init__(
