@@ -219,6 +219,30 @@ def _assert_same_tree(a: Path, b: Path) -> None:
             assert left.read_bytes() == right.read_bytes(), name
 
 
+def test_no_artifact_link_leads_out_of_the_mount(family: Family, mounted: Mount) -> None:
+    """Issue 17: ``s -> .`` makes ``s/s/…`` stay where it is, so a target that reads
+    as "stays inside" climbs out of the mount, up to the host's root."""
+    artifacts, deep = family.artifacts, family.artifacts / "outputs" / "deep"
+    (artifacts / "s").symlink_to(".")
+    (artifacts / "x").symlink_to("s/" * 40 + "../" * 40 + "etc")
+    (artifacts / "through").symlink_to("escape")  # via a link that leads out
+    (artifacts / "back").symlink_to("outputs/../bash-1.log")  # '..' after a name
+    (deep / "up").symlink_to("../../bash-1.log")  # climbs, but stays inside
+    (deep / "s2").symlink_to("../../s")  # a link to the dot link: fine
+    assert os.path.realpath(artifacts / "x") == "/etc"  # on disk it does lead out
+    mirror = session_path(mounted, family) / "artifacts"
+    names = run("ls", mirror).split()
+    assert "s" in names and not {"x", "through", "back"} & set(names)
+    assert run("ls", mirror / "outputs" / "deep").split() == ["result.txt", "s2", "up"]
+    for path in ("x/passwd", "x", "through", "s/x/passwd", "s/s/through"):
+        result = subprocess.run(["cat", mirror / path], capture_output=True, timeout=30)
+        assert result.returncode != 0 and b"root:" not in result.stdout, path
+    assert (mirror / "outputs" / "deep" / "up").read_bytes() == (
+        artifacts / "bash-1.log"
+    ).read_bytes()
+    assert (mirror / "s" / "s" / "outputs" / "deep" / "s2" / "latest.log").exists()
+
+
 def test_artifacts_refuse_writes(family: Family, mounted: Mount) -> None:
     mirror = session_path(mounted, family) / "artifacts"
     before = (family.artifacts / "bash-1.log").read_bytes()

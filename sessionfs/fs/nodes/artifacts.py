@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import errno
 import os
-import posixpath
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -71,13 +70,36 @@ def _dir_beneath(base: Path, relative: tuple[str, ...]) -> Iterator[int]:
         os.close(fd)
 
 
-def _link_stays_inside(relative: tuple[str, ...], target: str) -> bool:
-    """A symlink at ``relative`` (inside the artifacts dir) to ``target`` resolves
-    inside the artifacts dir, read as text (the kernel resolves it in the mount)."""
+def _link_stays_inside(base: Path, relative: tuple[str, ...], target: str) -> bool:
+    """Whether a symlink at ``relative`` (inside the artifacts dir ``base``) to
+    ``target`` can only ever lead inside the artifacts dir, checked twice:
+
+    - by its text, in a way no later change on disk can undo: a ``..`` only at the
+      start, at most as many as the dirs above the link, then only names. Each name
+      is a real dir of the mirror or a link that passed this same check, so the
+      kernel, resolving it in the mount, never climbs above the artifacts dir. (A
+      ``..`` after a name is refused: the name may be a link to ``.``, which the
+      text cannot tell, and ``s/s/../..`` then climbs further than it seems.)
+    - against the real tree now (``os.path.realpath``): a link through a link that
+      leads out is hidden too, rather than shown dangling.
+    """
     if not target or target.startswith("/") or "\x00" in target:
         return False
-    resolved = posixpath.normpath(posixpath.join(*relative[:-1], target))
-    return resolved != ".." and not resolved.startswith("../")
+    climbs, names = 0, 0
+    for part in target.split("/"):
+        if part in ("", "."):
+            continue
+        if part != "..":
+            names += 1
+        elif names:
+            return False
+        else:
+            climbs += 1
+    if climbs > len(relative) - 1:
+        return False
+    real_base = os.path.realpath(base)
+    landing = os.path.realpath(os.path.join(base, *relative[:-1], target))
+    return landing == real_base or landing.startswith(real_base.rstrip("/") + "/")
 
 
 class _Item:
@@ -129,7 +151,7 @@ class InArtifacts(InSession):
             return _Item(st)
         if stat.S_ISLNK(st.st_mode):
             target = os.readlink(relative[-1], dir_fd=fd)
-            if _link_stays_inside(relative, target):
+            if _link_stays_inside(self.base(), relative, target):
                 return _Item(st, target)
             self.ctx.index.skip(path, f"a symlink leading out of the artifacts dir ({target})")
             return None
