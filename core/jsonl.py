@@ -18,6 +18,7 @@ import orjson
 __all__ = [
     "JsonlReport",
     "complete_prefix_length",
+    "consumed_length",
     "dumps_line",
     "dumps_pretty",
     "is_header",
@@ -25,6 +26,7 @@ __all__ = [
     "loads",
     "parse_jsonl_lenient",
     "parse_jsonl_report",
+    "parse_object_line",
 ]
 
 _orjson_loads = orjson.loads
@@ -80,6 +82,12 @@ def _parse_line(line: bytes) -> dict[str, Any] | None:
         except (*_JSON_ERRORS, UnicodeDecodeError):
             return None
     return obj if isinstance(obj, dict) else None
+
+
+def parse_object_line(line: bytes) -> dict[str, Any] | None:
+    """One line as every lenient reader here reads it: a JSON object, or ``None`` (not
+    JSON, or JSON that is not an object: the line is skipped)."""
+    return _parse_line(line)
 
 
 def _as_bytes(data: bytes | str) -> bytes:
@@ -142,6 +150,18 @@ def parse_jsonl_report(data: bytes) -> JsonlReport:
 def complete_prefix_length(data: bytes) -> int:
     """Length of ``data`` up to and including its last ``\\n`` (0 when there is none)."""
     return data.rfind(b"\n") + 1
+
+
+def consumed_length(data: bytes) -> int:
+    """Bytes of ``data`` that hold complete lines: up to its last ``\n``, plus a last
+    line without one when that line is a whole JSON object (a tool that does not end
+    its lines wrote data, not half a write). A torn last line is left for a later
+    catch-up. The one rule for every reader of a growing file."""
+    end = complete_prefix_length(data)
+    tail = data[end:]
+    if not tail.strip():
+        return len(data)
+    return len(data) if _parse_line(tail) is not None else end
 
 
 def load_entries_from_file(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -1,0 +1,357 @@
+"""``SessionSource``: one read-side interface for "a session as the mount shows it".
+
+Three agents write sessions in three formats: xcsh/pi (``core.formats.xcsh``), Claude
+Code (``core.formats.claude``) and the OpenAI Codex CLI (``core.formats.codex``). The
+mount renders every session dir (``entries/``, ``context.json``, ``transcript.md``,
+``leaf``, ``path/``, ``tree.txt``, ``stats.json``, ``header.json``, ``title``) from
+this interface alone, so a view never asks which agent wrote a file. Everything here
+is read-only and pure core: no FUSE, no trio, no writes.
+
+Entries are addressed by *index*: their position in file order (0-based), exactly the
+order ``entries/`` lists them. Each has a *name* (`SessionSource.entry_name`), the raw
+name of its ``entries/<name>.json`` before the view encodes it for the filesystem:
+
+* xcsh: the entry's ``id``;
+* Claude Code: the line's ``uuid``; a metadata line (no ``uuid``) is
+  ``meta-<line number>-<type>`` (1-based line number in the file);
+* Codex: ``NNNNNN-<kind>[-<payload type>]`` (``NNNNNN`` the 1-based line number,
+  zero-padded to six digits).
+
+Names of one session are unique (a Claude ``uuid`` seen twice is shown once, the first).
+
+Transcript messages (`TranscriptMessage`) are in the xcsh ``AgentMessage`` shape, so
+``sessionfs.view.render.transcript_md`` renders every agent alike:
+
+* ``{"role": "user" | "assistant" | "developer" | "system", "content": str | [block]}``
+  with blocks ``{"type": "text", "text"}``, ``{"type": "thinking", "thinking"}``
+  (rendered quoted), ``{"type": "toolCall", "id", "name", "arguments"}``;
+* ``{"role": "toolResult", "toolCallId", "toolName", "isError", "content": [block]}``;
+* an image of a Claude/Codex session is never inlined: it arrives as the text block
+  ``{"type": "text", "text": "[image <media_type>, N bytes]"}`` (`image_marker`; N =
+  the decoded size of base64 data, or the length of a URL that is not base64), which
+  the renderer prints as it is -- nothing new for it to understand.
+
+Stats (`SessionSource.stats`) carry the keys of an xcsh ``stats.json``: ``entries``,
+``byType``, ``byRole``, ``leafCount``, ``roots``, ``depth``, ``leafId`` (an entry
+*name*), ``pathLength``, ``usage``; Claude and Codex add ``malformedLines`` (lines
+skipped as not JSON objects).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+__all__ = [
+    "AGENTS",
+    "AgentName",
+    "Forest",
+    "SessionSource",
+    "TranscriptMessage",
+    "image_marker",
+]
+
+AgentName = Literal["xcsh", "claude", "codex"]
+AGENTS: Final[tuple[AgentName, ...]] = ("xcsh", "claude", "codex")
+
+Entry = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptMessage:
+    """One ``## <role> · <name> · <time>`` section of ``transcript.md``."""
+
+    #: the raw entry name (see the module docstring) of the first line behind it
+    entry_name: str
+    #: that line's ISO timestamp as stored ('' when it has none)
+    time: str
+    #: the message in the xcsh ``AgentMessage`` shape (module docstring)
+    message: dict[str, Any]
+
+
+def image_marker(media_type: object, data: object) -> dict[str, Any]:
+    """The text block an image renders as in a transcript of another agent's session:
+    ``[image <media_type>, N bytes]`` (N: decoded bytes of base64 ``data``; a ``data:``
+    URL counts its payload; anything else counts its characters)."""
+    mime = media_type if isinstance(media_type, str) and media_type else "image"
+    size = 0
+    if isinstance(data, str):
+        payload = data
+        if data.startswith("data:"):
+            head, _, payload = data.partition(",")
+            if mime == "image":
+                mime = head[5:].split(";", 1)[0] or "image"
+            if ";base64" not in head:
+                return {"type": "text", "text": f"[image {mime}, {len(payload)} bytes]"}
+        size = _base64_size(payload)
+    return {"type": "text", "text": f"[image {mime}, {size} bytes]"}
+
+
+def _base64_size(text: str) -> int:
+    """Decoded size of base64 ``text`` without decoding it (its length when it is not
+    base64)."""
+    stripped = text.strip()
+    if not stripped or len(stripped) % 4:
+        return len(text)
+    try:
+        base64.b64decode(stripped[-8:], validate=True)
+    except (binascii.Error, ValueError):
+        return len(text)
+    return len(stripped) // 4 * 3 - len(stripped) + len(stripped.rstrip("="))
+
+
+class Forest:
+    """The tree of a session's entries from their tree parents (index or ``None``):
+    children oldest first (stable by file order on equal or missing times), roots in
+    file order, a parent cycle cut at its first entry in file order (which becomes a
+    root), so every entry appears exactly once -- the rules of ``core.tree.build_tree``
+    over indexes."""
+
+    def __init__(self, parents: Sequence[int | None], times: Sequence[int | None]) -> None:
+        count = len(parents)
+        children: list[list[int]] = [[] for _ in range(count)]
+        roots: list[int] = []
+        parent_of: list[int | None] = [None] * count
+        for index, parent in enumerate(parents):
+            if parent is None or parent == index or not 0 <= parent < count:
+                roots.append(index)
+            else:
+                children[parent].append(index)
+                parent_of[index] = parent
+        reached = self._reach(roots, children, count)
+        if len(reached) < count:
+            for index in range(count):
+                if index in reached:
+                    continue
+                parent = parent_of[index]
+                if parent is not None:
+                    children[parent].remove(index)
+                    parent_of[index] = None
+                roots.append(index)
+                reached |= self._reach([index], children, count)
+        order = [float("-inf") if t is None else float(t) for t in times]
+        for kids in children:
+            if len(kids) > 1:
+                kids.sort(key=order.__getitem__)
+        self.children = children
+        self.roots = roots
+        self.parent_of = parent_of
+
+    @staticmethod
+    def _reach(starts: list[int], children: list[list[int]], count: int) -> set[int]:
+        reached: set[int] = set()
+        stack = list(starts)
+        while stack:
+            index = stack.pop()
+            if index not in reached:
+                reached.add(index)
+                stack.extend(children[index])
+        return reached
+
+    def depth(self) -> int:
+        """Entries on the longest root -> tip path (0 when empty)."""
+        deepest = 0
+        stack = [(root, 1) for root in self.roots]
+        while stack:
+            index, depth = stack.pop()
+            deepest = max(deepest, depth)
+            stack.extend((kid, depth + 1) for kid in self.children[index])
+        return deepest
+
+    def tip_count(self) -> int:
+        """Entries without children."""
+        return sum(1 for kids in self.children if not kids)
+
+    def path_to(self, index: int | None) -> list[int]:
+        """Indexes from the root down to ``index`` (``[]`` for ``None``)."""
+        path: list[int] = []
+        current = index
+        while current is not None:
+            path.append(current)
+            current = self.parent_of[current]
+        path.reverse()
+        return path
+
+
+class SessionSource(ABC):
+    """A session as the mount shows it: read-only, whatever agent wrote it.
+
+    Not thread-safe: one caller at a time (the view holds a lock around it). Every
+    method answers from what was read at construction or at the last `catch_up`.
+    Derived views (the forest, stats) are built on first use and dropped by
+    `catch_up` when it finds a change.
+    """
+
+    #: "xcsh", "claude" or "codex"
+    agent: AgentName
+    #: whether ``stats.json`` carries ``malformedLines`` (an xcsh session's stats keep
+    #: exactly the keys they always had)
+    reports_malformed_lines: bool = True
+
+    def __init__(self) -> None:
+        self._forest: Forest | None = None
+
+    # -- the session as a whole -------------------------------------------------------
+
+    @abstractmethod
+    def header(self) -> dict[str, Any]:
+        """``header.json``: xcsh -- the file's header line; Claude --
+        ``{agent, id, cwd, version, gitBranch, timestamp, file}`` (plus a sub-agent's
+        ``agentType``, ``description``, ``toolUseId`` from its ``meta.json``); Codex --
+        ``{agent, id, cwd, cli_version, model_provider, git, forked_from_id, archived,
+        timestamp, file}``. A new dict each call."""
+
+    @abstractmethod
+    def title(self) -> str:
+        """The session's title ('' when none): xcsh -- the header's ``title``; Claude --
+        the last ``custom-title``, else the last ``ai-title``, else the newest
+        ``summary``; Codex -- the newest ``thread_name_updated``, else the title the
+        session index gave at construction."""
+
+    @abstractmethod
+    def context(self) -> dict[str, Any]:
+        """``context.json``: xcsh -- core's ``build_session_context``; Claude/Codex --
+        ``{"messages": [...], "model": str | None}`` (see each reader)."""
+
+    @abstractmethod
+    def transcript_messages(self) -> list[TranscriptMessage]:
+        """The turns ``transcript.md`` shows, in order (module docstring)."""
+
+    @abstractmethod
+    def usage(self) -> dict[str, Any] | None:
+        """``stats.json``'s ``usage``: xcsh -- core's ``usage_totals``; Claude --
+        ``{input, output, cacheRead, cacheWrite}`` once per ``message.id``; Codex --
+        ``{input, output, cacheRead}`` of the last ``token_count`` (``None``: none)."""
+
+    @abstractmethod
+    def catch_up(self) -> bool:
+        """Read what the file gained since the last look. True when anything this
+        shows may have changed: complete lines appended (a torn last line waits for its
+        newline), or the file replaced or shrunk (then it is read again whole).
+        ``OSError`` when the file is gone."""
+
+    @abstractmethod
+    def memory_cost(self) -> int:
+        """Bytes this holds, for the session cache's budget."""
+
+    @property
+    @abstractmethod
+    def malformed_lines(self) -> int:
+        """Non-blank lines that were skipped because they are not JSON objects."""
+
+    # -- entries ----------------------------------------------------------------------
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """Entries shown in ``entries/``."""
+
+    @abstractmethod
+    def entry_name(self, index: int) -> str:
+        """The raw ``entries/`` name of entry ``index`` (module docstring)."""
+
+    @abstractmethod
+    def raw_line(self, index: int) -> bytes:
+        """Entry ``index``'s line exactly as stored (no newline)."""
+
+    @abstractmethod
+    def entry(self, index: int) -> Entry:
+        """Entry ``index`` parsed (a new dict each call: the caller may keep it)."""
+
+    @abstractmethod
+    def entry_time_ms(self, index: int) -> int | None:
+        """Entry ``index``'s ``timestamp`` in ms since the epoch (``None``: none)."""
+
+    @abstractmethod
+    def index_of(self, name: str) -> int | None:
+        """The index of the entry named ``name`` (raw name), ``None`` when none is."""
+
+    @abstractmethod
+    def entry_type(self, index: int) -> str:
+        """What ``stats.json``'s ``byType`` counts for this entry: xcsh -- ``type``;
+        Claude -- ``type``; Codex -- ``<kind>-<payload type>`` (``<kind>`` when the
+        payload has no type)."""
+
+    @abstractmethod
+    def entry_role(self, index: int) -> str | None:
+        """The message role ``byRole`` counts (``None``: not a message)."""
+
+    @abstractmethod
+    def entry_text(self, index: int) -> str:
+        """A short one-line description for ``tree.txt`` (its text, summary, setting);
+        may be ''. The view trims it."""
+
+    def entry_kind(self, index: int) -> str:
+        """What ``tree.txt`` shows as the entry's kind: the role of a message, else
+        its type."""
+        return self.entry_role(index) or self.entry_type(index)
+
+    def labels(self) -> dict[str, str]:
+        """Entry name -> label (only xcsh sessions have labels)."""
+        return {}
+
+    # -- the tree ---------------------------------------------------------------------
+
+    @abstractmethod
+    def parent_index(self, index: int) -> int | None:
+        """Entry ``index``'s parent in the tree ``path/`` and ``tree.txt`` show
+        (``None``: a root). Claude follows ``parentUuid``, and ``logicalParentUuid``
+        across a ``compact_boundary``; Codex: the previous line."""
+
+    @abstractmethod
+    def leaf_index(self) -> int | None:
+        """The entry ``leaf`` points at (``None``: no leaf)."""
+
+    def forest(self) -> Forest:
+        """The whole tree (built once per version)."""
+        if self._forest is None:
+            count = len(self)
+            self._forest = Forest(
+                [self.parent_index(i) for i in range(count)],
+                [self.entry_time_ms(i) for i in range(count)],
+            )
+        return self._forest
+
+    def path_indexes(self) -> list[int]:
+        """Root -> leaf, the entries ``path/`` shows (cycle-safe)."""
+        return self.forest().path_to(self.leaf_index())
+
+    def children_indexes(self, index: int | None) -> list[int]:
+        """Children of entry ``index`` (``None``: the roots) in ``tree.txt`` order:
+        oldest first, file order on equal times; roots in file order."""
+        forest = self.forest()
+        return list(forest.roots if index is None else forest.children[index])
+
+    def leaf_name(self) -> str | None:
+        leaf = self.leaf_index()
+        return None if leaf is None else self.entry_name(leaf)
+
+    def stats(self) -> dict[str, Any]:
+        """``stats.json`` (module docstring)."""
+        by_type: dict[str, int] = {}
+        by_role: dict[str, int] = {}
+        for index in range(len(self)):
+            kind = self.entry_type(index)
+            by_type[kind] = by_type.get(kind, 0) + 1
+            role = self.entry_role(index)
+            if role is not None:
+                by_role[role] = by_role.get(role, 0) + 1
+        forest = self.forest()
+        return {
+            "entries": len(self),
+            "byType": dict(sorted(by_type.items())),
+            "byRole": dict(sorted(by_role.items())),
+            "leafCount": forest.tip_count(),
+            "roots": len(forest.roots),
+            "depth": forest.depth(),
+            "leafId": self.leaf_name(),
+            "pathLength": len(self.path_indexes()),
+            "usage": self.usage(),
+        } | ({"malformedLines": self.malformed_lines} if self.reports_malformed_lines else {})
+
+    def _changed(self) -> None:
+        """Drop what is derived from the entries (a subclass calls it on a change)."""
+        self._forest = None

@@ -1,0 +1,134 @@
+"""A JSONL file held as its bytes plus what was consumed of it, read again as it grows.
+
+Claude Code and Codex append to their session files while they run. `LineFile` keeps
+the bytes of the complete lines read so far (``data``), hands each line out once as a
+`Line` (its 1-based number, its span in ``data``, its object or ``None`` when it is not
+a JSON object), and on `LineFile.read_new` reads only what was appended. The torn-last-
+line rule is core's one rule (`core.jsonl.consumed_length`).
+
+A ``.jsonl.zst`` file (Codex's archived sessions) is decompressed as a stream, chunk
+by chunk: the compressed file is never read whole and no second copy of the text is
+made. Such a file is not expected to grow: any change reads it again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Final
+
+from core.jsonl import consumed_length, parse_object_line
+from core.safe_open import PathArg, open_regular
+
+__all__ = ["ZSTD_SUFFIX", "Line", "LineFile", "read_zstd_prefix"]
+
+ZSTD_SUFFIX: Final = ".zst"
+#: decompressed bytes asked of the zstd stream per read
+_ZSTD_CHUNK: Final = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One non-blank line: its 1-based number in the file, its span in
+    ``LineFile.data`` and its object (``None``: not a JSON object, a malformed line)."""
+
+    number: int
+    start: int
+    end: int
+    obj: dict[str, Any] | None
+
+
+def _zstd_stream(raw: BinaryIO) -> BinaryIO:
+    import zstandard  # only archived Codex sessions need it
+
+    reader: BinaryIO = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+    return reader
+
+
+def _read_zstd(raw: BinaryIO, limit: int | None = None) -> bytes:
+    """The decompressed text of ``raw``, read chunk by chunk (at most ``limit`` bytes)."""
+    out = bytearray()
+    with _zstd_stream(raw) as stream:
+        while limit is None or len(out) < limit:
+            want = _ZSTD_CHUNK if limit is None else min(_ZSTD_CHUNK, limit - len(out))
+            chunk = stream.read(want)
+            if not chunk:
+                break
+            out += chunk
+    return bytes(out)
+
+
+def read_zstd_prefix(path: PathArg, limit: int) -> bytes:
+    """The first ``limit`` decompressed bytes of a ``.zst`` file (listings read only a
+    session's first line)."""
+    with open_regular(path) as raw:
+        return _read_zstd(raw, limit)
+
+
+class LineFile:
+    """One session file's complete lines (see the module docstring)."""
+
+    def __init__(self, path: PathArg) -> None:
+        self.path = os.fspath(path)
+        self.compressed = self.path.endswith(ZSTD_SUFFIX)
+        self.data = b""
+        #: bytes of ``data`` that are complete lines (the rest waits for its newline)
+        self.consumed = 0
+        #: lines (blank ones included) consumed so far: the next line's number - 1
+        self.line_count = 0
+        self._identity: tuple[int, int, int] = (0, 0, 0)  # inode, size, mtime_ns
+
+    def load(self) -> list[Line]:
+        """Read the whole file (again); every line of it."""
+        with open_regular(self.path) as f:
+            st = os.fstat(f.fileno())
+            data = _read_zstd(f) if self.compressed else f.read()
+        self.data, self.consumed, self.line_count = b"", 0, 0
+        self._identity = (st.st_ino, st.st_size, st.st_mtime_ns)
+        return list(self._take(data))
+
+    def read_new(self) -> list[Line] | None:
+        """The lines appended since the last read (``[]``: none, or only a torn part),
+        or ``None`` when the file was replaced or shrank (or a ``.zst`` changed at
+        all): the caller then loads it again. ``OSError`` when it is gone."""
+        with open_regular(self.path) as f:
+            st = os.fstat(f.fileno())
+            identity = (st.st_ino, st.st_size, st.st_mtime_ns)
+            if identity == self._identity:
+                return []
+            if self.compressed or st.st_ino != self._identity[0] or st.st_size < self.consumed:
+                return None
+            self._identity = identity
+            f.seek(self.consumed)
+            new = f.read()
+        return list(self._take(new))
+
+    def _take(self, new: bytes) -> Iterator[Line]:
+        """Keep the complete lines of ``new`` (appended at ``consumed``) and yield them."""
+        used = consumed_length(new)
+        if used == 0:
+            return
+        base = self.consumed
+        chunk = new[:used]
+        self.data = self.data[:base] + chunk
+        self.consumed = base + used
+        position = base
+        if base and self.data[base - 1 : base] != b"\n" and chunk.startswith(b"\n"):
+            position += 1  # the newline ending a last line that was whole without it
+            chunk = chunk[1:]
+        pieces = chunk.split(b"\n")
+        if chunk.endswith(b"\n"):
+            pieces.pop()  # after the last newline: nothing, not a line
+        for text in pieces:
+            end = position + len(text)
+            self.line_count += 1
+            if text and not text.isspace():
+                yield Line(self.line_count, position, end, parse_object_line(text))
+            position = end + 1
+
+    def raw(self, start: int, end: int) -> bytes:
+        return self.data[start:end]
+
+    def memory_cost(self) -> int:
+        return len(self.data)
