@@ -61,6 +61,7 @@ from typing import Any, TypeVar
 
 from core import paths
 from core.safe_open import open_regular
+from core.search_index.query import QueryTerm, build_match_query
 
 __all__ = [
     "MAX_LIMIT",
@@ -68,9 +69,9 @@ __all__ = [
     "HistoryEntry",
     "HistoryStorage",
     "HistoryStorageError",
-    "build_match_query",
     "ensure_fts5_available",
     "format_history_line",
+    "history_match_query",
     "unescape_history_field",
 ]
 
@@ -208,19 +209,17 @@ def ensure_fts5_available() -> None:
     _fts5_checked = True
 
 
-def build_match_query(text: str) -> str | None:
+def history_match_query(text: str) -> str | None:
     """Turn user text into a safe FTS5 query, or None when it has no tokens.
 
-    Each whitespace-separated token becomes a quoted string (``"`` doubled) with a
-    prefix ``*``; FTS5 ANDs adjacent phrases. Quoting turns every FTS operator
-    (``AND``, ``NEAR(``, ``-``, ``^``, ``col:``) into plain text, so user input can
-    never be parsed as syntax. NUL cannot appear in a quoted string (SQLite stops
-    reading there), so it separates tokens like whitespace.
+    Each whitespace-separated token (``"`` included: a prompt search has no phrases) is
+    a prefix term of the search index's `build_match_query`, which quotes each one, so
+    every FTS operator (``AND``, ``NEAR(``, ``-``, ``^``, ``col:``) is plain text. NUL
+    cannot appear in a quoted string (SQLite stops reading there), so it separates
+    tokens like whitespace.
     """
     tokens = text.replace("\x00", " ").split()
-    if not tokens:
-        return None
-    return " ".join('"' + token.replace('"', '""') + '"*' for token in tokens)
+    return build_match_query([QueryTerm(token, phrase=False, prefix=True) for token in tokens])
 
 
 def _clamp_limit(limit: int) -> int:
@@ -522,7 +521,7 @@ class HistoryStorage:
     def search(self, query: str, limit: int = 100) -> list[HistoryEntry]:
         """Prompts containing every word of ``query`` as a word prefix, newest first."""
         safe_limit = _clamp_limit(limit)
-        match = build_match_query(query)
+        match = history_match_query(query)
         if safe_limit == 0 or match is None:
             return []
         return self._read_newest(

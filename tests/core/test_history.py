@@ -18,8 +18,8 @@ from core.history import (
     HistoryEntry,
     HistoryStorage,
     HistoryStorageError,
-    build_match_query,
     format_history_line,
+    history_match_query,
     unescape_history_field,
 )
 
@@ -374,10 +374,10 @@ def test_fts_syntax_in_user_text_is_searched_literally(store: HistoryStorage) ->
     assert prompts_of(store.search("OR")) == ["order more tea"]  # a word prefix, not OR
 
 
-def test_build_match_query_quotes_each_token_with_a_prefix_star() -> None:
-    assert build_match_query('fix "the" bug*') == '"fix"* """the"""* "bug*"*'
-    assert build_match_query(" \t\n") is None
-    assert build_match_query("a\x00b") == '"a"* "b"*'
+def test_history_match_query_quotes_each_token_with_a_prefix_star() -> None:
+    assert history_match_query('fix "the" bug*') == '"fix"* """the"""* "bug*"*'
+    assert history_match_query(" \t\n") is None
+    assert history_match_query("a\x00b") == '"a"* "b"*'
 
 
 def test_broken_database_read_returns_empty_and_logs(store: HistoryStorage, caplog) -> None:

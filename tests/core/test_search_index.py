@@ -20,14 +20,18 @@ import pytest
 from core import search_index
 from core.jsonl import load_entries_from_file
 from core.migrate import migrate_session_entries
+from core.paths import ms_to_iso
 from core.search_index import Hit, SearchIndex, format_hit, parse_query
+from core.search_index import index as index_module
+from core.search_index import rows as rows_module
+from core.search_index import schema as schema_module
 
 PROJECT = "--work-demo--"
 _stamp = iter(range(1_760_000_000_000, 1_800_000_000_000, 1000))
 
 
 def iso(ms: int) -> str:
-    return search_index.ms_to_iso(ms)
+    return ms_to_iso(ms)
 
 
 def header(session_id: str = "sess-1", version: int = 3) -> dict[str, Any]:
@@ -475,7 +479,7 @@ def test_a_changed_line_is_not_shown_before_the_next_update(root, index):
 
 
 def test_dead_rows_trigger_a_rebuild(root, index, monkeypatch):
-    monkeypatch.setattr(search_index, "_MIN_DEAD_FOR_REBUILD", 2)
+    monkeypatch.setattr(index_module, "_MIN_DEAD_FOR_REBUILD", 2)
     path = write_session(root, "s", *(user(f"e{i}", f"word {i}") for i in range(4)))
     index.update(root)
     path.write_bytes(lines(header(), user("n1", "word new")))
@@ -683,8 +687,8 @@ def test_a_reader_and_an_indexer_in_other_threads(root, tmp_path):
 def test_files_are_read_and_inserted_in_slices(root, index, monkeypatch):
     # Tiny slices: lines straddle every read boundary; hits only appear when each
     # line's offset and length are exactly right (the snippet re-reads the line).
-    monkeypatch.setattr(search_index, "_READ_CHUNK", 7)
-    monkeypatch.setattr(search_index, "_INSERT_CHARS", 10)
+    monkeypatch.setattr(rows_module, "_READ_CHUNK", 7)
+    monkeypatch.setattr(schema_module, "_INSERT_CHARS", 10)
     entries = [user(f"e{i}", f"sliced word number{i} " + "pad " * i) for i in range(30)]
     path = write_session(root, "s", *entries)
     stats = index.update(root)
@@ -710,7 +714,7 @@ def _full_query_hits(index: SearchIndex, query: str, monkeypatch) -> list[str]:
     """What the query finds when FTS5 evaluates all of it on the index."""
     with monkeypatch.context() as patch:
         patch.setattr(
-            search_index,
+            index_module,
             "plan_query",
             lambda terms: search_index.QueryPlan(search_index.build_match_query(terms) or ""),
         )

@@ -1,0 +1,139 @@
+"""Candidate scans: the newest matching rows of a query in rowid order
+(`newest_matches`), the check of candidates against the rest of a costly query
+(`Verifier`), and reading an indexed line back from its session file (`LineReader`).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from core.safe_open import open_regular_fd
+from core.search_index.rowids import SEQ_BITS
+from core.search_index.rows import parse_object, read_at
+from core.search_index.schema import FTS_OPTIONS
+from core.search_index.text import clean_text, entry_search_text, rename_hook_message
+
+_SEARCH_SQL = """
+SELECT e.rowid, e.ts, e.entry_id, e.role, e.line_offset, e.line_length, e.line_crc, f.key
+FROM fts JOIN entries e ON e.rowid = fts.rowid JOIN files f ON f.id = e.file_id
+WHERE fts MATCH ? AND fts.rowid < ?
+ORDER BY fts.rowid DESC
+"""
+
+_Rows = list[Any]
+
+
+def newest_matches(
+    conn: sqlite3.Connection,
+    match: str,
+    below: int,
+    want: int,
+    keep: Callable[[_Rows], _Rows] | None = None,
+) -> tuple[_Rows, int]:
+    """At least the ``want`` newest matching rows with rowid < ``below`` (fewer only when
+    there are no more), newest first, and the rowid to continue below (0: no more).
+    ``keep`` (when given) filters each fetched slice of rows before they count.
+
+    Rowid order is time order between buckets, not inside one: so the rest of the last
+    bucket reached is read too, and the rows are sorted by their exact timestamps. One
+    streamed statement, not a LIMIT query plus a second one for the bucket's rest: a
+    prefix term costs FTS5 a merge of every expansion's postings per statement."""
+    rows: _Rows = []
+    bucket_start = -1
+    next_below = 0
+    cursor = conn.execute(_SEARCH_SQL, (match, below))
+    try:
+        while next_below == 0:
+            chunk = cursor.fetchmany(max(want, 64))
+            if not chunk:
+                break
+            for row in chunk if keep is None else keep(chunk):
+                if row[0] < bucket_start:
+                    next_below = bucket_start
+                    break
+                rows.append(row)
+                if len(rows) == want:
+                    bucket_start = (row[0] >> SEQ_BITS) << SEQ_BITS
+    finally:
+        cursor.close()
+    rows.sort(key=lambda row: (row[1], row[0]), reverse=True)
+    return rows, next_below
+
+
+class Verifier:
+    """Checks candidate rows (see `QueryPlan`) against the plan's checks: their indexed
+    text, read back from the session files, goes into a scratch in-memory FTS5 table
+    with the index's own options, and each check runs there on what passed the one
+    before. FTS5 itself decides, so a row is kept exactly when the index would have
+    matched it."""
+
+    def __init__(self, checks: Sequence[str], reader: LineReader) -> None:
+        self.checks = checks
+        self.reader = reader
+        self.conn = sqlite3.connect(":memory:", isolation_level=None)
+        self.conn.execute(f"CREATE VIRTUAL TABLE scratch USING fts5(text, {FTS_OPTIONS})")
+
+    def keep(self, rows: _Rows) -> _Rows:
+        """The rows whose text matches every check (stale lines are dropped)."""
+        texts: dict[int, str] = {}
+        for rowid, _, _, _, offset, length, crc, key in rows:
+            text = self.reader.text(key, offset, length, crc)
+            if text is not None:
+                texts[rowid] = clean_text(text)
+        for check in self.checks:
+            if not texts:
+                break
+            texts = {rowid: texts[rowid] for rowid in self._matching(texts, check)}
+        return [row for row in rows if row[0] in texts]
+
+    def _matching(self, texts: dict[int, str], check: str) -> set[int]:
+        self.conn.executemany("INSERT INTO scratch (rowid, text) VALUES (?, ?)", texts.items())
+        try:
+            found = self.conn.execute("SELECT rowid FROM scratch WHERE scratch MATCH ?", (check,))
+            return {row[0] for row in found}
+        finally:
+            self.conn.execute("INSERT INTO scratch (scratch) VALUES ('delete-all')")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class LineReader:
+    """Reads indexed lines back for snippets, one open descriptor per file."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.fds: dict[bytes, int | None] = {}
+
+    def text(self, key: bytes, offset: int, length: int, crc: int) -> str | None:
+        """The entry's indexed text, or None when the line is not what was indexed."""
+        fd = self.fds.get(key, -1)
+        if fd == -1:
+            try:
+                fd = open_regular_fd(os.path.join(self.root, os.fsdecode(key)))
+            except OSError:
+                fd = None
+            self.fds[key] = fd
+        if fd is None:
+            return None
+        try:
+            line = read_at(fd, offset, length)
+        except OSError:
+            return None
+        if len(line) != length or zlib.crc32(line) != crc:
+            return None
+        entry = parse_object(line)
+        if entry is None:
+            return None
+        rename_hook_message(entry)
+        found = entry_search_text(entry)
+        return found[1] if found is not None else None
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            if fd is not None:
+                os.close(fd)

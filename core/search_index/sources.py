@@ -1,0 +1,63 @@
+"""Which files under a sessions root are indexed: `session_file_keys`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+
+# Sub-agent session files live in a session's artifacts dir, which may hold its own
+# sub-agents' dirs; deeper than this is not a real layout.
+_MAX_NESTING = 8
+
+
+def _scan_sessions(
+    directory: str, prefix: tuple[str, ...], depth: int
+) -> Iterator[tuple[str, ...]]:
+    """Keys (path parts below the root) of ``*.jsonl`` files in ``directory`` and in the
+    artifacts dirs (``<stem>/`` next to ``<stem>.jsonl``) found there."""
+    try:
+        with os.scandir(directory) as scan:
+            children = list(scan)
+    except OSError:
+        return
+    stems = set()
+    for child in children:
+        if child.name.endswith(".jsonl") and _is_file(child):
+            stems.add(child.name[: -len(".jsonl")])
+            yield (*prefix, child.name)
+    if depth >= _MAX_NESTING:
+        return
+    for child in children:
+        # Not following symlinked dirs: a link loop must not recurse for ever.
+        if child.name in stems and _is_dir(child, follow=False):
+            yield from _scan_sessions(child.path, (*prefix, child.name), depth + 1)
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
+def _is_dir(entry: os.DirEntry[str], *, follow: bool = True) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=follow)
+    except OSError:
+        return False
+
+
+def session_file_keys(root: str) -> Iterator[tuple[str, ...]]:
+    """Every session file under a sessions root: ``<project>/<file>.jsonl`` and the
+    sub-agent files in artifacts dirs, as path parts relative to ``root``."""
+    try:
+        with os.scandir(root) as scan:
+            projects = [child for child in scan if _is_dir(child)]
+    except OSError:
+        return
+    for project in projects:
+        yield from _scan_sessions(project.path, (project.name,), 0)
+
+
+def key_bytes(parts: Sequence[str]) -> bytes:
+    return os.fsencode("/".join(parts))
