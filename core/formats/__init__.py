@@ -4,6 +4,9 @@
   `image_marker`, `Forest`) -- read its docstring first;
 * `core.formats.lines`: a JSONL file held as bytes + line spans, with catch-up and
   streamed ``.jsonl.zst`` reading (shared by the readers);
+* `core.formats.claude`: Claude Code sessions (`ClaudeSession`); their turns
+  (``context.json``, ``transcript.md``) in `core.formats.claude_turns`, their blocks in
+  the xcsh shape in `core.formats.claude_blocks`;
 Nothing here writes, and nothing imports FUSE or trio.
 """
 
@@ -17,10 +20,12 @@ from core.formats.base import (
     TranscriptMessage,
     image_marker,
 )
+from core.formats.claude import ClaudeSession
 
 __all__ = [
     "AGENTS",
     "AgentName",
+    "ClaudeSession",
     "Forest",
     "SessionSource",
     "TranscriptMessage",

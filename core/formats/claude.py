@@ -1,0 +1,358 @@
+"""Claude Code sessions (``~/.claude/projects/<enc>/<sessionId>.jsonl``) as a
+`SessionSource`, read-only.
+
+The file is a JSON object per line. *Chain lines* carry ``uuid`` and ``parentUuid``
+and form a tree; *metadata lines* (no ``uuid``: ``summary``, ``custom-title``,
+``ai-title``, ``tag``, ...) are named ``meta-<line number>-<type>`` and a later one of a
+kind overrides an earlier one. What the mount shows, point by point:
+
+* entries: every chain line in file order, a ``uuid`` seen again (a resumed session
+  replaying its prefix) shown once, the first; lines that are not JSON objects are
+  skipped and counted;
+* tree: ``parentUuid``, and across a ``compact_boundary`` (a new root) its
+  ``logicalParentUuid``, so ``path/`` and ``tree.txt`` show the whole history;
+* leaf: each chain line no other line names as parent, walked up to its nearest
+  ``user``/``assistant`` line; the latest ``timestamp`` that is not ``isSidechain``
+  wins, ties to the later line (a sub-agent file, all sidechain, uses all lines);
+* context and transcript: `core.formats.claude_turns`;
+* usage: once per ``message.id``, the last line's ``usage`` of that id.
+
+Per line only a small record is held (`_ClaudeLine`); content is parsed from the
+line's bytes when a rendering asks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from core.formats.base import SessionSource, TranscriptMessage
+from core.formats.claude_blocks import first_text
+from core.formats.claude_turns import Turns
+from core.formats.lines import Line, LineFile
+from core.jsonl import parse_object_line
+from core.paths import iso_to_ms
+from core.safe_open import PathArg
+
+__all__ = ["USAGE_FIELDS", "ClaudeSession"]
+
+#: What the index holds per line besides its bytes (a slotted record, its strings and
+#: a dict row), for the cache's budget.
+_LINE_INDEX_BYTES: Final = 480
+#: ``stats.json`` usage key <- Claude's ``message.usage`` key
+USAGE_FIELDS: Final = (
+    ("input", "input_tokens"),
+    ("output", "output_tokens"),
+    ("cacheRead", "cache_read_input_tokens"),
+    ("cacheWrite", "cache_creation_input_tokens"),
+)
+#: ``header.json`` keys taken from the first line that has them
+_HEADER_FIELDS: Final = ("cwd", "version", "gitBranch", "timestamp")
+#: a sub-agent's ``agent-<id>.meta.json`` keys shown in its ``header.json``
+META_FIELDS: Final = ("agentType", "description", "toolUseId")
+_MESSAGE_TYPES: Final = frozenset({"user", "assistant"})
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _usage(message: Mapping[str, Any]) -> tuple[int, ...] | None:
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    out = []
+    for _, key in USAGE_FIELDS:
+        value = usage.get(key)
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        out.append(int(value) if number and value is not None else 0)
+    return tuple(out)
+
+
+@dataclass(slots=True)
+class _ClaudeLine:
+    """What the index keeps of one shown line."""
+
+    name: str
+    start: int
+    end: int
+    kind: str
+    #: ``None``: a metadata line
+    uuid: str | None
+    #: the tree parent's uuid: ``parentUuid``, or a compact boundary's logical parent
+    parent: str | None
+    timestamp: str
+    time_ms: int | None
+    sidechain: bool
+    is_meta: bool
+    role: str | None
+    message_id: str | None
+    usage: tuple[int, ...] | None
+
+
+def _record(line: Line, obj: dict[str, Any], name: str, uuid: str | None) -> _ClaudeLine:
+    kind = _str(obj.get("type")) or "unknown"
+    parent = _str(obj.get("parentUuid")) if uuid is not None else None
+    if parent is None and uuid is not None and obj.get("subtype") == "compact_boundary":
+        parent = _str(obj.get("logicalParentUuid"))
+    if parent == uuid:
+        parent = None
+    message = obj.get("message")
+    role = message_id = usage = None
+    if kind in _MESSAGE_TYPES and isinstance(message, dict):
+        role = _str(message.get("role")) or kind
+        message_id = _str(message.get("id"))
+        usage = _usage(message) if kind == "assistant" else None
+    timestamp = obj.get("timestamp")
+    return _ClaudeLine(
+        name=name,
+        start=line.start,
+        end=line.end,
+        kind=kind,
+        uuid=uuid,
+        parent=parent,
+        timestamp=timestamp if isinstance(timestamp, str) else "",
+        time_ms=iso_to_ms(timestamp),
+        sidechain=obj.get("isSidechain") is True,
+        is_meta=obj.get("isMeta") is True,
+        role=role,
+        message_id=message_id,
+        usage=usage,
+    )
+
+
+class ClaudeSession(SessionSource):
+    """One Claude Code session file (or sub-agent file) read-only. ``meta``: a
+    sub-agent's ``meta.json`` object, shown in its header."""
+
+    agent = "claude"
+
+    def __init__(self, path: PathArg, meta: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self._meta = dict(meta) if meta is not None else {}
+        self._file = LineFile(path)
+        self._reset()
+        self._take(self._file.load())
+
+    def _reset(self) -> None:
+        self._lines: list[_ClaudeLine] = []
+        self._index_of: dict[str, int] = {}
+        self._malformed = 0
+        self._first: dict[str, str] = {}
+        #: metadata kind -> its latest value (``summary``, ``custom-title``, ``ai-title``)
+        self._titles: dict[str, str] = {}
+        self._leaf: tuple[int | None] | None = None
+        self._turns: Turns | None = None  # built on first use
+        self._changed()
+
+    def _take(self, lines: list[Line]) -> None:
+        for line in lines:
+            self._add(line)
+
+    def _add(self, line: Line) -> None:
+        obj = line.obj
+        if obj is None:
+            self._malformed += 1
+            return
+        uuid = _str(obj.get("uuid"))
+        if uuid is not None and uuid in self._index_of:
+            return  # a replayed prefix: shown once, the first
+        for key in ("sessionId", *_HEADER_FIELDS):
+            if key not in self._first and isinstance(value := obj.get(key), str):
+                self._first[key] = value
+        kind = _str(obj.get("type")) or "unknown"
+        if uuid is None:
+            name = f"meta-{line.number}-{kind}"
+            self._note_title(kind, obj)
+        else:
+            name = uuid
+        self._index_of[name] = len(self._lines)
+        self._lines.append(_record(line, obj, name, uuid))
+
+    def _note_title(self, kind: str, obj: Mapping[str, Any]) -> None:
+        field = {"summary": "summary", "custom-title": "customTitle", "ai-title": "aiTitle"}
+        key = field.get(kind)
+        value = _str(obj.get(key)) if key is not None else None
+        if value is not None:
+            self._titles[kind] = value
+
+    # -- the session ---------------------------------------------------------------------
+
+    def header(self) -> dict[str, Any]:
+        header: dict[str, Any] = {
+            "agent": "claude",
+            "id": self._first.get("sessionId", self.path.stem),
+        }
+        for key in _HEADER_FIELDS:
+            header[key] = self._first.get(key)
+        header["file"] = os.fspath(self.path)
+        for key in META_FIELDS:
+            if key in self._meta:
+                header[key] = self._meta[key]
+        return header
+
+    def title(self) -> str:
+        for kind in ("custom-title", "ai-title", "summary"):
+            if kind in self._titles:
+                return self._titles[kind]
+        return ""
+
+    def _built_turns(self) -> Turns:
+        if self._turns is None:
+            self._turns = Turns(self)
+        return self._turns
+
+    def context(self) -> dict[str, Any]:
+        turns = self._built_turns()
+        return {"messages": turns.context_messages(), "model": turns.model()}
+
+    def transcript_messages(self) -> list[TranscriptMessage]:
+        return list(self._built_turns().transcript_messages())
+
+    def usage(self) -> dict[str, Any]:
+        last: dict[str, tuple[int, ...]] = {}
+        loose: list[tuple[int, ...]] = []
+        for line in self._lines:
+            if line.usage is None:
+                continue
+            if line.message_id is None:
+                loose.append(line.usage)
+            else:
+                last[line.message_id] = line.usage  # the last line of an id wins
+        totals = [0] * len(USAGE_FIELDS)
+        for usage in [*last.values(), *loose]:
+            for position, value in enumerate(usage):
+                totals[position] += value
+        return {key: totals[i] for i, (key, _) in enumerate(USAGE_FIELDS)}
+
+    def catch_up(self) -> bool:
+        new = self._file.read_new()
+        if new is None:
+            self._reset()
+            self._take(self._file.load())
+            return True
+        if not new:
+            return False
+        self._take(new)
+        self._leaf = None
+        self._turns = None
+        self._changed()
+        return True
+
+    def memory_cost(self) -> int:
+        return self._file.memory_cost() + len(self._lines) * _LINE_INDEX_BYTES
+
+    @property
+    def malformed_lines(self) -> int:
+        return self._malformed
+
+    # -- entries -------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def entry_name(self, index: int) -> str:
+        return self._lines[index].name
+
+    def raw_line(self, index: int) -> bytes:
+        line = self._lines[index]
+        return self._file.raw(line.start, line.end)
+
+    def entry(self, index: int) -> dict[str, Any]:
+        obj = parse_object_line(self.raw_line(index))
+        assert obj is not None  # indexed only because it parsed to an object
+        return obj
+
+    def entry_time_ms(self, index: int) -> int | None:
+        return self._lines[index].time_ms
+
+    def entry_timestamp(self, index: int) -> str:
+        return self._lines[index].timestamp
+
+    def index_of(self, name: str) -> int | None:
+        return self._index_of.get(name)
+
+    def entry_type(self, index: int) -> str:
+        return self._lines[index].kind
+
+    def entry_role(self, index: int) -> str | None:
+        return self._lines[index].role
+
+    def entry_text(self, index: int) -> str:
+        entry = self.entry(index)
+        message = entry.get("message")
+        if isinstance(message, dict):
+            return first_text(message.get("content"))
+        for key in ("customTitle", "aiTitle", "summary", "content", "subtype", "lastPrompt"):
+            value = entry.get(key)
+            if isinstance(value, str) and value:
+                return value
+        attachment = entry.get("attachment")
+        if isinstance(attachment, dict) and isinstance(attachment.get("type"), str):
+            return str(attachment["type"])
+        return ""
+
+    # -- what the readers of turns ask ----------------------------------------------------
+
+    def is_chain(self, index: int) -> bool:
+        return self._lines[index].uuid is not None
+
+    def is_meta(self, index: int) -> bool:
+        return self._lines[index].is_meta
+
+    def is_sidechain(self, index: int) -> bool:
+        return self._lines[index].sidechain
+
+    def message_id(self, index: int) -> str | None:
+        return self._lines[index].message_id
+
+    def is_compact_boundary(self, index: int) -> bool:
+        line = self._lines[index]
+        if line.kind != "system" or line.uuid is None:
+            return False
+        return self.entry(index).get("subtype") == "compact_boundary"
+
+    # -- the tree ------------------------------------------------------------------------
+
+    def parent_index(self, index: int) -> int | None:
+        parent = self._lines[index].parent
+        return self._index_of.get(parent) if parent is not None else None
+
+    def leaf_index(self) -> int | None:
+        if self._leaf is None:
+            self._leaf = (self._find_leaf(),)
+        return self._leaf[0]
+
+    def _find_leaf(self) -> int | None:
+        named: set[str] = {line.parent for line in self._lines if line.parent is not None}
+        best: tuple[float, int] | None = None
+        best_side: tuple[float, int] | None = None
+        for index, line in enumerate(self._lines):
+            if line.uuid is None or line.uuid in named:
+                continue
+            found = self._nearest_message(index)
+            if found is None:
+                continue
+            ms = self._lines[found].time_ms
+            key = (float("-inf") if ms is None else float(ms), found)
+            if self._lines[found].sidechain:
+                best_side = key if best_side is None or key > best_side else best_side
+            else:
+                best = key if best is None or key > best else best
+        chosen = best if best is not None else best_side  # a sub-agent file: all sidechain
+        return chosen[1] if chosen is not None else None
+
+    def _nearest_message(self, index: int) -> int | None:
+        """``index`` or its nearest ancestor that is a user/assistant line."""
+        seen: set[int] = set()
+        current: int | None = index
+        while current is not None and current not in seen:
+            if self._lines[current].kind in _MESSAGE_TYPES:
+                return current
+            seen.add(current)
+            current = self.parent_index(current)
+        return None

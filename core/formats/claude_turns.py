@@ -1,0 +1,237 @@
+"""The turns of a Claude Code session the model sees: ``context.json`` and
+``transcript.md`` of a `core.formats.claude.ClaudeSession`.
+
+From the path (root -> leaf, across compactions), starting after its last
+``compact_boundary`` (the model sees the summary, not what it replaced):
+
+* ``user`` and ``assistant`` lines only; ``isMeta`` lines, attachments, system lines
+  and metadata are left out;
+* the block lines of one response (one ``message.id``) merged into one assistant
+  message in path order -- and a block line of the same response that is not on the
+  path (parallel tool calls can make a tool result and the next block siblings) after
+  them, in file order;
+* each ``tool_result`` placed right after the assistant message holding the
+  ``tool_use`` it answers (the result on the path if there is one, else the first in
+  the file), in one user message, in the order of the calls; a result whose call is
+  not in the context stays where it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from core.formats.base import TranscriptMessage
+from core.formats.claude_blocks import agent_blocks, content_blocks, tool_result_message
+
+__all__ = ["ClaudeLines", "Turns"]
+
+
+class ClaudeLines(Protocol):
+    """What the turns read of a Claude session (`ClaudeSession` provides it)."""
+
+    def __len__(self) -> int: ...
+    def entry(self, index: int) -> dict[str, Any]: ...
+    def entry_name(self, index: int) -> str: ...
+    def entry_timestamp(self, index: int) -> str: ...
+    def entry_type(self, index: int) -> str: ...
+    def is_meta(self, index: int) -> bool: ...
+    def message_id(self, index: int) -> str | None: ...
+    def is_compact_boundary(self, index: int) -> bool: ...
+    def path_indexes(self) -> list[int]: ...
+
+
+@dataclass
+class _Turn:
+    role: str  # "user" | "assistant"
+    #: the lines behind it; the first one names it in the transcript
+    lines: list[int]
+    content: Any
+    #: assistant: (line, tool_result block) of the results placed after it
+    results: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    model: str | None = None
+
+
+class Turns:
+    """The turns of one version of a session (built once; the session drops it when
+    the file changes)."""
+
+    def __init__(self, lines: ClaudeLines) -> None:
+        self._lines = lines
+        self._parsed: dict[int, dict[str, Any]] = {}
+        path = lines.path_indexes()
+        start = 0
+        for position, index in enumerate(path):
+            if lines.is_compact_boundary(index):
+                start = position + 1
+        self._on_path = set(path)
+        self._segment = path[start:]
+        self._elsewhere: dict[str, tuple[int, int, dict[str, Any]]] | None = None
+        self.turns = self._build()
+        self._parsed = {}  # the parsed lines go; the turns keep what they use
+
+    def _obj(self, index: int) -> dict[str, Any]:
+        obj = self._parsed.get(index)
+        if obj is None:
+            obj = self._parsed[index] = self._lines.entry(index)
+        return obj
+
+    def _message(self, index: int) -> dict[str, Any] | None:
+        message = self._obj(index).get("message")
+        return message if isinstance(message, dict) else None
+
+    # -- building ------------------------------------------------------------------------
+
+    def _results_in(self, indexes: list[int]) -> dict[str, tuple[int, int, dict[str, Any]]]:
+        """tool_use id -> (line, block position, block) of the first result for it."""
+        found: dict[str, tuple[int, int, dict[str, Any]]] = {}
+        for index in indexes:
+            if self._lines.entry_type(index) != "user":
+                continue
+            message = self._message(index)
+            content = message.get("content") if message is not None else None
+            if not isinstance(content, list):
+                continue
+            for position, block in enumerate(content):
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    key = block.get("tool_use_id")
+                    if isinstance(key, str):
+                        found.setdefault(key, (index, position, block))
+        return found
+
+    def _result_elsewhere(self, call_id: str) -> tuple[int, int, dict[str, Any]] | None:
+        if self._elsewhere is None:  # only when a call's result is not on the path
+            others = [i for i in range(len(self._lines)) if i not in self._on_path]
+            self._elsewhere = self._results_in(others)
+        return self._elsewhere.get(call_id)
+
+    def _response_lines(self) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+        """message.id -> its lines on the context path (path order), and -> its lines
+        off the path (file order)."""
+        on: dict[str, list[int]] = {}
+        for index in self._segment:
+            key = self._lines.message_id(index)
+            if key is not None and self._lines.entry_type(index) == "assistant":
+                on.setdefault(key, []).append(index)
+        off: dict[str, list[int]] = {}
+        for index in range(len(self._lines)):
+            key = self._lines.message_id(index)
+            off_path = key in on and index not in self._on_path
+            if off_path and self._lines.entry_type(index) == "assistant":
+                off.setdefault(str(key), []).append(index)
+        return on, off
+
+    def _build(self) -> list[_Turn]:
+        on_ids, off_ids = self._response_lines()
+        on_path_results = self._results_in(self._segment)
+        placed: set[tuple[int, int]] = set()
+        done: set[str] = set()
+        turns: list[_Turn] = []
+        for index in self._segment:
+            kind = self._lines.entry_type(index)
+            message = self._message(index) if kind in ("user", "assistant") else None
+            if message is None or self._lines.is_meta(index):
+                continue
+            if kind == "user":
+                turn = self._user_turn(index, message, placed)
+                if turn is not None:
+                    turns.append(turn)
+                continue
+            key = self._lines.message_id(index)
+            if key is not None and key in done:
+                continue
+            members = [index] if key is None else [*on_ids[key], *off_ids.get(key, [])]
+            if key is not None:
+                done.add(key)
+            turns.append(self._assistant_turn(members, on_path_results, placed))
+        return turns
+
+    def _assistant_turn(
+        self,
+        members: list[int],
+        on_path_results: dict[str, tuple[int, int, dict[str, Any]]],
+        placed: set[tuple[int, int]],
+    ) -> _Turn:
+        blocks: list[Any] = []
+        model = None
+        for member in members:
+            message = self._message(member) or {}
+            blocks.extend(content_blocks(message.get("content")))
+            if isinstance(message.get("model"), str):
+                model = message["model"]
+        results: list[tuple[int, dict[str, Any]]] = []
+        for block in blocks:
+            if not (isinstance(block, dict) and block.get("type") == "tool_use"):
+                continue
+            call_id = block.get("id")
+            if not isinstance(call_id, str):
+                continue
+            found = on_path_results.get(call_id) or self._result_elsewhere(call_id)
+            if found is not None and (found[0], found[1]) not in placed:
+                placed.add((found[0], found[1]))
+                results.append((found[0], found[2]))
+        return _Turn("assistant", members, blocks, results, model)
+
+    def _user_turn(
+        self, index: int, message: dict[str, Any], placed: set[tuple[int, int]]
+    ) -> _Turn | None:
+        content = message.get("content")
+        if isinstance(content, list):
+            kept = [b for position, b in enumerate(content) if (index, position) not in placed]
+            if not kept:
+                return None  # only results, each placed after its call
+            content = kept
+        return _Turn("user", [index], content)
+
+    # -- what the session shows ---------------------------------------------------------
+
+    def model(self) -> str | None:
+        for turn in reversed(self.turns):
+            if turn.model is not None:
+                return turn.model
+        return None
+
+    def context_messages(self) -> list[dict[str, Any]]:
+        """The Anthropic Messages shape: ``{"role", "content"}``, results of one
+        response's calls in one user message after it."""
+        messages: list[dict[str, Any]] = []
+        for turn in self.turns:
+            messages.append({"role": turn.role, "content": turn.content})
+            if turn.results:
+                messages.append({"role": "user", "content": [b for _, b in turn.results]})
+        return messages
+
+    def _named(self, index: int, message: dict[str, Any]) -> TranscriptMessage:
+        return TranscriptMessage(
+            self._lines.entry_name(index), self._lines.entry_timestamp(index), message
+        )
+
+    def transcript_messages(self) -> Iterator[TranscriptMessage]:
+        """The same turns as xcsh messages: one per assistant response, one
+        ``toolResult`` per result (named by its own line)."""
+        tool_names: dict[str, str] = {}
+        for turn in self.turns:
+            first = turn.lines[0]
+            if turn.role == "assistant":
+                blocks = agent_blocks(turn.content)
+                for block in blocks:
+                    if isinstance(block, dict) and block.get("type") == "toolCall":
+                        tool_names[str(block.get("id"))] = str(block.get("name"))
+                yield self._named(first, {"role": "assistant", "content": blocks})
+                for line, result in turn.results:
+                    name = tool_names.get(str(result.get("tool_use_id")), "?")
+                    yield self._named(line, tool_result_message(result, name))
+                continue
+            if not isinstance(turn.content, list):
+                yield self._named(first, {"role": "user", "content": turn.content})
+                continue
+            results = [
+                b for b in turn.content if isinstance(b, dict) and b.get("type") == "tool_result"
+            ]
+            rest = [b for b in turn.content if not any(b is r for r in results)]
+            if rest:
+                yield self._named(first, {"role": "user", "content": agent_blocks(rest)})
+            for result in results:
+                name = tool_names.get(str(result.get("tool_use_id")), "?")
+                yield self._named(first, tool_result_message(result, name))
