@@ -7,6 +7,8 @@
 * `core.formats.claude`: Claude Code sessions (`ClaudeSession`); their turns
   (``context.json``, ``transcript.md``) in `core.formats.claude_turns`, their blocks in
   the xcsh shape in `core.formats.claude_blocks`;
+* `core.formats.codex`: Codex rollouts (`CodexSession`), their response items in the
+  xcsh shape in `core.formats.codex_items`;
 Nothing here writes, and nothing imports FUSE or trio.
 """
 
@@ -21,11 +23,13 @@ from core.formats.base import (
     image_marker,
 )
 from core.formats.claude import ClaudeSession
+from core.formats.codex import CodexSession
 
 __all__ = [
     "AGENTS",
     "AgentName",
     "ClaudeSession",
+    "CodexSession",
     "Forest",
     "SessionSource",
     "TranscriptMessage",
