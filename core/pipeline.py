@@ -31,7 +31,13 @@ from typing import NoReturn
 
 from core.blobs import BlobStore, may_contain_blob_refs
 from core.errors import PersistenceError
-from core.jsonl import complete_prefix_length, dumps_line, is_header, loads, parse_jsonl_lenient
+from core.jsonl import (
+    complete_prefix_length,
+    consumed_length,
+    dumps_line,
+    is_header,
+    parse_jsonl_lenient,
+)
 from core.line_rewrite import NotASessionFileError, rewrite_session_lines
 from core.migrate import migrate_session_entries
 from core.persist import MAX_PERSIST_CHARS, prepare_for_persist, resolve_blob_refs
@@ -46,19 +52,6 @@ log = logging.getLogger(__name__)
 
 #: A rewrite that finds its file replaced by another process reloads and tries again.
 _REWRITE_ATTEMPTS = 3
-
-
-def _consumed_length(data: bytes) -> int:
-    """Bytes of `data` that hold complete lines. A last line without "\\n" counts only
-    if it is a whole JSON object; a torn one is left for a later catch-up."""
-    end = complete_prefix_length(data)
-    tail = data[end:]
-    if not tail.strip():
-        return len(data)
-    try:
-        return len(data) if isinstance(loads(tail), dict) else end
-    except ValueError:
-        return end
 
 
 class PersistencePipeline:
@@ -166,7 +159,7 @@ class PersistencePipeline:
         self.disk_entries = len(loaded)
         self.on_disk = True
         self.needs_rewrite = migrated
-        self._remember_file(st, _consumed_length(data))
+        self._remember_file(st, consumed_length(data))
         return migrated
 
     def _reload(self) -> None:

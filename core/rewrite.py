@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from typing import Final
 
-from core.jsonl import complete_prefix_length, loads
+from core.jsonl import complete_prefix_length, consumed_length
 from core.safe_open import open_regular_fd
 from core.storage_api import (
     PathArg,
@@ -151,22 +151,12 @@ def _read_from(fd: int, offset: int) -> bytes:
         offset += len(chunk)
 
 
-def _whole_object(tail: bytes) -> bool:
-    """A last line without its newline that is nevertheless a complete JSON object
-    (written by a tool that does not end lines): it is data, not a torn write."""
-    try:
-        return isinstance(loads(tail), dict)
-    except ValueError:
-        return False
-
-
 def complete_lines(data: bytes) -> tuple[bytes, int]:
     """The complete lines of ``data`` and how many bytes of it they use. A last line
     without newline counts when it is a whole object (it is given its newline)."""
     end = complete_prefix_length(data)
-    tail = data[end:]
-    if tail and _whole_object(tail):
-        return data + b"\n", len(data)
+    if data[end:].strip() and consumed_length(data) == len(data):
+        return data + b"\n", len(data)  # core's rule: a whole object, not a torn line
     return data[:end], end
 
 

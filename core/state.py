@@ -14,6 +14,7 @@ from typing import Any
 
 from core.tree import (
     add_usage,
+    apply_label,
     children_index,
     is_assistant_message,
     last_id,
@@ -93,13 +94,7 @@ class SessionState:
                 by_id[entry_id] = entry  # duplicate ids: the last one wins, as in the agents
             kind = entry.get("type")
             if kind == "label":
-                target = entry.get("targetId")
-                if isinstance(target, str):
-                    label = entry.get("label")
-                    if isinstance(label, str) and label:
-                        labels[target] = label
-                    else:
-                        labels.pop(target, None)
+                apply_label(labels, entry)
             elif kind == "message" and not has_assistant:
                 has_assistant = is_assistant_message(entry)
             if children is not None:

@@ -224,9 +224,7 @@ class FileSessionStorage:
         try:
             with os.scandir(directory) as it:
                 return [
-                    e.path
-                    for e in it
-                    if fnmatch.fnmatchcase(e.name, pattern) and _is_file_entry(e)
+                    e.path for e in it if fnmatch.fnmatchcase(e.name, pattern) and _is_file_entry(e)
                 ]
         except (FileNotFoundError, NotADirectoryError):
             return []

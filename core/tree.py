@@ -17,6 +17,7 @@ __all__ = [
     "USAGE_KEYS",
     "TreeNode",
     "add_usage",
+    "apply_label",
     "build_tree",
     "children_index",
     "empty_usage",
@@ -59,6 +60,20 @@ def parent_of(entry: Mapping[str, Any]) -> str | None:
     if isinstance(parent, str) and parent != entry.get("id"):
         return parent
     return None
+
+
+def apply_label(labels: dict[str, str], entry: Mapping[str, Any]) -> None:
+    """Apply a ``label`` entry to ``labels`` (target id -> label): a non-empty string
+    sets the target's label, anything else clears it (spec section 6). The one rule for
+    every index of labels (the manager's state, the mount's compact sessions)."""
+    target = entry.get("targetId")
+    if not isinstance(target, str):
+        return
+    label = entry.get("label")
+    if isinstance(label, str) and label:
+        labels[target] = label
+    else:
+        labels.pop(target, None)
 
 
 def children_index(entries: Iterable[Entry]) -> dict[str, list[Entry]]:

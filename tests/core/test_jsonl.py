@@ -81,3 +81,14 @@ def test_load_entries_from_file(tmp_path):
 def test_invalid_utf8_line_is_skipped_not_fatal():
     data = HEADER + b'{"a":"\xff\xfe"}\n{"b":1}\n'
     assert parse_jsonl_lenient(data)[1:] == [{"b": 1}]
+
+
+def test_consumed_length_is_the_one_torn_line_rule() -> None:
+    from core.jsonl import consumed_length
+
+    assert consumed_length(b"") == 0
+    assert consumed_length(b'{"a":1}\n') == 8
+    assert consumed_length(b'{"a":1}\n{"b":') == 8  # torn: waits for its newline
+    assert consumed_length(b'{"a":1}\n{"b":2}') == 15  # whole without newline: data
+    assert consumed_length(b'{"a":1}\n  ') == 10  # blank tail: nothing to wait for
+    assert consumed_length(b'{"a":1}\n[1]') == 8  # JSON but not an object: not an entry
