@@ -34,7 +34,7 @@ from sessionfs.fs.nodes.base import MountContext
 from sessionfs.fs.nodes.store import MACHINES, StoreRootDir
 from sessionfs.fs.ops import SessionFsOperations
 from sessionfs.fs.search_indexer import SearchIndexer
-from sessionfs.store.layout import is_machine_name
+from sessionfs.store.layout import MAX_MACHINES, is_machine_name
 from sessionfs.store.refresher import StoreRefresher, open_mirror
 from sessionfs.store.url import StoreURL, parse_store_url
 from sessionfs.view.agent_index import AgentIndex
@@ -81,23 +81,31 @@ class MachineContexts:
         self.on_new_cache: Callable[[SessionCache], None] = lambda cache: None
 
     def names(self) -> list[str]:
-        """The machines the mirror has (whatever the store says right now)."""
+        """The machines the mirror has sessions of (whatever the store says right now),
+        at most `MAX_MACHINES`: each costs an index, a cache and a search indexer."""
         try:
             with os.scandir(self.machines_dir) as it:
-                return sorted(
-                    e.name
-                    for e in it
-                    if is_machine_name(e.name) and e.is_dir(follow_symlinks=False)
-                )
+                names = sorted(e.name for e in it if self._shown(e))
         except (FileNotFoundError, NotADirectoryError):
             return []
+        return names[:MAX_MACHINES]
+
+    @staticmethod
+    def _shown(entry: os.DirEntry[str]) -> bool:
+        return (
+            is_machine_name(entry.name)
+            and entry.is_dir(follow_symlinks=False)
+            and os.path.isdir(os.path.join(entry.path, "sessions"))
+        )
 
     def context(self, name: str) -> MountContext | None:
-        if not is_machine_name(name) or not (self.machines_dir / name).is_dir():
+        if not is_machine_name(name) or not (self.machines_dir / name / "sessions").is_dir():
             return None
         with self._lock:
             found = self._contexts.get(name)
             if found is None:
+                if len(self._contexts) >= MAX_MACHINES:
+                    return None
                 found = self._contexts[name] = self._new_context(name)
                 self._share_budget()
         return found

@@ -10,6 +10,7 @@ sync engine uploads in a thread pool. It is imported only here, never by the loc
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,14 +18,17 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from .redact import quiet_s3_loggers, redact
 from .url import StoreURL
 
 __all__ = [
     "AlreadyExists",
+    "Download",
     "ListedObject",
     "NotFound",
     "StoreClient",
     "StoreError",
+    "TooLarge",
     "Unreachable",
 ]
 
@@ -41,6 +45,10 @@ class NotFound(StoreError):
     """No object (or no bucket) at that key."""
 
 
+class TooLarge(StoreError):
+    """An object meant to be small (a claim) is bigger than its limit: not fetched."""
+
+
 class Unreachable(StoreError):
     """The store did not answer (connection refused or reset, time-out, 5xx, throttling)."""
 
@@ -49,6 +57,21 @@ class Unreachable(StoreError):
 class ListedObject:
     key: str
     size: int
+    #: the server's entity tag: with ``size``, what tells a changed object at one key
+    etag: str = ""
+
+
+#: Bytes per read of an object's body: objects go to disk in pieces this big.
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Download:
+    """An object being fetched: its tag and size (from the response) and its body."""
+
+    etag: str
+    size: int
+    chunks: Iterator[bytes]
 
 
 _NOT_FOUND = {"NoSuchKey", "NoSuchBucket", "404", "NotFound"}
@@ -65,8 +88,14 @@ _TRANSIENT = {
 }
 
 
-def _mapped(error: Exception, what: str) -> StoreError:
-    """One of our exceptions for a botocore error, with the call named in the message."""
+def _mapped(error: Exception, what: str, secrets: tuple[str | None, ...] = ()) -> StoreError:
+    """One of our exceptions for a botocore error, with the call named in the message and
+    no credential in it (a server may quote the request it refused)."""
+    mapped = _classified(error, what)
+    return type(mapped)(redact(str(mapped), secrets))
+
+
+def _classified(error: Exception, what: str) -> StoreError:
     if isinstance(error, ClientError):
         code = str(error.response.get("Error", {}).get("Code", ""))
         status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
@@ -96,31 +125,60 @@ class StoreClient:
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
         )
-        self._s3: Any = boto3.session.Session().client(
-            "s3", endpoint_url=endpoint_url, config=config
-        )
+        quiet_s3_loggers()
+        session = boto3.session.Session()
+        self._secrets = _credentials_of(session)
+        self._s3: Any = session.client("s3", endpoint_url=endpoint_url, config=config)
+
+    def _error(self, error: Exception, what: str) -> StoreError:
+        return _mapped(error, what, self._secrets)
 
     def put_if_absent(self, key: str, body: bytes) -> None:
         """Create ``key`` holding ``body``; :class:`AlreadyExists` if any object is there."""
         try:
             self._s3.put_object(Bucket=self.url.bucket, Key=key, Body=body, IfNoneMatch="*")
         except (ClientError, BotoCoreError) as error:
-            raise _mapped(error, f"put {key}") from error
+            raise self._error(error, f"put {key}") from None
 
-    def get(self, key: str) -> bytes:
+    def get(self, key: str, limit: int) -> bytes:
+        """The whole body of a small object; :class:`TooLarge` past ``limit`` bytes."""
+        with self.download(key) as download:
+            if download.size > limit:
+                raise TooLarge(f"get {key}: {download.size} bytes, more than {limit}")
+            return b"".join(download.chunks)
+
+    @contextmanager
+    def download(self, key: str) -> Iterator[Download]:
+        """The object at ``key`` as a stream of :data:`CHUNK`-sized pieces, never whole
+        in memory; the connection is released when the block ends."""
         try:
             response = self._s3.get_object(Bucket=self.url.bucket, Key=key)
-            return bytes(response["Body"].read())
         except (ClientError, BotoCoreError) as error:
-            raise _mapped(error, f"get {key}") from error
+            raise self._error(error, f"get {key}") from None
+        body = response["Body"]
+        try:
+            yield Download(
+                etag=str(response.get("ETag", "")),
+                size=int(response.get("ContentLength", 0)),
+                chunks=self._chunks(body, key),
+            )
+        finally:
+            body.close()
 
-    def head(self, key: str) -> int:
-        """The size of the object at ``key``."""
+    def _chunks(self, body: Any, key: str) -> Iterator[bytes]:
+        try:
+            while chunk := body.read(CHUNK):
+                yield bytes(chunk)
+        except (ClientError, BotoCoreError, OSError) as error:
+            raise self._error(error, f"get {key}") from None
+
+    def head(self, key: str) -> ListedObject:
+        """The size and tag of the object at ``key``."""
         try:
             response = self._s3.head_object(Bucket=self.url.bucket, Key=key)
-            return int(response["ContentLength"])
         except (ClientError, BotoCoreError) as error:
-            raise _mapped(error, f"head {key}") from error
+            raise self._error(error, f"head {key}") from None
+        return ListedObject(key, int(response["ContentLength"]), str(response.get("ETag", "")))
 
     def list(self, prefix: str) -> Iterator[ListedObject]:
         """Every object under ``prefix`` in key order, one page at a time.
@@ -136,9 +194,9 @@ class StoreClient:
             try:
                 page = self._s3.list_objects_v2(**kwargs)
             except (ClientError, BotoCoreError) as error:
-                raise _mapped(error, f"list {prefix}") from error
+                raise self._error(error, f"list {prefix}") from None
             for item in page.get("Contents", ()):
-                yield ListedObject(key=str(item["Key"]), size=int(item["Size"]))
+                yield ListedObject(str(item["Key"]), int(item["Size"]), str(item.get("ETag", "")))
             token = page.get("NextContinuationToken")
             if not page.get("IsTruncated") or not token:
                 return
@@ -150,6 +208,19 @@ class StoreClient:
         except ClientError as error:
             code = str(error.response.get("Error", {}).get("Code", ""))
             if code not in {"BucketAlreadyOwnedByYou", "BucketAlreadyExists"}:
-                raise _mapped(error, f"create bucket {self.url.bucket}") from error
+                raise self._error(error, f"create bucket {self.url.bucket}") from None
         except BotoCoreError as error:
-            raise _mapped(error, f"create bucket {self.url.bucket}") from error
+            raise self._error(error, f"create bucket {self.url.bucket}") from None
+
+
+def _credentials_of(session: Any) -> tuple[str | None, ...]:
+    """The access key id, secret and token this client signs with, to keep them out of
+    messages (none found: only the signature patterns are redacted)."""
+    try:
+        credentials = session.get_credentials()
+        frozen = credentials.get_frozen_credentials() if credentials is not None else None
+    except BotoCoreError:
+        return ()
+    if frozen is None:
+        return ()
+    return (frozen.access_key, frozen.secret_key, frozen.token)

@@ -60,6 +60,12 @@ def add_sync_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--backoff", type=float, default=1.0, metavar="SECONDS", help="first retry delay"
     )
     parser.add_argument("--jobs", type=int, default=8, help="uploads in flight")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="log what each pass does (the S3 libraries' request logs stay off: they "
+        "carry credentials)",
+    )
     parser.add_argument("--segment-mb", type=float, default=16.0, help=argparse.SUPPRESS)
     parser.set_defaults(func=run_sync)
     return parser
@@ -76,13 +82,16 @@ def run_sync(args: argparse.Namespace) -> int:
     from core.paths import default_agent_dir
 
     from .layout import is_machine_name
+    from .redact import quiet_s3_loggers
     from .state import StateLocked, SyncState
     from .sync import Backoff, SyncEngine, SyncOptions, default_machine_name, run_sync_loop
     from .url import StoreURLError, parse_store_url
 
-    logging.basicConfig(level=logging.INFO, format="sessionfs sync: %(message)s")
-    for chatty in ("botocore", "boto3", "urllib3"):
-        logging.getLogger(chatty).setLevel(logging.WARNING)
+    debug = getattr(args, "debug", False)
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.INFO, format="sessionfs sync: %(message)s"
+    )
+    quiet_s3_loggers()
     try:
         url = parse_store_url(args.store)
     except StoreURLError as error:

@@ -22,6 +22,10 @@ from dataclasses import dataclass
 from .url import StoreURL
 
 __all__ = [
+    "MAX_GENERATION",
+    "MAX_MACHINES",
+    "MAX_START",
+    "KeyOutOfRange",
     "SegmentKey",
     "StoreLayout",
     "is_blob_name",
@@ -31,18 +35,41 @@ __all__ = [
 
 GEN_WIDTH = 8
 START_WIDTH = 16
-_MACHINE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_BLOB = re.compile(r"^[0-9a-f]{64}$")
-_GEN = re.compile(rf"^g(\d{{{GEN_WIDTH}}})$")
-_START = re.compile(rf"^(\d{{{START_WIDTH}}})$")
+#: Machines a reader mirrors and shows at most (in name order): a flood of machine names
+#: costs a reader nothing past this.
+MAX_MACHINES = 1000
+#: The largest generation (and claim epoch) and segment start the fixed widths can hold.
+MAX_GENERATION = 10**GEN_WIDTH - 1
+MAX_START = 10**START_WIDTH - 1
+# ASCII only and matched whole (``fullmatch``): ``\d`` would take "²" and "٣", and ``$``
+# a trailing newline. Each parser also rebuilds the key from what it parsed and accepts
+# the key only if it comes out the same (docs/store.md, "Strict keys").
+_MACHINE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", re.ASCII)
+_BLOB = re.compile(r"[0-9a-f]{64}", re.ASCII)
+_GEN = re.compile(rf"g([0-9]{{{GEN_WIDTH}}})", re.ASCII)
+_START = re.compile(rf"[0-9]{{{START_WIDTH}}}", re.ASCII)
+_EPOCH = re.compile(rf"[0-9]{{{GEN_WIDTH}}}", re.ASCII)
+
+
+class KeyOutOfRange(ValueError):
+    """A number the key format cannot hold in its fixed width."""
 
 
 def is_machine_name(name: str) -> bool:
-    return bool(_MACHINE.match(name))
+    return _MACHINE.fullmatch(name) is not None
 
 
 def is_blob_name(name: str) -> bool:
-    return bool(_BLOB.match(name))
+    return _BLOB.fullmatch(name) is not None
+
+
+def _fixed(number: int, width: int, what: str) -> str:
+    """``number`` zero-padded to ``width``; :class:`KeyOutOfRange` if it does not fit
+    (a wider key would be one that every reader, this one included, rejects)."""
+    text = f"{number:0{width}d}"
+    if number < 0 or len(text) != width:
+        raise KeyOutOfRange(f"{what} {number} does not fit the store's {width}-digit keys")
+    return text
 
 
 def is_safe_relpath(rel: str) -> bool:
@@ -60,6 +87,13 @@ class SegmentKey:
     rel: str
     generation: int
     start: int
+
+
+def _segment_rest(segment: SegmentKey) -> str:
+    """The part of a segment's key after ``machines/<m>/``."""
+    generation = _fixed(segment.generation, GEN_WIDTH, "generation")
+    start = _fixed(segment.start, START_WIDTH, "segment start")
+    return f"sessions/{segment.rel}/g{generation}/{start}"
 
 
 class StoreLayout:
@@ -81,7 +115,7 @@ class StoreLayout:
         return self.url.key("machines", machine, "blobs", sha)
 
     def claim(self, machine: str, epoch: int) -> str:
-        return self.url.key("machines", machine, "claims", f"{epoch:0{GEN_WIDTH}d}")
+        return self.url.key("machines", machine, "claims", _fixed(epoch, GEN_WIDTH, "claim epoch"))
 
     def claims_prefix(self, machine: str) -> str:
         return self.url.key("machines", machine, "claims", "")
@@ -93,14 +127,7 @@ class StoreLayout:
         return self.url.key("machines", machine, "sessions", rel, "")
 
     def segment(self, machine: str, segment: SegmentKey) -> str:
-        return self.url.key(
-            "machines",
-            machine,
-            "sessions",
-            segment.rel,
-            f"g{segment.generation:0{GEN_WIDTH}d}",
-            f"{segment.start:0{START_WIDTH}d}",
-        )
+        return self.url.key("machines", machine, _segment_rest(segment))
 
     def parse_machine_key(self, key: str) -> tuple[str, str] | None:
         """``(machine, rest)`` for a key under ``machines/``, else ``None``."""
@@ -115,23 +142,29 @@ class StoreLayout:
         """The segment named by ``sessions/<rel>/g<gen>/<start>``, else ``None``.
 
         Parsed from the right: the last two parts are always the generation and start,
-        so a session path may itself contain anything a file name can.
+        so a session path may itself contain anything a file name can. Generation 0 does
+        not exist (generations count from 1).
         """
         if not rest.startswith("sessions/"):
             return None
         rel, _, tail = rest[len("sessions/") :].rpartition("/")
         rel, _, gen_part = rel.rpartition("/")
-        gen, start = _GEN.match(gen_part), _START.match(tail)
+        gen, start = _GEN.fullmatch(gen_part), _START.fullmatch(tail)
         if gen is None or start is None or not is_safe_relpath(rel):
             return None
-        return SegmentKey(rel=rel, generation=int(gen.group(1)), start=int(start.group(1)))
+        segment = SegmentKey(rel=rel, generation=int(gen.group(1)), start=int(start.group()))
+        return segment if segment.generation > 0 and _segment_rest(segment) == rest else None
 
     @staticmethod
     def parse_claim(rest: str) -> int | None:
+        """The epoch of ``claims/<epoch>`` (8 ASCII digits, from 1), else ``None``."""
         if not rest.startswith("claims/"):
             return None
-        epoch = rest[len("claims/") :]
-        return int(epoch) if epoch.isdigit() and len(epoch) == GEN_WIDTH else None
+        text = rest[len("claims/") :]
+        if _EPOCH.fullmatch(text) is None:
+            return None
+        epoch = int(text)
+        return epoch if epoch > 0 and f"{epoch:0{GEN_WIDTH}d}" == text else None
 
     @staticmethod
     def parse_machine_blob(rest: str) -> str | None:

@@ -7,9 +7,14 @@ what is new: segments past the materialised size are appended; a newer generatio
 beside the file and renamed over it. The read-only mount serves ``machines/<m>/`` from here,
 so its bytes are the bytes the machine's agent wrote.
 
-A reader never trusts the store to be complete: a listing that fails part way, a gap
-between segments, or a segment that does not end with ``\\n`` ends that file's view at the
-last good byte, and the view never goes back to an older generation or a shorter length.
+A reader never trusts the store (docs/store.md, "Trust"): every object is streamed to disk
+in pieces, never held whole, and checked as it comes (a blob hashed into a temp file that
+is renamed only if it matches its name; a segment appended and cut back unless it has its
+listed size and ends with ``\\n``). An object that failed is remembered by key, ETag and
+size and not fetched again until it changes. A listing that fails part way, a gap, or a bad
+segment ends that file's view at the last good byte, and the view never goes back to an
+older generation or a shorter length. Machines without a session object, and machines
+past :data:`MAX_MACHINES`, are not mirrored. Everything is created private (0600/0700).
 """
 
 from __future__ import annotations
@@ -19,27 +24,29 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
-import orjson
-
-from .client import StoreClient, StoreError
-from .layout import SegmentKey, StoreLayout
+from .client import ListedObject, StoreClient, StoreError
+from .layout import MAX_MACHINES, SegmentKey, StoreLayout
+from .mirror_state import MirrorState
+from .private import make_private_dirs, private_temp
 
 __all__ = ["MirrorResult", "StoreMirror", "StoreView"]
 
 log = logging.getLogger("sessionfs.store.mirror")
 
-STATE_NAME = "mirror-state.json"
+#: start -> the listed segment (size and ETag)
+Segments = dict[int, ListedObject]
 
 
 @dataclass
 class MachineView:
-    #: rel -> generation -> start -> size
-    sessions: dict[str, dict[int, dict[int, int]]] = field(default_factory=dict)
+    #: rel -> generation -> start -> listed segment
+    sessions: dict[str, dict[int, Segments]] = field(default_factory=dict)
     blobs: set[str] = field(default_factory=set)
 
 
@@ -50,6 +57,8 @@ class StoreView:
     partial: bool = False
     #: why the listing stopped (``partial``), for the mount's ``ctl``
     error: str | None = None
+    #: machine names left out: no session object, or past :data:`MAX_MACHINES`
+    machines_ignored: int = 0
 
 
 @dataclass
@@ -61,45 +70,78 @@ class MirrorResult:
     partial: bool = False
     #: why the listing stopped part way (the store unreachable, mostly)
     error: str | None = None
+    machines_ignored: int = 0
 
 
 def list_store(client: StoreClient, layout: StoreLayout) -> StoreView:
-    """Every machine's segments and blob markers; a failing listing gives a partial view."""
+    """Every machine's segments and blob markers; a failing listing gives a partial view.
+
+    Keys that do not parse (strictly: docs/store.md, "Strict keys") are skipped.
+    """
     view = StoreView()
     try:
         for item in client.list(layout.machines_prefix()):
             parsed = layout.parse_machine_key(item.key)
             if parsed is None:
                 continue
-            machine = view.machines.setdefault(parsed[0], MachineView())
-            segment = layout.parse_segment(parsed[1])
+            name, rest = parsed
+            segment = layout.parse_segment(rest)
+            sha = layout.parse_machine_blob(rest) if segment is None else None
+            if segment is None and sha is None:
+                continue
+            machine = view.machines.setdefault(name, MachineView())
             if segment is not None:
                 generations = machine.sessions.setdefault(segment.rel, {})
-                generations.setdefault(segment.generation, {})[segment.start] = item.size
-                continue
-            sha = layout.parse_machine_blob(parsed[1])
-            if sha is not None:
+                generations.setdefault(segment.generation, {})[segment.start] = item
+            elif sha is not None:
                 machine.blobs.add(sha)
     except StoreError as error:
         log.warning("store listing stopped part way (%s); showing what was listed", error)
         view.partial = True
         view.error = str(error)
+    kept = sorted(name for name, machine in view.machines.items() if machine.sessions)
+    view.machines_ignored = len(view.machines) - min(len(kept), MAX_MACHINES)
+    view.machines = {name: view.machines[name] for name in kept[:MAX_MACHINES]}
     return view
 
 
-def contiguous_chain(segments: dict[int, int], start: int = 0) -> Iterator[tuple[int, int]]:
-    """``(start, size)`` of the segments that follow one another from ``start``, to a gap."""
+def contiguous_chain(segments: Segments, start: int = 0) -> Iterator[tuple[int, ListedObject]]:
+    """``(start, listed)`` of the segments that follow one another from ``start``, to a
+    gap or an empty segment (no segment is empty: it holds at least one line)."""
     position = start
-    while position in segments and segments[position] > 0:
-        size = segments[position]
-        yield position, size
-        position += size
+    while position in segments and segments[position].size > 0:
+        listed = segments[position]
+        yield position, listed
+        position += listed.size
 
 
-def newest_generation(generations: dict[int, dict[int, int]]) -> int | None:
-    """The newest generation that has its first segment (a generation starts at 0)."""
-    started = [generation for generation, segments in generations.items() if 0 in segments]
-    return max(started, default=None)
+def started_generations(
+    generations: dict[int, Segments], usable: Callable[[ListedObject], bool] = bool
+) -> list[int]:
+    """Generations that have a usable, non-empty segment at 0, newest first (a
+    generation is written from its start; one without it is not there, or is junk)."""
+    return sorted(
+        (
+            generation
+            for generation, segments in generations.items()
+            if 0 in segments and segments[0].size > 0 and usable(segments[0])
+        ),
+        reverse=True,
+    )
+
+
+def newest_generation(generations: dict[int, Segments]) -> int | None:
+    started = started_generations(generations)
+    return started[0] if started else None
+
+
+@dataclass(frozen=True)
+class _MirroredFile:
+    target: Path
+    machine: str
+    rel: str
+    generation: int
+    segments: Segments
 
 
 class StoreMirror:
@@ -108,30 +150,23 @@ class StoreMirror:
     def __init__(self, client: StoreClient, cache_dir: Path, jobs: int = 8) -> None:
         self.client, self.cache_dir, self.jobs = client, cache_dir, jobs
         self.layout = StoreLayout(client.url)
-        self._state_path = cache_dir / STATE_NAME
-        self._files: dict[str, dict[str, int]] = self._load_state()
+        self.state = MirrorState(cache_dir)
+        #: objects downloaded (whole or not) since this mirror was made
+        self.downloads = 0
+        self._downloads_lock = threading.Lock()
 
     def machine_dir(self, machine: str) -> Path:
         return self.cache_dir / "machines" / machine
 
-    def _load_state(self) -> dict[str, dict[str, int]]:
-        try:
-            loaded = orjson.loads(self._state_path.read_bytes())
-        except (FileNotFoundError, orjson.JSONDecodeError):
-            return {}
-        return dict(loaded.get("files", {})) if isinstance(loaded, dict) else {}
-
-    def _save_state(self) -> None:
-        temporary = self._state_path.with_suffix(".tmp")
-        temporary.write_bytes(orjson.dumps({"files": self._files}))
-        os.replace(temporary, self._state_path)
-
     def refresh(self) -> MirrorResult:
         """List the store and bring every machine's tree up to the listed objects."""
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.cache_dir)
         view = list_store(self.client, self.layout)
         result = MirrorResult(
-            machines=sorted(view.machines), partial=view.partial, error=view.error
+            machines=sorted(view.machines),
+            partial=view.partial,
+            error=view.error,
+            machines_ignored=view.machines_ignored,
         )
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             wanted = sorted(set().union(*(machine.blobs for machine in view.machines.values())))
@@ -147,8 +182,20 @@ class StoreMirror:
                 fetched = job.result()
                 result.files_changed += fetched > 0
                 result.bytes_fetched += fetched
-        self._save_state()
+        self.state.save()
         return result
+
+    def _count_download(self) -> None:
+        with self._downloads_lock:
+            self.downloads += 1
+
+    def _failed(self, key: str, listed: ListedObject) -> bool:
+        return self.state.has_failed(key, listed.etag, listed.size)
+
+    def _reject(self, key: str, etag: str, size: int, why: str) -> None:
+        """Remember a bad object (not fetched again until it changes), warn once."""
+        log.warning("%s: %s; not fetched again until it changes", key, why)
+        self.state.record_failure(key, etag, size)
 
     # -- blobs -------------------------------------------------------------------------
 
@@ -157,15 +204,28 @@ class StoreMirror:
         shared = self.cache_dir / "blobs" / sha
         if shared.exists():
             return 0
+        key = self.layout.blob(sha)
         try:
-            data = self.client.get(self.layout.blob(sha))
-        except StoreError as error:
+            if self.state.failed_before(key) and self._failed(key, self.client.head(key)):
+                return 0
+            make_private_dirs(shared.parent)
+            return self._download_blob(key, sha, shared)
+        except (OSError, StoreError) as error:
             log.warning("blob %s not fetched: %s", sha, error)
             return 0
-        if hashlib.sha256(data).hexdigest() != sha:
-            log.warning("blob %s: the store's bytes do not hash to its name; skipped", sha)
-            return 0
-        _write_atomically(shared, data)
+
+    def _download_blob(self, key: str, sha: str, shared: Path) -> int:
+        with self.client.download(key) as download, private_temp(shared.parent, sha) as temp:
+            self._count_download()
+            digest = hashlib.sha256()
+            for chunk in download.chunks:
+                digest.update(chunk)
+                temp.handle.write(chunk)
+            if digest.hexdigest() != sha:
+                self._reject(key, download.etag, download.size, "does not hash to its name")
+                return 0
+            temp.commit(shared)
+        self.state.forget_failure(key)
         return 1
 
     def _link_blobs(self, view: StoreView) -> None:
@@ -178,84 +238,89 @@ class StoreMirror:
 
     # -- sessions ----------------------------------------------------------------------
 
-    def _mirror_session(
-        self, machine: str, rel: str, generations: dict[int, dict[int, int]]
-    ) -> int:
+    def _mirror_session(self, machine: str, rel: str, generations: dict[int, Segments]) -> int:
         """Bring one file up to the store; returns the bytes fetched (0: unchanged)."""
         state_key = f"{machine}/{rel}"
-        current = self._files.get(state_key)
-        generation = newest_generation(generations)
-        if generation is None or (current and generation < current["generation"]):
-            return 0
-        file = _MirroredFile(
-            target=self.machine_dir(machine) / "sessions" / rel,
-            machine=machine,
-            rel=rel,
-            generation=generation,
-            segments=generations[generation],
-        )
-        try:
-            same = current is not None and generation == current["generation"]
-            if current and same and _has_size(file.target, current["size"]):
-                if current["size"] not in file.segments:
-                    return 0  # nothing new: never touch the file (its mtime is a change)
-                size = self._append(file, current["size"])
-                fetched = size - current["size"]
-            else:
+        current = self.state.file(state_key)
+        if current is not None and current.evicted:
+            return 0  # fetched again when the mount asks for it
+        target = self.machine_dir(machine) / "sessions" / rel
+        for generation in started_generations(
+            generations, lambda listed: not self._failed(listed.key, listed)
+        ):
+            if current is not None and generation < current.generation:
+                return 0  # never back to an older generation
+            file = _MirroredFile(target, machine, rel, generation, generations[generation])
+            try:
+                same = current is not None and generation == current.generation
+                if same and current is not None and _has_size(target, current.size):
+                    return self._grow(file, state_key, current.size)
                 size = self._rebuild(file)
-                fetched = size
-        except (OSError, StoreError) as error:
-            log.warning("%s/%s: not brought up to date: %s", machine, rel, error)
-            return 0
-        if size == 0:
-            return 0
-        self._files[state_key] = {"generation": generation, "size": size}
-        return fetched
+            except (OSError, StoreError) as error:
+                log.warning("%s/%s: not brought up to date: %s", machine, rel, error)
+                return 0
+            if size > 0:
+                self.state.set_file(state_key, generation, size)
+                return size
+            # Its first segment failed (and is remembered): the next older one may do.
+        return 0
 
-    def _fetched_chain(self, file: _MirroredFile, start: int) -> Iterator[bytes]:
-        """The bytes of each contiguous segment from ``start``, up to a gap or a bad one."""
-        for position, size in contiguous_chain(file.segments, start):
-            key = self.layout.segment(file.machine, SegmentKey(file.rel, file.generation, position))
-            data = self.client.get(key)
-            if len(data) != size or not data.endswith(b"\n"):
-                log.warning("%s: not a whole segment (%d of %d bytes); stop", key, len(data), size)
-                return
-            yield data
-
-    def _append(self, file: _MirroredFile, size: int) -> int:
+    def _grow(self, file: _MirroredFile, state_key: str, size: int) -> int:
+        """Append the segments past ``size``; returns the bytes fetched."""
+        if size not in file.segments:
+            return 0  # nothing new: never touch the file (its mtime is a change)
         with file.target.open("r+b") as handle:
             if os.fstat(handle.fileno()).st_size != size:
                 handle.truncate(size)  # bytes a killed refresh appended but never recorded
             handle.seek(size)
-            for data in self._fetched_chain(file, size):
-                handle.write(data)
-                size += len(data)
-        return size
+            end = self._write_chain(file, size, handle)
+        if end > size:
+            self.state.set_file(state_key, file.generation, end)
+        return end - size
 
     def _rebuild(self, file: _MirroredFile) -> int:
         """Write the generation beside the file and rename it over (0: nothing fetched)."""
-        file.target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = file.target.with_name(f".{file.target.name}.g{file.generation}.tmp")
-        size = 0
-        with temporary.open("wb") as handle:
-            for data in self._fetched_chain(file, 0):
-                handle.write(data)
-                size += len(data)
-        if size == 0:
-            temporary.unlink()
-            return 0
-        os.replace(temporary, file.target)
+        make_private_dirs(file.target.parent)
+        with private_temp(file.target.parent, file.target.name) as temp:
+            size = self._write_chain(file, 0, temp.handle)
+            if size > 0:
+                temp.commit(file.target)
         return size
 
+    def _write_chain(self, file: _MirroredFile, start: int, handle: BinaryIO) -> int:
+        """Append each contiguous segment from ``start`` up to a gap or a bad one;
+        returns where the good bytes end."""
+        end = start
+        for position, listed in contiguous_chain(file.segments, start):
+            key = self.layout.segment(file.machine, SegmentKey(file.rel, file.generation, position))
+            if self._failed(key, listed) or not self._append_segment(key, listed, handle):
+                break
+            end = position + listed.size
+        return end
 
-@dataclass(frozen=True)
-class _MirroredFile:
-    target: Path
-    machine: str
-    rel: str
-    generation: int
-    #: start -> size of the generation's listed segments
-    segments: dict[int, int]
+    def _append_segment(self, key: str, listed: ListedObject, handle: BinaryIO) -> bool:
+        """Stream one segment onto ``handle``; cut it off again unless it is whole: its
+        listed size exactly, ending with ``\\n``."""
+        begin = handle.tell()
+        whole, written, last = False, 0, b""
+        try:
+            with self.client.download(key) as download:
+                self._count_download()
+                for chunk in download.chunks:
+                    written += len(chunk)
+                    if written > listed.size:
+                        break
+                    handle.write(chunk)
+                    last = chunk[-1:] or last
+                whole = written == listed.size and last == b"\n"
+        finally:
+            if not whole:
+                handle.seek(begin)
+                handle.truncate(begin)
+        if not whole:
+            why = f"not a whole segment ({written} bytes, {listed.size} listed, or no final \\n)"
+            self._reject(key, listed.etag, listed.size, why)
+        return whole
 
 
 def _has_size(path: Path, size: int) -> bool:
@@ -265,20 +330,15 @@ def _has_size(path: Path, size: int) -> bool:
         return False
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    temporary.write_bytes(data)
-    os.replace(temporary, path)
-
-
 def _link_or_copy(source: Path, target: Path) -> None:
     if target.exists():
         return
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(target.parent)
     try:
         os.link(source, target)
     except FileExistsError:
         return
-    except OSError:
-        shutil.copyfile(source, target)
+    except OSError:  # another file system: a private copy
+        with source.open("rb") as data, private_temp(target.parent, target.name) as temp:
+            shutil.copyfileobj(data, temp.handle)
+            temp.commit(target)

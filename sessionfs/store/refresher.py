@@ -53,6 +53,9 @@ class RefreshStatus:
     #: the first of the failing refreshes in a row, ``None`` while the store answers
     unreachable_since_ns: int | None = None
     last_error: str | None = None
+    #: machine names in the store left out at the last refresh (no session object, or
+    #: past the mirror's cap)
+    machines_ignored: int = 0
 
     def ctl_items(self) -> list[tuple[str, Any]]:
         error = self.last_error
@@ -67,6 +70,7 @@ class RefreshStatus:
             ("files_updated", self.files_updated),
             ("blobs_fetched", self.blobs_fetched),
             ("bytes_fetched", self.bytes_fetched),
+            ("machines_ignored", self.machines_ignored),
             ("last_error", error),
         ]
 
@@ -74,6 +78,7 @@ class RefreshStatus:
         self.files_updated += result.files_changed
         self.blobs_fetched += result.blobs_fetched
         self.bytes_fetched += result.bytes_fetched
+        self.machines_ignored = result.machines_ignored
         if result.error is None:
             self.last_refresh_ns = time.time_ns()
             self.unreachable_since_ns = None
@@ -123,4 +128,7 @@ class StoreRefresher:
 
     def ctl_items(self) -> list[tuple[str, Any]]:
         with self._status_lock:
-            return self._status.ctl_items()
+            items = self._status.ctl_items()
+        # Objects that were not what the format says (remembered, never fetched again
+        # until they change).
+        return [*items[:-1], ("failed_objects", self.mirror.state.failed_count()), items[-1]]

@@ -18,6 +18,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from .private import make_private_dirs, private_db_file
+
 __all__ = ["FileProgress", "StateLocked", "SyncState"]
 
 _SCHEMA = """
@@ -55,10 +57,12 @@ class SyncState:
     """Progress of one machine name syncing to one store."""
 
     def __init__(self, state_dir: Path, store_id: str, machine: str) -> None:
-        state_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(state_dir)
         self.store, self.machine = store_id, machine
         self._lock_file = self._take_lock(state_dir, store_id, machine)
-        self._db = sqlite3.connect(state_dir / "sync.sqlite", check_same_thread=False)
+        database = state_dir / "sync.sqlite"
+        private_db_file(database)  # its -wal and -shm get its 0600 from SQLite
+        self._db = sqlite3.connect(database, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
@@ -67,7 +71,8 @@ class SyncState:
     @staticmethod
     def _take_lock(state_dir: Path, store_id: str, machine: str) -> int:
         digest = hashlib.sha256(f"{store_id}\0{machine}".encode()).hexdigest()[:16]
-        fd = os.open(state_dir / f"{machine}-{digest}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        lock = state_dir / f"{machine}-{digest}.lock"
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

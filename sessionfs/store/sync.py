@@ -33,10 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-import orjson
-
-from .client import AlreadyExists, NotFound, StoreClient, Unreachable
-from .layout import SegmentKey, StoreLayout, is_blob_name, is_safe_relpath
+from .claims import ClaimedElsewhere, take_claim
+from .client import AlreadyExists, NotFound, StoreClient, StoreError, Unreachable
+from .layout import KeyOutOfRange, SegmentKey, StoreLayout, is_blob_name, is_safe_relpath
 from .state import FileProgress, SyncState
 
 __all__ = [
@@ -51,10 +50,6 @@ log = logging.getLogger("sessionfs.store.sync")
 
 HASH_SPAN = 4096
 READ_BLOCK = 1 << 20
-
-
-class ClaimedElsewhere(RuntimeError):
-    """The machine name's newest claim belongs to another sync."""
 
 
 class SegmentConflict(RuntimeError):
@@ -146,59 +141,29 @@ class SyncEngine:
         self.client, self.state, self.options = client, state, options
         self.layout = StoreLayout(client.url)
         self.machine = options.machine
-        self._store_generations: dict[str, int] | None = None
+        #: rel -> (newest valid generation, every generation listed), once a pass
+        self._listed_generations: dict[str, tuple[int, set[int]]] | None = None
         self._generations_lock = threading.Lock()
 
     # -- claim -------------------------------------------------------------------------
 
-    def _claims(self) -> dict[int, dict[str, str]]:
-        claims: dict[int, dict[str, str]] = {}
-        for item in self.client.list(self.layout.claims_prefix(self.machine)):
-            parsed = self.layout.parse_machine_key(item.key)
-            epoch = self.layout.parse_claim(parsed[1]) if parsed else None
-            if epoch is not None:
-                claims[epoch] = orjson.loads(self.client.get(item.key))
-        return claims
-
     def ensure_claim(self) -> None:
         """Hold the newest claim of the machine name, or raise :class:`ClaimedElsewhere`."""
         token, held = self.state.owner()
-        claims = self._claims()
-        newest = max(claims, default=0)
-        if newest and claims[newest].get("token") == token:
-            if newest != held:
-                self.state.set_epoch(newest)
-            return
-        if newest and not self.options.takeover:
-            other = claims[newest]
-            raise ClaimedElsewhere(
-                f"machine name {self.machine!r} is synced by another sync "
-                f"(host {other.get('host', '?')}, claimed {other.get('created', '?')}); "
-                "pick another --machine, or --takeover if that sync is gone for good"
-            )
-        body = orjson.dumps(
-            {
-                "token": token,
-                "host": socket.gethostname(),
-                "pid": os.getpid(),
-                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            }
+        epoch, created = take_claim(
+            self.client, self.layout, self.machine, token, self.options.takeover
         )
-        try:
-            self.client.put_if_absent(self.layout.claim(self.machine, newest + 1), body)
-        except AlreadyExists:
-            raise ClaimedElsewhere(
-                f"machine name {self.machine!r}: another sync claimed it at the same moment"
-            ) from None
-        self.state.set_epoch(newest + 1)
-        log.info("claimed machine name %s (epoch %d)", self.machine, newest + 1)
+        if epoch != held:
+            self.state.set_epoch(epoch)
+        if created:
+            log.info("claimed machine name %s (epoch %d)", self.machine, epoch)
 
     # -- one pass ----------------------------------------------------------------------
 
     def sync_once(self) -> PassResult:
         """Claim, then ship new blobs, then new complete lines of every session file."""
         self.ensure_claim()
-        self._store_generations = None
+        self._listed_generations = None
         result = PassResult()
         with ThreadPoolExecutor(max_workers=self.options.jobs) as pool:
             uploaded = self.state.uploaded_blobs()
@@ -282,17 +247,19 @@ class SyncEngine:
         with handle:
             try:
                 return self._ship_open_session(rel, handle)
-            except SegmentConflict as error:
-                log.error("%s", error)
+            except Unreachable:
+                raise  # the whole pass is retried
+            except (SegmentConflict, KeyOutOfRange, StoreError) as error:
+                log.error("%s: not synced: %s", rel, error)
                 return PassResult(conflicts=[rel])
 
     def _ship_open_session(self, rel: str, handle: BinaryIO) -> PassResult:
         info = os.fstat(handle.fileno())
         known = self.state.file(rel)
         if known is None:
-            generation, offset = self._store_generation(rel) + 1, 0
+            generation, offset = self._next_generation(rel, 0), 0
         elif _was_replaced(handle, known, info.st_ino, info.st_size):
-            generation, offset = max(known.generation, self._store_generation(rel)) + 1, 0
+            generation, offset = self._next_generation(rel, known.generation), 0
             log.info("%s was rewritten: generation %d", rel, generation)
         else:
             generation, offset = known.generation, known.offset
@@ -316,28 +283,65 @@ class SyncEngine:
             return len(chunk)
         except AlreadyExists:
             pass
-        existing = self.client.get(key)
-        mine = _read_at(handle, segment.start, len(existing))
-        if existing and existing == mine and existing.endswith(b"\n"):
+        adopted = self._adoptable_size(key, handle, segment.start)
+        if adopted:
             log.info("%s: adopted the segment already in the store", key)
-            return len(existing)
+            return adopted
         raise SegmentConflict(
-            f"{segment.rel}: the store already holds different bytes at {key}; another sync "
-            f"writes machine name {self.machine!r}. This file is not synced."
+            f"the store already holds different bytes at {key}; another sync "
+            f"writes machine name {self.machine!r}"
         )
 
-    def _store_generation(self, rel: str) -> int:
-        """The newest generation of ``rel`` in the store (0: none), from one listing a pass."""
+    def _adoptable_size(self, key: str, handle: BinaryIO, start: int) -> int:
+        """The size of the object at ``key`` if it is a whole-line run of the file's
+        bytes from ``start``, else 0 (compared as it streams: a huge foreign object is
+        never held whole)."""
+        available = os.fstat(handle.fileno()).st_size - start
+        with self.client.download(key) as existing:
+            if not 0 < existing.size <= available:
+                return 0
+            position = start
+            for chunk in existing.chunks:
+                if _read_at(handle, position, len(chunk)) != chunk:
+                    return 0
+                position += len(chunk)
+        size = position - start
+        whole = size == existing.size and _read_at(handle, position - 1, 1) == b"\n"
+        return size if whole else 0
+
+    def _next_generation(self, rel: str, above: int) -> int:
+        """A new generation for ``rel``: above ``above`` and above every valid one in the
+        store, and not used by any key listed (junk included: its key is taken). Past the
+        8-digit width, writing the segment raises `KeyOutOfRange` and the file is refused."""
+        valid, used = self._store_generations(rel)
+        generation = max(above, valid) + 1
+        while generation in used:
+            generation += 1
+        return generation
+
+    def _store_generations(self, rel: str) -> tuple[int, frozenset[int]]:
+        """The newest *valid* generation of ``rel`` in the store (0: none; valid: it has
+        a non-empty segment at 0, as readers require) and every generation any key of
+        ``rel`` names; from one listing a pass."""
         with self._generations_lock:
-            if self._store_generations is None:
-                newest: dict[str, int] = {}
-                for item in self.client.list(self.layout.sessions_prefix(self.machine)):
-                    parsed = self.layout.parse_machine_key(item.key)
-                    segment = self.layout.parse_segment(parsed[1]) if parsed else None
-                    if segment is not None:
-                        newest[segment.rel] = max(newest.get(segment.rel, 0), segment.generation)
-                self._store_generations = newest
-            return self._store_generations.get(rel, 0)
+            if self._listed_generations is None:
+                self._listed_generations = self._list_generations()
+            valid, used = self._listed_generations.get(rel, (0, set()))
+            return valid, frozenset(used)
+
+    def _list_generations(self) -> dict[str, tuple[int, set[int]]]:
+        found: dict[str, tuple[int, set[int]]] = {}
+        for item in self.client.list(self.layout.sessions_prefix(self.machine)):
+            parsed = self.layout.parse_machine_key(item.key)
+            segment = self.layout.parse_segment(parsed[1]) if parsed else None
+            if segment is None:
+                continue
+            valid, used = found.get(segment.rel, (0, set()))
+            used.add(segment.generation)
+            if segment.start == 0 and item.size > 0:
+                valid = max(valid, segment.generation)
+            found[segment.rel] = (valid, used)
+        return found
 
 
 def _is_utf8(text: str) -> bool:
@@ -397,6 +401,9 @@ def run_sync_loop(
             return 3
         except NotFound as error:
             log.error("%s (does the bucket exist?)", error)
+            return 2
+        except StoreError as error:  # refused by the store (access denied, say)
+            log.error("%s", error)
             return 2
         failing_since = None
         backoff.reset()

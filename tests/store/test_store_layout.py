@@ -5,12 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 from store_helpers import S3Server
 
-from sessionfs.store.client import ListedObject, StoreClient, Unreachable
+from sessionfs.store.client import Download, ListedObject, StoreClient, Unreachable
 from sessionfs.store.layout import SegmentKey, StoreLayout
 from sessionfs.store.mirror import StoreMirror, contiguous_chain, newest_generation
 from sessionfs.store.url import StoreURLError, parse_store_url
@@ -49,10 +50,15 @@ def test_hostile_segment_keys_are_ignored(rest: str) -> None:
     assert StoreLayout.parse_segment(rest) is None
 
 
+def _listed(sizes: dict[int, int]) -> dict[int, ListedObject]:
+    return {start: ListedObject(f"k{start}", size, f"e{start}") for start, size in sizes.items()}
+
+
 def test_contiguous_chain_stops_at_a_gap() -> None:
-    segments = {0: 10, 10: 5, 20: 7}
-    assert list(contiguous_chain(segments)) == [(0, 10), (10, 5)]
-    assert newest_generation({1: {0: 3}, 2: {5: 4}}) == 1  # g2 has no start yet
+    segments = _listed({0: 10, 10: 5, 20: 7})
+    assert [(start, seg.size) for start, seg in contiguous_chain(segments)] == [(0, 10), (10, 5)]
+    assert newest_generation({1: _listed({0: 3}), 2: _listed({5: 4})}) == 1  # g2 unstarted
+    assert newest_generation({1: _listed({0: 3}), 9: _listed({0: 0})}) == 1  # g9 empty
 
 
 def _put(server: S3Server, prefix: str, rel: str, generation: int, start: int, data: bytes) -> None:
@@ -90,8 +96,8 @@ class _ListingBreaksAfter:
                 raise Unreachable("list: connection reset")
             yield item
 
-    def get(self, key: str) -> bytes:
-        return self._client.get(key)
+    def download(self, key: str) -> AbstractContextManager[Download]:
+        return self._client.download(key)
 
 
 def test_a_partial_listing_never_takes_the_view_back(

@@ -78,7 +78,7 @@ def test_seaweedfs_honours_if_none_match(s3_server: S3Server, store_prefix: str)
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         won = list(pool.map(create, range(8)))
     assert won.count(True) == 1
-    assert client.get(key) == f"writer {won.index(True)}".encode()
+    assert client.get(key, 100) == f"writer {won.index(True)}".encode()
     with pytest.raises(AlreadyExists):
         client.put_if_absent(key, b"again")
 
@@ -355,14 +355,17 @@ def test_unreachable_store_is_retried_with_backoff_until_it_answers(
         endpoint=f"http://127.0.0.1:{port}",
     )  # fmt: skip
     sync = subprocess.Popen(command, env=s3_server.env, stderr=subprocess.PIPE, text=True)
+    assert sync.stderr is not None
     try:
-        time.sleep(1.5)
+        # Two retries seen (not a fixed sleep: a loaded machine starts Python slowly).
+        early = [sync.stderr.readline() for _ in range(2)]
+        assert all("retrying in" in line for line in early), early
         assert sync.poll() is None  # still retrying
         with _forwarder(int(s3_server.endpoint.rsplit(":", 1)[1]), port):
             code = sync.wait(timeout=SYNC_TIMEOUT)
     finally:
         sync.kill()
-    log = sync.stderr.read()  # type: ignore[union-attr]
+    log = "".join(early) + sync.stderr.read()
     assert code == 0, log
     delays = [float(part.split(" s")[0]) for part in log.split("retrying in ")[1:]]
     assert len(delays) >= 2 and delays[1] == 2 * delays[0]  # exponential
