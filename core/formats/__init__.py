@@ -9,6 +9,9 @@
   the xcsh shape in `core.formats.claude_blocks`;
 * `core.formats.codex`: Codex rollouts (`CodexSession`), their response items in the
   xcsh shape in `core.formats.codex_items`;
+* `core.formats.xcsh`: xcsh/pi session files (`XcshSession`) over the compact index
+  the mount builds (file bytes + per-entry spans), with core's own context, tree and
+  stats rules;
 * `core.formats.claude_dirs` / `core.formats.codex_dirs`: where each agent keeps its
   sessions and how a listing finds them (sub-agents, archives, titles) reading at most
   the first KiB of each file (`core.formats.prefix`);
@@ -27,6 +30,7 @@ from core.formats.base import (
 )
 from core.formats.claude import ClaudeSession
 from core.formats.codex import CodexSession
+from core.formats.xcsh import XcshSession
 
 __all__ = [
     "AGENTS",
@@ -36,5 +40,6 @@ __all__ = [
     "Forest",
     "SessionSource",
     "TranscriptMessage",
+    "XcshSession",
     "image_marker",
 ]

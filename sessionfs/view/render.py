@@ -13,14 +13,14 @@ its indentation (a comb-shaped tree would otherwise grow with depth squared).
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from core.blobs import parse_blob_ref
 from core.context import path_to_root
+from core.entry_text import describe_entry, kind_of, one_line
+from core.formats.xcsh import session_stats
 from core.jsonl import dumps_line, dumps_pretty
-from core.tree import build_tree, leaf_count, tree_depth
 
 __all__ = [
     "context_json",
@@ -211,53 +211,9 @@ def _utf8(text: str) -> bytes:
 # --- tree.txt -----------------------------------------------------------------------
 
 
-def _first_block_text(blocks: list[Any]) -> str | None:
-    for block in blocks:
-        if isinstance(block, dict):
-            text = block.get("text") or block.get("thinking") or block.get("name")
-            if isinstance(text, str) and text:
-                return text
-    return None
-
-
 def one_line_text(entry: Entry) -> str:
     """A short human description of an entry: its text, summary or setting."""
-    kind = entry.get("type")
-    value: Any = None
-    if kind == "message":
-        message = entry.get("message")
-        if isinstance(message, dict):
-            value = message.get("content")
-            if message.get("role") in ("bashExecution", "pythonExecution"):
-                value = message.get("command") or message.get("code")
-            if isinstance(value, list):
-                value = _first_block_text(value)
-    elif kind in ("compaction", "branch_summary"):
-        value = entry.get("shortSummary") or entry.get("summary")
-    elif kind == "custom_message":
-        content = entry.get("content")
-        value = content if isinstance(content, str) else entry.get("customType")
-    elif kind == "thinking_level_change":
-        value = entry.get("thinkingLevel")
-    elif kind == "model_change":
-        value = entry.get("model") or entry.get("modelId")
-    elif kind == "label":
-        value = f"{entry.get('targetId')} = {entry.get('label', '')}"
-    elif kind == "custom":
-        value = entry.get("customType")
-    elif kind == "mode_change":
-        value = entry.get("mode")
-    if not isinstance(value, str):
-        value = "" if value is None else str(value)
-    return " ".join(value.split())[:TREE_TEXT_CHARS]
-
-
-def kind_of(entry: Entry) -> str:
-    """``<type or role>``: messages show their role, everything else its type."""
-    message = entry.get("message")
-    if entry.get("type") == "message" and isinstance(message, dict):
-        return str(message.get("role", "message"))
-    return str(entry.get("type", "?"))
+    return one_line(describe_entry(entry), TREE_TEXT_CHARS)
 
 
 def _indent(level: int, branch_start: bool) -> str:
@@ -311,22 +267,4 @@ def stats_json(
     by_id: Mapping[str, Entry],
     usage: Mapping[str, Any] | None,
 ) -> bytes:
-    by_type = Counter(str(e.get("type", "?")) for e in entries)
-    by_role = Counter(
-        str(e["message"].get("role", "?"))
-        for e in entries
-        if e.get("type") == "message" and isinstance(e.get("message"), dict)
-    )
-    roots = build_tree(entries)
-    stats = {
-        "entries": len(entries),
-        "byType": dict(sorted(by_type.items())),
-        "byRole": dict(sorted(by_role.items())),
-        "leafCount": leaf_count(roots),
-        "roots": len(roots),
-        "depth": tree_depth(roots),
-        "leafId": leaf_id,
-        "pathLength": len(path_to_root(leaf_id, by_id)),
-        "usage": dict(usage) if usage is not None else None,
-    }
-    return pretty_json(stats)
+    return pretty_json(session_stats(entries, leaf_id, by_id, usage))

@@ -1,0 +1,221 @@
+"""xcsh/pi session files as a `SessionSource`, read-only.
+
+The session is held as its file's bytes plus a per-entry index -- what
+``sessionfs.view.compact_session.CompactSession`` builds (about the file's size in
+memory; an entry is parsed from its line when asked). This module reads that index
+through `XcshIndex` and answers everything a session dir shows with core's own rules:
+``build_session_context`` / ``context_sources`` for ``context.json`` and
+``transcript.md``, ``core.tree`` for the tree, stats and usage, ``core.entry_text``
+for ``tree.txt``'s words. The renderings are byte-for-byte those the mount made
+before (tests/core/formats/test_xcsh_session.py).
+
+Names: an entry's name is its ``id`` ('' for an entry without one; an id may repeat --
+the view's file names add ``~2``, ``~3``, as ``entries/`` always has); `index_of`
+finds the last entry of an id, as ``by_id`` does everywhere.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from core.context import build_session_context, context_sources, path_to_root
+from core.entry_text import describe_entry, kind_of
+from core.formats.base import SessionSource, TranscriptMessage
+from core.safe_open import PathArg
+from core.tree import build_tree, leaf_count, tree_depth, usage_totals
+
+__all__ = ["XcshIndex", "XcshSession", "session_stats"]
+
+Entry = dict[str, Any]
+
+
+class XcshIndex(Protocol):
+    """A session file's bytes and per-entry index (``CompactSession`` provides it)."""
+
+    @property
+    def data(self) -> bytes: ...
+    @property
+    def header(self) -> dict[str, Any]: ...
+    #: per entry: its line's span in ``data``, its raw ``id`` and ``parentId``
+    @property
+    def starts(self) -> Sequence[int]: ...
+    @property
+    def ends(self) -> Sequence[int]: ...
+    @property
+    def ids(self) -> Sequence[Any]: ...
+    @property
+    def parents(self) -> Sequence[Any]: ...
+    @property
+    def index_of_id(self) -> Mapping[str, int]: ...
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+    @property
+    def leaf_id(self) -> str | None: ...
+
+    def __len__(self) -> int: ...
+    def entry(self, index: int) -> Entry: ...
+    def time_ms(self, index: int) -> int | None: ...
+    def parse_entries(self) -> list[Entry]: ...
+    def path_indexes(self, leaf_id: str | None) -> list[int]: ...
+    def catch_up(self, path: PathArg) -> int | None: ...
+    def memory_cost(self) -> int: ...
+
+
+def session_stats(
+    entries: Sequence[Entry],
+    leaf_id: str | None,
+    by_id: Mapping[str, Entry],
+    usage: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """An xcsh session's ``stats.json`` object (the one place it is computed)."""
+    by_type = Counter(str(e.get("type", "?")) for e in entries)
+    by_role = Counter(
+        str(e["message"].get("role", "?"))
+        for e in entries
+        if e.get("type") == "message" and isinstance(e.get("message"), dict)
+    )
+    roots = build_tree(entries)
+    return {
+        "entries": len(entries),
+        "byType": dict(sorted(by_type.items())),
+        "byRole": dict(sorted(by_role.items())),
+        "leafCount": leaf_count(roots),
+        "roots": len(roots),
+        "depth": tree_depth(roots),
+        "leafId": leaf_id,
+        "pathLength": len(path_to_root(leaf_id, by_id)),
+        "usage": dict(usage) if usage is not None else None,
+    }
+
+
+def _by_id(entries: Sequence[Entry]) -> dict[str, Entry]:
+    return {e["id"]: e for e in entries if isinstance(e.get("id"), str)}  # last one wins
+
+
+class XcshSession(SessionSource):
+    """One xcsh session file read-only. ``load`` builds its index from the file (again
+    when a catch-up finds the file replaced or shrunk)."""
+
+    agent = "xcsh"
+    reports_malformed_lines = False
+
+    def __init__(self, path: PathArg, load: Callable[[], XcshIndex]) -> None:
+        super().__init__()
+        self.path = path
+        self._load = load
+        self.index = load()
+
+    # -- the session ---------------------------------------------------------------------
+
+    def header(self) -> dict[str, Any]:
+        return dict(self.index.header)
+
+    def title(self) -> str:
+        title = self.index.header.get("title")
+        return title if isinstance(title, str) else ""
+
+    def _parsed(self) -> tuple[list[Entry], dict[str, Entry]]:
+        entries = self.index.parse_entries()
+        return entries, _by_id(entries)
+
+    def context(self) -> dict[str, Any]:
+        entries, by_id = self._parsed()
+        return build_session_context(entries, self.index.leaf_id, by_id)
+
+    def transcript_messages(self) -> list[TranscriptMessage]:
+        entries, by_id = self._parsed()
+        leaf = self.index.leaf_id
+        messages = build_session_context(entries, leaf, by_id)["messages"]
+        sources = context_sources(entries, leaf, by_id)
+        out = []
+        for message, source in zip(messages, sources, strict=True):
+            name = source.get("id", "?")
+            when = source.get("timestamp", "")
+            out.append(
+                TranscriptMessage(
+                    name if isinstance(name, str) else "?",
+                    when if isinstance(when, str) else "",
+                    message,
+                )
+            )
+        return out
+
+    def usage(self) -> dict[str, Any]:
+        return usage_totals(self.index.parse_entries())
+
+    def stats(self) -> dict[str, Any]:
+        entries, by_id = self._parsed()
+        return session_stats(entries, self.index.leaf_id, by_id, usage_totals(entries))
+
+    def catch_up(self) -> bool:
+        added = self.index.catch_up(self.path)
+        if added is None:
+            self.index = self._load()
+        elif added == 0:
+            return False
+        self._changed()
+        return True
+
+    def memory_cost(self) -> int:
+        return self.index.memory_cost()
+
+    @property
+    def malformed_lines(self) -> int:
+        return 0  # not counted for xcsh sessions (``check`` reports them)
+
+    # -- entries -------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def entry_name(self, index: int) -> str:
+        entry_id = self.index.ids[index]
+        return entry_id if isinstance(entry_id, str) else ""
+
+    def raw_line(self, index: int) -> bytes:
+        return self.index.data[self.index.starts[index] : self.index.ends[index]]
+
+    def entry(self, index: int) -> Entry:
+        return self.index.entry(index)
+
+    def entry_time_ms(self, index: int) -> int | None:
+        return self.index.time_ms(index)
+
+    def index_of(self, name: str) -> int | None:
+        return self.index.index_of_id.get(name)
+
+    def entry_type(self, index: int) -> str:
+        return str(self.entry(index).get("type", "?"))
+
+    def entry_role(self, index: int) -> str | None:
+        entry = self.entry(index)
+        message = entry.get("message")
+        if entry.get("type") == "message" and isinstance(message, dict):
+            return str(message.get("role", "?"))
+        return None
+
+    def entry_kind(self, index: int) -> str:
+        return kind_of(self.entry(index))
+
+    def entry_text(self, index: int) -> str:
+        return describe_entry(self.entry(index))
+
+    def labels(self) -> dict[str, str]:
+        return dict(self.index.labels)
+
+    # -- the tree ------------------------------------------------------------------------
+
+    def parent_index(self, index: int) -> int | None:
+        parent = self.index.parents[index]
+        if not isinstance(parent, str) or parent == self.index.ids[index]:
+            return None
+        return self.index.index_of_id.get(parent)
+
+    def leaf_index(self) -> int | None:
+        leaf = self.index.leaf_id
+        return self.index.index_of_id.get(leaf) if isinstance(leaf, str) else None
+
+    def path_indexes(self) -> list[int]:
+        return self.index.path_indexes(self.index.leaf_id)
