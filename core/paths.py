@@ -30,6 +30,7 @@ __all__ = [
     "disown_terminal",
     "encode_cwd",
     "encode_cwd_newer",
+    "env_dir_or_home",
     "file_timestamp",
     "history_db_path",
     "home_dir",
@@ -78,6 +79,17 @@ def home_dir(env: Env | None = None) -> Path:
     """``$HOME`` (what ``os.homedir()`` gives the agents), else the user's home."""
     home = _environ(env).get("HOME")
     return Path(home) if home else Path.home()
+
+
+def env_dir_or_home(variable: str, home_name: str, env: Env | None = None) -> Path:
+    """``$<variable>`` (``~`` expanded, made absolute) when set, else ``~/<home_name>``:
+    how Claude Code (``CLAUDE_CONFIG_DIR``, ``.claude``) and Codex (``CODEX_HOME``,
+    ``.codex``) find their own dirs."""
+    environ = _environ(env)
+    configured = environ.get(variable)
+    if configured:
+        return Path(os.path.abspath(os.path.expanduser(configured)))
+    return home_dir(environ) / home_name
 
 
 def temp_dir(env: Env | None = None) -> Path:

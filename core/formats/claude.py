@@ -26,22 +26,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
 
-from core.formats.base import SessionSource, TranscriptMessage
+from core.formats.base import TranscriptMessage
 from core.formats.claude_blocks import first_text
 from core.formats.claude_turns import Turns
-from core.formats.lines import Line, LineFile
-from core.jsonl import parse_object_line
-from core.paths import iso_to_ms
+from core.formats.jsonl_source import JsonlSession, LineRecord, line_times
+from core.formats.lines import Line
 from core.safe_open import PathArg
 
 __all__ = ["USAGE_FIELDS", "ClaudeSession"]
 
-#: What the index holds per line besides its bytes (a slotted record, its strings and
-#: a dict row), for the cache's budget.
-_LINE_INDEX_BYTES: Final = 480
 #: ``stats.json`` usage key <- Claude's ``message.usage`` key
 USAGE_FIELDS: Final = (
     ("input", "input_tokens"),
@@ -73,19 +68,14 @@ def _usage(message: Mapping[str, Any]) -> tuple[int, ...] | None:
 
 
 @dataclass(slots=True)
-class _ClaudeLine:
+class _ClaudeLine(LineRecord):
     """What the index keeps of one shown line."""
 
-    name: str
-    start: int
-    end: int
     kind: str
     #: ``None``: a metadata line
     uuid: str | None
     #: the tree parent's uuid: ``parentUuid``, or a compact boundary's logical parent
     parent: str | None
-    timestamp: str
-    time_ms: int | None
     sidechain: bool
     is_meta: bool
     role: str | None
@@ -106,16 +96,16 @@ def _record(line: Line, obj: dict[str, Any], name: str, uuid: str | None) -> _Cl
         role = _str(message.get("role")) or kind
         message_id = _str(message.get("id"))
         usage = _usage(message) if kind == "assistant" else None
-    timestamp = obj.get("timestamp")
+    timestamp, time_ms = line_times(obj)
     return _ClaudeLine(
         name=name,
         start=line.start,
         end=line.end,
+        timestamp=timestamp,
+        time_ms=time_ms,
         kind=kind,
         uuid=uuid,
         parent=parent,
-        timestamp=timestamp if isinstance(timestamp, str) else "",
-        time_ms=iso_to_ms(timestamp),
         sidechain=obj.get("isSidechain") is True,
         is_meta=obj.get("isMeta") is True,
         role=role,
@@ -124,54 +114,39 @@ def _record(line: Line, obj: dict[str, Any], name: str, uuid: str | None) -> _Cl
     )
 
 
-class ClaudeSession(SessionSource):
+class ClaudeSession(JsonlSession[_ClaudeLine]):
     """One Claude Code session file (or sub-agent file) read-only. ``meta``: a
     sub-agent's ``meta.json`` object, shown in its header."""
 
     agent = "claude"
+    LINE_INDEX_BYTES = 480
 
     def __init__(self, path: PathArg, meta: Mapping[str, Any] | None = None) -> None:
-        super().__init__()
-        self.path = Path(path)
         self._meta = dict(meta) if meta is not None else {}
-        self._file = LineFile(path)
-        self._reset()
-        self._take(self._file.load())
+        super().__init__(path)
 
-    def _reset(self) -> None:
-        self._lines: list[_ClaudeLine] = []
-        self._index_of: dict[str, int] = {}
-        self._malformed = 0
+    def _reset_state(self) -> None:
         self._first: dict[str, str] = {}
         #: metadata kind -> its latest value (``summary``, ``custom-title``, ``ai-title``)
         self._titles: dict[str, str] = {}
+
+    def _changed(self) -> None:
+        super()._changed()
         self._leaf: tuple[int | None] | None = None
         self._turns: Turns | None = None  # built on first use
-        self._changed()
 
-    def _take(self, lines: list[Line]) -> None:
-        for line in lines:
-            self._add(line)
-
-    def _add(self, line: Line) -> None:
-        obj = line.obj
-        if obj is None:
-            self._malformed += 1
-            return
+    def _record(self, line: Line, obj: dict[str, Any]) -> _ClaudeLine | None:
         uuid = _str(obj.get("uuid"))
         if uuid is not None and uuid in self._index_of:
-            return  # a replayed prefix: shown once, the first
+            return None  # a replayed prefix: shown once, the first
         for key in ("sessionId", *_HEADER_FIELDS):
             if key not in self._first and isinstance(value := obj.get(key), str):
                 self._first[key] = value
         kind = _str(obj.get("type")) or "unknown"
         if uuid is None:
-            name = f"meta-{line.number}-{kind}"
             self._note_title(kind, obj)
-        else:
-            name = uuid
-        self._index_of[name] = len(self._lines)
-        self._lines.append(_record(line, obj, name, uuid))
+            return _record(line, obj, f"meta-{line.number}-{kind}", None)
+        return _record(line, obj, uuid, uuid)
 
     def _note_title(self, kind: str, obj: Mapping[str, Any]) -> None:
         field = {"summary": "summary", "custom-title": "customTitle", "ai-title": "aiTitle"}
@@ -228,53 +203,6 @@ class ClaudeSession(SessionSource):
             for position, value in enumerate(usage):
                 totals[position] += value
         return {key: totals[i] for i, (key, _) in enumerate(USAGE_FIELDS)}
-
-    def catch_up(self) -> bool:
-        new = self._file.read_new()
-        if new is None:
-            self._reset()
-            self._take(self._file.load())
-            return True
-        if not new:
-            return False
-        self._take(new)
-        self._leaf = None
-        self._turns = None
-        self._changed()
-        return True
-
-    def memory_cost(self) -> int:
-        return self._file.memory_cost() + len(self._lines) * _LINE_INDEX_BYTES
-
-    @property
-    def malformed_lines(self) -> int:
-        return self._malformed
-
-    # -- entries -------------------------------------------------------------------------
-
-    def __len__(self) -> int:
-        return len(self._lines)
-
-    def entry_name(self, index: int) -> str:
-        return self._lines[index].name
-
-    def raw_line(self, index: int) -> bytes:
-        line = self._lines[index]
-        return self._file.raw(line.start, line.end)
-
-    def entry(self, index: int) -> dict[str, Any]:
-        obj = parse_object_line(self.raw_line(index))
-        assert obj is not None  # indexed only because it parsed to an object
-        return obj
-
-    def entry_time_ms(self, index: int) -> int | None:
-        return self._lines[index].time_ms
-
-    def entry_timestamp(self, index: int) -> str:
-        return self._lines[index].timestamp
-
-    def index_of(self, name: str) -> int | None:
-        return self._index_of.get(name)
 
     def entry_type(self, index: int) -> str:
         return self._lines[index].kind

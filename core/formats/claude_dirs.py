@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from core.formats.prefix import read_prefix, string_field
 from core.jsonl import loads
-from core.paths import home_dir
+from core.paths import env_dir_or_home
 from core.safe_open import PathArg, open_regular
 
 __all__ = [
@@ -47,11 +47,7 @@ _META_LIMIT: Final = 64 * 1024
 
 def claude_dir(env: Mapping[str, str] | None = None) -> Path:
     """``$CLAUDE_CONFIG_DIR`` when set, else ``~/.claude`` (existing or not)."""
-    environ = os.environ if env is None else env
-    configured = environ.get(CLAUDE_DIR_ENV)
-    if configured:
-        return Path(os.path.abspath(os.path.expanduser(configured)))
-    return home_dir(environ) / ".claude"
+    return env_dir_or_home(CLAUDE_DIR_ENV, ".claude", env)
 
 
 def _entries(directory: PathArg) -> list[os.DirEntry[str]]:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from core.formats.base import SessionSource, TranscriptMessage
+from core.formats.base import TranscriptMessage
 from core.formats.codex_items import (
     agent_message,
     call_id_of,
@@ -37,15 +37,13 @@ from core.formats.codex_items import (
     item_text,
     output_message,
 )
-from core.formats.lines import Line, LineFile
-from core.jsonl import parse_object_line
-from core.paths import iso_to_ms
+from core.formats.jsonl_source import JsonlSession, LineRecord, line_times
+from core.formats.lines import Line
 from core.safe_open import PathArg
 
 __all__ = ["ARCHIVE_DIR", "CodexSession", "split_line"]
 
 ARCHIVE_DIR: Final = "archived_sessions"
-_LINE_INDEX_BYTES: Final = 360
 #: ``stats.json`` usage key <- ``total_token_usage`` key
 _USAGE_FIELDS: Final = (
     ("input", "input_tokens"),
@@ -80,18 +78,13 @@ def _is_envelope_less_meta(obj: Mapping[str, Any]) -> bool:
 
 
 @dataclass(slots=True)
-class _CodexLine:
-    name: str
-    start: int
-    end: int
+class _CodexLine(LineRecord):
     kind: str
     payload_type: str | None
-    timestamp: str
-    time_ms: int | None
     role: str | None
 
 
-class CodexSession(SessionSource):
+class CodexSession(JsonlSession[_CodexLine]):
     """One Codex rollout file read-only. ``index_title``: the name
     ``session_index.jsonl`` gives the session (the title when the file names none);
     ``archived``: shown in the header (default: the file is under
@@ -102,35 +95,19 @@ class CodexSession(SessionSource):
     def __init__(
         self, path: PathArg, index_title: str | None = None, archived: bool | None = None
     ) -> None:
-        super().__init__()
-        self.path = Path(path)
         self.index_title = index_title
-        self.archived = ARCHIVE_DIR in self.path.parts if archived is None else archived
-        self._file = LineFile(path)
-        self._reset()
-        self._take(self._file.load())
+        self.archived = ARCHIVE_DIR in Path(path).parts if archived is None else archived
+        super().__init__(path)
 
-    def _reset(self) -> None:
-        self._lines: list[_CodexLine] = []
-        self._index_of: dict[str, int] = {}
-        self._malformed = 0
+    def _reset_state(self) -> None:
         self._envelope_less: bool | None = None
         self._meta: dict[str, Any] | None = None
         self._meta_timestamp: str | None = None
         self._thread_name: str | None = None
         self._model: str | None = None
         self._usage: dict[str, Any] | None = None
-        self._changed()
 
-    def _take(self, lines: list[Line]) -> None:
-        for line in lines:
-            self._add(line)
-
-    def _add(self, line: Line) -> None:
-        obj = line.obj
-        if obj is None:
-            self._malformed += 1
-            return
+    def _record(self, line: Line, obj: dict[str, Any]) -> _CodexLine:
         if self._envelope_less is None:
             self._envelope_less = _is_envelope_less_meta(obj)
             kind, payload = (
@@ -140,21 +117,17 @@ class CodexSession(SessionSource):
             kind, payload = split_line(obj, self._envelope_less)
         payload_type = _str(payload.get("type")) if kind != "session_meta" else None
         self._note(kind, payload_type, payload, obj)
-        name = f"{line.number:06d}-{kind}" + (f"-{payload_type}" if payload_type else "")
-        timestamp = obj.get("timestamp")
+        timestamp, time_ms = line_times(obj)
         role = _str(payload.get("role")) if kind == "response_item" else None
-        self._index_of[name] = len(self._lines)
-        self._lines.append(
-            _CodexLine(
-                name=name,
-                start=line.start,
-                end=line.end,
-                kind=kind,
-                payload_type=payload_type,
-                timestamp=timestamp if isinstance(timestamp, str) else "",
-                time_ms=iso_to_ms(timestamp),
-                role=role if payload_type == "message" else None,
-            )
+        return _CodexLine(
+            name=f"{line.number:06d}-{kind}" + (f"-{payload_type}" if payload_type else ""),
+            start=line.start,
+            end=line.end,
+            timestamp=timestamp,
+            time_ms=time_ms,
+            kind=kind,
+            payload_type=payload_type,
+            role=role if payload_type == "message" else None,
         )
 
     def _note(
@@ -268,48 +241,6 @@ class CodexSession(SessionSource):
             number = isinstance(value, int) and not isinstance(value, bool)
             usage[key] = value if number else 0
         return usage
-
-    def catch_up(self) -> bool:
-        new = self._file.read_new()
-        if new is None:
-            self._reset()
-            self._take(self._file.load())
-            return True
-        if not new:
-            return False
-        self._take(new)
-        self._changed()
-        return True
-
-    def memory_cost(self) -> int:
-        return self._file.memory_cost() + len(self._lines) * _LINE_INDEX_BYTES
-
-    @property
-    def malformed_lines(self) -> int:
-        return self._malformed
-
-    # -- entries -------------------------------------------------------------------------
-
-    def __len__(self) -> int:
-        return len(self._lines)
-
-    def entry_name(self, index: int) -> str:
-        return self._lines[index].name
-
-    def raw_line(self, index: int) -> bytes:
-        line = self._lines[index]
-        return self._file.raw(line.start, line.end)
-
-    def entry(self, index: int) -> dict[str, Any]:
-        obj = parse_object_line(self.raw_line(index))
-        assert obj is not None  # indexed only because it parsed to an object
-        return obj
-
-    def entry_time_ms(self, index: int) -> int | None:
-        return self._lines[index].time_ms
-
-    def index_of(self, name: str) -> int | None:
-        return self._index_of.get(name)
 
     def entry_type(self, index: int) -> str:
         line = self._lines[index]

@@ -26,7 +26,7 @@ from typing import Final
 from core.formats.codex import ARCHIVE_DIR
 from core.formats.lines import LineFile
 from core.formats.prefix import first_line, read_prefix, string_field
-from core.paths import encode_cwd, home_dir
+from core.paths import encode_cwd, env_dir_or_home
 from core.safe_open import PathArg
 
 __all__ = [
@@ -51,11 +51,7 @@ _SESSIONS_DEPTH: Final = 3
 
 def codex_dir(env: Mapping[str, str] | None = None) -> Path:
     """``$CODEX_HOME`` when set, else ``~/.codex`` (existing or not)."""
-    environ = os.environ if env is None else env
-    configured = environ.get(CODEX_DIR_ENV)
-    if configured:
-        return Path(os.path.abspath(os.path.expanduser(configured)))
-    return home_dir(environ) / ".codex"
+    return env_dir_or_home(CODEX_DIR_ENV, ".codex", env)
 
 
 def rollout_stem(name: str) -> str | None:

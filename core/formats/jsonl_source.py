@@ -1,0 +1,129 @@
+"""`JsonlSession`: a `SessionSource` read line by line from a JSONL file it never
+writes (Claude Code and Codex sessions), shared by both readers.
+
+It holds the file's bytes (`core.formats.lines.LineFile`) and one small record per
+shown line (`LineRecord` or a reader's subclass: the line's name, span and time);
+lines that are not JSON objects are counted, never shown. A catch-up reads only the
+appended lines; a replaced or shrunk file is read again whole.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Generic, TypeVar
+
+from core.formats.base import SessionSource
+from core.formats.lines import Line, LineFile
+from core.jsonl import parse_object_line
+from core.paths import iso_to_ms
+from core.safe_open import PathArg
+
+__all__ = ["JsonlSession", "LineRecord", "line_times"]
+
+
+@dataclass(slots=True)
+class LineRecord:
+    """What the index keeps of one shown line."""
+
+    name: str
+    start: int
+    end: int
+    #: its ``timestamp`` as stored ('' when none), and in ms since the epoch
+    timestamp: str
+    time_ms: int | None
+
+
+def line_times(obj: dict[str, Any]) -> tuple[str, int | None]:
+    """A line's ``timestamp`` as stored ('' when not a string) and in ms."""
+    timestamp = obj.get("timestamp")
+    return (timestamp if isinstance(timestamp, str) else "", iso_to_ms(timestamp))
+
+
+Record = TypeVar("Record", bound=LineRecord)
+
+
+class JsonlSession(SessionSource, Generic[Record]):
+    """The file-reading half of a reader; a subclass says what a line is
+    (`_record`) and keeps what its renderings need (`_reset_state`)."""
+
+    #: what the index costs per line besides its bytes (a slotted record, its
+    #: strings, a dict row), for the cache's budget
+    LINE_INDEX_BYTES: ClassVar[int] = 400
+
+    def __init__(self, path: PathArg) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self._file = LineFile(path)
+        self._reset()
+        self._take(self._file.load())
+
+    def _reset(self) -> None:
+        self._lines: list[Record] = []
+        self._index_of: dict[str, int] = {}
+        self._malformed = 0
+        self._reset_state()
+        self._changed()
+
+    @abstractmethod
+    def _reset_state(self) -> None:
+        """Forget what the subclass gathered from lines (the file is read anew)."""
+
+    @abstractmethod
+    def _record(self, line: Line, obj: dict[str, Any]) -> Record | None:
+        """The record of a line that is a JSON object (``None``: not shown)."""
+
+    def _take(self, lines: list[Line]) -> None:
+        for line in lines:
+            if line.obj is None:
+                self._malformed += 1
+                continue
+            record = self._record(line, line.obj)
+            if record is not None:
+                self._index_of[record.name] = len(self._lines)
+                self._lines.append(record)
+
+    def catch_up(self) -> bool:
+        new = self._file.read_new()
+        if new is None:
+            self._reset()
+            self._take(self._file.load())
+            return True
+        if not new:
+            return False
+        self._take(new)
+        self._changed()
+        return True
+
+    def memory_cost(self) -> int:
+        return self._file.memory_cost() + len(self._lines) * self.LINE_INDEX_BYTES
+
+    @property
+    def malformed_lines(self) -> int:
+        return self._malformed
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def entry_name(self, index: int) -> str:
+        return self._lines[index].name
+
+    def raw_line(self, index: int) -> bytes:
+        record = self._lines[index]
+        return self._file.raw(record.start, record.end)
+
+    def entry(self, index: int) -> dict[str, Any]:
+        obj = parse_object_line(self.raw_line(index))
+        assert obj is not None  # shown only because it parsed to an object
+        return obj
+
+    def entry_time_ms(self, index: int) -> int | None:
+        return self._lines[index].time_ms
+
+    def entry_timestamp(self, index: int) -> str:
+        """Entry ``index``'s ``timestamp`` as stored ('' when none)."""
+        return self._lines[index].timestamp
+
+    def index_of(self, name: str) -> int | None:
+        return self._index_of.get(name)
