@@ -17,7 +17,6 @@ the reason printed, and our figures are still given.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -31,12 +30,12 @@ if __package__ in (None, ""):
 import orjson
 
 from bench.bench_core import best_of, write_generated_session
-from bench.common import FIXTURES, REPO
+from bench.common import FIXTURES
 from core import SessionManager
+from tests.support.real_agents import PI_PACKAGE, pi_cache_dir, pi_package_dir
 
 FIXTURE = "pi-v1-before-compaction.jsonl"
 PI_SCRIPT = Path(__file__).with_name("context_pi.mjs")
-PI_MANIFEST = ("node_modules", "@mariozechner", "pi-coding-agent", "package.json")
 NODE_TIMEOUT_S = 600
 
 
@@ -51,10 +50,9 @@ def pi_install() -> tuple[Path | None, str]:
     """The pi install dir, or ``None`` and why it cannot be used."""
     if shutil.which("node") is None:
         return None, "node is not installed"
-    configured = os.environ.get("SESSIONFS_PI_CACHE")
-    cache = Path(configured) if configured else REPO / ".cache" / "npm-pi"
-    if not cache.joinpath(*PI_MANIFEST).is_file():
-        return None, f"pi is not installed in {cache} (the tests in tests/interop install it)"
+    cache = pi_cache_dir()
+    if not (pi_package_dir(cache) / "package.json").is_file():
+        return None, f"{PI_PACKAGE} is not in {cache} (the tests in tests/interop install it)"
     return cache, ""
 
 

@@ -1,15 +1,27 @@
 """Shared test fixtures: where the real agent session files are, and tmp copies of them;
-and the one rule for FUSE tests: a module marked ``pytestmark = pytest.mark.fuse`` is
-skipped where FUSE is not available (no /dev/fuse or fusermount3)."""
+the real upstream agents (pi, omp) configured against a fake model server; and the one
+rule for FUSE tests: a module marked ``pytestmark = pytest.mark.fuse`` is skipped where
+FUSE is not available (no /dev/fuse or fusermount3)."""
 
 from __future__ import annotations
 
+import platform
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.fake_model_server import DEFAULT_MODEL, FakeModelServer
 from support.fixture_paths import FIXTURE_NAMES, fixture_path
 from support.mount import fuse_available
+from support.real_agents import (
+    AgentUnavailable,
+    InstallFailed,
+    OmpAgent,
+    PiAgent,
+    install_omp,
+    install_pi,
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -35,3 +47,53 @@ def real_fixture_copy(real_fixture: Path, tmp_path: Path) -> Path:
     target = project / real_fixture.name
     shutil.copyfile(real_fixture, target)
     return target
+
+
+# --------------------------------------------------------------------------- real agents
+
+
+def _installed(install: Callable[[], Path]) -> Path:
+    """Install (once per cache dir) or skip: a skip only when the machine cannot run the
+    agent at all (no node/npm, no registry); any other install failure fails. CI
+    installs both agents before the tests (``.ci/run``), so there nothing skips."""
+    try:
+        return install()
+    except AgentUnavailable as error:
+        pytest.skip(str(error))
+    except InstallFailed as error:
+        pytest.fail(str(error))
+
+
+@pytest.fixture(scope="session")
+def pi_install() -> Path:
+    """The cache dir holding the pinned pi (``$SESSIONFS_PI_CACHE``)."""
+    return _installed(install_pi)
+
+
+@pytest.fixture(scope="session")
+def omp_install() -> Path:
+    """The cache dir holding the pinned Bun and omp (``$SESSIONFS_OMP_CACHE``)."""
+    if (platform.system(), platform.machine()) != ("Linux", "x86_64"):
+        pytest.skip("omp runs on the npm build of Bun for linux-x64 only")
+    return _installed(install_omp)
+
+
+@pytest.fixture
+def fake_model() -> Iterator[FakeModelServer]:
+    """A fake OpenAI-compatible model server on 127.0.0.1, recording every request."""
+    with FakeModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+def pi_agent(pi_install: Path, fake_model: FakeModelServer, tmp_path: Path) -> PiAgent:
+    """pi with its own HOME under tmp_path, agent dir ``~/.pi/agent``, talking to
+    ``fake_model``."""
+    return PiAgent.at_home(tmp_path / "pi-home", fake_model.url, DEFAULT_MODEL, pi_install)
+
+
+@pytest.fixture
+def omp_agent(omp_install: Path, fake_model: FakeModelServer, tmp_path: Path) -> OmpAgent:
+    """omp with its own HOME under tmp_path, agent dir ``~/.omp/agent``, talking to
+    ``fake_model``."""
+    return OmpAgent.at_home(tmp_path / "omp-home", fake_model.url, DEFAULT_MODEL, omp_install)

@@ -3,7 +3,8 @@
 pi's own ``SessionManager`` (driven by ``pi_roundtrip.mjs`` under Node) opens files core
 wrote and must see the same entries, leaf, labels and context; files pi wrote must load
 in core with the same. The package is installed once with npm into a cache dir
-(``$SESSIONFS_PI_CACHE``, else ``<repo>/.cache/npm-pi``, git-ignored) and reused.
+(``$SESSIONFS_PI_CACHE``, else ``<repo>/.cache/npm-pi``, git-ignored) and reused: see
+`support.real_agents`, which also runs the whole pi CLI against a fake model.
 
 What is normalised, and why (everything else is compared as is):
 
@@ -24,80 +25,27 @@ What is normalised, and why (everything else is compared as is):
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 from support.agent_messages import assistant, user
-from support.fixture_paths import REPO, fixture_path
+from support.fixture_paths import fixture_path
 
 from core import BlobStore, SessionManager, list_sessions
 from core.persist import resolve_blob_refs
 
-PI_PACKAGE = "@mariozechner/pi-coding-agent"
-#: Pinned so a new upstream release cannot change what "interop" means under our feet.
-PI_VERSION = "0.73.1"
-CACHE_ENV = "SESSIONFS_PI_CACHE"
 SCRIPT = Path(__file__).with_name("pi_roundtrip.mjs")
 NODE_TIMEOUT_S = 60
-INSTALL_TIMEOUT_S = 300
-_NETWORK_ERRORS = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "network")
 
 Json = dict[str, Any]
 
 
-def _cache_dir() -> Path:
-    configured = os.environ.get(CACHE_ENV)
-    return Path(configured) if configured else REPO / ".cache" / "npm-pi"
-
-
-def _installed_version(cache: Path) -> str | None:
-    manifest = cache / "node_modules" / "@mariozechner" / "pi-coding-agent" / "package.json"
-    try:
-        return str(orjson.loads(manifest.read_bytes()).get("version"))
-    except (OSError, orjson.JSONDecodeError):
-        return None
-
-
-def install_pi(cache: Path) -> None:
-    """``npm install`` the pinned pi into ``cache`` unless it is already there."""
-    if _installed_version(cache) == PI_VERSION:
-        return
-    cache.mkdir(parents=True, exist_ok=True)
-    manifest = cache / "package.json"
-    if not manifest.exists():
-        manifest.write_bytes(orjson.dumps({"name": "sessionfs-pi-interop", "private": True}))
+def run_pi(pi_install: Path, *args: str) -> Any:
     done = subprocess.run(
-        ["npm", "install", "--no-audit", "--no-fund", f"{PI_PACKAGE}@{PI_VERSION}"],
-        cwd=cache,
-        capture_output=True,
-        text=True,
-        timeout=INSTALL_TIMEOUT_S,
-        check=False,
-    )
-    if done.returncode != 0:
-        output = done.stdout + done.stderr
-        if any(marker in output for marker in _NETWORK_ERRORS):
-            pytest.skip(f"npm could not reach the registry for {PI_PACKAGE}: {output[-300:]}")
-        pytest.fail(f"npm install {PI_PACKAGE}@{PI_VERSION} failed:\n{output[-2000:]}")
-
-
-@pytest.fixture(scope="session")
-def pi_dir() -> Path:
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node/npm not installed: the pi interop tests need Node 20 (CI installs it)")
-    cache = _cache_dir()
-    install_pi(cache)
-    return cache
-
-
-def run_pi(pi_dir: Path, *args: str) -> Any:
-    done = subprocess.run(
-        ["node", str(SCRIPT), str(pi_dir), *args],
+        ["node", str(SCRIPT), str(pi_install), *args],
         capture_output=True,
         text=True,
         timeout=NODE_TIMEOUT_S,
@@ -107,9 +55,9 @@ def run_pi(pi_dir: Path, *args: str) -> Any:
     return json.loads(done.stdout)
 
 
-def pi_read(pi_dir: Path, *files: Path) -> list[Json]:
+def pi_read(pi_install: Path, *files: Path) -> list[Json]:
     """How pi loads each file (one Node process for all of them)."""
-    seen = run_pi(pi_dir, "read", *(str(f) for f in files))
+    seen = run_pi(pi_install, "read", *(str(f) for f in files))
     assert isinstance(seen, list) and len(seen) == len(files)
     return seen
 
@@ -225,7 +173,7 @@ def write_sub_agent_session(parent_file: Path) -> Path:
     return task_file
 
 
-def test_pi_reads_what_core_wrote(pi_dir: Path, tmp_path: Path) -> None:
+def test_pi_reads_what_core_wrote(pi_install: Path, tmp_path: Path) -> None:
     agent = tmp_path / "agent"
     project = agent / "sessions" / "--work-demo--"
     branched = write_branched_session(project)
@@ -235,7 +183,9 @@ def test_pi_reads_what_core_wrote(pi_dir: Path, tmp_path: Path) -> None:
     assert orjson.loads(migrated.read_bytes().split(b"\n", 1)[0])["version"] == 3
     blobs = BlobStore(agent / "blobs")
     for file, seen in zip(
-        (branched, migrated, sub_agent), pi_read(pi_dir, branched, migrated, sub_agent), strict=True
+        (branched, migrated, sub_agent),
+        pi_read(pi_install, branched, migrated, sub_agent),
+        strict=True,
     ):
         manager = SessionManager.open(file, browse=True)
         assert_same_session(seen, manager, blobs)
@@ -246,14 +196,16 @@ def test_pi_reads_what_core_wrote(pi_dir: Path, tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- pi -> core
 
 
-def test_core_reads_what_pi_wrote_and_pi_reads_cores_appends(pi_dir: Path, tmp_path: Path) -> None:
+def test_core_reads_what_pi_wrote_and_pi_reads_cores_appends(
+    pi_install: Path, tmp_path: Path
+) -> None:
     agent = tmp_path / "agent"
     project = agent / "sessions" / "--work-pi--"
-    written = run_pi(pi_dir, "write", str(project), "/work/pi")
+    written = run_pi(pi_install, "write", str(project), "/work/pi")
     file = Path(written["file"])
     blobs = BlobStore(agent / "blobs")
     manager = SessionManager.open(file, browse=True)
-    (seen,) = pi_read(pi_dir, file)
+    (seen,) = pi_read(pi_install, file)
     assert manager.get_leaf_id() == written["leafId"]
     assert_same_session(seen, manager, blobs)
     context = manager.build_session_context()
@@ -269,7 +221,7 @@ def test_core_reads_what_pi_wrote_and_pi_reads_cores_appends(pi_dir: Path, tmp_p
         writer.append_message(assistant("and answers", provider="openai", model="gpt-x"))
         writer.append_label_change(target, "from core")
     reread = SessionManager.open(file, browse=True)
-    (after,) = pi_read(pi_dir, file)
+    (after,) = pi_read(pi_install, file)
     assert_same_session(after, reread, blobs)
     assert after["labels"][target] == "from core"
     assert pi_default_model(after["context"]) == "openai/gpt-x"

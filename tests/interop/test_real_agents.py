@@ -1,0 +1,109 @@
+"""The real-agent harness itself: one turn of the real pi and the real omp against the
+fake model server writes a session file whose last assistant message is the scripted
+reply, and the server saw the prompt. If these fail, every real-agent test would fail
+for a reason that has nothing to do with sessionfs."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from support.fake_model_server import FakeModelServer, ModelRequest
+from support.real_agents import OmpAgent, PiAgent
+
+Json = dict[str, Any]
+
+
+def session_lines(file: Path) -> list[Json]:
+    return [json.loads(line) for line in file.read_bytes().splitlines() if line.strip()]
+
+
+def last_assistant_text(file: Path) -> str:
+    messages = [e["message"] for e in session_lines(file) if e.get("type") == "message"]
+    assistant = [m for m in messages if m.get("role") == "assistant"][-1]
+    return "".join(part.get("text", "") for part in assistant["content"])
+
+
+def turn_request(fake_model: FakeModelServer, prompt: str) -> ModelRequest:
+    """The one request of the main turn (side calls, if any, do not carry the prompt)."""
+    (request,) = [r for r in fake_model.requests if r.mentions(prompt)]
+    return request
+
+
+def test_pi_one_turn(pi_agent: PiAgent, fake_model: FakeModelServer, tmp_path: Path) -> None:
+    fake_model.reply_with("pi heard you")
+    session = tmp_path / "pi-session.jsonl"
+    result = pi_agent.run("what is a session file", session=session, cwd=tmp_path / "work").check()
+    assert "pi heard you" in result.stdout
+    assert last_assistant_text(session) == "pi heard you"
+    assert session_lines(session)[0]["type"] == "session"  # pi 0.73 writes no title slot
+    request = turn_request(fake_model, "what is a session file")
+    assert request.messages[-1]["role"] == "user"
+
+    # A second turn continues the same file: the model sees the first exchange.
+    fake_model.reply_with("second answer")
+    pi_agent.run("and another question", session=session, cwd=tmp_path / "work").check()
+    assert last_assistant_text(session) == "second answer"
+    texts = turn_request(fake_model, "and another question").texts()
+    assert "pi heard you" in texts and "what is a session file" in texts
+
+
+def test_omp_one_turn(omp_agent: OmpAgent, fake_model: FakeModelServer, tmp_path: Path) -> None:
+    fake_model.set_default_reply("omp heard you")
+    result = omp_agent.run("explain the session directory layout", cwd=tmp_path / "work").check()
+    assert "omp heard you" in result.stdout
+    (session,) = omp_agent.sessions()
+    first = session.read_bytes().split(b"\n", 1)[0]
+    assert len(first) + 1 == 256 and json.loads(first)["type"] == "title"  # omp 18's slot
+    assert session_lines(session)[1]["type"] == "session"
+    assert last_assistant_text(session) == "omp heard you"
+    turn_request(fake_model, "explain the session directory layout")
+
+    # --resume continues that file.
+    fake_model.set_default_reply("omp again")
+    omp_agent.run("a follow-up question", session=session, cwd=tmp_path / "work").check()
+    assert omp_agent.sessions() == [session]
+    assert last_assistant_text(session) == "omp again"
+    texts = turn_request(fake_model, "a follow-up question").texts()
+    assert "omp heard you" in texts
+
+
+def _post_chat(url: str, body: Json) -> bytes:
+    request = urllib.request.Request(
+        f"{url}/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return bytes(response.read())
+
+
+def test_fake_model_holds_replies_until_released() -> None:
+    """What the tests that act while an agent waits for its model rely on."""
+    with FakeModelServer() as server:
+        answers: list[bytes] = []
+        with server.hold():
+            body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+            caller = threading.Thread(target=lambda: answers.append(_post_chat(server.url, body)))
+            caller.start()
+            (seen,) = server.wait_for_requests(1, timeout=30)
+            assert seen.texts() == ["hi"]
+            caller.join(timeout=0.3)
+            assert caller.is_alive() and not answers  # held
+        caller.join(timeout=30)
+        (answer,) = answers
+        events = [line for line in answer.decode().splitlines() if line.startswith("data: ")]
+        assert events[-1] == "data: [DONE]"
+        text = "".join(
+            choice["delta"].get("content", "")
+            for event in events[:-1]
+            for choice in json.loads(event[len("data: ") :])["choices"]
+        )
+        assert text == "fake reply"
+        plain = json.loads(_post_chat(server.url, {"model": "m", "messages": []}))
+        assert plain["choices"][0]["message"]["content"] == "fake reply"
+        with urllib.request.urlopen(f"{server.url}/models", timeout=30) as response:
+            assert [m["id"] for m in json.loads(response.read())["data"]] == ["fake-model"]

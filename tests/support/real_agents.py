@@ -1,0 +1,452 @@
+"""The real upstream agents as test clients: install once, configure offline, run.
+
+* **pi** 0.73 (npm ``@mariozechner/pi-coding-agent``, runs on Node) is installed with
+  npm into ``$SESSIONFS_PI_CACHE`` (else ``<repo>/.cache/npm-pi``).
+* **omp** 18 (oh-my-pi, npm ``@oh-my-pi/pi-coding-agent``) runs on Bun: Bun comes from
+  npm (``@oven/bun-linux-x64``) into ``$SESSIONFS_OMP_CACHE`` (else
+  ``<repo>/.cache/omp``), and that Bun installs omp into ``<cache>/omp`` from npm's
+  configured registry. Versions are pinned so a new upstream release cannot change
+  what the interop tests mean under our feet.
+
+Each agent run gets its own ``HOME`` (nothing of the real user's config, keys or
+sessions leaks in, and nothing the agent writes leaks out), a clean environment (no
+proxy or API-key variables), and an agent dir whose only model provider is the fake
+model server (`fake_model_server`), with update checks, telemetry and the probing of
+local model servers off.
+
+This module imports nothing outside the standard library, so CI can run it before the
+test venv exists: ``python3 tests/support/real_agents.py install`` installs both agents
+into the cache dirs the tests use, and exits non-zero on any failure (a registry
+failure fails CI instead of turning into skipped tests).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Self
+
+REPO = Path(__file__).resolve().parents[2]
+
+PI_PACKAGE = "@mariozechner/pi-coding-agent"
+PI_VERSION = "0.73.1"
+PI_CACHE_ENV = "SESSIONFS_PI_CACHE"
+
+BUN_PACKAGE = "@oven/bun-linux-x64"
+BUN_VERSION = "1.4.4"
+OMP_PACKAGE = "@oh-my-pi/pi-coding-agent"
+#: 18.2.3 resolves from npm; 18.3's dependencies do not.
+OMP_VERSION = "18.2.3"
+OMP_CACHE_ENV = "SESSIONFS_OMP_CACHE"
+
+INSTALL_TIMEOUT_S = 600
+#: One agent turn against the fake server takes ~5 s (mostly start-up); generous for
+#: a loaded 2-core machine, short enough that a hang fails the test.
+RUN_TIMEOUT_S = 180
+FAKE_PROVIDER = "fake"
+FAKE_API_KEY = "fake-key"
+
+#: npm/bun output that means "the registry could not be reached", not a broken install.
+_NETWORK_ERRORS = (
+    "ENOTFOUND",
+    "EAI_AGAIN",
+    "ECONNREFUSED",
+    "ECONNRESET",
+    "ETIMEDOUT",
+    "ConnectionRefused",
+    "ConnectionClosed",
+    "network",
+)
+
+
+class AgentUnavailable(RuntimeError):
+    """The agent cannot be installed on this machine (no npm, or no registry)."""
+
+
+class InstallFailed(RuntimeError):
+    """npm or bun ran and failed for another reason: a real error."""
+
+
+# --------------------------------------------------------------------------- installing
+
+
+def pi_cache_dir() -> Path:
+    configured = os.environ.get(PI_CACHE_ENV)
+    return Path(configured) if configured else REPO / ".cache" / "npm-pi"
+
+
+def omp_cache_dir() -> Path:
+    configured = os.environ.get(OMP_CACHE_ENV)
+    return Path(configured) if configured else REPO / ".cache" / "omp"
+
+
+def _package_dir(root: Path, package: str) -> Path:
+    return root / "node_modules" / package
+
+
+def _installed_version(root: Path, package: str) -> str | None:
+    try:
+        manifest = json.loads((_package_dir(root, package) / "package.json").read_bytes())
+    except (OSError, ValueError):
+        return None
+    return str(manifest.get("version"))
+
+
+def _ensure_manifest(root: Path, name: str) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    manifest = root / "package.json"
+    if not manifest.exists():
+        manifest.write_text(json.dumps({"name": name, "private": True}))
+
+
+def _install(command: list[str], cwd: Path, what: str, env: dict[str, str] | None = None) -> None:
+    try:
+        done = subprocess.run(
+            command,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=INSTALL_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as error:
+        raise AgentUnavailable(f"installing {what} took over {INSTALL_TIMEOUT_S} s") from error
+    if done.returncode == 0:
+        return
+    output = done.stdout + done.stderr
+    if any(marker in output for marker in _NETWORK_ERRORS):
+        raise AgentUnavailable(f"the registry could not be reached for {what}: {output[-300:]}")
+    raise InstallFailed(f"{' '.join(command)} failed:\n{output[-2000:]}")
+
+
+def _require_npm() -> str:
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        raise AgentUnavailable("node/npm are not installed (CI installs them)")
+    return npm
+
+
+def _npm_install(root: Path, package: str, version: str, manifest_name: str) -> None:
+    if _installed_version(root, package) == version:
+        return
+    npm = _require_npm()
+    _ensure_manifest(root, manifest_name)
+    _install(
+        [npm, "install", "--no-audit", "--no-fund", f"{package}@{version}"],
+        root,
+        f"{package}@{version}",
+    )
+    if _installed_version(root, package) != version:
+        raise InstallFailed(f"npm reported success but {package}@{version} is not in {root}")
+
+
+def install_pi(cache: Path | None = None) -> Path:
+    """The pinned pi in ``cache`` (installed unless it is already there); the cache."""
+    cache = cache or pi_cache_dir()
+    _npm_install(cache, PI_PACKAGE, PI_VERSION, "sessionfs-pi-interop")
+    return cache
+
+
+def _npm_registry() -> str:
+    done = subprocess.run(
+        [_require_npm(), "config", "get", "registry"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    registry = done.stdout.strip()
+    return registry if done.returncode == 0 and registry else "https://registry.npmjs.org/"
+
+
+def install_omp(cache: Path | None = None) -> Path:
+    """Bun from npm, then omp with that Bun, both pinned, into ``cache``; the cache.
+
+    omp goes into its own ``<cache>/omp`` project so npm (which owns ``<cache>``'s
+    node_modules) and bun never rewrite each other's trees. Bun is pointed at npm's
+    configured registry (a mirror configured for npm is honoured) and keeps its
+    download cache inside ``cache``.
+    """
+    cache = cache or omp_cache_dir()
+    _npm_install(cache, BUN_PACKAGE, BUN_VERSION, "sessionfs-bun")
+    project = cache / "omp"
+    if _installed_version(project, OMP_PACKAGE) == OMP_VERSION:
+        return cache
+    _ensure_manifest(project, "sessionfs-omp-interop")
+    bun = bun_executable(cache)
+    env = {
+        **os.environ,
+        "BUN_CONFIG_REGISTRY": _npm_registry(),
+        "BUN_INSTALL_CACHE_DIR": str(cache / "bun-install-cache"),
+    }
+    _install(
+        [str(bun), "add", "--exact", f"{OMP_PACKAGE}@{OMP_VERSION}"],
+        project,
+        f"{OMP_PACKAGE}@{OMP_VERSION}",
+        env,
+    )
+    if _installed_version(project, OMP_PACKAGE) != OMP_VERSION:
+        raise InstallFailed(
+            f"bun reported success but {OMP_PACKAGE}@{OMP_VERSION} is not in {project}"
+        )
+    return cache
+
+
+def bun_executable(omp_cache: Path) -> Path:
+    return _package_dir(omp_cache, BUN_PACKAGE) / "bin" / "bun"
+
+
+def omp_package_dir(omp_cache: Path) -> Path:
+    """The installed omp package (its ``src/`` is importable with Bun)."""
+    return _package_dir(omp_cache / "omp", OMP_PACKAGE)
+
+
+def pi_package_dir(pi_cache: Path) -> Path:
+    return _package_dir(pi_cache, PI_PACKAGE)
+
+
+# --------------------------------------------------------------------------- running
+
+#: Variables an agent run inherits; everything else (API keys, proxies, PI_*, XDG_*,
+#: the user's HOME) is dropped so the run sees only what the test set up.
+_INHERITED = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR")
+
+
+@dataclass
+class RealAgent:
+    """One agent installation configured against a fake model server.
+
+    ``home`` is the run's ``$HOME``; ``agent_dir`` the agent dir it uses (by default
+    the agent's own default under ``home``, so discovery is exercised as a user has
+    it). `run` waits for the agent; `start` returns the process (e.g. to act while
+    the fake model holds its reply).
+    """
+
+    home: Path
+    agent_dir: Path
+    model_url: str
+    model_id: str
+    #: The cache dir the agent is installed in (`install_pi` / `install_omp`).
+    install: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    #: The agent's command name, which is also its dot dir (``~/.pi``, ``~/.omp``).
+    name = "agent"
+
+    # Subclasses: the argv of one print-mode turn, and their offline configuration.
+    def command(self, prompt: str, session: Path | None) -> list[str]:
+        raise NotImplementedError
+
+    def write_config(self) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def at_home(cls, home: Path, model_url: str, model_id: str, install: Path) -> Self:
+        """The agent with ``home`` as its HOME and its default agent dir there,
+        configured for model ``model_id`` of the server at ``model_url``."""
+        agent = cls(home, default_agent_dir(home, cls.name), model_url, model_id, install)
+        return agent.configure()
+
+    def configure(self) -> Self:
+        """Write the agent dir's model and settings files; the agent, ready to run."""
+        self.write_config()
+        return self
+
+    def agent_env(self) -> dict[str, str]:
+        return {}
+
+    def write_models(self, name: str) -> None:
+        """``<agent dir>/<name>``: one provider, the fake server, with one model. pi
+        and omp read the same shape (omp from YAML, of which JSON is a subset)."""
+        self.agent_dir.mkdir(parents=True, exist_ok=True)
+        provider = {
+            "baseUrl": self.model_url,
+            "api": "openai-completions",
+            "apiKey": FAKE_API_KEY,
+            "models": [{"id": self.model_id}],
+        }
+        models = {"providers": {FAKE_PROVIDER: provider}}
+        (self.agent_dir / name).write_text(json.dumps(models, indent=2))
+
+    def env(self) -> dict[str, str]:
+        env = {key: os.environ[key] for key in _INHERITED if key in os.environ}
+        env.setdefault("LANG", "C.UTF-8")
+        env.update(
+            HOME=str(self.home),
+            # The fake server is on 127.0.0.1: never through a proxy.
+            NO_PROXY="127.0.0.1,localhost",
+            no_proxy="127.0.0.1,localhost",
+            NO_COLOR="1",
+            TERM="dumb",
+            CI="1",
+        )
+        env.update(self.agent_env())
+        env.update(self.extra_env)
+        return env
+
+    def start(
+        self, prompt: str, session: Path | None = None, cwd: Path | None = None
+    ) -> subprocess.Popen[str]:
+        """Start one print-mode turn: ``session`` continues that file (from its last
+        entry); without it the agent creates a new session for ``cwd``."""
+        cwd = cwd or self.home
+        cwd.mkdir(parents=True, exist_ok=True)
+        return subprocess.Popen(
+            self.command(prompt, session),
+            cwd=cwd,
+            env=self.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def run(
+        self,
+        prompt: str,
+        session: Path | None = None,
+        cwd: Path | None = None,
+        timeout: float = RUN_TIMEOUT_S,
+    ) -> AgentResult:
+        return finish(self.start(prompt, session, cwd), timeout)
+
+    def sessions(self) -> list[Path]:
+        """Every session file under the agent dir, oldest first by name."""
+        return sorted((self.agent_dir / "sessions").glob("*/*.jsonl"))
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def check(self) -> AgentResult:
+        if self.returncode != 0:
+            raise AssertionError(
+                f"agent exited {self.returncode}\nstdout:\n{self.stdout[-2000:]}\n"
+                f"stderr:\n{self.stderr[-4000:]}"
+            )
+        return self
+
+
+def finish(process: subprocess.Popen[str], timeout: float = RUN_TIMEOUT_S) -> AgentResult:
+    """Wait for a started run; kill it (and fail) when it takes longer than ``timeout``."""
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        stdout, stderr = process.communicate(timeout=30)
+        raise AssertionError(
+            f"agent run took over {timeout} s; stderr:\n{stderr[-4000:]}"
+        ) from None
+    return AgentResult(process.returncode, stdout, stderr)
+
+
+@dataclass
+class PiAgent(RealAgent):
+    """pi 0.73: ``pi -p --session FILE "prompt"``; models in ``<agent dir>/models.json``."""
+
+    name = "pi"
+
+    def write_config(self) -> None:
+        self.write_models("models.json")
+
+    def agent_env(self) -> dict[str, str]:
+        return {
+            "PI_CODING_AGENT_DIR": str(self.agent_dir),
+            # No version check, no package-manager network, no install telemetry.
+            "PI_OFFLINE": "1",
+            "PI_SKIP_VERSION_CHECK": "1",
+            "PI_TELEMETRY": "0",
+        }
+
+    def command(self, prompt: str, session: Path | None) -> list[str]:
+        cli = pi_package_dir(self.install) / "dist" / "cli.js"
+        argv = ["node", str(cli), "-p", "--provider", FAKE_PROVIDER, "--model", self.model_id]
+        if session is not None:
+            argv += ["--session", str(session)]
+        return [*argv, prompt]
+
+
+@dataclass
+class OmpAgent(RealAgent):
+    """omp 18: ``omp -p --resume FILE "prompt"``; models in ``<agent dir>/models.yml``,
+    settings in ``<agent dir>/config.yml``."""
+
+    name = "omp"
+
+    def write_config(self) -> None:
+        self.write_models("models.yml")  # JSON is YAML: no YAML writer, nothing to quote
+        settings = {
+            # No startup update check and no plugin marketplace check (both network).
+            "startup": {"checkUpdate": False},
+            "marketplace": {"autoUpdate": "off"},
+            # omp probes local model servers on their default ports at start-up: on a
+            # machine where one of those ports is taken that would be a second,
+            # unscripted model; only the fake provider is wanted.
+            "disabledProviders": ["ollama", "llama.cpp", "lm-studio"],
+        }
+        (self.agent_dir / "config.yml").write_text(json.dumps(settings, indent=2))
+
+    def agent_env(self) -> dict[str, str]:
+        bun_dir = str(bun_executable(self.install).parent)
+        env = {"PATH": os.pathsep.join((bun_dir, os.environ.get("PATH", "")))}
+        if self.agent_dir != default_agent_dir(self.home, "omp"):
+            env["PI_CODING_AGENT_DIR"] = str(self.agent_dir)
+        return env
+
+    def command(self, prompt: str, session: Path | None) -> list[str]:
+        cli = omp_package_dir(self.install) / "dist" / "cli.js"
+        argv = [str(bun_executable(self.install)), str(cli), "-p"]
+        argv += ["--model", f"{FAKE_PROVIDER}/{self.model_id}"]
+        if session is not None:
+            argv += ["--resume", str(session)]
+        return [*argv, prompt]
+
+    def bun_script(self, script: Path, *args: str, timeout: float = RUN_TIMEOUT_S) -> AgentResult:
+        """Run a Bun script (one that imports omp's own modules through the
+        ``OMP_PACKAGE_DIR`` it is given) in this agent's environment."""
+        env = {**self.env(), "OMP_PACKAGE_DIR": str(omp_package_dir(self.install))}
+        process = subprocess.Popen(
+            [str(bun_executable(self.install)), str(script), *args],
+            cwd=self.home,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        return finish(process, timeout)
+
+
+def default_agent_dir(home: Path, agent: str) -> Path:
+    """Where the agent keeps its agent dir when nothing overrides it."""
+    return home / f".{agent}" / "agent"
+
+
+# --------------------------------------------------------------------------- CI entry
+
+
+def _main(argv: list[str]) -> int:
+    if argv != ["install"]:
+        print("usage: real_agents.py install", file=sys.stderr)
+        return 2
+    for what, install in (("pi", install_pi), ("omp", install_omp)):
+        try:
+            cache = install()
+        except (AgentUnavailable, InstallFailed) as error:
+            print(f"ci: installing {what} failed: {error}", file=sys.stderr)
+            return 1
+        print(f"ci: {what} installed in {cache}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
