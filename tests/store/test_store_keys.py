@@ -84,7 +84,8 @@ def test_an_empty_newest_generation_is_ignored_and_the_machine_goes_on(
     # Junk the issue found freezing every reader: an empty newest "generation", and
     # keys whose digits are not ASCII.
     _raw_put(s3_server, store_prefix, f"sessions/{rel}/g99999999/0000000000000000", b"")
-    _raw_put(s3_server, store_prefix, f"sessions/{rel}/g\u00b2\u00b2\u00b2\u00b2\u00b2\u00b2\u00b2\u00b2/0000000000000000", b"{}\n")  # fmt: skip
+    superscripts = "\u00b2" * 8
+    _raw_put(s3_server, store_prefix, f"sessions/{rel}/g{superscripts}/0000000000000000", b"{}\n")
     mirror = s3_server.refreshed_mirror(store_prefix, tmp_path / "cache")
     assert mirrored_files(mirror, "m") == {f"sessions/{rel}": session.read_bytes()}
 
