@@ -119,7 +119,7 @@ class ClaudeSession(JsonlSession[_ClaudeLine]):
     sub-agent's ``meta.json`` object, shown in its header."""
 
     agent = "claude"
-    LINE_INDEX_BYTES = 480
+    LINE_INDEX_BYTES = 800
 
     def __init__(self, path: PathArg, meta: Mapping[str, Any] | None = None) -> None:
         self._meta = dict(meta) if meta is not None else {}
@@ -133,7 +133,6 @@ class ClaudeSession(JsonlSession[_ClaudeLine]):
     def _changed(self) -> None:
         super()._changed()
         self._leaf: tuple[int | None] | None = None
-        self._turns: Turns | None = None  # built on first use
 
     def _record(self, line: Line, obj: dict[str, Any]) -> _ClaudeLine | None:
         uuid = _str(obj.get("uuid"))
@@ -176,17 +175,14 @@ class ClaudeSession(JsonlSession[_ClaudeLine]):
                 return self._titles[kind]
         return ""
 
-    def _built_turns(self) -> Turns:
-        if self._turns is None:
-            self._turns = Turns(self)
-        return self._turns
-
     def context(self) -> dict[str, Any]:
-        turns = self._built_turns()
+        # Built per call, not kept: the turns hold every message's content (several
+        # times the file's size), and the view renders each file once per version.
+        turns = Turns(self)
         return {"messages": turns.context_messages(), "model": turns.model()}
 
     def transcript_messages(self) -> list[TranscriptMessage]:
-        return list(self._built_turns().transcript_messages())
+        return list(Turns(self).transcript_messages())
 
     def usage(self) -> dict[str, Any]:
         last: dict[str, tuple[int, ...]] = {}

@@ -10,6 +10,7 @@ appended lines; a replaced or shrunk file is read again whole.
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
@@ -50,7 +51,7 @@ class JsonlSession(SessionSource, Generic[Record]):
 
     #: what the index costs per line besides its bytes (a slotted record, its
     #: strings, a dict row), for the cache's budget
-    LINE_INDEX_BYTES: ClassVar[int] = 400
+    LINE_INDEX_BYTES: ClassVar[int] = 640
 
     def __init__(self, path: PathArg) -> None:
         super().__init__()
@@ -74,8 +75,11 @@ class JsonlSession(SessionSource, Generic[Record]):
     def _record(self, line: Line, obj: dict[str, Any]) -> Record | None:
         """The record of a line that is a JSON object (``None``: not shown)."""
 
-    def _take(self, lines: list[Line]) -> None:
+    def _take(self, lines: Iterable[Line]) -> int:
+        """Index ``lines``; how many there were (malformed ones count: stats show them)."""
+        taken = 0
         for line in lines:
+            taken += 1
             if line.obj is None:
                 self._malformed += 1
                 continue
@@ -83,6 +87,7 @@ class JsonlSession(SessionSource, Generic[Record]):
             if record is not None:
                 self._index_of[record.name] = len(self._lines)
                 self._lines.append(record)
+        return taken
 
     def catch_up(self) -> bool:
         new = self._file.read_new()
@@ -90,9 +95,8 @@ class JsonlSession(SessionSource, Generic[Record]):
             self._reset()
             self._take(self._file.load())
             return True
-        if not new:
-            return False
-        self._take(new)
+        if not self._take(new):
+            return False  # nothing new, or only a torn part
         self._changed()
         return True
 

@@ -79,40 +79,43 @@ class LineFile:
         self.line_count = 0
         self._identity: tuple[int, int, int] = (0, 0, 0)  # inode, size, mtime_ns
 
-    def load(self) -> list[Line]:
-        """Read the whole file (again); every line of it."""
+    def load(self) -> Iterator[Line]:
+        """Read the whole file (again); its lines, parsed one by one as they are taken
+        (a reader keeps what it needs of each and lets the object go)."""
         with open_regular(self.path) as f:
             st = os.fstat(f.fileno())
             data = _read_zstd(f) if self.compressed else f.read()
         self.data, self.consumed, self.line_count = b"", 0, 0
         self._identity = (st.st_ino, st.st_size, st.st_mtime_ns)
-        return list(self._take(data))
+        return self._take(data)
 
-    def read_new(self) -> list[Line] | None:
-        """The lines appended since the last read (``[]``: none, or only a torn part),
-        or ``None`` when the file was replaced or shrank (or a ``.zst`` changed at
-        all): the caller then loads it again. ``OSError`` when it is gone."""
+    def read_new(self) -> Iterator[Line] | None:
+        """The lines appended since the last read (none: nothing new, or only a torn
+        part), or ``None`` when the file was replaced or shrank (or a ``.zst`` changed
+        at all): the caller then loads it again. ``OSError`` when it is gone."""
         with open_regular(self.path) as f:
             st = os.fstat(f.fileno())
             identity = (st.st_ino, st.st_size, st.st_mtime_ns)
             if identity == self._identity:
-                return []
+                return iter(())
             if self.compressed or st.st_ino != self._identity[0] or st.st_size < self.consumed:
                 return None
             self._identity = identity
             f.seek(self.consumed)
             new = f.read()
-        return list(self._take(new))
+        return self._take(new)
 
     def _take(self, new: bytes) -> Iterator[Line]:
-        """Keep the complete lines of ``new`` (appended at ``consumed``) and yield them."""
+        r"""Keep the complete lines of ``new`` (appended at ``consumed``) now; their
+        `Line`\ s as they are iterated."""
         used = consumed_length(new)
-        if used == 0:
-            return
         base = self.consumed
         chunk = new[:used]
-        self.data = self.data[:base] + chunk
+        self.data = self.data[:base] + chunk if used else self.data
         self.consumed = base + used
+        return self._lines(base, chunk)
+
+    def _lines(self, base: int, chunk: bytes) -> Iterator[Line]:
         position = base
         if base and self.data[base - 1 : base] != b"\n" and chunk.startswith(b"\n"):
             position += 1  # the newline ending a last line that was whole without it
