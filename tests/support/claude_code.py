@@ -22,7 +22,7 @@ def ts(second: int) -> str:
     return f"2026-03-01T10:{second // 60:02d}:{second % 60:02d}.000Z"
 
 
-def _chain(kind: str, uuid: str, parent: str | None, second: int, **extra: Any) -> dict[str, Any]:
+def chain_line(kind: str, uuid: str, parent: str | None, second: int, **extra: Any) -> dict[str, Any]:
     line: dict[str, Any] = {
         "parentUuid": parent,
         "isSidechain": False,
@@ -40,7 +40,7 @@ def _chain(kind: str, uuid: str, parent: str | None, second: int, **extra: Any) 
 
 
 def user(uuid: str, parent: str | None, content: Any, second: int, **extra: Any) -> dict[str, Any]:
-    return _chain(
+    return chain_line(
         "user", uuid, parent, second, message={"role": "user", "content": content}, **extra
     )
 
@@ -86,7 +86,7 @@ def assistant(
         "stop_reason": None,
         "usage": used if used is not None else usage(10, 1),
     }
-    return _chain(
+    return chain_line(
         "assistant", uuid, parent, second, message=message, requestId="req_" + message_id, **extra
     )
 
@@ -110,13 +110,13 @@ def image(media_type: str, data: str) -> dict[str, Any]:
 def system(
     uuid: str, parent: str | None, subtype: str, second: int, **extra: Any
 ) -> dict[str, Any]:
-    return _chain(
+    return chain_line(
         "system", uuid, parent, second, subtype=subtype, content=subtype, level="info", **extra
     )
 
 
 def compact_boundary(uuid: str, logical_parent: str, second: int) -> dict[str, Any]:
-    return _chain(
+    return chain_line(
         "system",
         uuid,
         None,
@@ -130,7 +130,7 @@ def compact_boundary(uuid: str, logical_parent: str, second: int) -> dict[str, A
 
 
 def attachment(uuid: str, parent: str, second: int) -> dict[str, Any]:
-    return _chain(
+    return chain_line(
         "attachment", uuid, parent, second, attachment={"type": "hook_success", "content": "ok"}
     )
 
