@@ -22,7 +22,9 @@ def ts(second: int) -> str:
     return f"2026-03-01T10:{second // 60:02d}:{second % 60:02d}.000Z"
 
 
-def chain_line(kind: str, uuid: str, parent: str | None, second: int, **extra: Any) -> dict[str, Any]:
+def chain_line(
+    kind: str, uuid: str, parent: str | None, second: int, **extra: Any
+) -> dict[str, Any]:
     line: dict[str, Any] = {
         "parentUuid": parent,
         "isSidechain": False,
