@@ -34,9 +34,10 @@ import orjson
 
 from core import CURRENT_SESSION_VERSION
 from core.context import path_to_root
-from core.jsonl import complete_prefix_length, is_header, parse_jsonl_lenient
+from core.jsonl import complete_prefix_length, consumed_length, is_header, parse_jsonl_lenient
 from core.paths import iso_to_ms
 from core.safe_open import open_regular
+from core.tree import apply_label
 
 __all__ = ["ENTRY_INDEX_BYTES", "CompactSession", "NotCompact", "read_file"]
 
@@ -96,16 +97,6 @@ def _starts_with_an_older_header(data: bytes) -> bool:
     return first is not None and is_header(first) and not _current_version(first)
 
 
-def _consumed_length(data: bytes) -> int:
-    """Bytes of ``data`` holding complete lines (as core's loader counts them: a last
-    line without a newline counts only when it is a whole JSON object)."""
-    end = complete_prefix_length(data)
-    tail = data[end:]
-    if not tail.strip():
-        return len(data)
-    return len(data) if parse_line(tail) is not None else end
-
-
 def _current_version(header: dict[str, Any]) -> bool:
     version = header.get("version")
     return (
@@ -155,7 +146,7 @@ class CompactSession:
             raise NotCompact(not_a_session=False)
         session = cls(data=data, header=header, inode=st.st_ino)
         entries = [session._add(start, end, obj) for start, end, obj in lines]
-        session.consumed = _consumed_length(data)
+        session.consumed = consumed_length(data)
         session.leaf_id = next((i for i in reversed(session.ids) if isinstance(i, str)), None)
         return session, entries
 
@@ -171,13 +162,7 @@ class CompactSession:
         if isinstance(entry_id, str):
             self.index_of_id[entry_id] = position
         if entry.get("type") == "label":
-            target = entry.get("targetId")
-            if isinstance(target, str):
-                label = entry.get("label")
-                if isinstance(label, str) and label:
-                    self.labels[target] = label
-                else:
-                    self.labels.pop(target, None)
+            apply_label(self.labels, entry)
         return entry
 
     # -- other processes' appends ------------------------------------------------------
