@@ -8,11 +8,13 @@ and ``history`` start fast and work where FUSE is not installed.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from core import paths
 from sessionfs.commands import check, history, search
+from sessionfs.fs.agent_command import AGENT_CMD_ENV, DEFAULT_SEND_GRACE, DEFAULT_SEND_TIMEOUT
 from sessionfs.store.command import add_sync_parser  # no S3 code until `sync` runs
 from sessionfs.view.cache_dir import default_cache_dir
 
@@ -65,6 +67,30 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="with --store: seconds between looks for new objects (default 10)",
     )
+    mount.add_argument(
+        "--agent-cmd",
+        metavar="TEMPLATE",
+        default=os.environ.get(AGENT_CMD_ENV) or None,
+        help="what writing a session's send runs: split like a shell would, {session} "
+        "-> the session file, {cwd} -> its cwd, the prompt appended as the last "
+        f"argument (default: ${AGENT_CMD_ENV}, else the agent that owns the agent dir: "
+        "omp --resume {session} -p, pi --session {session} -p or xcsh --session "
+        "{session} -p)",
+    )
+    mount.add_argument(
+        "--send-timeout",
+        type=float,
+        default=DEFAULT_SEND_TIMEOUT,
+        metavar="S",
+        help="seconds a send run may take before it is stopped (default 1800)",
+    )
+    mount.add_argument(
+        "--send-grace",
+        type=float,
+        default=DEFAULT_SEND_GRACE,
+        metavar="S",
+        help="seconds an unmount waits for running agents before stopping them (default 5)",
+    )
     mount.add_argument("--debug", action="store_true", help="log every request")
     mount.add_argument("--allow-other", action="store_true", help="let other users see the mount")
     mount.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
@@ -95,6 +121,9 @@ def _mount(args: argparse.Namespace) -> int:
         store=args.store,
         endpoint_url=args.endpoint_url,
         refresh_seconds=args.refresh_seconds,
+        agent_cmd=args.agent_cmd,
+        send_timeout=args.send_timeout,
+        send_grace=args.send_grace,
     )
     if args.allow_other and args.ready_fd is None:
         print(ALLOW_OTHER_NOTE, file=sys.stderr)

@@ -21,6 +21,14 @@ import pyfuse3
 import trio
 
 from core import paths
+from sessionfs.fs.agent_command import (
+    DEFAULT_SEND_GRACE,
+    DEFAULT_SEND_TIMEOUT,
+    AgentCommand,
+    AgentCommandError,
+    default_agent_command,
+)
+from sessionfs.fs.agent_runs import AgentRuns
 from sessionfs.fs.cache_cleaner import CLEAN_INTERVAL_SECONDS, keep_render_cache_clean
 from sessionfs.fs.memory import (
     process_rss_bound,
@@ -31,6 +39,7 @@ from sessionfs.fs.memory import (
 from sessionfs.fs.nodes import MountContext, RootDir
 from sessionfs.fs.ops import Invalidator, SessionFsOperations
 from sessionfs.fs.search_indexer import SearchIndexer
+from sessionfs.fs.send_log import SendLogs
 from sessionfs.view.agent_index import AgentIndex
 from sessionfs.view.cache_dir import agent_cache_dir, default_cache_dir
 from sessionfs.view.history import HistoryView
@@ -68,6 +77,11 @@ class MountOptions:
     store: str | None = None
     endpoint_url: str | None = None
     refresh_seconds: float = 10.0
+    #: ``--agent-cmd`` (or ``$SESSIONFS_AGENT_CMD``): what ``send`` runs; None: the
+    #: agent that owns the agent dir (`default_agent_command`)
+    agent_cmd: str | None = None
+    send_timeout: float = DEFAULT_SEND_TIMEOUT
+    send_grace: float = DEFAULT_SEND_GRACE
 
 
 def log_file_path() -> Path:
@@ -107,6 +121,13 @@ def preflight(opts: MountOptions) -> None:
         raise MountError("--cache-mb must be at least 1")
     if not 0.5 <= opts.refresh_seconds <= 3600:
         raise MountError("--refresh-seconds must be between 0.5 and 3600")
+    if opts.send_timeout <= 0 or opts.send_grace < 0:
+        raise MountError("--send-timeout must be positive and --send-grace not negative")
+    if opts.agent_cmd is not None:
+        try:
+            AgentCommand.parse(opts.agent_cmd)
+        except AgentCommandError as exc:
+            raise MountError(str(exc)) from None
 
 
 def _check_store_url(text: str) -> None:
@@ -151,11 +172,27 @@ def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountCont
             index.sessions_root, agent_cache_dir(opts.cache_dir, opts.agent_dir) / "renders"
         ),
         search=SearchView(opts.cache_dir, opts.agent_dir, index.sessions_root),
+        runs=AgentRuns(
+            SendLogs(agent_cache_dir(opts.cache_dir, opts.agent_dir) / "send-logs"),
+            timeout=opts.send_timeout,
+            grace=opts.send_grace,
+        ),
+        agent_command=_agent_command(opts),
     )
     ops = SessionFsOperations(RootDir(ctx, ()), read_only=opts.read_only, debug=opts.debug)
     cache.listeners.append(ops.session_changed)
     cache.dehydrate_listeners.append(ops.session_dehydrated)
     return ops, ctx
+
+
+def _agent_command(opts: MountOptions) -> AgentCommand | str:
+    """What ``send`` runs on this mount (logged), or why it runs nothing."""
+    if opts.agent_cmd is not None:
+        command: AgentCommand | str = AgentCommand.parse(opts.agent_cmd)
+    else:
+        command = default_agent_command(opts.agent_dir)
+    log.info("send runs: %s", command)
+    return command
 
 
 async def _serve(
@@ -165,7 +202,9 @@ async def _serve(
 ) -> None:
     cache = ctx.sessions
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_unmount_on_signal)
+        if ctx.runs is not None:
+            await nursery.start(ctx.runs.serve)
+        nursery.start_soon(_unmount_on_signal, ctx.runs)
         if background is not None:
             nursery.start_soon(background)
         if ctx.renders is not None:
@@ -177,6 +216,8 @@ async def _serve(
             cache.listeners.append(indexer.session_changed)
             nursery.start_soon(indexer.run)
         await pyfuse3.main(max_tasks=MAX_FUSE_TASKS)
+        if ctx.runs is not None:  # unmounted from outside: no agent outlives the mount
+            await ctx.runs.shutdown()
         nursery.cancel_scope.cancel()  # unmounted: stop the signal watcher and the indexer
     if ops.invalidator is not None:
         ops.invalidator.shutdown()  # the kernel side is gone: nothing to invalidate
@@ -184,10 +225,12 @@ async def _serve(
     await cache.commit_pending_labels()
 
 
-async def _unmount_on_signal() -> None:
+async def _unmount_on_signal(runs: AgentRuns | None) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             log.info("got signal %d, unmounting", signum)
+            if runs is not None:  # the mount serves on while its agents finish
+                await runs.shutdown()
             pyfuse3.terminate()
             return
 
@@ -297,6 +340,7 @@ def start_background(opts: MountOptions) -> int:
     ]
     args += [flag for flag, on in _flags(opts) if on]
     args += _store_args(opts)
+    args += _send_args(opts)
     log_path = log_file_path()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log_out:
@@ -316,6 +360,11 @@ def start_background(opts: MountOptions) -> int:
     if line.startswith("error: "):
         raise MountError(line[len("error: ") :])
     raise MountError(f"the daemon did not start; see {log_path}")
+
+
+def _send_args(opts: MountOptions) -> list[str]:
+    args = ["--send-timeout", repr(opts.send_timeout), "--send-grace", repr(opts.send_grace)]
+    return args + (["--agent-cmd", opts.agent_cmd] if opts.agent_cmd is not None else [])
 
 
 def _flags(opts: MountOptions) -> list[tuple[str, bool]]:

@@ -286,6 +286,17 @@ class SessionFsOperations(pyfuse3.Operations):
             await node.record_refusal(exc)
             raise
 
+    async def _open_for_writing(
+        self, node: Node, flags: int, ctx: pyfuse3.RequestContext
+    ) -> OpenFile:
+        if node.owner_only_writes and ctx.uid != self.uid:
+            raise WriteRejected(
+                errno.EACCES,
+                f"{node.display_path()}: only the user who mounted (uid {self.uid}) may "
+                "write it: it runs a program as that user",
+            )
+        return await node.open(flags)
+
     def _add_handle(self, handle: OpenFile | DirHandle) -> int:
         fh = self._next_handle
         self._next_handle += 1
@@ -413,7 +424,7 @@ class SessionFsOperations(pyfuse3.Operations):
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         node = self.table.node(inode)
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
-            handle = await self._write_to(node, lambda: node.open(flags))
+            handle = await self._write_to(node, lambda: self._open_for_writing(node, flags, ctx))
         else:
             handle = await node.open(flags)
         self._uncached.discard(inode)  # its pages may be cached from now on

@@ -40,6 +40,7 @@ from sessionfs.writes.errors import describe_oserror, persistence_errno
 from sessionfs.writes.link_targets import LABELS_DIR, SESSION_DIR, resolve_link_target
 
 __all__ = [
+    "BRANCH_POINT_TYPE",
     "AppendResult",
     "append_ops",
     "clear_label",
@@ -48,6 +49,7 @@ __all__ = [
     "extract_session",
     "flush_session",
     "fork_session",
+    "record_branch_point",
     "reset_leaf",
     "set_label",
     "set_label_from_link",
@@ -171,6 +173,30 @@ def reset_leaf(manager: SessionManager) -> None:
     """``rm leaf``: the next append starts a new root."""
     with _write_step(manager, "reset"):
         manager.reset_leaf()
+
+
+#: ``customType`` of the entry that records a leaf chosen through the mount before an
+#: agent runs on the session (``send``): the agents continue from a file's last entry.
+BRANCH_POINT_TYPE = "sessionfs.branch"
+
+
+def record_branch_point(manager: SessionManager) -> str | None:
+    """Before an agent continues the file: if the leaf is not the file's last entry
+    (``ln -sfn``, ``rm leaf``, ``ctl branch``/``reset``), append a ``custom`` entry
+    under it (``data: {"leaf": <id or null>}``), so the file's last entry is on the
+    chosen branch. A ``custom`` entry is no part of the model's context. Returns its id,
+    or None when the leaf already is the last entry (nothing written)."""
+    with _write_step(manager, "send"):
+        leaf = manager.get_leaf_id()
+        entries = manager.get_entries()
+        last = entries[-1].get("id") if entries else None
+        if leaf == last:
+            return None
+        manager.ensure_on_disk()
+        with manager.batch():
+            new_id = manager.append_custom_entry(BRANCH_POINT_TYPE, {"leaf": leaf})
+        _durable(manager)
+        return new_id
 
 
 # ---------------------------------------------------------------------------

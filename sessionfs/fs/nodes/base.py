@@ -29,6 +29,8 @@ import pyfuse3
 from sessionfs.view.refusal import WriteRejected
 
 if TYPE_CHECKING:
+    from sessionfs.fs.agent_command import AgentCommand
+    from sessionfs.fs.agent_runs import AgentRuns
     from sessionfs.view.agent_index import AgentIndex
     from sessionfs.view.history import HistoryView
     from sessionfs.view.prerender import Prerenderer
@@ -128,6 +130,11 @@ class MountContext:
     #: where this agent dir's tree starts in the mount: ``()`` for a local mount,
     #: ``("machines", <name>)`` for one machine of a store mount (`Node.local_key`)
     prefix: tuple[str, ...] = ()
+    #: the agent runs ``send`` starts; None: this tree runs no agents (its ``send``
+    #: refuses with ``EROFS``: session kinds that are read-only by nature)
+    runs: AgentRuns | None = None
+    #: what ``send`` runs, or why nothing can be run (a sentence for ``ctl``)
+    agent_command: AgentCommand | str | None = None
 
     def mount_path(self, *parts: str) -> str:
         """A path in the mount (``parts`` from this agent dir's tree): absolute when
@@ -209,6 +216,9 @@ class Node:
     invalidate_on_change: bool = True
     #: permission bits shown when the mount is writable (``--read-only`` drops the w bits)
     mode: int = 0o444
+    #: only the uid that mounted may open it for writing, also under ``--allow-other``
+    #: (``send``: writing it runs a program as that user)
+    owner_only_writes: bool = False
 
     def __init__(self, ctx: MountContext, key: tuple[str, ...]) -> None:
         self.ctx = ctx

@@ -257,6 +257,7 @@ class LabelsDir(SessionListing):
     # `PENDING_LABEL_DELAY`), so a name that merely looks temporary is never lost.
 
     async def _hold(self, name: str, target: str) -> Node:
+        self.refuse_while_agent_runs()  # its commit would come during the run
         entry_id = await self.resolve_target(target, LABELS_DIR)
         record = PendingLabel(entry_id, lambda r: self._commit_pending(name, r))
         self.ctx.sessions.add_pending_label(self.project, self.stem, name, record)

@@ -110,11 +110,19 @@ class InSession:
     ) -> T:
         """One write through ``SessionCache.write``; ``done`` becomes ``last_result``.
         A refusal propagates as `WriteRejected` (``ops`` turns it into its errno)."""
+        self.refuse_while_agent_runs()
         session = await self.session()
         result = await self.ctx.sessions.write(session, fn, leaf=leaf, small=small)
         if done is not None:
             session.last_result = done
         return result
+
+    def refuse_while_agent_runs(self) -> None:
+        """`WriteRejected` (``EBUSY``) while ``send``'s agent runs on this session:
+        nothing the mount writes may be mixed into what the agent writes."""
+        runs = self.ctx.runs
+        if runs is not None:
+            runs.check_idle(self.session_key, "/".join(self.key))
 
     async def record_refusal(self, exc: WriteRejected) -> None:
         """A refusal goes to this session's ``ctl`` (``last_error``)."""

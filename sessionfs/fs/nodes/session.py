@@ -38,6 +38,7 @@ from sessionfs.fs.nodes.in_session import (
 )
 from sessionfs.fs.nodes.mount_paths import describe
 from sessionfs.fs.nodes.projects import ProjectsDir
+from sessionfs.fs.nodes.send import SendFile, SendLogFile
 from sessionfs.fs.nodes.transcripts import open_transcript, transcript_record
 from sessionfs.fs.nodes.write_handles import BufferedWriteHandle, LineBatchHandle
 from sessionfs.view.agent_index import SessionRef
@@ -167,6 +168,7 @@ class TitleFile(RenderedFile):
     async def open(self, flags: int) -> OpenFile:
         if not opened_for_writing(flags):
             return await super().open(flags)
+        self.refuse_while_agent_runs()  # at open: shells report it, not a close() error
         return BufferedWriteHandle(
             self._commit, too_big=_title_too_big, on_error=self.record_refusal
         )
@@ -246,6 +248,7 @@ class SessionCtl(InSession, CommandFile):
 
     async def content(self) -> bytes:
         session = await self.session()
+        send_pairs = self._send_status()
 
         def status() -> bytes:
             persist_error = session.persist_error()
@@ -260,10 +263,23 @@ class SessionCtl(InSession, CommandFile):
                     ("persist_error", str(persist_error) if persist_error else None),
                     ("last_result", session.last_result),
                     ("last_error", session.last_error),
+                    *send_pairs,
                 ]
             )
 
         return await self.ctx.sessions.run(session, status)
+
+    def _send_status(self) -> list[tuple[str, str | None]]:
+        """``send: idle`` or ``send: running pid N since <time>``, and the last run's
+        status (nothing on a tree that runs no agents)."""
+        runs = self.ctx.runs
+        if runs is None:
+            return []
+        run = runs.active(self.session_key)
+        return [
+            ("send", run.describe() if run is not None else "idle"),
+            ("send_last", runs.last_status(self.session_key)),
+        ]
 
     async def mtime_ns(self) -> int:
         return (await self.session()).mtime_ns
@@ -324,6 +340,7 @@ class AppendDir(InSession, DirNode):
 
     async def create(self, name: str, flags: int, mode: int) -> tuple[Node, OpenFile]:
         await self.session()  # ENOENT when the session is gone
+        self.refuse_while_agent_runs()  # at create: shells report it, not a close() error
         node = AppendFile(self.ctx, self.child_key(name))
         return node, node.handle()
 
@@ -404,6 +421,8 @@ def _session_children() -> dict[str, type[Node]]:
         "blobs": SessionBlobsDir,
         "append": AppendDir,
         "ctl": SessionCtl,
+        "send": SendFile,
+        "send.log": SendLogFile,
         "stats.json": StatsFile,
         SUBAGENTS: SubagentsDir,
         ARTIFACTS: ArtifactsDir,
@@ -498,6 +517,7 @@ class SessionDir(InSession, DirNode):
         await self.resolve_target(target, SESSION_DIR)
 
     async def symlink(self, name: str, target: str) -> Node:
+        self.refuse_while_agent_runs()  # `ln -sfn`'s temporary link would move it later
         children = _session_children()
         if name == "leaf":
             if await self._has_leaf():

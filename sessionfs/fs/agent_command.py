@@ -1,0 +1,107 @@
+"""Which program ``send`` runs, and its argument list for one run.
+
+``--agent-cmd 'TEMPLATE'`` (or ``$SESSIONFS_AGENT_CMD``) is split the way a shell
+would split it (`shlex`), but no shell ever runs it: ``{session}`` and ``{cwd}`` are
+replaced inside each word, and the prompt is appended as one last argument, so nothing
+a prompt holds (quotes, ``$(...)``, newlines) can mean anything but text.
+
+Without a template the mount runs the agent that owns the mounted agent dir
+(``~/.omp/agent`` -> omp, ``~/.pi/agent`` -> pi, ``~/.xcsh/agent`` -> xcsh) when it is on
+``PATH``, else the first of xcsh, omp, pi found there. Each continues the given file
+from its last entry.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "AGENT_CMD_ENV",
+    "DEFAULT_SEND_GRACE",
+    "DEFAULT_SEND_TIMEOUT",
+    "AgentCommand",
+    "AgentCommandError",
+    "default_agent_command",
+]
+
+#: Where ``--agent-cmd`` is taken from when the option is not given.
+AGENT_CMD_ENV = "SESSIONFS_AGENT_CMD"
+#: ``--send-timeout``: how long one ``send`` run may take before it is stopped.
+DEFAULT_SEND_TIMEOUT = 30 * 60.0
+#: ``--send-grace``: how long an unmount waits for running agents before stopping them
+#: (then SIGTERM, SIGKILL 10 s later).
+DEFAULT_SEND_GRACE = 5.0
+
+#: The agents that continue a session file given on the command line, by the name of
+#: the directory their agent dir lives in (``~/<dir>/agent``), in the order tried when
+#: the agent dir belongs to none of them.
+KNOWN_AGENTS: tuple[tuple[str, str], ...] = (
+    (".xcsh", "xcsh --session {session} -p"),
+    (".omp", "omp --resume {session} -p"),
+    (".pi", "pi --session {session} -p"),
+)
+
+
+class AgentCommandError(ValueError):
+    """A template that cannot be used (empty, unbalanced quotes)."""
+
+
+@dataclass(frozen=True)
+class AgentCommand:
+    """A parsed template: words, each possibly holding ``{session}``/``{cwd}``."""
+
+    words: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, template: str) -> AgentCommand:
+        try:
+            words = tuple(shlex.split(template))
+        except ValueError as exc:
+            raise AgentCommandError(f"--agent-cmd {template!r}: {exc}") from None
+        if not words:
+            raise AgentCommandError("--agent-cmd is empty")
+        return cls(words)
+
+    def argv(self, session: str, cwd: str, prompt: str) -> list[str]:
+        """The argument list of one run: placeholders filled in, the prompt last."""
+        filled = [w.replace("{session}", session).replace("{cwd}", cwd) for w in self.words]
+        return [*filled, prompt]
+
+    def __str__(self) -> str:
+        return shlex.join(self.words)
+
+
+def _owner_dir(agent_dir: Path) -> str | None:
+    """The ``~/<dir>`` an agent dir belongs to: ``~/.omp/agent`` and oh-my-pi's
+    profiles ``~/.omp/profiles/<name>/agent`` -> ``.omp``; None for any other dir."""
+    parts = agent_dir.parts
+    if len(parts) >= 2 and parts[-1] == "agent":
+        if parts[-2] in {name for name, _ in KNOWN_AGENTS}:
+            return parts[-2]
+        if len(parts) >= 4 and parts[-3] == "profiles":
+            return parts[-4] if parts[-4] == ".omp" else None
+    return None
+
+
+def default_agent_command(
+    agent_dir: Path, which: Callable[[str], str | None] = shutil.which
+) -> AgentCommand | str:
+    """The agent for ``agent_dir`` found on ``PATH``, or why there is none (a sentence
+    for ``ctl``)."""
+    templates = dict(KNOWN_AGENTS)
+    owner = _owner_dir(agent_dir)
+    order = [owner] if owner is not None else []
+    order += [name for name, _ in KNOWN_AGENTS if name != owner]
+    for name in order:
+        command = AgentCommand.parse(templates[name])
+        if which(command.words[0]) is not None:
+            return command
+    names = ", ".join(AgentCommand.parse(t).words[0] for _, t in KNOWN_AGENTS)
+    return (
+        f"no agent to run: none of {names} is on PATH; "
+        f"mount with --agent-cmd 'TEMPLATE' (or set {AGENT_CMD_ENV})"
+    )

@@ -1,0 +1,184 @@
+"""``send`` and ``send.log``: run the user's agent on a session from the mount's leaf.
+
+Writing a prompt to ``send`` and closing it starts the agent (`AgentRuns`) and returns
+as soon as the process exists; before that, a leaf chosen through the mount that is not
+the file's last entry is recorded in the file (`session_writer.record_branch_point`),
+because the agents continue a file from its last entry. Reading ``send`` waits until
+no run is active on the session, then gives the last run's status, so
+``echo "try X" > send; cat send`` runs and waits. An ``O_NONBLOCK`` read does not wait:
+it shows the run in progress. ``send.log`` is the last run's stdout and stderr.
+
+A mount that runs no agents (``MountContext.runs`` is None: session kinds that are
+read-only by nature) refuses ``send`` with ``EROFS``; ``--read-only`` and store mounts
+are refused before any node is asked (``ops``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Any
+
+import trio
+
+from sessionfs.fs.agent_command import AgentCommand
+from sessionfs.fs.agent_runs import AgentRuns
+from sessionfs.fs.nodes.base import (
+    VOLATILE,
+    BytesHandle,
+    FileNode,
+    OpenFile,
+    Stat,
+    allow_truncate_to_zero,
+)
+from sessionfs.fs.nodes.in_session import InSession, opened_for_writing
+from sessionfs.fs.nodes.write_handles import BufferedWriteHandle
+from sessionfs.view.refusal import WriteRejected
+from sessionfs.writes import session_writer
+
+__all__ = ["PROMPT_LIMIT", "SendFile", "SendLogFile"]
+
+#: The largest prompt ``send`` takes (``EFBIG`` beyond).
+PROMPT_LIMIT = 1024 * 1024
+#: The most one program argument can hold on Linux (``MAX_ARG_STRLEN``, 32 pages,
+#: with its NUL): a longer prompt cannot reach the agent as its last argument.
+ARGUMENT_LIMIT = 32 * 4096 - 1
+#: What reading ``send`` shows before the session's first run.
+NEVER_RAN = "no run yet"
+
+
+def _prompt_too_big(size: int) -> None:
+    if size > PROMPT_LIMIT:
+        raise WriteRejected(errno.EFBIG, f"send: a prompt is at most {PROMPT_LIMIT} bytes")
+
+
+def prompt_of(data: bytes) -> str:
+    """The prompt in what was written: UTF-8 text, not empty, without the newline
+    ``echo`` ends it with; `WriteRejected` (``EINVAL``/``E2BIG``) otherwise."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise WriteRejected(errno.EINVAL, "send: the prompt is not UTF-8 text") from None
+    text = text.rstrip("\n")
+    if not text.strip():
+        raise WriteRejected(errno.EINVAL, "send: the prompt is empty")
+    if "\0" in text:
+        raise WriteRejected(errno.EINVAL, "send: a prompt cannot hold NUL bytes")
+    if len(text.encode("utf-8")) > ARGUMENT_LIMIT:
+        raise WriteRejected(
+            errno.E2BIG,
+            f"send: the prompt is passed as one argument, which holds at most "
+            f"{ARGUMENT_LIMIT} bytes on Linux",
+        )
+    return text
+
+
+def _run_dir(cwd: object) -> str:
+    """Where the agent runs: the header's cwd when it is a directory, else home."""
+    if isinstance(cwd, str) and cwd and os.path.isdir(cwd):
+        return cwd
+    return os.path.expanduser("~")
+
+
+class SendFile(InSession, FileNode):
+    """``send``: a prompt written and closed runs the agent; a read waits for it."""
+
+    __slots__ = ()
+
+    tier = VOLATILE  # direct_io: every read comes here, never a stale page
+    mode = 0o644
+    owner_only_writes = True  # it runs a program as the user who mounted
+
+    def _runs(self) -> AgentRuns:
+        runs = self.ctx.runs
+        if runs is None:
+            raise WriteRejected(errno.EROFS, "send: this session is read-only")
+        return runs
+
+    async def permission_mask(self) -> int:
+        mask = await super().permission_mask()
+        return mask if self.ctx.runs is not None else mask & ~0o222
+
+    def _now_text(self) -> str:
+        runs = self.ctx.runs
+        if runs is None:
+            return NEVER_RAN
+        run = runs.active(self.session_key)
+        if run is not None:
+            return run.describe()
+        return runs.last_status(self.session_key) or NEVER_RAN
+
+    async def stat(self) -> Stat:
+        await self.session()  # ENOENT for a session that is gone
+        runs = self.ctx.runs
+        changed = runs.changed_ns(self.session_key) if runs is not None else None
+        mtime = changed or self.ctx.started_ns
+        if runs is not None and runs.busy(self.session_key):
+            return Stat(0, mtime, exact=False)  # a read waits and shows what is not known yet
+        return Stat(len(self._now_text()) + 1, mtime)
+
+    async def open(self, flags: int) -> OpenFile:
+        if opened_for_writing(flags):
+            self._runs().check_idle(self.session_key, "send")  # fail at open, not at close
+            return BufferedWriteHandle(
+                self._send, too_big=_prompt_too_big, on_error=self.record_refusal
+            )
+        await self.session()
+        runs = self.ctx.runs
+        if runs is not None and not flags & os.O_NONBLOCK:
+            await runs.wait_idle(self.session_key)
+        return BytesHandle((self._now_text() + "\n").encode("utf-8"))
+
+    async def setattr(self, attr: Any, fields: Any) -> None:
+        allow_truncate_to_zero(self.display_path(), attr, fields)
+
+    async def _send(self, data: bytes) -> None:
+        runs = self._runs()
+        prompt = prompt_of(data)
+        command = self.ctx.agent_command
+        if not isinstance(command, AgentCommand):
+            raise WriteRejected(errno.EOPNOTSUPP, f"send: {command or 'no agent to run'}")
+        session = await self.session()
+        key = self.session_key
+        for record in list(self.ctx.sessions.pending_labels(*key).values()):
+            await record.commit(record)  # a label made just before is the user's too
+        runs.reserve(key)
+        try:
+            branch_id = None
+            if session.pinned_leaf is not None:  # the leaf was moved through the mount
+                branch_id = await self.ctx.sessions.write(
+                    session, session_writer.record_branch_point, leaf="recorded"
+                )
+            header = await self.ctx.sessions.run(session, session.header)
+            cwd = header.get("cwd")
+            argv = command.argv(
+                os.path.abspath(session.ref.path), cwd if isinstance(cwd, str) else "", prompt
+            )
+            run = await runs.start(key, argv, _run_dir(cwd))
+        finally:
+            runs.release(key)
+        noted = f"; branch point {branch_id}" if branch_id else ""
+        session.last_result = f"send: started pid {run.pid}{noted}"
+
+
+class SendLogFile(InSession, FileNode):
+    """``send.log``: the last run's output (its tail, at most `LOG_LIMIT` bytes)."""
+
+    __slots__ = ()
+
+    tier = VOLATILE
+
+    async def stat(self) -> Stat:
+        await self.session()
+        runs = self.ctx.runs
+        if runs is None:
+            return Stat(0, self.ctx.started_ns)
+        size, mtime_ns = runs.logs.size(self.session_key)
+        return Stat(size, mtime_ns or self.ctx.started_ns)
+
+    async def content(self) -> bytes:
+        await self.session()
+        runs = self.ctx.runs
+        if runs is None:
+            return b""
+        return await trio.to_thread.run_sync(runs.logs.tail, self.session_key)

@@ -1,0 +1,419 @@
+"""``send`` through a real mount: a prompt written to a session's ``send`` runs the agent
+(here `support.fake_agent`, which continues the file from its last entry as the real
+agents do) from the mount's leaf; ``cat send`` waits for the run and shows its status.
+Everything is checked on disk: the entries the agent appended, the branch point the
+mount recorded, what the agent saw as its context (``send.log``)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import trio
+from support.agent_messages import file_objects
+from support.fake_agent import command
+from support.mount import Mount, MountFactory, run
+from support.write_setup import errno_of, make_agent, read_ctl, session_dir
+
+from core.check import check_file
+from sessionfs.fs.nodes.base import DirNode, FileNode, MountContext, OpenFile
+from sessionfs.fs.ops import SessionFsOperations
+from sessionfs.view.refusal import WriteRejected
+
+pytestmark = pytest.mark.fuse
+
+#: make_agent's session: u1 -> a1 -> u2 -> a2, and u3 under a1 (the leaf, last line)
+FIRST_BRANCH = ["first question", "first answer", "second question", "second answer"]
+
+
+def mount_with_agent(
+    tmp_path: Path,
+    mount_factory: MountFactory,
+    *agent_options: str,
+    extra: tuple[str, ...] = (),
+    name: str = "mnt",
+) -> tuple[Mount, Path, Path]:
+    """A mount whose ``send`` runs the fake agent; (mount, session dir, session file)."""
+    agent_dir, session_file = make_agent(tmp_path / f"{name}-agent")
+    mount = mount_factory(agent_dir, "--agent-cmd", command(*agent_options), *extra, name=name)
+    return mount, session_dir(mount, session_file), session_file
+
+
+def write_send(directory: Path, prompt: bytes) -> None:
+    """open, write, close ``send`` (close() starts the run and may fail)."""
+    fd = os.open(directory / "send", os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, prompt)
+    finally:
+        os.close(fd)
+
+
+def agent_report(directory: Path) -> dict[str, Any]:
+    """The fake agent's JSON line from ``send.log``: its context, cwd and pid."""
+    lines = (directory / "send.log").read_text().splitlines()
+    return dict(json.loads(lines[-1]))
+
+
+def entries_after(session_file: Path, count: int) -> list[dict[str, Any]]:
+    return file_objects(session_file)[1 + count :]
+
+
+def texts(entry: dict[str, Any]) -> str:
+    return str(entry["message"]["content"][0]["text"])
+
+
+def process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 20) -> float:
+    """Poll until ``condition()`` holds; the monotonic time it first did."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+    return time.monotonic()
+
+
+def check_errors(session_file: Path) -> list[str]:
+    report = check_file(session_file)
+    return [f.message for f in report.problems if f.severity == "error"]
+
+
+def test_echo_then_cat_runs_the_agent_and_waits_for_it(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    _, directory, session_file = mount_with_agent(tmp_path, mount_factory, "--sleep", "0.5")
+    before = len(file_objects(session_file)) - 1
+    status = run("sh", "-c", 'echo "try X" > send; cat send', cwd=directory)
+    assert status.startswith("exit 0 after ") and status.endswith(" s\n"), status
+    added = entries_after(session_file, before)
+    # the leaf was the last line already: no branch point, the agent's two messages
+    assert [e["message"]["role"] for e in added] == ["user", "assistant"]
+    assert texts(added[0]) == "try X"  # echo's newline is not part of the prompt
+    assert texts(added[1]) == "answer to try X"
+    assert agent_report(directory)["context"] == ["first question", "first answer", "other branch"]
+    ctl = read_ctl(directory)
+    assert ctl["send"] == "idle"
+    assert ctl["send_last"] == status.strip()
+    assert ctl["leaf"] == added[1]["id"]  # what the agent appended shows in the mount
+    assert (directory / "send").read_text() == status  # a second read: the same, not stale
+    assert os.stat(directory / "send").st_size == len(status)
+
+
+def test_send_runs_from_the_leaf_the_user_chose(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    _, directory, session_file = mount_with_agent(tmp_path, mount_factory)
+    a2 = file_objects(session_file)[4]
+    before = len(file_objects(session_file)) - 1
+    run("ln", "-sfn", f"entries/{a2['id']}.json", "leaf", cwd=directory)
+    run("sh", "-c", "echo 'go on' > send; cat send", cwd=directory)
+    added = entries_after(session_file, before)
+    branch, prompt, answer = added
+    assert branch["type"] == "custom" and branch["customType"] == "sessionfs.branch"
+    assert branch["parentId"] == a2["id"] and branch["data"] == {"leaf": a2["id"]}
+    assert prompt["parentId"] == branch["id"] and answer["parentId"] == prompt["id"]
+    # the agent continued the chosen branch and nothing of the other one
+    assert agent_report(directory)["context"] == FIRST_BRANCH
+    assert check_errors(session_file) == []
+
+
+def test_send_after_rm_leaf_starts_a_new_root(tmp_path: Path, mount_factory: MountFactory) -> None:
+    _, directory, session_file = mount_with_agent(tmp_path, mount_factory)
+    before = len(file_objects(session_file)) - 1
+    run("rm", "leaf", cwd=directory)
+    run("sh", "-c", "echo 'fresh start' > send; cat send", cwd=directory)
+    branch, prompt, _ = entries_after(session_file, before)
+    assert branch["parentId"] is None and branch["data"] == {"leaf": None}
+    assert prompt["parentId"] == branch["id"]
+    assert agent_report(directory)["context"] == []
+    assert read_ctl(directory)["leaf"] != ""
+
+
+def test_ctl_branch_then_send(tmp_path: Path, mount_factory: MountFactory) -> None:
+    _, directory, session_file = mount_with_agent(tmp_path, mount_factory)
+    a1 = file_objects(session_file)[2]
+    run("sh", "-c", f"echo 'branch {a1['id']}' > ctl", cwd=directory)
+    run("sh", "-c", "echo 'from a1' > send; cat send", cwd=directory)
+    assert agent_report(directory)["context"] == ["first question", "first answer"]
+
+
+def test_every_write_to_the_session_is_ebusy_while_the_agent_runs(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    _, directory, session_file = mount_with_agent(tmp_path, mount_factory, "--sleep", "3")
+    u1 = file_objects(session_file)[1]["id"]
+    write_send(directory, b"slow one\n")
+    ctl = read_ctl(directory)
+    assert ctl["send"].startswith("running pid "), ctl
+    pid = int(ctl["send"].split()[2])
+    assert process_exists(pid)
+    refused = {
+        "send": errno_of(lambda: write_send(directory, b"another")),
+        "append": errno_of(
+            lambda: (directory / "append" / "a.json").write_text('{"role":"user","content":"x"}')
+        ),
+        "title": errno_of(lambda: (directory / "title").write_text("t")),
+        "ctl": errno_of(lambda: (directory / "ctl").write_text("flush\n")),
+        "leaf": errno_of(lambda: os.symlink(f"entries/{u1}.json", directory / "leaf.tmp")),
+        "rm leaf": errno_of(lambda: os.unlink(directory / "leaf")),
+        "label": errno_of(lambda: os.symlink(f"../entries/{u1}.json", directory / "labels" / "x")),
+    }
+    assert refused == dict.fromkeys(refused, errno.EBUSY)
+    assert "an agent is running on this session" in read_ctl(directory)["last_error"]
+    # reading is never blocked: renderings, ctl, a non-blocking read of send
+    assert "slow one" in (directory / "transcript.md").read_text()  # within a second
+    fd = os.open(directory / "send", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        assert os.read(fd, 4096).decode().startswith(f"running pid {pid} since ")
+    finally:
+        os.close(fd)
+    assert (directory / "send").read_text().startswith("exit 0 after ")  # waits for it
+    assert not process_exists(pid)
+    assert read_ctl(directory)["send"] == "idle"
+    texts_on_disk = [texts(e) for e in file_objects(session_file)[1:] if e["type"] == "message"]
+    assert texts_on_disk[-2:] == ["slow one", "answer to slow one"]  # nothing mixed in
+
+
+def test_a_reader_waits_without_holding_up_other_requests(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    _, directory, session_file = mount_with_agent(tmp_path, mount_factory, "--sleep", "4")
+    (directory / "transcript.md").read_text()  # rendered once: what follows is a read
+    write_send(directory, b"wait for me")
+    readers = [
+        subprocess.Popen(["cat", str(directory / "send")], stdout=subprocess.PIPE)
+        for _ in range(20)  # more than the mount lets wait (16): the rest get EAGAIN
+    ]
+    on_disk = wait_for(lambda: b"wait for me" in session_file.read_bytes())
+    shown = wait_for(lambda: "wait for me" in (directory / "transcript.md").read_text())
+    assert shown - on_disk < 1.5  # the agent's append shows while readers wait
+    assert read_ctl(directory)["send"].startswith("running pid ")
+    outputs = [reader.communicate(timeout=30)[0].decode() for reader in readers]
+    assert sum(out.startswith("exit 0 after ") for out in outputs) == 16
+    assert [reader.returncode for reader in readers].count(1) == 4  # EAGAIN, not waiting
+
+
+def test_bad_prompts_are_refused_with_the_reason_in_ctl(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    _, directory, session_file = mount_with_agent(tmp_path, mount_factory)
+    size = session_file.stat().st_size
+    cases = {
+        b"\n": (errno.EINVAL, "the prompt is empty"),
+        b"\xff\xfe": (errno.EINVAL, "not UTF-8"),
+        b"a\0b": (errno.EINVAL, "NUL"),
+        b"x" * (1024 * 1024 + 1): (errno.EFBIG, "at most 1048576 bytes"),
+        b"y" * (200 * 1024): (errno.E2BIG, "one argument"),
+    }
+    for data, (code, reason) in cases.items():
+        assert errno_of(lambda data=data: write_send(directory, data)) == code
+        assert reason in read_ctl(directory)["last_error"]
+    assert session_file.stat().st_size == size  # nothing ran, nothing was written
+    assert (directory / "send").read_text() == "no run yet\n"
+
+
+def test_status_lines_of_failed_and_timed_out_runs(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    _, directory, _ = mount_with_agent(tmp_path, mount_factory, "--exit", "3")
+    status = run("sh", "-c", "echo hi > send; cat send", cwd=directory)
+    assert status.startswith("failed: exit 3 after "), status
+
+    _, slow_dir, slow_file = mount_with_agent(
+        tmp_path, mount_factory, "--sleep", "60", extra=("--send-timeout", "1"), name="slow"
+    )
+    status = run("sh", "-c", "echo hi > send; cat send", cwd=slow_dir)
+    assert status == "timed out after 1 s (--send-timeout)\n"
+    assert check_errors(slow_file) == []
+
+
+def test_send_log_keeps_the_tail_of_big_output_in_a_private_file(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    mount, directory, _ = mount_with_agent(tmp_path, mount_factory, "--spam", str(3 * 1024 * 1024))
+    run("sh", "-c", "echo hi > send; cat send", cwd=directory)
+    log = (directory / "send.log").read_bytes()
+    assert len(log) == os.stat(directory / "send.log").st_size == 1024 * 1024
+    assert log.endswith(b"}\n") and b'"context"' in log  # the tail: the agent's last line
+    cache = mount.path.parent / f"{mount.path.name}.cache"
+    (on_disk,) = cache.rglob("send-logs/*.log")
+    assert on_disk.stat().st_mode & 0o777 == 0o600
+    assert on_disk.parent.stat().st_mode & 0o777 == 0o700
+    assert on_disk.stat().st_size == 1024 * 1024  # cut once the run ended
+    assert not any(mount.agent_dir.rglob("*.log"))
+
+
+def test_the_agent_runs_in_the_header_cwd_with_placeholders_filled(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    agent_dir, session_file = make_agent(tmp_path)
+    project = tmp_path / "project"
+    project.mkdir()
+    header, *rest = session_file.read_bytes().splitlines(keepends=True)
+    fixed = json.loads(header) | {"cwd": str(project)}
+    session_file.write_bytes(json.dumps(fixed).encode() + b"\n" + b"".join(rest))
+    script = tmp_path / "args.py"
+    script.write_text("import os, sys, json; print(json.dumps([os.getcwd(), *sys.argv[1:]]))\n")
+    mount = mount_factory(
+        agent_dir, "--agent-cmd", f"{sys.executable} {script} {{cwd}} '{{session}}'"
+    )
+    directory = session_dir(mount, session_file)
+    run("sh", "-c", "echo 'it'\"'\"'s $(not) a shell' > send; cat send", cwd=directory)
+    seen = json.loads((directory / "send.log").read_text())
+    assert seen == [str(project), str(project), str(session_file), "it's $(not) a shell"]
+
+
+def test_without_an_agent_send_is_eopnotsupp(
+    tmp_path: Path, mount_factory: MountFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent_dir, session_file = make_agent(tmp_path)
+    only_fuse = tmp_path / "bin"  # the daemon inherits PATH: fusermount3, no xcsh/omp/pi
+    only_fuse.mkdir()
+    fusermount = shutil.which("fusermount3")
+    assert fusermount is not None
+    (only_fuse / "fusermount3").symlink_to(fusermount)
+    monkeypatch.setenv("PATH", str(only_fuse))
+    monkeypatch.delenv("SESSIONFS_AGENT_CMD", raising=False)
+    mount = mount_factory(agent_dir)
+    directory = session_dir(mount, session_file)
+    assert errno_of(lambda: write_send(directory, b"hello")) == errno.EOPNOTSUPP
+    assert "none of xcsh, omp, pi is on PATH" in read_ctl(directory)["last_error"]
+
+
+def test_send_on_a_read_only_mount_is_erofs(tmp_path: Path, mount_factory: MountFactory) -> None:
+    _, directory, session_file = mount_with_agent(tmp_path, mount_factory, extra=("--read-only",))
+    size = session_file.stat().st_size
+    assert errno_of(lambda: write_send(directory, b"hello")) == errno.EROFS
+    assert os.stat(directory / "send").st_mode & 0o222 == 0
+    assert session_file.stat().st_size == size
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
+def test_under_allow_other_only_the_owner_may_send(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    _, directory, session_file = mount_with_agent(tmp_path, mount_factory, extra=("--allow-other",))
+    session_file.chmod(0o644)
+    tmp_path.chmod(0o755)
+    nobody = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            sys.executable,
+            "-c",
+            f"import os\ntry:\n os.open({str(directory / 'send')!r}, os.O_WRONLY)\n"
+            "except OSError as e:\n print(e.errno)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    # the kernel refuses first (send is 0644 at most, default_permissions); the
+    # daemon's own uid check behind it: test_ops_refuses_send_to_another_uid
+    assert nobody.stdout.strip() == str(errno.EACCES)
+
+
+def test_ops_refuses_send_to_another_uid() -> None:
+    class FakeSend(FileNode):
+        owner_only_writes = True
+
+        async def open(self, flags: int) -> OpenFile:
+            return OpenFile()
+
+    ops = SessionFsOperations(DirNode(cast(MountContext, None), ()), read_only=False)
+    node = FakeSend(cast(MountContext, None), ("send",))
+
+    class Ctx:
+        uid = ops.uid + 1
+
+    with pytest.raises(WriteRejected) as refused:
+        trio.run(ops._open_for_writing, node, os.O_WRONLY, Ctx())
+    assert refused.value.errno == errno.EACCES
+    assert "only the user who mounted" in refused.value.reason
+    Ctx.uid = ops.uid
+    assert isinstance(trio.run(ops._open_for_writing, node, os.O_WRONLY, Ctx()), OpenFile)
+
+
+def test_unmount_during_a_run_waits_then_stops_the_agent(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    mount, directory, session_file = mount_with_agent(
+        tmp_path, mount_factory, "--sleep", "60", extra=("--send-grace", "1")
+    )
+    write_send(directory, b"never answered")
+    pid = int(read_ctl(directory)["send"].split()[2])
+    started = time.monotonic()
+    subprocess.run(["fusermount3", "-u", str(mount.path)], check=True, timeout=30)
+    mount.process.wait(timeout=20)
+    assert 1 <= time.monotonic() - started < 15
+    assert not process_exists(pid)
+    texts_on_disk = [texts(e) for e in file_objects(session_file)[1:] if e["type"] == "message"]
+    assert texts_on_disk[-1] == "never answered"  # what it wrote before it was stopped
+    assert check_errors(session_file) == []
+    assert "stopped at unmount" in mount.log.read_text()
+
+
+def test_sigterm_of_the_daemon_lets_a_short_run_finish(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    mount, directory, session_file = mount_with_agent(
+        tmp_path, mount_factory, "--sleep", "1.5", extra=("--send-grace", "20")
+    )
+    write_send(directory, b"finish me")
+    pid = int(read_ctl(directory)["send"].split()[2])
+    mount.process.send_signal(signal.SIGTERM)
+    assert mount.process.wait(timeout=20) == 0
+    assert not os.path.ismount(mount.path)
+    assert not process_exists(pid)
+    texts_on_disk = [texts(e) for e in file_objects(session_file)[1:] if e["type"] == "message"]
+    assert texts_on_disk[-2:] == ["finish me", "answer to finish me"]
+
+
+def test_a_killed_daemon_leaves_the_agent_to_finish(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    mount, directory, session_file = mount_with_agent(tmp_path, mount_factory, "--sleep", "1.5")
+    write_send(directory, b"on my own")
+    mount.process.kill()
+    mount.process.wait(timeout=10)
+    subprocess.run(["fusermount3", "-u", "-z", str(mount.path)], check=False, timeout=30)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        messages = [e for e in file_objects(session_file)[1:] if e["type"] == "message"]
+        if texts(messages[-1]) == "answer to on my own":
+            break
+        time.sleep(0.1)
+    assert texts(messages[-1]) == "answer to on my own"
+
+
+def test_subagent_sessions_have_send_too(tmp_path: Path, mount_factory: MountFactory) -> None:
+    mount, directory, session_file = mount_with_agent(tmp_path, mount_factory)
+    artifacts = session_file.with_suffix("")
+    artifacts.mkdir()
+    (artifacts / "task-1.jsonl").write_bytes(session_file.read_bytes().splitlines(keepends=True)[0])
+    sub = directory / "subagents" / "task-1"
+    run("sh", "-c", "echo 'sub prompt' > send; cat send", cwd=sub)
+    (prompt, answer) = file_objects(artifacts / "task-1.jsonl")[1:]
+    assert texts(prompt) == "sub prompt" and prompt["parentId"] is None
+    assert texts(answer) == "answer to sub prompt"
+    assert read_ctl(directory)["send"] == "idle"  # the parent session was never busy
+    del mount
