@@ -72,6 +72,19 @@ def texts(entry: dict[str, Any]) -> str:
     return str(entry["message"]["content"][0]["text"])
 
 
+def message_texts(session_file: Path) -> list[str]:
+    """The text of every message entry in the file, in file order."""
+    return [texts(e) for e in file_objects(session_file)[1:] if e["type"] == "message"]
+
+
+def start_run(directory: Path, session_file: Path, prompt: str) -> int:
+    """Send ``prompt`` and wait until the agent has appended it; the agent's pid."""
+    write_send(directory, prompt.encode())
+    pid = int(read_ctl(directory)["send"].split()[2])
+    wait_for(lambda: prompt in message_texts(session_file))
+    return pid
+
+
 def process_exists(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -186,8 +199,7 @@ def test_every_write_to_the_session_is_ebusy_while_the_agent_runs(
     assert (directory / "send").read_text().startswith("exit 0 after ")  # waits for it
     assert not process_exists(pid)
     assert read_ctl(directory)["send"] == "idle"
-    texts_on_disk = [texts(e) for e in file_objects(session_file)[1:] if e["type"] == "message"]
-    assert texts_on_disk[-2:] == ["slow one", "answer to slow one"]  # nothing mixed in
+    assert message_texts(session_file)[-2:] == ["slow one", "answer to slow one"]  # no mix
 
 
 def test_a_reader_waits_without_holding_up_other_requests(
@@ -359,15 +371,13 @@ def test_unmount_during_a_run_waits_then_stops_the_agent(
     mount, directory, session_file = mount_with_agent(
         tmp_path, mount_factory, "--sleep", "60", extra=("--send-grace", "1")
     )
-    write_send(directory, b"never answered")
-    pid = int(read_ctl(directory)["send"].split()[2])
+    pid = start_run(directory, session_file, "never answered")
     started = time.monotonic()
     subprocess.run(["fusermount3", "-u", str(mount.path)], check=True, timeout=30)
     mount.process.wait(timeout=20)
     assert 1 <= time.monotonic() - started < 15
     assert not process_exists(pid)
-    texts_on_disk = [texts(e) for e in file_objects(session_file)[1:] if e["type"] == "message"]
-    assert texts_on_disk[-1] == "never answered"  # what it wrote before it was stopped
+    assert message_texts(session_file)[-1] == "never answered"  # written before it stopped
     assert check_errors(session_file) == []
     assert "stopped at unmount" in mount.log.read_text()
 
@@ -378,31 +388,24 @@ def test_sigterm_of_the_daemon_lets_a_short_run_finish(
     mount, directory, session_file = mount_with_agent(
         tmp_path, mount_factory, "--sleep", "1.5", extra=("--send-grace", "20")
     )
-    write_send(directory, b"finish me")
-    pid = int(read_ctl(directory)["send"].split()[2])
+    pid = start_run(directory, session_file, "finish me")
     mount.process.send_signal(signal.SIGTERM)
     assert mount.process.wait(timeout=20) == 0
     assert not os.path.ismount(mount.path)
     assert not process_exists(pid)
-    texts_on_disk = [texts(e) for e in file_objects(session_file)[1:] if e["type"] == "message"]
-    assert texts_on_disk[-2:] == ["finish me", "answer to finish me"]
+    assert message_texts(session_file)[-2:] == ["finish me", "answer to finish me"]
 
 
 def test_a_killed_daemon_leaves_the_agent_to_finish(
     tmp_path: Path, mount_factory: MountFactory
 ) -> None:
     mount, directory, session_file = mount_with_agent(tmp_path, mount_factory, "--sleep", "1.5")
-    write_send(directory, b"on my own")
+    pid = start_run(directory, session_file, "on my own")
     mount.process.kill()
     mount.process.wait(timeout=10)
     subprocess.run(["fusermount3", "-u", "-z", str(mount.path)], check=False, timeout=30)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        messages = [e for e in file_objects(session_file)[1:] if e["type"] == "message"]
-        if texts(messages[-1]) == "answer to on my own":
-            break
-        time.sleep(0.1)
-    assert texts(messages[-1]) == "answer to on my own"
+    assert process_exists(pid)  # not stopped with the daemon: it finishes on its own
+    wait_for(lambda: message_texts(session_file)[-1] == "answer to on my own")
 
 
 def test_subagent_sessions_have_send_too(tmp_path: Path, mount_factory: MountFactory) -> None:
