@@ -365,13 +365,21 @@ def test_ops_refuses_send_to_another_uid() -> None:
     assert isinstance(trio.run(ops._open_for_writing, node, os.O_WRONLY, Ctx()), OpenFile)
 
 
+def mount_running(
+    tmp_path: Path, mount_factory: MountFactory, sleep: str, grace: str, prompt: str
+) -> tuple[Mount, Path, int]:
+    """A mount with the fake agent answering ``prompt`` after ``sleep`` s, started;
+    (mount, session file, agent pid)."""
+    mount, directory, session_file = mount_with_agent(
+        tmp_path, mount_factory, "--sleep", sleep, extra=("--send-grace", grace)
+    )
+    return mount, session_file, start_run(directory, session_file, prompt)
+
+
 def test_unmount_during_a_run_waits_then_stops_the_agent(
     tmp_path: Path, mount_factory: MountFactory
 ) -> None:
-    mount, directory, session_file = mount_with_agent(
-        tmp_path, mount_factory, "--sleep", "60", extra=("--send-grace", "1")
-    )
-    pid = start_run(directory, session_file, "never answered")
+    mount, session_file, pid = mount_running(tmp_path, mount_factory, "60", "1", "never answered")
     started = time.monotonic()
     subprocess.run(["fusermount3", "-u", str(mount.path)], check=True, timeout=30)
     mount.process.wait(timeout=20)
@@ -385,10 +393,7 @@ def test_unmount_during_a_run_waits_then_stops_the_agent(
 def test_sigterm_of_the_daemon_lets_a_short_run_finish(
     tmp_path: Path, mount_factory: MountFactory
 ) -> None:
-    mount, directory, session_file = mount_with_agent(
-        tmp_path, mount_factory, "--sleep", "1.5", extra=("--send-grace", "20")
-    )
-    pid = start_run(directory, session_file, "finish me")
+    mount, session_file, pid = mount_running(tmp_path, mount_factory, "1.5", "20", "finish me")
     mount.process.send_signal(signal.SIGTERM)
     assert mount.process.wait(timeout=20) == 0
     assert not os.path.ismount(mount.path)
