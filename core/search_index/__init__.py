@@ -13,6 +13,7 @@ One job per module:
 - `sources`: which files under a sessions root are indexed;
 - `rows`: reading one session file into rows, and how much of it to read again;
 - `rowids`: rowids that follow time, so FTS5's rowid order is newest-first order;
+- `terms`: the index's term list, so a prefix is looked up and ORed, not merged;
 - `schema`: the database's tables, version, error classes, per-file state and rows;
 - `scan`: candidate scans — the newest matches of a query, the check of candidates
   of a costly query, the indexed lines read back;

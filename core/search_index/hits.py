@@ -26,18 +26,35 @@ class Hit(NamedTuple):
     snippet: str
 
 
-def snippet_pattern(terms: Sequence[QueryTerm]) -> re.Pattern[str]:
-    """Finds the first place a term occurs, tokens separated by any non-word run."""
-    alternatives = []
-    for term in terms:
-        tokens = TOKEN_RE.findall(term.text)
-        alternatives.append(r"[\W_]+".join(re.escape(token) for token in tokens))
-    return re.compile("|".join(alternatives), re.IGNORECASE)
+class SnippetFinder:
+    """Finds the first place a term occurs in a hit's text, tokens separated by any
+    non-word run, case ignored. One case-sensitive pattern per term over the lowered
+    text: each starts with a literal, which ``re`` scans for quickly, where an
+    ``IGNORECASE`` alternation of the terms tries every position (5 ms on a 40 kB tool
+    output, against 0.6)."""
+
+    def __init__(self, terms: Sequence[QueryTerm]) -> None:
+        tokens = [TOKEN_RE.findall(term.text) for term in terms]
+        self.lowered = [re.compile(_term_pattern([t.lower() for t in each])) for each in tokens]
+        # For a text whose lowered form has another length (offsets would not match).
+        self.any_case = re.compile("|".join(map(_term_pattern, tokens)), re.IGNORECASE)
+
+    def first(self, text: str) -> int | None:
+        lowered = text.lower()
+        if len(lowered) != len(text):
+            match = self.any_case.search(text)
+            return match.start() if match else None
+        matches = (pattern.search(lowered) for pattern in self.lowered)
+        return min((match.start() for match in matches if match), default=None)
 
 
-def snippet(text: str, pattern: re.Pattern[str]) -> str:
-    match = pattern.search(text)
-    start = max(0, match.start() - _SNIPPET_BEFORE) if match else 0
+def _term_pattern(tokens: Sequence[str]) -> str:
+    return r"[\W_]+".join(re.escape(token) for token in tokens)
+
+
+def snippet(text: str, finder: SnippetFinder) -> str:
+    first = finder.first(text)
+    start = max(0, first - _SNIPPET_BEFORE) if first is not None else 0
     end = min(len(text), start + _SNIPPET_CHARS)
     body = " ".join(text[start:end].split())
     return ("…" if start else "") + body + ("…" if end < len(text) else "")

@@ -17,19 +17,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import sqlite3
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Final
 
 from core.safe_open import open_regular_fd
-from core.search_index.hits import Hit, snippet, snippet_pattern, split_key
-from core.search_index.query import QueryPlan, parse_query, plan_query
+from core.search_index.hits import Hit, SnippetFinder, snippet, split_key
+from core.search_index.query import QueryPlan, QueryTerm, parse_query, plan_query
 from core.search_index.rowids import TOP_ROWID
 from core.search_index.rows import (
     MODE_NOT_SESSION,
@@ -43,6 +43,7 @@ from core.search_index.rows import (
 from core.search_index.scan import LineReader, Verifier, newest_matches
 from core.search_index.schema import (
     CorruptIndex,
+    TextSink,
     create_schema,
     get_meta,
     insert_all,
@@ -58,6 +59,14 @@ from core.search_index.schema import (
     validate_schema,
 )
 from core.search_index.sources import key_bytes, session_file_keys
+from core.search_index.terms import (
+    TermReader,
+    expand_prefix,
+    mark_terms_incomplete,
+    open_vocabulary,
+    rebuild_terms,
+    terms_complete,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +79,11 @@ BUSY_TIMEOUT_MS: Final = 5000
 # are rare, small enough that the write lock is held for well under a second.
 _BATCH_BYTES = 16 * 1024 * 1024
 _BATCH_FILES = 400
+
+# An update with more new bytes than this rebuilds the term list at its end instead of
+# adding each row's terms (core.search_index.terms): about where the two cost the same
+# for the 1,000-session bench (3 s of reading the vocabulary, 13 s of tokenizing 891 MB).
+_BIG_UPDATE_BYTES = 128 * 1024 * 1024
 
 # Dead rows are rebuilt away once they exceed max(this, half the live rows).
 _MIN_DEAD_FOR_REBUILD = 20_000
@@ -116,6 +130,9 @@ class SearchIndex:
         self._writer: sqlite3.Connection | None = None
         self._unavailable: str | None = None
         self._closed = False
+        # Each used only under its lock: the terms of inserted rows / of a query's prefix.
+        self._write_terms = TermReader()
+        self._read_terms = TermReader()
         self._open()
 
     # -- state --------------------------------------------------------------------------
@@ -141,6 +158,8 @@ class SearchIndex:
                 if conn is not None:
                     conn.close()
             self._reader = self._writer = None
+            self._write_terms.close()
+            self._read_terms.close()
 
     def __enter__(self) -> SearchIndex:
         return self
@@ -239,11 +258,16 @@ class SearchIndex:
         self,
         sessions_root: str | os.PathLike[str],
         paths: Iterable[str | os.PathLike[str]] | None = None,
+        *,
+        defer_terms: bool = False,
     ) -> UpdateStats:
         """Bring the index up to date with the session files under ``sessions_root``
         (``<agent>/sessions``). With ``paths``, only those files are looked at (each
         must be under the root; a missing one is dropped); without, every session file
-        is, and files gone from disk are dropped. Never raises for I/O or database
+        is, and files gone from disk are dropped. ``defer_terms``: one slice of a build
+        made of many updates; the term list is rebuilt once, by the first update
+        without it, and prefixes are left to FTS5 until then (see
+        core.search_index.terms). Never raises for I/O or database
         trouble: ``stats.error`` says what stopped it."""
         started = time.perf_counter()
         stats = UpdateStats()
@@ -258,7 +282,7 @@ class SearchIndex:
                 stats.error = self._unavailable
                 return stats
             try:
-                self._update(os.path.abspath(sessions_root), paths, stats)
+                self._update(os.path.abspath(sessions_root), paths, stats, defer_terms)
                 if stats.bytes_read >= _FOLD_LOG_AFTER_BYTES:
                     self._fold_log_locked()
             except Exception as exc:
@@ -309,7 +333,11 @@ class SearchIndex:
             self._fold_log_locked()
 
     def _update(
-        self, root: str, paths: Iterable[str | os.PathLike[str]] | None, stats: UpdateStats
+        self,
+        root: str,
+        paths: Iterable[str | os.PathLike[str]] | None,
+        stats: UpdateStats,
+        defer_terms: bool,
     ) -> None:
         conn = self._writer_conn()
         self._reset_if_needed(conn, root, stats)
@@ -327,10 +355,28 @@ class SearchIndex:
                 parts = tuple(Path(relative).parts)
                 wanted[key_bytes(parts)] = parts
             gone = []
-        changed = self._changed_files(root, wanted, states, stats, gone)
+        changed, new_bytes = self._changed_files(root, wanted, states, stats, gone)
         if gone:
             self._in_transaction(conn, lambda: self._drop_files(conn, gone, stats))
+        big = defer_terms or new_bytes >= _BIG_UPDATE_BYTES
+        if big and changed and terms_complete(conn):
+            self._in_transaction(conn, lambda: mark_terms_incomplete(conn))
         self._index_changed(conn, changed, stats)
+        if not defer_terms:
+            self._complete_terms(conn)
+
+    def _complete_terms(self, conn: sqlite3.Connection) -> None:
+        """Rebuild the term list when a big update (this one, or one that stopped
+        half-way) left it incomplete."""
+        if terms_complete(conn):
+            return
+        open_vocabulary(conn)
+
+        def rebuild() -> None:
+            if not terms_complete(conn):  # another indexer may have just done it
+                rebuild_terms(conn)
+
+        self._in_transaction(conn, rebuild)
 
     def _changed_files(
         self,
@@ -339,9 +385,11 @@ class SearchIndex:
         states: dict[bytes, FileState],
         stats: UpdateStats,
         gone: list[bytes],
-    ) -> list[tuple[bytes, str]]:
-        """The files whose stat differs from what was indexed: one stat per file."""
+    ) -> tuple[list[tuple[bytes, str]], int]:
+        """The files whose stat differs from what was indexed (one stat per file), and
+        about how many bytes they have that were not indexed."""
         changed = []
+        new_bytes = 0
         for key, parts in wanted.items():
             path = os.path.join(root, *parts)
             try:
@@ -361,7 +409,10 @@ class SearchIndex:
                 stats.files_unchanged += 1
             else:
                 changed.append((key, path))
-        return changed
+                same = state is not None and state.ino == st.st_ino
+                done = state.indexed_to if state is not None and same else 0
+                new_bytes += max(0, st.st_size - done)
+        return changed, new_bytes
 
     def _index_changed(
         self,
@@ -378,9 +429,11 @@ class SearchIndex:
         self, conn: sqlite3.Connection, pending: deque[tuple[bytes, str]], stats: UpdateStats
     ) -> None:
         read = files = 0
+        # Read in the transaction: a big update of another indexer may have begun.
+        sink = partial(self._write_terms.add_terms, conn) if terms_complete(conn) else None
         while pending and read < _BATCH_BYTES and files < _BATCH_FILES:
             key, path = pending.popleft()
-            read += self._index_file(conn, key, path, stats)
+            read += self._index_file(conn, key, path, stats, sink)
             files += 1
 
     def _in_transaction(self, conn: sqlite3.Connection, work: Callable[[], None]) -> None:
@@ -394,7 +447,12 @@ class SearchIndex:
             raise
 
     def _index_file(
-        self, conn: sqlite3.Connection, key: bytes, path: str, stats: UpdateStats
+        self,
+        conn: sqlite3.Connection,
+        key: bytes,
+        path: str,
+        stats: UpdateStats,
+        sink: TextSink | None,
     ) -> int:
         """Bring one file up to date (inside the caller's transaction); bytes read."""
         try:
@@ -414,7 +472,9 @@ class SearchIndex:
                 )
                 stats.files_unchanged += 1
                 return 0
-            return self._index_lines(conn, key, fd, st, state, stats, whole=action != "append")
+            return self._index_lines(
+                conn, key, fd, st, state, stats, sink, whole=action != "append"
+            )
         except OSError as exc:
             stats.skipped.append(f"{path}: {exc.strerror or exc}")
             return 0
@@ -429,6 +489,7 @@ class SearchIndex:
         st: os.stat_result,
         state: FileState | None,
         stats: UpdateStats,
+        sink: TextSink | None,
         *,
         whole: bool,
     ) -> int:
@@ -443,7 +504,7 @@ class SearchIndex:
         if whole and state is not None:
             kill_rows(conn, state.file_id)
         file_id = state.file_id if state is not None else new_file(conn, key)
-        stats.entries_indexed += insert_all(conn, file_id, rows)
+        stats.entries_indexed += insert_all(conn, file_id, rows, sink)
         indexed_to = 0 if mode == MODE_NOT_SESSION else lines.complete_to
         head, tail = fingerprints(fd, indexed_to)
         stat = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
@@ -483,6 +544,8 @@ class SearchIndex:
             conn.execute("DELETE FROM files")
             conn.execute("DELETE FROM buckets")
             conn.execute("INSERT INTO fts(fts) VALUES('delete-all')")
+            conn.execute("DELETE FROM terms")
+            mark_terms_incomplete(conn)  # rebuilt from the empty index at the end
             set_meta(conn, "dead", 0)
             set_meta(conn, "root", root)
 
@@ -498,12 +561,11 @@ class SearchIndex:
         Hits whose line changed on disk since it was indexed are left out.
         """
         terms = parse_query(query)
-        plan = plan_query(terms)
         try:
             limit = max(0, min(MAX_LIMIT, int(limit)))
         except (TypeError, ValueError, OverflowError):
             return []
-        if plan is None or limit == 0:
+        if not terms or limit == 0:
             return []
         root = None
         try:
@@ -514,7 +576,11 @@ class SearchIndex:
                 root = get_meta(conn, "root")
                 if root is None:
                     return []
-                return self._search(conn, root, plan, snippet_pattern(terms), limit)
+                expanded = self._expand_last_term(conn, terms)
+                plan = None if expanded is None else plan_query(expanded)
+                if plan is None:
+                    return []
+                return self._search(conn, root, plan, SnippetFinder(terms), limit)
         except Exception as exc:
             if is_corrupt(exc):
                 self._mark_unavailable(f"corrupt search index: {exc}")
@@ -522,12 +588,25 @@ class SearchIndex:
                 log.exception("search index %s: search failed", self.path)
             return []
 
+    def _expand_last_term(
+        self, conn: sqlite3.Connection, terms: list[QueryTerm]
+    ) -> list[QueryTerm] | None:
+        """``terms`` with the prefix term's expansions looked up in the term list (see
+        core.search_index.terms); None when no term starts with the prefix."""
+        last = terms[-1]
+        if not last.prefix:
+            return terms
+        expansions = expand_prefix(conn, self._read_terms, last.text)
+        if expansions == ():
+            return None
+        return [*terms[:-1], last._replace(expansions=expansions)]
+
     def _search(
         self,
         conn: sqlite3.Connection,
         root: str,
         plan: QueryPlan,
-        pattern: re.Pattern[str],
+        finder: SnippetFinder,
         limit: int,
     ) -> list[Hit]:
         hits: list[Hit] = []
@@ -543,7 +622,7 @@ class SearchIndex:
                     if text is None:
                         continue  # the line changed since it was indexed
                     project, stem = split_key(key)
-                    hits.append(Hit(ts, project, stem, entry_id, role, snippet(text, pattern)))
+                    hits.append(Hit(ts, project, stem, entry_id, role, snippet(text, finder)))
                     if len(hits) == limit:
                         break
         finally:

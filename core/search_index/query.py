@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from core.search_index.text import clean_text
@@ -35,6 +35,9 @@ class QueryTerm(NamedTuple):
     text: str  # what the user typed for this term, without quotes
     phrase: bool  # came from "quoted phrase"
     prefix: bool  # the last plain word: matches as a word prefix
+    #: the index's terms a prefix term stands for, when the index looked them up
+    #: (core.search_index.terms); None: FTS5 expands the prefix itself
+    expansions: tuple[str, ...] | None = None
 
 
 def parse_query(query: str) -> list[QueryTerm]:
@@ -62,21 +65,33 @@ def _last_token_length(text: str) -> int:
     return len(tokens[-1]) if tokens else 0
 
 
+def _quoted(text: str) -> str:
+    return '"' + clean_text(text).replace('"', '""') + '"'
+
+
 def _term_match(term: QueryTerm) -> str:
     """One term as an FTS5 string: quoted (a ``"`` inside doubled), so no user text is
-    ever FTS syntax."""
-    quoted = '"' + clean_text(term.text).replace('"', '""') + '"'
-    return quoted + ("*" if term.prefix else "")
+    ever FTS syntax; a prefix term the index expanded is an OR of its exact terms."""
+    if term.prefix and term.expansions is not None:
+        return "(" + " OR ".join(_quoted(text) for text in term.expansions) + ")"
+    return _quoted(term.text) + ("*" if term.prefix else "")
+
+
+def _all_of(parts: Iterable[str]) -> str:
+    """FTS5 ANDs adjacent strings, but a group in parentheses needs an explicit AND."""
+    listed = list(parts)
+    return (" AND " if any(part.startswith("(") for part in listed) else " ").join(listed)
 
 
 def build_match_query(terms: Sequence[QueryTerm]) -> str | None:
     """The FTS5 MATCH expression for ``terms``: each one a quoted string (so no user
     text is ever FTS syntax: ``AND``, ``NEAR(``, ``col:``, ``*``, ``^`` are words),
-    adjacent strings ANDed, ``*`` after the prefix term; a term repeated is kept once
+    adjacent strings ANDed, ``*`` after the prefix term (or, when the index expanded
+    it, the OR of its ``expansions`` in parentheses); a term repeated is kept once
     (ANDing it again changes nothing). None when there are none."""
     if not terms:
         return None
-    return " ".join(dict.fromkeys(_term_match(term) for term in terms))
+    return _all_of(dict.fromkeys(_term_match(term) for term in terms))
 
 
 class QueryPlan(NamedTuple):
@@ -153,7 +168,7 @@ def _tile_check(terms: Sequence[QueryTerm], size: int) -> str:
             if f'"{run}"' not in parts:
                 budget -= _token_count(run)
             parts[f'"{clean_text(run)}"'] = None
-    return " ".join(parts)
+    return _all_of(parts)
 
 
 def _runs(pieces: Sequence[str], size: int) -> Iterator[str]:
@@ -200,7 +215,7 @@ def _candidate_match(terms: Sequence[QueryTerm]) -> str | None:
         if window is not None:
             parts.append(window)
     parts.extend(_term_match(term) for term in words)
-    return " ".join(parts) if parts else None
+    return _all_of(parts) if parts else None
 
 
 def _selectivity(text: str) -> int:

@@ -15,23 +15,25 @@ when dead rows outnumber half the live ones the whole index is rebuilt from the 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from core.search_index.rowids import assign_rowids
 from core.search_index.rows import FileState, Row
 from core.search_index.text import clean_text
 
-SCHEMA_VERSION: Final = 1
+# 2: the ``terms`` table (core.search_index.terms). Another version is rebuilt.
+SCHEMA_VERSION: Final = 2
 #: ``PRAGMA application_id`` of our databases ("SFSI"): anything else is foreign.
 APPLICATION_ID: Final = 0x53465349
 
 _INSERT_CHARS = 4 * 1024 * 1024
 
 
+TOKENIZER = "tokenize='unicode61 remove_diacritics 2'"
 # The candidate check (`Verifier`) builds a table with the same options, so a query
 # means the same thing there as in the index.
-FTS_OPTIONS = "content='', columnsize=0, detail=full, tokenize='unicode61 remove_diacritics 2'"
+FTS_OPTIONS = f"content='', columnsize=0, detail=full, {TOKENIZER}"
 
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
@@ -55,8 +57,10 @@ _SCHEMA = (
     "CREATE TABLE buckets (bucket INTEGER PRIMARY KEY, used INTEGER NOT NULL)",
     "CREATE INDEX entries_by_file ON entries(file_id) WHERE file_id IS NOT NULL",
     "CREATE VIRTUAL TABLE fts USING fts5(text, " + FTS_OPTIONS + ")",
+    # Every term of the FTS table, for prefix lookups (core.search_index.terms).
+    "CREATE TABLE terms (term TEXT PRIMARY KEY) WITHOUT ROWID",
 )
-_SCHEMA_TABLES = frozenset({"meta", "files", "entries", "buckets", "fts"})
+_SCHEMA_TABLES = frozenset({"meta", "files", "entries", "buckets", "fts", "terms"})
 
 # SQLite primary result codes (``exc.sqlite_errorcode & 0xff``).
 _SQLITE_PERM, _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY = 3, 5, 6, 8
@@ -180,22 +184,31 @@ def new_file(conn: sqlite3.Connection, key: bytes) -> int:
     return int(cursor.lastrowid or 0)
 
 
-def insert_all(conn: sqlite3.Connection, file_id: int, rows: Iterable[Row]) -> int:
-    """Insert rows in slices of about `_INSERT_CHARS` of text; returns how many."""
+#: Called with the texts of each slice of rows inserted (to add their terms).
+TextSink = Callable[[Sequence[str]], None]
+
+
+def insert_all(
+    conn: sqlite3.Connection, file_id: int, rows: Iterable[Row], sink: TextSink | None = None
+) -> int:
+    """Insert rows in slices of about `_INSERT_CHARS` of text; returns how many.
+    ``sink`` (when given) gets the texts of each slice."""
     count = chars = 0
     batch: list[Row] = []
     for row in rows:
         batch.append(row)
         chars += len(row.text)
         if chars >= _INSERT_CHARS:
-            _insert_rows(conn, file_id, batch)
+            _insert_rows(conn, file_id, batch, sink)
             count += len(batch)
             batch, chars = [], 0
-    _insert_rows(conn, file_id, batch)
+    _insert_rows(conn, file_id, batch, sink)
     return count + len(batch)
 
 
-def _insert_rows(conn: sqlite3.Connection, file_id: int, rows: Sequence[Row]) -> None:
+def _insert_rows(
+    conn: sqlite3.Connection, file_id: int, rows: Sequence[Row], sink: TextSink | None
+) -> None:
     if not rows:
         return
     rowids = assign_rowids(conn, [row.ms for row in rows])
@@ -210,6 +223,8 @@ def _insert_rows(conn: sqlite3.Connection, file_id: int, rows: Sequence[Row]) ->
         conn.executemany(
             "INSERT INTO fts (rowid, text) VALUES (?, ?)", zip(rowids, texts, strict=True)
         )
+    if sink is not None:
+        sink(texts)
 
 
 def _insert_entries(

@@ -178,7 +178,9 @@ class SearchView:
         progress.bytes_total = sum(size for _, size in files)
         progress.files_indexed = progress.bytes_indexed = 0
         for batch in _slices(files):
-            stats = self._index.update(self.sessions_root, [path for path, _ in batch])
+            # The term list is read from the index once, by the full pass below.
+            batch_paths = [path for path, _ in batch]
+            stats = self._index.update(self.sessions_root, batch_paths, defer_terms=True)
             if stats.error is not None:
                 return stats
             self._note(stats)

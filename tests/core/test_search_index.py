@@ -25,6 +25,7 @@ from core.search_index import Hit, SearchIndex, format_hit, parse_query
 from core.search_index import index as index_module
 from core.search_index import rows as rows_module
 from core.search_index import schema as schema_module
+from core.search_index import terms as terms_module
 
 PROJECT = "--work-demo--"
 _stamp = iter(range(1_760_000_000_000, 1_800_000_000_000, 1000))
@@ -773,3 +774,174 @@ def test_a_short_query_runs_whole_on_the_index():
     for query in ("fix the parser", '"the a to and of"', '"a b" "c d" "e f" "g h" word'):
         plan = search_index.plan_query(parse_query(query))
         assert plan is not None and plan.checks == ()
+
+
+# --- a prefix looked up in the term list (core.search_index.terms) -----------------------
+
+PREFIX_TEXTS = [
+    "session sessions sessionfs",
+    "the then there therefore",
+    "Über alles",
+    "uberwald ubiquitous",
+    "sés résumé",
+    "fix the session cache",
+    "a b c",
+]
+PREFIX_QUERIES = ["ses", "sess", "SESSIONS", "the", "fix the", "übe", "UBE", "sés", "rés", "zzz"]
+
+
+def _fts5_expansion_hits(index: SearchIndex, query: str, monkeypatch) -> list[str]:
+    """What the query finds when FTS5 expands the prefix itself (the term list unused)."""
+    with monkeypatch.context() as patch:
+        patch.setattr(index_module, "expand_prefix", lambda *args: None)
+        return ids(index.search(query, limit=1000))
+
+
+def _expansions_used(index: SearchIndex, query: str, monkeypatch) -> tuple[str, ...] | None:
+    """The expansions of the last term that the search handed to the query planner."""
+    seen: list[list[search_index.QueryTerm]] = []
+    real = index_module.plan_query
+    with monkeypatch.context() as patch:
+        patch.setattr(index_module, "plan_query", lambda terms: seen.append(terms) or real(terms))
+        index.search(query)
+    return seen[-1][-1].expansions if seen else None
+
+
+def _terms_in_db(index: SearchIndex) -> list[str]:
+    conn = sqlite3.connect(index.path)
+    try:
+        return [row[0] for row in conn.execute("SELECT term FROM terms")]
+    finally:
+        conn.close()
+
+
+def test_a_prefix_finds_what_fts5s_own_expansion_finds(root, index, monkeypatch):
+    write_session(root, "s", *(user(f"e{i}", text) for i, text in enumerate(PREFIX_TEXTS)))
+    index.update(root)
+    for query in PREFIX_QUERIES:
+        expected = _fts5_expansion_hits(index, query, monkeypatch)
+        assert ids(index.search(query, limit=1000)) == expected, query
+    assert set(ids(index.search("ses"))) == {"e0", "e4", "e5"}
+    assert set(ids(index.search("übe"))) == {"e2", "e3"}  # folded like the index: "ube"
+
+
+def test_a_prefix_is_looked_up_in_the_term_list_not_left_to_fts5(root, index, monkeypatch):
+    write_session(root, "s", *(user(f"e{i}", text) for i, text in enumerate(PREFIX_TEXTS)))
+    index.update(root)
+    assert _expansions_used(index, "Sess", monkeypatch) == ("session", "sessionfs", "sessions")
+    assert _expansions_used(index, "fix the", monkeypatch) == (
+        "the",
+        "then",
+        "there",
+        "therefore",
+    )
+    assert _expansions_used(index, "zzz", monkeypatch) is None  # nothing to plan: no hits
+    assert ids(index.search("zzz")) == []
+
+
+def test_appended_lines_add_their_terms(root, index, monkeypatch):
+    path = write_session(root, "s", user("e1", "alpha"))
+    index.update(root)
+    with path.open("ab") as fh:
+        fh.write(lines(user("e2", "alphabet soup")))
+    stats = index.update(root)
+    assert stats.files_appended == 1
+    assert _expansions_used(index, "alph", monkeypatch) == ("alpha", "alphabet")
+    assert ids(index.search("alph")) == ["e2", "e1"]
+    assert {"alpha", "alphabet", "soup"} <= set(_terms_in_db(index))
+
+
+def test_a_big_update_rebuilds_the_term_list_at_its_end(root, index, monkeypatch):
+    write_session(root, "s1", user("e1", "first words"))
+    index.update(root)
+    monkeypatch.setattr(index_module, "_BIG_UPDATE_BYTES", 1)
+    write_session(root, "s2", user("e2", "second wordsmith"))
+    index.update(root)
+    assert {"first", "second", "words", "wordsmith"} <= set(_terms_in_db(index))
+    assert _expansions_used(index, "word", monkeypatch) == ("words", "wordsmith")
+    assert set(ids(index.search("word"))) == {"e1", "e2"}
+
+
+def test_an_update_stopped_before_the_term_list_is_whole_falls_back_then_recovers(
+    root, index, monkeypatch
+):
+    write_session(root, "s1", user("e1", "first words"))
+    index.update(root)
+    monkeypatch.setattr(index_module, "_BIG_UPDATE_BYTES", 1)
+
+    def stopped(conn: sqlite3.Connection) -> None:
+        raise sqlite3.OperationalError("disk I/O stopped here")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(index_module, "rebuild_terms", stopped)
+        write_session(root, "s2", user("e2", "second wordsmith"))
+        assert index.update(root).error is not None
+    # The rows are in, their terms are not: FTS5 expands the prefix meanwhile.
+    assert _expansions_used(index, "word", monkeypatch) is None
+    assert set(ids(index.search("word"))) == {"e1", "e2"}
+    monkeypatch.setattr(index_module, "_BIG_UPDATE_BYTES", 1 << 40)
+    index.update(root)  # nothing changed, but the list is made whole
+    assert _expansions_used(index, "word", monkeypatch) == ("words", "wordsmith")
+
+
+def test_a_prefix_with_more_terms_than_the_bound_is_left_to_fts5(root, index, monkeypatch):
+    write_session(root, "s", *(user(f"e{i}", f"stem{i:02d}") for i in range(6)))
+    index.update(root)
+    monkeypatch.setattr(terms_module, "MAX_EXPANSIONS", 5)
+    assert _expansions_used(index, "stem", monkeypatch) is None
+    assert len(index.search("stem")) == 6
+    monkeypatch.setattr(terms_module, "MAX_EXPANSIONS", 6)
+    assert len(_expansions_used(index, "stem", monkeypatch) or ()) == 6
+
+
+def test_a_rebuild_drops_the_terms_of_dropped_rows(root, index, monkeypatch):
+    monkeypatch.setattr(index_module, "_MIN_DEAD_FOR_REBUILD", 2)
+    path = write_session(root, "s", *(user(f"e{i}", f"gone{i} word") for i in range(4)))
+    index.update(root)
+    path.write_bytes(lines(header(), user("n1", "word new")))
+    index.update(root)
+    assert index.update(root).rebuilt
+    assert "gone1" not in _terms_in_db(index)
+    assert _expansions_used(index, "gon", monkeypatch) is None
+    assert ids(index.search("gon")) == []
+    assert ids(index.search("wor")) == ["n1"]
+
+
+def test_read_only_mode_uses_the_term_list(root, tmp_path, monkeypatch):
+    db = tmp_path / "search.db"
+    write_session(root, "s", *(user(f"e{i}", text) for i, text in enumerate(PREFIX_TEXTS)))
+    with SearchIndex(db) as writer:
+        writer.update(root)
+    with SearchIndex(db, read_only=True) as reader:
+        assert _expansions_used(reader, "sess", monkeypatch) == (
+            "session",
+            "sessionfs",
+            "sessions",
+        )
+        assert set(ids(reader.search("sess"))) == {"e0", "e5"}
+
+
+def test_the_snippet_starts_near_the_term_when_lowering_changes_the_texts_length(root, index):
+    # "İ".lower() is two characters: offsets in the lowered text would be 300 too far.
+    write_session(root, "s", user("e1", "İ" * 300 + " the needle is here"))
+    index.update(root)
+    (hit,) = index.search("needle")
+    assert "needle" in hit.snippet and hit.snippet.startswith("…")
+
+
+def test_the_snippet_starts_near_the_first_term_found(root, index):
+    write_session(root, "s", user("e1", "x " * 200 + "Second thing " + "y " * 200 + "FIRST"))
+    index.update(root)
+    (hit,) = index.search("first second")
+    assert hit.snippet.startswith("…") and "Second thing" in hit.snippet
+
+
+def test_a_build_in_slices_reads_the_term_list_once_at_its_end(root, index, monkeypatch):
+    first = write_session(root, "s1", user("e1", "first words"))
+    second = write_session(root, "s2", user("e2", "second wordsmith"))
+    index.update(root, [first], defer_terms=True)
+    index.update(root, [second], defer_terms=True)
+    assert _expansions_used(index, "word", monkeypatch) is None  # left to FTS5 meanwhile
+    assert set(ids(index.search("word"))) == {"e1", "e2"}
+    index.update(root)
+    assert _expansions_used(index, "word", monkeypatch) == ("words", "wordsmith")
