@@ -9,9 +9,9 @@
   the xcsh shape in `core.formats.claude_blocks`;
 * `core.formats.codex`: Codex rollouts (`CodexSession`), their response items in the
   xcsh shape in `core.formats.codex_items`;
-* `core.formats.xcsh`: xcsh/pi session files (`XcshSession`) over the compact index
-  the mount builds (file bytes + per-entry spans), with core's own context, tree and
-  stats rules;
+* `core.formats.xcsh`: xcsh/pi session files (`XcshSession`) over their compact index
+  (`core.formats.xcsh_file`: file bytes + per-entry spans), with core's own context,
+  tree and stats rules;
 * `core.formats.claude_dirs` / `core.formats.codex_dirs`: where each agent keeps its
   sessions and how a listing finds them (sub-agents, archives, titles) reading at most
   the first KiB of each file (`core.formats.prefix`);

@@ -1,9 +1,9 @@
 """xcsh/pi session files as a `SessionSource`, read-only.
 
-The session is held as its file's bytes plus a per-entry index -- what
-``sessionfs.view.compact_session.CompactSession`` builds (about the file's size in
-memory; an entry is parsed from its line when asked). This module reads that index
-through `XcshIndex` and answers everything a session dir shows with core's own rules:
+The session is held as its file's bytes plus a per-entry index --
+`core.formats.xcsh_file.CompactSession` (about the file's size in memory; an entry is
+parsed from its line when asked). This module reads that index through `XcshIndex`
+and answers everything a session dir shows with core's own rules:
 ``build_session_context`` / ``context_sources`` for ``context.json`` and
 ``transcript.md``, ``core.tree`` for the tree, stats and usage, ``core.entry_text``
 for ``tree.txt``'s words. The renderings are byte-for-byte those the mount made
@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, Protocol
 
 from core.context import build_session_context, context_sources, path_to_root
 from core.entry_text import describe_entry, kind_of
 from core.formats.base import SessionSource, TranscriptMessage
+from core.formats.xcsh_file import CompactSession, read_file
 from core.safe_open import PathArg
 from core.tree import build_tree, leaf_count, tree_depth, usage_totals
 
@@ -90,22 +92,28 @@ def session_stats(
     }
 
 
+def _compact_index(path: PathArg) -> XcshIndex:
+    return CompactSession.build(*read_file(path))[0]
+
+
 def _by_id(entries: Sequence[Entry]) -> dict[str, Entry]:
     return {e["id"]: e for e in entries if isinstance(e.get("id"), str)}  # last one wins
 
 
 class XcshSession(SessionSource):
     """One xcsh session file read-only. ``load`` builds its index from the file (again
-    when a catch-up finds the file replaced or shrunk)."""
+    when a catch-up finds the file replaced or shrunk); by default the compact index
+    of a file at the current format version (`NotCompact` for any other file: an
+    older version is migrated by the manager, in memory, ids and all)."""
 
     agent = "xcsh"
     reports_malformed_lines = False
 
-    def __init__(self, path: PathArg, load: Callable[[], XcshIndex]) -> None:
+    def __init__(self, path: PathArg, load: Callable[[], XcshIndex] | None = None) -> None:
         super().__init__()
         self.path = path
-        self._load = load
-        self.index = load()
+        self._load = load if load is not None else partial(_compact_index, path)
+        self.index = self._load()
 
     # -- the session ---------------------------------------------------------------------
 

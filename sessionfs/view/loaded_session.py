@@ -5,7 +5,7 @@ Three weights, lightest first (``SessionCache`` moves sessions between them):
 * *unloaded*: only the renderings already made are kept (valid for ``file_state``), so
   re-reading ``transcript.md`` of a session that left the loaded set costs one stat;
 * *compact* (the usual state of a session that is only read): the file's bytes plus a
-  per-entry index (`sessionfs.view.compact_session`), about its file size in memory.
+  per-entry index (`core.formats.xcsh_file`), about its file size in memory.
   ``entries/<id>.json`` parses its one line; a rendering parses every line, renders and
   lets the entries go (`_parsed_once`);
 * *parsed*: a ``SessionManager.open(browse=True, resolve_blobs=False)``, five to six
@@ -33,12 +33,12 @@ import trio
 
 from core import NotASessionError, SessionManager, paths
 from core.context import build_session_context, context_sources, path_to_root
+from core.formats.xcsh_file import CompactSession, NotCompact, read_file
 from core.persist import blob_refs_in
 from core.storage import FileSessionStorage, PathArg, StorageStat
 from core.tree import build_tree, usage_totals
 from sessionfs.view import render
 from sessionfs.view.agent_index import SessionRef
-from sessionfs.view.compact_session import CompactSession, NotCompact, read_file
 from sessionfs.view.names import entry_file_names
 from sessionfs.view.refusal import WriteRejected
 

@@ -1,5 +1,5 @@
 """Acceptance: sessions that are only read are served from their compact form
-(`sessionfs.view.compact_session`) with exactly the bytes a parsed session renders --
+(`core.formats.xcsh_file`) with exactly the bytes a parsed session renders --
 every ``entries/`` file, ``path/`` link, ``leaf`` and rendering, read with real ``cat``
 and ``readlink`` -- and a session larger than ``--cache-mb`` is still served whole."""
 

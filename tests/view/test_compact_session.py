@@ -1,4 +1,4 @@
-"""The compact form of a loaded session (`sessionfs.view.compact_session`): every file it
+"""The compact form of a loaded session (`core.formats.xcsh_file`): every file it
 serves is byte-identical to the same file rendered from a parsed ``SessionManager``,
 after loads, other processes' appends (odd lines included) and replaced files; older
 format versions stay parsed; and it costs about its file size in memory."""
@@ -18,7 +18,7 @@ from support.agent_messages import user_entry
 from support.fixture_paths import fixture_files
 
 from core import SessionManager
-from sessionfs.view.compact_session import CompactSession, read_file
+from core.formats.xcsh_file import CompactSession, read_file
 from sessionfs.view.loaded_session import LoadedSession, open_browse
 from sessionfs.view.session_ref import SessionRef
 

@@ -15,12 +15,11 @@ from core.formats.base import SessionSource
 from core.formats.xcsh import XcshSession
 from core.tree import build_tree
 from sessionfs.view import render
-from sessionfs.view.compact_session import CompactSession, read_file
 from sessionfs.view.loaded_session import LoadedSession
 
 
 def xcsh_session(path: Path) -> XcshSession:
-    return XcshSession(path, lambda: CompactSession.build(*read_file(path))[0])
+    return XcshSession(path)
 
 
 def _tree_rows(source: SessionSource) -> list[tuple[str, str, str, int]]:
@@ -107,3 +106,13 @@ def test_appends_and_replacement_are_caught_up(tmp_path: Path) -> None:
     path.write_bytes(line({"type": "session", "version": 3, "id": "new", "timestamp": "t"}))
     assert source.catch_up() is True
     assert len(source) == 0 and source.leaf_index() is None and source.title() == ""
+
+
+def test_an_older_format_version_is_not_held_compact(tmp_path: Path) -> None:
+    import pytest
+    from support.fixture_paths import fixture_files
+
+    from core.formats.xcsh_file import NotCompact
+
+    with pytest.raises(NotCompact):
+        XcshSession(fixture_files()[0])  # a v1 file: the manager migrates it

@@ -1,4 +1,4 @@
-"""``CompactSession``: a session that is only read, kept near its file size.
+"""``CompactSession``: an xcsh session that is only read, kept near its file size.
 
 A browse-loaded ``SessionManager`` holds every entry as parsed dicts: about five to six
 times the file's size in the daemon (issue 11), so ``--cache-mb 256`` held only ~45 MB
