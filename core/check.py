@@ -1,6 +1,7 @@
 """fsck for session files: find what is wrong, and repair only what is safe to repair.
 
-What is checked, per file: readability; the header; malformed lines; the format version
+What is checked, per file: readability; omp 18's title slot (valid, exactly 256
+bytes); the header; malformed lines; the format version
 (migration pending?); duplicate ids; orphans and parent cycles; ``firstKeptEntryId``,
 ``targetId`` and ``fromId`` pointing nowhere; blob refs whose blob is missing; a torn
 last line; a missing final newline; leftover ``.<name>.<random>.tmp`` files of
@@ -20,6 +21,9 @@ What ``fix`` repairs, and why each is safe:
   that does not guard against it is not glued onto that entry;
 - stale temp files: removed only when older than ``STALE_TEMP_SECONDS``, because a young
   one may belong to a rewrite that is still running.
+
+A title slot is never changed or dropped by ``fix``: its line is kept byte for byte
+like every line fix does not repair (a bad one is reported for a person to decide).
 
 A file is rewritten through the carrying rewrite (``core.rewrite``): the repair is
 computed again from the file's bytes at rewrite time, lines an agent appends meanwhile
@@ -46,6 +50,7 @@ from core.paths import blobs_dir, layout_of_session_file
 from core.persist import blob_refs_in
 from core.rewrite import SessionBusyError, SourceReplacedError
 from core.storage import FileSessionStorage
+from core.title_slot import TITLE_SLOT_BYTES, TITLE_SLOT_TYPE, parse_title_slot
 
 __all__ = [
     "STALE_TEMP_SECONDS",
@@ -425,10 +430,49 @@ def _check_blobs(
                 )
 
 
+def _take_title_slot(a: _Analysis) -> None:
+    """Take a ``title`` object on line 1 (omp 18's title slot) out of the parsed objects,
+    so the header after it is checked as the header; report a slot omp would not read
+    or would break on its next rename (it overwrites exactly 256 bytes in place)."""
+    parsed = a.parsed
+    assert parsed is not None
+    if not parsed.objects or parsed.object_lines[0] != 1:
+        return
+    if parsed.objects[0].get("type") != TITLE_SLOT_TYPE:
+        return
+    del parsed.objects[0], parsed.object_lines[0]
+    newline = a.data.find(b"\n")
+    line = a.data if newline < 0 else a.data[: newline + 1]
+    if parse_title_slot(line.rstrip(b"\n")) is None:
+        a.report.findings.append(
+            Finding(
+                "title-slot-invalid",
+                "error",
+                "the first line is a 'title' object but not a valid title slot (type "
+                "'title', v 1, string title/updatedAt/pad); omp reads it as an entry before "
+                "the header and treats the file as no session",
+                1,
+            )
+        )
+    elif len(line) != TITLE_SLOT_BYTES:
+        a.report.findings.append(
+            Finding(
+                "title-slot-size",
+                "error",
+                f"the title slot is {len(line)} bytes, not {TITLE_SLOT_BYTES}; omp's next "
+                f"rename overwrites exactly {TITLE_SLOT_BYTES} bytes in place and would "
+                "damage the line after it (left as is)",
+                1,
+            )
+        )
+
+
 def _read_structure(a: _Analysis) -> bool:
-    """Parse ``a.data``: line findings, header, migrated view. True with a header."""
+    """Parse ``a.data``: line findings, title slot, header, migrated view. True with a
+    header."""
     a.parsed = parse_jsonl_report(a.data)
     _check_lines(a)
+    _take_title_slot(a)
     if not _check_header(a):
         return False
     # Deep copy: fix compares migrated entries with the originals to keep unchanged

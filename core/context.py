@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from itertools import repeat
 from typing import Any, Final
 
+from core.context_notes import CONTEXT_NOTES_TYPE, latest_context_notes, render_context_notes
 from core.paths import iso_to_ms
 
 __all__ = [
@@ -156,10 +157,27 @@ def _compaction_message(entry: Entry) -> dict[str, Any]:
         "tokensBefore": entry.get("tokensBefore"),
         "timestamp": _entry_ms(entry),
     }
+    # omp 18's display metadata: how the compaction was made and what it left.
+    for key in ("tokensAfter", "method", "warning"):
+        if key in entry:
+            message[key] = entry[key]
     payload = openai_remote_payload(entry)
     if payload is not None:
         message["providerPayload"] = payload
     return message
+
+
+def _notes_message(text: str, entry: Entry) -> dict[str, Any]:
+    """omp 18's context notes as the hidden custom message put first in the context."""
+    return {
+        "role": "custom",
+        "customType": CONTEXT_NOTES_TYPE,
+        "content": render_context_notes(text),
+        "display": False,
+        "details": None,
+        "attribution": None,
+        "timestamp": _entry_ms(entry),
+    }
 
 
 def _model_of_change(entry: Entry) -> str | None:
@@ -240,12 +258,45 @@ def _kept_start(path: Sequence[Entry], compaction_index: int) -> int:
     compaction finds the same entry as from the root), else the compaction itself."""
     compaction = path[compaction_index]
     if openai_remote_payload(compaction) is not None:
-        return compaction_index  # the provider's history replaces the kept tail
+        # The provider's history replaces the kept tail, up to the entry it replays
+        # through (omp 18's `providerReplayThroughEntryId`): later entries replay as usual.
+        return _index_before(path, compaction_index, compaction.get("providerReplayThroughEntryId"))
     first_kept = compaction.get("firstKeptEntryId")
     for index in range(compaction_index - 1, -1, -1):
         if path[index].get("id") == first_kept:
             return index
     return compaction_index  # not on the path: keep nothing from before the compaction
+
+
+def _index_before(path: Sequence[Entry], compaction_index: int, through: Any) -> int:
+    """Just after the entry ``through`` on the path before the compaction, else the
+    compaction itself."""
+    if isinstance(through, str):
+        for index in range(compaction_index - 1, -1, -1):
+            if path[index].get("id") == through:
+                return index + 1
+    return compaction_index
+
+
+def _is_user_request(entry: Entry) -> bool:
+    message = entry.get("message") if entry.get("type") == "message" else None
+    return isinstance(message, dict) and message.get("role") == "user"
+
+
+def _rollover_request(path: Sequence[Entry], compaction_index: int, reset: int) -> int | None:
+    """omp 18's notes-backed rollover (``details.kind`` "experimental-context-rollover")
+    summarises nothing before its kept tail: the latest user request before the
+    compaction (after a ``/clear``) is recovered verbatim when it is not in that tail."""
+    compaction = path[compaction_index]
+    details = compaction.get("details")
+    if not isinstance(details, dict) or details.get("kind") != "experimental-context-rollover":
+        return None
+    first_kept = compaction.get("firstKeptEntryId")
+    kept_at = next((i for i, e in enumerate(path) if e.get("id") == first_kept), -1)
+    for index in range(compaction_index - 1, reset, -1):
+        if _is_user_request(path[index]):
+            return index if index < kept_at else None
+    return None
 
 
 def _latest_assistant(path: Sequence[Entry], start: int, stop: int) -> dict[str, Any] | None:
@@ -276,18 +327,32 @@ def _gather(
     entries that are not of type "message" go through Python-level dispatch; the
     messages between two of them are taken as slices (see ``_add_messages``)."""
     path, held, others = walked
-    last_compaction = _apply_state(path, others, context)
+    last_compaction, last_reset = _apply_state(path, others, context)
     messages: list[dict[str, Any]] = []
     start = 0
-    if last_compaction is not None:
+    if last_reset is not None and (last_compaction is None or last_reset > last_compaction):
+        # omp 18's `/clear`: the context starts after the latest boundary on the path
+        # (a compaction after it wins instead).
+        start = last_reset + 1
+    elif last_compaction is not None:
         compaction = path[last_compaction]
         messages.append(_compaction_message(compaction))
         if sources is not None:
             sources.append(compaction)
+        recovered = _rollover_request(
+            path, last_compaction, -1 if last_reset is None else last_reset
+        )
+        if recovered is not None:
+            _add_messages(path, held, others, range(recovered, recovered + 1), messages, sources)
         kept = _kept_start(path, last_compaction)
         _add_messages(path, held, others, range(kept, last_compaction), messages, sources)
         start = last_compaction + 1
     _add_messages(path, held, others, range(start, len(path)), messages, sources)
+    notes = latest_context_notes([path[index] for index in others])
+    if notes is not None and notes[0]:
+        messages.insert(0, _notes_message(*notes))
+        if sources is not None:
+            sources.insert(0, notes[1])
     return messages
 
 
@@ -346,9 +411,12 @@ def _walk_up_holding(start: Entry, by_id: Mapping[str, Entry]) -> _Walked | None
     return path, held, [last - index for index in reversed(others)]
 
 
-def _apply_state(path: Sequence[Entry], others: list[int], context: dict[str, Any]) -> int | None:
+def _apply_state(
+    path: Sequence[Entry], others: list[int], context: dict[str, Any]
+) -> tuple[int | None, int | None]:
     """Set the state fields of ``context`` from the non-message entries at ``others``
-    (indexes into ``path``, in order); return the index of the last compaction.
+    (indexes into ``path``, in order); return the indexes of the last compaction and
+    of the last ``reset_boundary``.
 
     Which assistant message last named the model is looked up backwards, only where a
     model change or the end of the path needs it (the result, key order of ``models``
@@ -356,7 +424,7 @@ def _apply_state(path: Sequence[Entry], others: list[int], context: dict[str, An
     models: dict[str, str] = context["models"]
     rules: Rules = {}
     setters = _STATE_SETTERS
-    last_compaction = None
+    last_compaction = last_reset = None
     unscanned = 0  # assistant messages before this index are in `models` already
     for index in others:
         kind = path[index].get("type")
@@ -368,13 +436,15 @@ def _apply_state(path: Sequence[Entry], others: list[int], context: dict[str, An
             _apply_model_change(path[index], models)
         elif kind == "compaction":
             last_compaction = index
+        elif kind == "reset_boundary":
+            last_reset = index
         elif isinstance(kind, str) and kind in setters:
             setters[kind](path[index], context, rules)
     assistant = _latest_assistant(path, unscanned, len(path))
     if assistant is not None:
         models["default"] = _assistant_model(assistant)
     context["injectedTtsrRules"] = list(rules)
-    return last_compaction
+    return last_compaction, last_reset
 
 
 def _add_messages(

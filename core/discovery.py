@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from core import paths
-from core.jsonl import is_header, parse_jsonl_lenient
+from core.jsonl import is_header, parse_session_lenient
 from core.storage import FileSessionStorage, PathArg, SessionStorage
+from core.title_slot import split_title_slot
 
 __all__ = [
     "RecentSession",
@@ -124,9 +125,13 @@ def _read_prefix_objects(path: str, storage: SessionStorage) -> list[dict[str, A
     """Complete JSON lines of the file's first 4 KiB (a cut last line is never a whole
     object, so lenient parsing drops it). A header longer than that is read whole."""
     text = storage.read_text_prefix(path, PREFIX_BYTES)
-    if "\n" not in text and len(text.encode("utf-8", "surrogatepass")) >= PREFIX_BYTES:
-        text = storage.read_text(path).split("\n", 1)[0]
-    return parse_jsonl_lenient(text)
+    data = text.encode("utf-8", "surrogatepass")
+    header_at = split_title_slot(data)[1]  # after omp 18's title slot, if any
+    if b"\n" not in data[header_at:] and len(data) >= PREFIX_BYTES:
+        whole = storage.read_text(path).encode("utf-8", "surrogatepass")
+        end = whole.find(b"\n", header_at)
+        data = whole if end < 0 else whole[:end]
+    return parse_session_lenient(data)
 
 
 def _mtime_or_none(path: str, storage: SessionStorage) -> float | None:
@@ -293,7 +298,7 @@ def session_info(
         data, st = store.read_bytes_with_stat(file)
     except OSError:
         return None
-    objects = parse_jsonl_lenient(data)
+    objects = parse_session_lenient(data)
     if not objects or not is_header(objects[0]):
         return None
     header = objects[0]

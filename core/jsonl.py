@@ -15,6 +15,8 @@ from typing import Any
 
 import orjson
 
+from core.title_slot import fold_title_slot, split_title_slot
+
 __all__ = [
     "JsonlReport",
     "complete_prefix_length",
@@ -27,6 +29,7 @@ __all__ = [
     "parse_jsonl_lenient",
     "parse_jsonl_report",
     "parse_object_line",
+    "parse_session_lenient",
 ]
 
 _orjson_loads = orjson.loads
@@ -115,6 +118,20 @@ def parse_jsonl_lenient(data: bytes | str) -> list[dict[str, Any]]:
     return out
 
 
+def parse_session_lenient(data: bytes | str) -> list[dict[str, Any]]:
+    """`parse_jsonl_lenient` of a session file's bytes: a leading title slot (omp 18,
+    `core.title_slot`) is not an object of the session; its title overrides the
+    header's. Without a slot this is exactly `parse_jsonl_lenient`."""
+    raw = _as_bytes(data)
+    slot, body = split_title_slot(raw)
+    if slot is None:
+        return parse_jsonl_lenient(raw)
+    objects = parse_jsonl_lenient(raw[body:])
+    if objects and is_header(objects[0]):
+        fold_title_slot(objects[0], slot)
+    return objects
+
+
 @dataclass
 class JsonlReport:
     """What a line-by-line read of a JSONL buffer found (used by ``check``)."""
@@ -165,13 +182,14 @@ def consumed_length(data: bytes) -> int:
 
 
 def load_entries_from_file(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The file's objects, header first; ``[]`` for a missing file or one with no header."""
+    """The file's objects, header first (a title slot folded into it); ``[]`` for a
+    missing file or one with no header."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return []
-    entries = parse_jsonl_lenient(data)
+    entries = parse_session_lenient(data)
     if not entries or not is_header(entries[0]):
         return []
     return entries

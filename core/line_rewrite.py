@@ -6,6 +6,8 @@ processes wrote, and stored content the size rules would cut today (they apply t
 entries only). So the file is walked line by line and only these are re-serialised:
 
 * the header line, when the header differs from the one in memory (title, cwd);
+* omp 18's title slot (`core.title_slot`), when the title it carries is not the one in
+  memory; a file without a slot gets none (pi 0.73 cannot read one);
 * with a pending migration (the stored header is v1/v2): the lines migration changes,
   migrated from their own stored form, so blob refs and long content stay as stored;
 * with ``edited`` (after in-place edits): the entries whose content differs from what
@@ -22,6 +24,7 @@ from typing import Any
 
 from core.jsonl import dumps_line, is_header, loads
 from core.migrate import CURRENT_SESSION_VERSION, migrate_session_entries
+from core.title_slot import Slot, fold_title_slot, slot_bytes, split_title_slot, title_of_slot
 
 __all__ = ["NotASessionFileError", "rewrite_session_lines"]
 
@@ -81,23 +84,31 @@ def rewrite_session_lines(
     *,
     unwritten: Sequence[bytes] = (),
     edited: EditedLine | None = None,
+    title_slot: Slot | None = None,
 ) -> tuple[bytes, int]:
     """The rewritten file, and the length of its part the caller's memory reflects
     (everything up to and including ``unwritten``; the rest is for a catch-up).
 
     ``data``: the file's complete lines; ``known_end``: how much of it the caller had
     read; ``header``: the header as it must be stored; ``unwritten``: serialised entries
-    not on disk yet. Raises `NotASessionFileError` when ``data`` has no header line.
+    not on disk yet; ``title_slot``: the slot that must lead a file that has one.
+    Raises `NotASessionFileError` when ``data`` has no header line.
     """
     cut = _known_cut(data, known_end)
     lines = _split_lines(data[:cut])
-    header_at, stored_header = _find_header(lines)
+    stored_slot = split_title_slot(data)[0] if lines else None
+    header_at, stored_header = _find_header(lines, 1 if stored_slot is not None else 0)
     migrating = _stored_version(stored_header) < CURRENT_SESSION_VERSION
     replaced: dict[int, bytes] = {}
     if migrating or edited is not None:
         replaced = _changed_lines(lines, header_at, stored_header, migrating, edited)
-    if _parse(lines[header_at]) != header:  # compared with the header as stored
+    as_stored = _parse(lines[header_at])  # the header as stored, read as loaders read it
+    if as_stored is None or fold_title_slot(as_stored, stored_slot) != header:
         replaced[header_at] = dumps_line(header)
+    if stored_slot is not None and title_slot is not None and _slot_key(title_slot) != _slot_key(
+        stored_slot
+    ):
+        replaced[0] = slot_bytes(title_slot)
     if not replaced:
         known = data[:cut]
     else:
@@ -108,8 +119,13 @@ def rewrite_session_lines(
     return reflected + data[cut:], len(reflected)
 
 
-def _find_header(lines: list[bytes]) -> tuple[int, Entry]:
-    for index, raw in enumerate(lines):
+def _slot_key(slot: Slot) -> tuple[str | None, str | None, str]:
+    return (*title_of_slot(slot), slot["updatedAt"])
+
+
+def _find_header(lines: list[bytes], start: int) -> tuple[int, Entry]:
+    for index in range(start, len(lines)):
+        raw = lines[index]
         obj = _parse(raw)
         if obj is None:
             continue

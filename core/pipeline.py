@@ -40,11 +40,21 @@ from core.jsonl import (
 )
 from core.line_rewrite import NotASessionFileError, rewrite_session_lines
 from core.migrate import migrate_session_entries
+from core.paths import now_iso
 from core.persist import MAX_PERSIST_CHARS, prepare_for_persist, resolve_blob_refs
 from core.rewrite import SessionBusyError, SourceReplacedError
 from core.session_files import permissions_source
 from core.state import Entry, SessionState
 from core.storage import SessionStorage, SessionWriter, StorageStat, atomic_write
+from core.title_slot import (
+    TITLE_SLOT_BYTES,
+    Slot,
+    fold_title_slot,
+    new_title_slot,
+    slot_bytes,
+    slot_matches_header,
+    split_title_slot,
+)
 
 __all__ = ["PersistencePipeline"]
 
@@ -141,15 +151,18 @@ class PersistencePipeline:
             data, st = self.storage.read_bytes_with_stat(file)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
-        loaded = parse_jsonl_lenient(data)
+        slot, body = split_title_slot(data)
+        loaded = parse_jsonl_lenient(data[body:] if body else data)
         if not loaded or not is_header(loaded[0]):
             return None
+        fold_title_slot(loaded[0], slot)
         migrated = migrate_session_entries(loaded)
         if self.resolve_blobs and self.blob_store is not None and may_contain_blob_refs(data):
             for entry in loaded:
                 resolve_blob_refs(entry, self.blob_store)
         state = self.state
         state.header = loaded[0]
+        state.title_slot = slot
         cwd = state.header.get("cwd")
         if isinstance(cwd, str):
             state.cwd = cwd
@@ -185,8 +198,9 @@ class PersistencePipeline:
         if st.inode != self._file_inode or st.size < self._loaded_offset:
             self._reload()
             return -1
+        retitled = self._catch_up_title_slot()
         if st.size == self._loaded_offset:
-            return 0
+            return -1 if retitled else 0
         if self.needs_rewrite:
             # Migrated in memory only: ids of new v1 lines depend on the whole file.
             self._reload()
@@ -214,6 +228,23 @@ class PersistencePipeline:
         if last is not None:
             state.leaf_id = last
         return len(new)
+
+    def _catch_up_title_slot(self) -> bool:
+        """omp renames a session by overwriting its title slot in place (no new size,
+        no new inode): read the slot again and fold a changed title into the header."""
+        old = self.state.title_slot
+        if old is None or self.file is None:
+            return False
+        try:
+            prefix = self.storage.read_text_prefix(self.file, TITLE_SLOT_BYTES)
+        except OSError:
+            return False
+        slot = split_title_slot(prefix.encode("utf-8", "surrogatepass"))[0]
+        if slot is None or slot == old:
+            return False
+        self.state.title_slot = slot
+        fold_title_slot(self.state.header, slot)
+        return True
 
     def catch_up_before_rewrite(self) -> None:
         """Whole-file operations start from what is on disk now: lines another process
@@ -321,6 +352,9 @@ class PersistencePipeline:
     def _write_new_file(self, file: str) -> None:
         """Header + every entry (size rules applied: they are all new to this file)."""
         lines = [dumps_line(self.state.header)]
+        slot = self.title_slot_now()
+        if slot is not None:
+            lines.insert(0, slot_bytes(slot))
         lines.extend(self.persisted_line(e) for e in self.state.entries)
         self.storage.ensure_dir(os.path.dirname(file) or ".")
         model = permissions_source(self.storage, file, self.permissions_model)
@@ -350,6 +384,7 @@ class PersistencePipeline:
                     self.state.header,
                     unwritten=[self.persisted_line(e) for e in self._unwritten_entries()],
                     edited=self._edited_line_finder() if compare_entries else None,
+                    title_slot=self.title_slot_now(),
                 )
                 return content
 
@@ -371,6 +406,15 @@ class PersistencePipeline:
         self._file_inode = result.inode
         self._loaded_offset = reflected
         self.catch_up()  # the lines carried over (and whatever came after them)
+
+    def title_slot_now(self) -> Slot | None:
+        """The title slot the file must start with (None: it has none): the one read,
+        or a new one when the header's title changed since."""
+        state = self.state
+        slot = state.title_slot
+        if slot is not None and not slot_matches_header(slot, state.header):
+            slot = state.title_slot = new_title_slot(state.header, now_iso())
+        return slot
 
     def _unwritten_entries(self) -> list[Entry]:
         return self.state.entries[self.disk_entries :]

@@ -17,7 +17,7 @@ from core import discovery, paths
 from core.blobs import BlobStore, may_contain_blob_refs
 from core.context import path_to_root
 from core.errors import NotASessionError
-from core.jsonl import is_header, parse_jsonl_lenient
+from core.jsonl import is_header, parse_session_lenient
 from core.migrate import CURRENT_SESSION_VERSION, migrate_session_entries
 from core.persist import resolve_blob_refs
 from core.storage import FileSessionStorage, PathArg, SessionStorage
@@ -149,7 +149,7 @@ def read_fork_source(source_path: str, storage: SessionStorage) -> tuple[Entry, 
         data = storage.read_bytes(source_path)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
         raise NotASessionError(f"Cannot fork: {source_path} does not exist") from exc
-    loaded = parse_jsonl_lenient(data)
+    loaded = parse_session_lenient(data)
     if not loaded or not is_header(loaded[0]):
         raise NotASessionError(f"Cannot fork: {source_path} is empty or not a session")
     migrate_session_entries(loaded)

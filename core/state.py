@@ -49,6 +49,7 @@ class SessionState:
         "header",
         "labels",
         "leaf_id",
+        "title_slot",
         "usage",
     )
 
@@ -60,6 +61,9 @@ class SessionState:
         self.labels: dict[str, str] = {}
         self.leaf_id: str | None = None
         self.has_assistant = False
+        #: omp 18's title slot as the file holds it (`core.title_slot`); None: the file
+        #: has none (or the session writes none: files for pi 0.73 stay slot-free)
+        self.title_slot: dict[str, Any] | None = None
         # Lazily built caches, kept up to date by appends once they exist.
         self.children: dict[str, list[Entry]] | None = None
         self.usage: dict[str, float] | None = None

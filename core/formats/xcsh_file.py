@@ -37,6 +37,7 @@ from core.context import path_to_root
 from core.jsonl import complete_prefix_length, consumed_length, is_header, parse_jsonl_lenient
 from core.paths import iso_to_ms
 from core.safe_open import open_regular
+from core.title_slot import TITLE_SLOT_BYTES, fold_title_slot, split_title_slot
 from core.tree import apply_label
 
 __all__ = ["ENTRY_INDEX_BYTES", "CompactSession", "NotCompact", "read_file"]
@@ -89,11 +90,12 @@ def _object_lines(data: bytes, start: int = 0) -> Iterator[tuple[int, int, dict[
         pos = end + 1
 
 
-def _starts_with_an_older_header(data: bytes) -> bool:
-    """True when the first line is a header of an older format version (the usual
-    place of the header; anything else is left to the full scan)."""
-    newline = data.find(b"\n")
-    first = parse_line(data[: newline if newline >= 0 else len(data)])
+def _starts_with_an_older_header(data: bytes, start: int) -> bool:
+    """True when the line at ``start`` (the first, or the one after a title slot) is a
+    header of an older format version (the usual place of the header; anything else
+    is left to the full scan)."""
+    newline = data.find(b"\n", start)
+    first = parse_line(data[start : newline if newline >= 0 else len(data)])
     return first is not None and is_header(first) and not _current_version(first)
 
 
@@ -127,6 +129,8 @@ class CompactSession:
     #: a catch-up skipped lines a full load would keep (a ``session`` line, a known id):
     #: a manager built from the file now would not hold the same entries
     diverged: bool = False
+    #: omp 18's title slot the file starts with (its title is folded into ``header``)
+    title_slot: dict[str, Any] | None = None
 
     # -- building --------------------------------------------------------------------
 
@@ -135,16 +139,17 @@ class CompactSession:
         """Index ``data`` (the file's bytes, ``st`` its stat). Returns the session and
         the entries parsed on the way (a caller about to render uses them instead of
         parsing again, then lets them go). `NotCompact` when it cannot be kept so."""
-        if _starts_with_an_older_header(data):
+        slot, body = split_title_slot(data)  # entry offsets stay offsets in the file
+        if _starts_with_an_older_header(data, body):
             raise NotCompact(not_a_session=False)  # before splitting every line
-        lines = _object_lines(data)
+        lines = _object_lines(data, body)
         first = next(lines, None)
         if first is None or not is_header(first[2]):
             raise NotCompact(not_a_session=True)
-        header = first[2]
+        header = fold_title_slot(first[2], slot)
         if not _current_version(header):
             raise NotCompact(not_a_session=False)
-        session = cls(data=data, header=header, inode=st.st_ino)
+        session = cls(data=data, header=header, inode=st.st_ino, title_slot=slot)
         entries = [session._add(start, end, obj) for start, end, obj in lines]
         session.consumed = consumed_length(data)
         session.leaf_id = next((i for i in reversed(session.ids) if isinstance(i, str)), None)
@@ -171,10 +176,17 @@ class CompactSession:
         """Index the complete lines appended since the last look, as core's catch-up
         does (``session`` lines and already known ids are skipped; the leaf moves to
         the last new id). Returns how many entries were added, or ``None`` when the
-        file was replaced or shrank (the caller loads it again)."""
+        file was replaced or shrank, or its title slot was rewritten in place (the
+        caller loads it again)."""
         with open_regular(path) as f:
             st = os.fstat(f.fileno())
             if st.st_ino != self.inode or st.st_size < self.consumed:
+                return None
+            # omp renames in place: same inode, same size, only the title slot changes.
+            if (
+                self.title_slot is not None
+                and split_title_slot(f.read(TITLE_SLOT_BYTES))[0] != self.title_slot
+            ):
                 return None
             if st.st_size == self.consumed:
                 return 0

@@ -24,6 +24,7 @@ from core.migrate import migrate_session_entries
 from core.paths import iso_to_ms
 from core.search_index.rowids import MAX_MS
 from core.search_index.text import entry_search_text, rename_hook_message
+from core.title_slot import parse_title_slot
 
 FINGERPRINT_BYTES: Final = 4096
 
@@ -147,8 +148,11 @@ def whole_file_rows(lines: Iterable[tuple[int, bytes]]) -> tuple[int, Iterator[R
     """(mode, rows) of a file read from its start, ids as core's loader gives them."""
     stream = iter(lines)
     first: dict[str, Any] | None = None
-    for _, line in stream:
+    for offset, line in stream:
         first = parse_object(line)
+        if offset == 0 and first is not None and parse_title_slot(line) is not None:
+            first = None  # omp 18's title slot: the header is the next line
+            continue
         if first is not None:
             break
     if first is None or not is_header(first):

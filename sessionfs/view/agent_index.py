@@ -17,6 +17,7 @@ from typing import Any
 
 from core import jsonl, paths
 from core.safe_open import open_regular
+from core.title_slot import fold_title_slot, read_title_slot, split_title_slot
 from sessionfs.view import session_keys
 from sessionfs.view.session_ids import SessionIdIndex
 from sessionfs.view.session_ref import SessionRef
@@ -40,19 +41,41 @@ def read_header(path: Path, prefix: int = HEADER_PREFIX) -> dict[str, Any] | Non
     """The header of a session file from its first ``prefix`` bytes, else ``None``.
 
     Like the loader: lines that are not JSON objects are skipped, and the first object
-    must be a header. Only complete lines count, unless the file ends inside the prefix.
+    must be a header (after omp 18's title slot, whose title it takes). Only complete
+    lines count, unless the file ends inside the prefix.
     """
     with open_regular(path) as f:  # a FIFO or a directory named *.jsonl raises, never blocks
         data = f.read(prefix)
         at_eof = len(data) < prefix
-        if not at_eof and b"\n" not in data:
+        if not at_eof and b"\n" not in data[split_title_slot(data)[1] :]:
             data += f.read(16 * prefix)  # a very long header line: read a little more
             at_eof = len(data) < 17 * prefix
     usable = data if at_eof else data[: jsonl.complete_prefix_length(data)]
-    objects = jsonl.parse_jsonl_lenient(usable)
+    objects = jsonl.parse_session_lenient(usable)
     if objects and jsonl.is_header(objects[0]):
         return objects[0]
     return None
+
+
+#: A listing's cached header: (inode, size seen, mtime seen, header or None when the
+#: file is not a session, the file starts with a title slot).
+_CachedHeader = tuple[int, int, int, dict[str, Any] | None, bool]
+
+
+def _has_title_slot(path: Path) -> bool:
+    try:
+        return read_title_slot(path) is not None
+    except OSError:
+        return False
+
+
+def _retitled(path: Path, header: dict[str, Any]) -> dict[str, Any]:
+    """``header`` with the title of the slot the file starts with now."""
+    try:
+        slot = read_title_slot(path)
+    except OSError:
+        return header
+    return fold_title_slot(dict(header), slot)
 
 
 class AgentIndex:
@@ -62,8 +85,9 @@ class AgentIndex:
         self.agent_dir = agent_dir
         self.sessions_root = paths.sessions_root(agent_dir)
         self.blobs_dir = paths.blobs_dir(agent_dir)
-        # path -> (inode, size seen, header or None when the file is not a session); LRU
-        self._headers: OrderedDict[Path, tuple[int, int, dict[str, Any] | None]] = OrderedDict()
+        # path -> (inode, size seen, mtime seen, header or None when the file is not a
+        # session); LRU
+        self._headers: OrderedDict[Path, _CachedHeader] = OrderedDict()
         self._skipped: OrderedDict[Path, None] = OrderedDict()  # logged once each (LRU)
         #: session id -> session, kept current by dir mtimes (``by-id/``)
         self.ids = SessionIdIndex(self)
@@ -99,10 +123,17 @@ class AgentIndex:
                 return None
             if header is None:
                 self.skip(path, "no session header in its first line")
-            self._remember_header(path, (st.st_ino, st.st_size, header))
+            slotted = header is not None and _has_title_slot(path)
+            self._remember_header(path, (st.st_ino, st.st_size, st.st_mtime_ns, header, slotted))
+        elif cached[4] and cached[3] is not None and cached[2] != st.st_mtime_ns:
+            # omp renames by rewriting the title slot in place: read the slot again.
+            if cached_only:
+                return NEEDS_IO
+            header = _retitled(path, cached[3])
+            self._remember_header(path, (st.st_ino, st.st_size, st.st_mtime_ns, header, True))
         else:
             self._headers.move_to_end(path)
-            header = cached[2]
+            header = cached[3]
         if header is None:
             return None
         return SessionRef(
@@ -115,7 +146,7 @@ class AgentIndex:
             stat.S_IMODE(st.st_mode),
         )
 
-    def _remember_header(self, path: Path, row: tuple[int, int, dict[str, Any] | None]) -> None:
+    def _remember_header(self, path: Path, row: _CachedHeader) -> None:
         self._headers[path] = row
         self._headers.move_to_end(path)
         while len(self._headers) > HEADER_CACHE_SIZE:
