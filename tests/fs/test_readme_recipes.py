@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.mount import REPO, Mount
+from support.fake_agent import command
+from support.mount import REPO, Mount, MountFactory
 
 from core.check import check_file
 
@@ -88,6 +89,12 @@ def session_file_errors(agent_dir: Path) -> dict[str, list[str]]:
         if found:
             errors[path.name] = found
     return errors
+
+
+@pytest.fixture
+def demo_mount(demo_agent: Path, mount_factory: MountFactory) -> Mount:
+    """The demo mount, its ``send`` running the fake agent (`support.fake_agent`)."""
+    return mount_factory(demo_agent, "--agent-cmd", command())
 
 
 @pytest.mark.parametrize("document", list(DOCUMENTS))

@@ -48,7 +48,8 @@ class ReadmeFile(FileNode):
 #: conversation again (and costs a full parse to read), so ``rg WORD <mount>`` reads
 #: each conversation once, in ``transcripts/``. A sub-agent's artifacts dir is also in
 #: its parent's ``artifacts/`` (read there once), and session files in ``artifacts/``
-#: are conversations already in ``transcripts/``.
+#: are conversations already in ``transcripts/``. ``send`` is left out because reading
+#: it waits for a running agent; ``send.log`` is an agent's output, not a conversation.
 ROOT_IGNORE = b"""\
 # sessionfs: the duplicate views of each session. Search transcripts/ instead:
 # rg WORD <mount> then reads every conversation once. (rg --no-ignore reads all.)
@@ -59,6 +60,8 @@ ROOT_IGNORE = b"""\
 /sessions/**/transcript.md
 /sessions/**/blobs/
 /sessions/**/ctl
+/sessions/**/send
+/sessions/**/send.log
 /sessions/**/stats.json
 /sessions/**/header.json
 /sessions/**/subagents/**/artifacts/
