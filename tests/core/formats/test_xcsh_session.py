@@ -116,3 +116,19 @@ def test_an_older_format_version_is_not_held_compact(tmp_path: Path) -> None:
 
     with pytest.raises(NotCompact):
         XcshSession(fixture_files()[0])  # a v1 file: the manager migrates it
+
+
+def test_an_omp_18_session_with_a_title_slot(tmp_path: Path) -> None:
+    from support.omp_files import conversation, write_omp_session
+
+    path = write_omp_session(
+        tmp_path / "sessions" / "--p--" / "omp.jsonl",
+        conversation(),
+        title="Slot title",
+        source="user",
+    )
+    source = xcsh_session(path)
+    assert source.title() == "Slot title"
+    assert_serves_the_same(source, compact_session(path))
+    first = path.read_bytes().split(b"\n")[2]  # after the slot and the header
+    assert source.raw_line(0) == first
