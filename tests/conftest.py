@@ -1,7 +1,8 @@
 """Shared test fixtures: where the real agent session files are, and tmp copies of them;
-the real upstream agents (pi, omp) configured against a fake model server; and the one
-rule for FUSE tests: a module marked ``pytestmark = pytest.mark.fuse`` is skipped where
-FUSE is not available (no /dev/fuse or fusermount3)."""
+real mounts (`mount_factory`); the real upstream agents (pi, omp) configured against a
+fake model server; and the one rule for FUSE tests: a module marked ``pytestmark =
+pytest.mark.fuse`` is skipped where FUSE is not available (no /dev/fuse or
+fusermount3)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 from support.fake_model_server import DEFAULT_MODEL, FakeModelServer
 from support.fixture_paths import FIXTURE_NAMES, fixture_path
-from support.mount import fuse_available
+from support.mount import Mount, MountFactory, fuse_available, start_mount
 from support.real_agents import (
     AgentUnavailable,
     InstallFailed,
@@ -31,6 +32,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("fuse") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def mount_factory(tmp_path: Path) -> Iterator[MountFactory]:
+    """Real mounts in tmp dirs (`support.mount`), all unmounted in teardown."""
+    mounts: list[Mount] = []
+
+    def factory(agent_dir: Path, *extra: str, name: str = "mnt") -> Mount:
+        mount = start_mount(agent_dir, tmp_path / name, *extra)
+        mounts.append(mount)
+        return mount
+
+    yield factory
+    for mount in mounts:
+        mount.unmount()
 
 
 @pytest.fixture(params=FIXTURE_NAMES)

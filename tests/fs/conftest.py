@@ -1,5 +1,5 @@
-"""Fixtures of the FUSE acceptance tests: real mounts in tmp dirs (`support.mount`),
-unmounted in teardown, and the demo agent dir they browse."""
+"""Fixtures of the FUSE acceptance tests: the demo agent dir they browse, mounted with
+``mount_factory`` (tests/conftest.py: real mounts in tmp dirs, unmounted in teardown)."""
 
 from __future__ import annotations
 
@@ -8,22 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.mount import Mount, MountFactory, load_demo_module, start_mount
+from support.mount import Mount, MountFactory, load_demo_module
 from support.tmpfs import fill, tmpfs
-
-
-@pytest.fixture
-def mount_factory(tmp_path: Path) -> Iterator[MountFactory]:
-    mounts: list[Mount] = []
-
-    def factory(agent_dir: Path, *extra: str, name: str = "mnt") -> Mount:
-        mount = start_mount(agent_dir, tmp_path / name, *extra)
-        mounts.append(mount)
-        return mount
-
-    yield factory
-    for mount in mounts:
-        mount.unmount()
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
@@ -240,7 +241,7 @@ class RealAgent:
     name = "agent"
 
     # Subclasses: the argv of one print-mode turn, and their offline configuration.
-    def command(self, prompt: str, session: Path | None) -> list[str]:
+    def command(self, prompt: str, session: Path | None, options: Sequence[str]) -> list[str]:
         raise NotImplementedError
 
     def write_config(self) -> None:
@@ -291,14 +292,19 @@ class RealAgent:
         return env
 
     def start(
-        self, prompt: str, session: Path | None = None, cwd: Path | None = None
+        self,
+        prompt: str,
+        session: Path | None = None,
+        cwd: Path | None = None,
+        options: Sequence[str] = (),
     ) -> subprocess.Popen[str]:
         """Start one print-mode turn: ``session`` continues that file (from its last
-        entry); without it the agent creates a new session for ``cwd``."""
+        entry); without it the agent creates a new session for ``cwd`` (or does what
+        ``options``, more command-line options, say)."""
         cwd = cwd or self.home
         cwd.mkdir(parents=True, exist_ok=True)
         return subprocess.Popen(
-            self.command(prompt, session),
+            self.command(prompt, session, options),
             cwd=cwd,
             env=self.env(),
             stdin=subprocess.DEVNULL,
@@ -312,9 +318,10 @@ class RealAgent:
         prompt: str,
         session: Path | None = None,
         cwd: Path | None = None,
+        options: Sequence[str] = (),
         timeout: float = RUN_TIMEOUT_S,
     ) -> AgentResult:
-        return finish(self.start(prompt, session, cwd), timeout)
+        return finish(self.start(prompt, session, cwd, options), timeout)
 
     def sessions(self) -> list[Path]:
         """Every session file under the agent dir, oldest first by name."""
@@ -367,12 +374,12 @@ class PiAgent(RealAgent):
             "PI_TELEMETRY": "0",
         }
 
-    def command(self, prompt: str, session: Path | None) -> list[str]:
+    def command(self, prompt: str, session: Path | None, options: Sequence[str]) -> list[str]:
         cli = pi_package_dir(self.install) / "dist" / "cli.js"
         argv = ["node", str(cli), "-p", "--provider", FAKE_PROVIDER, "--model", self.model_id]
         if session is not None:
             argv += ["--session", str(session)]
-        return [*argv, prompt]
+        return [*argv, *options, prompt]
 
 
 @dataclass
@@ -402,13 +409,13 @@ class OmpAgent(RealAgent):
             env["PI_CODING_AGENT_DIR"] = str(self.agent_dir)
         return env
 
-    def command(self, prompt: str, session: Path | None) -> list[str]:
+    def command(self, prompt: str, session: Path | None, options: Sequence[str]) -> list[str]:
         cli = omp_package_dir(self.install) / "dist" / "cli.js"
         argv = [str(bun_executable(self.install)), str(cli), "-p"]
         argv += ["--model", f"{FAKE_PROVIDER}/{self.model_id}"]
         if session is not None:
             argv += ["--resume", str(session)]
-        return [*argv, prompt]
+        return [*argv, *options, prompt]
 
     def bun_script(self, script: Path, *args: str, timeout: float = RUN_TIMEOUT_S) -> AgentResult:
         """Run a Bun script (one that imports omp's own modules through the
