@@ -241,7 +241,7 @@ class RealAgent:
     name = "agent"
 
     # Subclasses: the argv of one print-mode turn, and their offline configuration.
-    def command(self, prompt: str, session: Path | None, options: Sequence[str]) -> list[str]:
+    def command(self, prompt: str, session: Path | None, options: Sequence[str] = ()) -> list[str]:
         raise NotImplementedError
 
     def write_config(self) -> None:
@@ -374,7 +374,7 @@ class PiAgent(RealAgent):
             "PI_TELEMETRY": "0",
         }
 
-    def command(self, prompt: str, session: Path | None, options: Sequence[str]) -> list[str]:
+    def command(self, prompt: str, session: Path | None, options: Sequence[str] = ()) -> list[str]:
         cli = pi_package_dir(self.install) / "dist" / "cli.js"
         argv = ["node", str(cli), "-p", "--provider", FAKE_PROVIDER, "--model", self.model_id]
         if session is not None:
@@ -409,7 +409,7 @@ class OmpAgent(RealAgent):
             env["PI_CODING_AGENT_DIR"] = str(self.agent_dir)
         return env
 
-    def command(self, prompt: str, session: Path | None, options: Sequence[str]) -> list[str]:
+    def command(self, prompt: str, session: Path | None, options: Sequence[str] = ()) -> list[str]:
         cli = omp_package_dir(self.install) / "dist" / "cli.js"
         argv = [str(bun_executable(self.install)), str(cli), "-p"]
         argv += ["--model", f"{FAKE_PROVIDER}/{self.model_id}"]
