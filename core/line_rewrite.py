@@ -105,8 +105,10 @@ def rewrite_session_lines(
     as_stored = _parse(lines[header_at])  # the header as stored, read as loaders read it
     if as_stored is None or fold_title_slot(as_stored, stored_slot) != header:
         replaced[header_at] = dumps_line(header)
-    if stored_slot is not None and title_slot is not None and _slot_key(title_slot) != _slot_key(
-        stored_slot
+    if (
+        stored_slot is not None
+        and title_slot is not None
+        and _slot_key(title_slot) != _slot_key(stored_slot)
     ):
         replaced[0] = slot_bytes(title_slot)
     if not replaced:

@@ -11,7 +11,8 @@
   xcsh shape in `core.formats.codex_items`;
 * `core.formats.xcsh`: xcsh/pi session files (`XcshSession`) over their compact index
   (`core.formats.xcsh_file`: file bytes + per-entry spans), with core's own context,
-  tree and stats rules;
+  tree and stats rules; `core.formats.xcsh_parsed.ManagerSource` reads a session held
+  parsed (a `SessionManager`, for writes and older format versions) the same way;
 * `core.formats.claude_dirs` / `core.formats.codex_dirs`: where each agent keeps its
   sessions and how a listing finds them (sub-agents, archives, titles) reading at most
   the first KiB of each file (`core.formats.prefix`);

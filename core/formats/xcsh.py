@@ -16,6 +16,7 @@ finds the last entry of an id, as ``by_id`` does everywhere.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -28,7 +29,7 @@ from core.formats.xcsh_file import CompactSession, read_file
 from core.safe_open import PathArg
 from core.tree import build_tree, leaf_count, tree_depth, usage_totals
 
-__all__ = ["XcshIndex", "XcshSession", "session_stats"]
+__all__ = ["XcshIndex", "XcshReads", "XcshSession", "by_id_of", "session_stats"]
 
 Entry = dict[str, Any]
 
@@ -96,45 +97,52 @@ def _compact_index(path: PathArg) -> XcshIndex:
     return CompactSession.build(*read_file(path))[0]
 
 
-def _by_id(entries: Sequence[Entry]) -> dict[str, Entry]:
+def by_id_of(entries: Sequence[Entry]) -> dict[str, Entry]:
     return {e["id"]: e for e in entries if isinstance(e.get("id"), str)}  # last one wins
 
 
-class XcshSession(SessionSource):
-    """One xcsh session file read-only. ``load`` builds its index from the file (again
-    when a catch-up finds the file replaced or shrunk); by default the compact index
-    of a file at the current format version (`NotCompact` for any other file: an
-    older version is migrated by the manager, in memory, ids and all)."""
+class XcshReads(SessionSource):
+    """What every xcsh source answers alike from its entries: the compact file
+    (`XcshSession`) and the parsed manager (`core.formats.xcsh_parsed.ManagerSource`).
+    A subclass says where entries, ids, parents, the leaf and the header come from."""
 
     agent = "xcsh"
     reports_malformed_lines = False
 
-    def __init__(self, path: PathArg, load: Callable[[], XcshIndex] | None = None) -> None:
-        super().__init__()
-        self.path = path
-        self._load = load if load is not None else partial(_compact_index, path)
-        self.index = self._load()
+    @abstractmethod
+    def _parsed(self) -> tuple[list[Entry], dict[str, Entry]]:
+        """Every entry (parsed now, or as held) and the entries by id (last wins)."""
+
+    @abstractmethod
+    def _header(self) -> Mapping[str, Any]: ...
+
+    @abstractmethod
+    def _leaf_id(self) -> str | None: ...
+
+    @abstractmethod
+    def _id(self, index: int) -> object:
+        """Entry ``index``'s raw ``id``."""
+
+    @abstractmethod
+    def _parent_id(self, index: int) -> object:
+        """Entry ``index``'s raw ``parentId``."""
 
     # -- the session ---------------------------------------------------------------------
 
     def header(self) -> dict[str, Any]:
-        return dict(self.index.header)
+        return dict(self._header())
 
     def title(self) -> str:
-        title = self.index.header.get("title")
+        title = self._header().get("title")
         return title if isinstance(title, str) else ""
-
-    def _parsed(self) -> tuple[list[Entry], dict[str, Entry]]:
-        entries = self.index.parse_entries()
-        return entries, _by_id(entries)
 
     def context(self) -> dict[str, Any]:
         entries, by_id = self._parsed()
-        return build_session_context(entries, self.index.leaf_id, by_id)
+        return build_session_context(entries, self._leaf_id(), by_id)
 
     def transcript_messages(self) -> list[TranscriptMessage]:
         entries, by_id = self._parsed()
-        leaf = self.index.leaf_id
+        leaf = self._leaf_id()
         messages = build_session_context(entries, leaf, by_id)["messages"]
         sources = context_sources(entries, leaf, by_id)
         out = []
@@ -151,23 +159,11 @@ class XcshSession(SessionSource):
         return out
 
     def usage(self) -> dict[str, Any]:
-        return usage_totals(self.index.parse_entries())
+        return usage_totals(self._parsed()[0])
 
     def stats(self) -> dict[str, Any]:
         entries, by_id = self._parsed()
-        return session_stats(entries, self.index.leaf_id, by_id, usage_totals(entries))
-
-    def catch_up(self) -> bool:
-        added = self.index.catch_up(self.path)
-        if added is None:
-            self.index = self._load()
-        elif added == 0:
-            return False
-        self._changed()
-        return True
-
-    def memory_cost(self) -> int:
-        return self.index.memory_cost()
+        return session_stats(entries, self._leaf_id(), by_id, self.usage())
 
     @property
     def malformed_lines(self) -> int:
@@ -175,24 +171,9 @@ class XcshSession(SessionSource):
 
     # -- entries -------------------------------------------------------------------------
 
-    def __len__(self) -> int:
-        return len(self.index)
-
     def entry_name(self, index: int) -> str:
-        entry_id = self.index.ids[index]
+        entry_id = self._id(index)
         return entry_id if isinstance(entry_id, str) else ""
-
-    def raw_line(self, index: int) -> bytes:
-        return self.index.data[self.index.starts[index] : self.index.ends[index]]
-
-    def entry(self, index: int) -> Entry:
-        return self.index.entry(index)
-
-    def entry_time_ms(self, index: int) -> int | None:
-        return self.index.time_ms(index)
-
-    def index_of(self, name: str) -> int | None:
-        return self.index.index_of_id.get(name)
 
     def entry_type(self, index: int) -> str:
         return str(self.entry(index).get("type", "?"))
@@ -210,20 +191,80 @@ class XcshSession(SessionSource):
     def entry_text(self, index: int) -> str:
         return describe_entry(self.entry(index))
 
-    def labels(self) -> dict[str, str]:
-        return dict(self.index.labels)
-
     # -- the tree ------------------------------------------------------------------------
 
     def parent_index(self, index: int) -> int | None:
-        parent = self.index.parents[index]
-        if not isinstance(parent, str) or parent == self.index.ids[index]:
+        parent = self._parent_id(index)
+        if not isinstance(parent, str) or parent == self._id(index):
             return None
-        return self.index.index_of_id.get(parent)
+        return self.index_of(parent)
 
     def leaf_index(self) -> int | None:
-        leaf = self.index.leaf_id
-        return self.index.index_of_id.get(leaf) if isinstance(leaf, str) else None
+        leaf = self._leaf_id()
+        return self.index_of(leaf) if isinstance(leaf, str) else None
+
+
+class XcshSession(XcshReads):
+    """One xcsh session file read-only. ``load`` builds its index from the file (again
+    when a catch-up finds the file replaced or shrunk); by default the compact index
+    of a file at the current format version (`NotCompact` for any other file: an
+    older version is migrated by the manager, in memory, ids and all)."""
+
+    def __init__(self, path: PathArg, load: Callable[[], XcshIndex] | None = None) -> None:
+        super().__init__()
+        self.path = path
+        self._load = load if load is not None else partial(_compact_index, path)
+        self.index = self._load()
+
+    def _parsed(self) -> tuple[list[Entry], dict[str, Entry]]:
+        entries = self.index.parse_entries()
+        return entries, by_id_of(entries)
+
+    def _header(self) -> Mapping[str, Any]:
+        return self.index.header
+
+    def _leaf_id(self) -> str | None:
+        return self.index.leaf_id
+
+    def _id(self, index: int) -> object:
+        return self.index.ids[index]
+
+    def _parent_id(self, index: int) -> object:
+        return self.index.parents[index]
+
+    def stats(self) -> dict[str, Any]:
+        entries, by_id = self._parsed()  # one parse for the stats and their usage
+        return session_stats(entries, self.index.leaf_id, by_id, usage_totals(entries))
+
+    def catch_up(self) -> bool:
+        added = self.index.catch_up(self.path)
+        if added is None:
+            self.index = self._load()
+        elif added == 0:
+            return False
+        self._changed()
+        return True
+
+    def memory_cost(self) -> int:
+        return self.index.memory_cost()
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def raw_line(self, index: int) -> bytes:
+        return self.index.data[self.index.starts[index] : self.index.ends[index]]
+
+    def entry(self, index: int) -> Entry:
+        return self.index.entry(index)
+
+    def entry_time_ms(self, index: int) -> int | None:
+        return self.index.time_ms(index)
+
+    def index_of(self, name: str) -> int | None:
+        return self.index.index_of_id.get(name)
+
+    def labels(self) -> dict[str, str]:
+        return dict(self.index.labels)
 
     def path_indexes(self) -> list[int]:
         return self.index.path_indexes(self.index.leaf_id)
