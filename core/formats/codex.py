@@ -191,17 +191,9 @@ class CodexSession(JsonlSession[_CodexLine]):
                 replacement = payload.get("replacement_history")
                 if isinstance(replacement, list):
                     history = list(replacement)
-                else:  # an older compaction: only its summary is left
-                    summary = (
-                        payload.get("message") if isinstance(payload.get("message"), str) else ""
-                    )
-                    history = [
-                        {
-                            "type": "message",
-                            "role": "user",
-                            "content": [{"type": "input_text", "text": summary}],
-                        }
-                    ]
+                else:  # an older compaction: only its summary is left (if any)
+                    summary = payload.get("message")
+                    history = [_user_text(summary)] if isinstance(summary, str) and summary else []
             elif payload.get("type") == "thread_rolled_back":
                 _drop_user_turns(history, payload.get("num_turns"))
         return {"messages": history, "model": self._model}
@@ -275,6 +267,10 @@ class CodexSession(JsonlSession[_CodexLine]):
 
     def path_indexes(self) -> list[int]:
         return list(range(len(self._lines)))
+
+
+def _user_text(text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
 
 
 def _drop_user_turns(history: list[Any], turns: Any) -> None:

@@ -123,7 +123,9 @@ def agent_message(item: Mapping[str, Any]) -> dict[str, Any] | None:
     reasoning without a summary, a compaction, a kind not known)."""
     kind = item.get("type")
     if kind == "message":
-        role = item.get("role") if isinstance(item.get("role"), str) else "?"
+        role = item.get("role")
+        if not isinstance(role, str) or not role:
+            return None  # not a message anyone said: shown in entries only
         if role in ("developer", "system") or is_injected(item):
             return {"role": role, "content": [{"type": "text", "text": _folded(item)}]}
         return {"role": role, "content": _blocks(_parts(item.get("content")))}
