@@ -10,6 +10,8 @@ import secrets
 from pathlib import Path
 from typing import Final
 
+from core.private_files import create_new_private, make_private_dirs
+
 __all__ = [
     "BLOB_REF_PREFIX",
     "BlobStore",
@@ -73,10 +75,10 @@ class BlobStore:
         sha = hashlib.sha256(data).hexdigest()
         path = self.path_for(sha)
         if not path.exists():
-            self.directory.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(self.directory)
             tmp = self.directory / f".{sha}.{secrets.token_hex(4)}.tmp"
             try:
-                with open(tmp, "wb") as f:
+                with open(create_new_private(tmp), "wb") as f:
                     f.write(data)
                     f.flush()
                     os.fsync(f.fileno())

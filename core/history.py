@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from core import paths
+from core.private_files import ensure_private_file, make_private_dirs
 from core.safe_open import open_regular
 from core.search_index.query import QueryTerm, build_match_query
 
@@ -325,7 +326,8 @@ class HistoryStorage:
     def _open_for_writing(self) -> tuple[sqlite3.Connection, str | None]:
         """The shared reader connection (schema set up) and the newest stored prompt."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(self.path.parent)
+            ensure_private_file(self.path)  # its -wal and -shm take its mode
             reader = _connect(self.path, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
             raise HistoryStorageError(f"cannot open prompt history {self.path}: {exc}") from exc

@@ -46,6 +46,12 @@ __all__ = [
     "atomic_write",
     "temp_path_for",
 ]
+from core.private_files import (
+    PRIVATE_FILE_MODE,
+    create_new_private,
+    make_private_dirs,
+    private_opener,
+)
 from core.safe_open import open_regular, open_regular_fd
 
 
@@ -72,10 +78,15 @@ class FileSessionWriter:
 
     def __init__(self, path: PathArg, mode: WriterMode = "a") -> None:
         self.path = os.fspath(path)
-        # Append mode reads too: the torn-line guard peeks at the file's last byte.
-        flags = os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-        flags |= os.O_RDWR | os.O_APPEND if mode == "a" else os.O_WRONLY | os.O_TRUNC
-        self._fd: int | None = os.open(self.path, flags, 0o644)
+        # Append mode reads too: the torn-line guard peeks at the file's last byte. A
+        # file it makes is private (0600); "w" makes a new file (a rewrite's temp
+        # file), never writing through a name that exists (`core.private_files`).
+        append = os.O_CREAT | os.O_CLOEXEC | os.O_RDWR | os.O_APPEND
+        self._fd: int | None = (
+            os.open(self.path, append, PRIVATE_FILE_MODE)
+            if mode == "a"
+            else create_new_private(self.path)
+        )
         self._mode = mode
         # Size the file had right after our last write; -1 = unknown, check tail.
         self._expected_end = -1 if mode == "a" else 0
@@ -204,7 +215,7 @@ class FileSessionStorage:
     """`SessionStorage` on the real filesystem."""
 
     def ensure_dir(self, path: PathArg) -> None:
-        os.makedirs(path, exist_ok=True)
+        make_private_dirs(path)
 
     def exists(self, path: PathArg) -> bool:
         return os.path.exists(path)
@@ -213,7 +224,7 @@ class FileSessionStorage:
         return os.path.isdir(path)
 
     def write_text(self, path: PathArg, text: str) -> None:
-        with open(path, "w", encoding="utf-8", newline="") as fh:
+        with open(path, "w", encoding="utf-8", newline="", opener=private_opener) as fh:
             fh.write(text)
 
     def stat(self, path: PathArg) -> StorageStat:
@@ -502,6 +513,8 @@ class MemorySessionStorage:
     def open_writer(self, path: PathArg, mode: WriterMode = "a") -> SessionWriter:
         key = self._key(path)
         with self._lock:
+            if mode == "w" and key in self._files:
+                raise FileExistsError(17, "File exists", key)  # as the file writer's O_EXCL
             if mode == "w" or key not in self._files:
                 self._files[key] = _MemoryFile(bytearray(), time.time(), self._new_inode())
         return MemorySessionWriter(self, key, mode)

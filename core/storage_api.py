@@ -42,6 +42,8 @@ class RewriteResult:
 
 
 PathArg = str | os.PathLike[str]
+#: "a": append (a file it creates is 0600); "w": write a new file, which must not
+#: exist yet (`FileExistsError`): rewrites write their temp file so.
 WriterMode = Literal["a", "w"]
 
 

@@ -4,6 +4,7 @@ clean unmount on SIGINT/SIGTERM, and the background (daemon) start-up handshake.
 from __future__ import annotations
 
 import errno
+import io
 import logging
 import os
 import shutil
@@ -14,13 +15,14 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import platformdirs
 import pyfuse3
 import trio
 
 from core import paths
+from core.private_files import make_private_dirs, private_opener
 from sessionfs.fs.agent_command import (
     DEFAULT_SEND_GRACE,
     DEFAULT_SEND_TIMEOUT,
@@ -88,6 +90,14 @@ def log_file_path() -> Path:
     return Path(platformdirs.user_log_dir("sessionfs")) / "sessionfs.log"
 
 
+def open_log_file() -> BinaryIO:
+    """The log file, for appending; it and the dirs made for it are private (a log
+    names sessions and quotes refusals)."""
+    path = log_file_path()
+    make_private_dirs(path.parent)
+    return open(path, "ab", opener=private_opener)
+
+
 def preflight(opts: MountOptions) -> None:
     """Everything we can check before mounting, each with the fix in the message."""
     if not os.path.exists("/dev/fuse") or shutil.which("fusermount3") is None:
@@ -141,13 +151,13 @@ def _check_store_url(text: str) -> None:
 
 def setup_logging(opts: MountOptions, to_file: bool) -> None:
     level = logging.DEBUG if opts.debug else logging.INFO
-    handler: logging.Handler
-    if to_file:
-        path = log_file_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(path)
-    else:
-        handler = logging.StreamHandler(sys.stderr)
+    # Not logging.FileHandler: it creates the file with the umask's mode.
+    stream = (
+        io.TextIOWrapper(open_log_file(), encoding="utf-8", errors="replace", line_buffering=True)
+        if to_file
+        else sys.stderr
+    )
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
@@ -342,8 +352,7 @@ def start_background(opts: MountOptions) -> int:
     args += _store_args(opts)
     args += _send_args(opts)
     log_path = log_file_path()
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log_out:
+    with open_log_file() as log_out:
         subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,

@@ -43,6 +43,7 @@ from typing import Any
 import orjson
 
 from core.file_identity import FileIdentity
+from core.private_files import make_private_dirs
 from sessionfs.view import loaded_session, render
 
 __all__ = [
@@ -123,7 +124,7 @@ class RenderCache:
         transcript is about to be read, so the kernel starts reading it all now."""
         path = self.path_for(key)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             return None
         try:
@@ -144,7 +145,7 @@ class RenderCache:
             return None
         path, validated = record.stored
         try:
-            with open(path, "rb") as f:
+            with open(path, "rb", opener=_no_follow) as f:
                 if FileIdentity.of(os.fstat(f.fileno())) != validated:
                     return None  # replaced since it was validated
                 f.seek(record.data_offset)
@@ -172,7 +173,7 @@ class RenderCache:
         head = MAGIC + _HEAD.pack(len(meta), zlib.crc32(meta)) + meta
         path = self.path_for(key)
         try:
-            self.root.mkdir(parents=True, exist_ok=True)  # again after a deleted cache dir
+            make_private_dirs(self.root)  # again after a deleted cache dir
             cache_identity = _write_atomically(path, head, transcript)
         except OSError as exc:
             log.debug("render cache: cannot store %s: %s", key, exc)
@@ -183,6 +184,12 @@ class RenderCache:
 def entry_name(key: str) -> str:
     """The cache file name of the session file ``key``: 40 hex digits of its hash."""
     return hashlib.sha256(os.fsencode(key)).hexdigest()[:ENTRY_NAME_CHARS]
+
+
+def _no_follow(path: str, flags: int) -> int:
+    """Cache files have fixed names: a symlink (or FIFO) planted at one is never read
+    through; the validation that follows rejects whatever it is."""
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
 
 
 def _write_atomically(path: Path, head: bytes, data: bytes) -> FileIdentity:

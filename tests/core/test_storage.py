@@ -96,15 +96,23 @@ def test_writer_appends_lines_in_order_with_torn_line_guard(
     assert writer.error is None
 
 
-def test_writer_in_write_mode_truncates(storage_and_root: tuple[SessionStorage, str]) -> None:
+def test_writer_in_write_mode_makes_a_new_file_only(
+    storage_and_root: tuple[SessionStorage, str],
+) -> None:
+    """Mode "w" is for a rewrite's temp file: it never writes through a name that exists
+    (a planted file or symlink in the session's dir)."""
     storage, root = storage_and_root
     storage.ensure_dir(root)
     path = os.path.join(root, "t.jsonl")
     storage.write_text(path, "old content without newline")
-    writer = storage.open_writer(path, "w")
+    with pytest.raises(FileExistsError):
+        storage.open_writer(path, "w")
+    assert storage.read_text(path) == "old content without newline"
+    fresh = os.path.join(root, "new.jsonl")
+    writer = storage.open_writer(fresh, "w")
     writer.write(b"new\n")
     writer.close()
-    assert storage.read_text(path) == "new\n"
+    assert storage.read_text(fresh) == "new\n"
 
 
 def test_closed_writer_refuses_writes(storage_and_root: tuple[SessionStorage, str]) -> None:
@@ -227,3 +235,27 @@ def test_a_write_cut_short_by_a_full_disk_leaves_no_torn_line(
     monkeypatch.undo()
     assert path.read_bytes() == b'{"type":"session","id":"s"}\n'
     assert writer.error is not None
+
+
+def test_a_symlink_planted_at_a_temp_name_is_not_followed(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep me")
+    planted = tmp_path / ".s.jsonl.0123456789ab.tmp"
+    planted.symlink_to(victim)
+    with pytest.raises(FileExistsError):
+        FileSessionStorage().open_writer(planted, "w")
+    assert victim.read_bytes() == b"keep me" and planted.is_symlink()
+
+
+def test_files_and_dirs_made_for_sessions_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        storage = FileSessionStorage()
+        storage.ensure_dir(tmp_path / "a" / "b")
+        storage.open_writer(tmp_path / "a" / "b" / "s.jsonl").close()
+        storage.write_text(tmp_path / "a" / "note", "x")
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "a").rglob("*")}
+    assert modes == {"b": 0o700, "s.jsonl": 0o600, "note": 0o600}
+    assert (tmp_path / "a").stat().st_mode & 0o777 == 0o700

@@ -53,6 +53,22 @@ def test_a_damaged_cache_file_is_ignored(tmp_path: Path, damage: object) -> None
     assert cache.load("k", identity) is None
 
 
+def test_a_cache_file_name_planted_as_a_symlink_or_fifo_is_not_read(tmp_path: Path) -> None:
+    """Cache files have fixed names: what someone else put at one (in a shared cache
+    dir) is never read through, and a FIFO does not block the reader."""
+    cache = RenderCache(tmp_path / "cache")
+    identity = FileIdentity(1, 2, 3, 4)
+    cache.store("k", identity, {"transcript.md": 11}, b"transcript!")
+    path = cache.path_for("k")
+    genuine = tmp_path / "genuine"
+    os.replace(path, genuine)
+    path.symlink_to(genuine)  # a valid cache file, but not one of ours
+    assert cache.load("k", identity) is None and cache.validate("k", identity) is None
+    path.unlink()
+    os.mkfifo(path)
+    assert cache.load("k", identity) is None
+
+
 def test_the_worker_renders_what_the_session_dir_shows(tmp_path: Path) -> None:
     session = make_session(tmp_path / "agent")
     manager = open_browse(session)
