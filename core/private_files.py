@@ -56,11 +56,12 @@ def create_new_private(path: str | os.PathLike[str], flags: int = os.O_WRONLY) -
 
 
 def ensure_private_file(path: str | os.PathLike[str]) -> None:
-    """Create ``path`` empty and ``0600`` unless it exists. For SQLite: it makes its
-    ``-wal``, ``-shm`` and ``-journal`` files with the mode of the db file, so a db
-    created this way stays private in all its files."""
-    with contextlib.suppress(FileExistsError):
-        os.close(create_new_private(path))
+    """Create ``path`` empty and ``0600`` unless it exists; a symlink at ``path`` is
+    refused (``ELOOP``), not followed. For SQLite: it makes its ``-wal``, ``-shm`` and
+    ``-journal`` files with the mode of the db file, so a db created this way stays
+    private in all its files."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    os.close(os.open(path, flags, PRIVATE_FILE_MODE))
 
 
 def private_opener(path: str, flags: int) -> int:

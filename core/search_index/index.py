@@ -27,6 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import Final
 
+from core.private_files import ensure_private_file, make_private_dirs
 from core.safe_open import open_regular_fd
 from core.search_index.hits import Hit, SnippetFinder, snippet, split_key
 from core.search_index.query import QueryPlan, QueryTerm, parse_query, plan_query
@@ -174,6 +175,7 @@ class SearchIndex:
             uri = f"{self.path.resolve().as_uri()}?mode=ro"
             conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
         else:
+            ensure_private_file(self.path)  # its -wal and -shm take its mode
             conn = sqlite3.connect(
                 self.path,
                 isolation_level=None,
@@ -197,7 +199,7 @@ class SearchIndex:
                     reader.close()
                     raise
             else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                make_private_dirs(self.path.parent)
                 reader = self._open_writable()
         except CorruptIndex as exc:
             self._mark_unavailable(f"not a usable search index: {exc}")
@@ -554,11 +556,15 @@ class SearchIndex:
 
     # -- searching ------------------------------------------------------------------------
 
-    def search(self, query: str, limit: int = 100) -> list[Hit]:
+    def search(
+        self, query: str, limit: int = 100, visible: Callable[[bytes], bool] | None = None
+    ) -> list[Hit]:
         """Entries containing every word of ``query`` (see `parse_query`), newest first.
 
         Never raises: an unavailable index or a query without words gives ``[]``.
-        Hits whose line changed on disk since it was indexed are left out.
+        Hits whose line changed on disk since it was indexed are left out, and so are
+        hits in session files ``visible`` says no to (it gets the file's path below the
+        sessions root): they do not count towards ``limit`` either.
         """
         terms = parse_query(query)
         try:
@@ -580,7 +586,7 @@ class SearchIndex:
                 plan = None if expanded is None else plan_query(expanded)
                 if plan is None:
                     return []
-                return self._search(conn, root, plan, SnippetFinder(terms), limit)
+                return self._search(conn, root, plan, SnippetFinder(terms), limit, visible)
         except Exception as exc:
             if is_corrupt(exc):
                 self._mark_unavailable(f"corrupt search index: {exc}")
@@ -608,6 +614,7 @@ class SearchIndex:
         plan: QueryPlan,
         finder: SnippetFinder,
         limit: int,
+        visible: Callable[[bytes], bool] | None,
     ) -> list[Hit]:
         hits: list[Hit] = []
         below = TOP_ROWID
@@ -618,6 +625,8 @@ class SearchIndex:
                 keep = None if verifier is None else verifier.keep
                 rows, below = newest_matches(conn, plan.match, below, limit - len(hits), keep)
                 for _, ts, entry_id, role, offset, length, crc, key in rows:
+                    if visible is not None and not visible(key):
+                        continue  # a session the one who asks may not read
                     text = reader.text(key, offset, length, crc)
                     if text is None:
                         continue  # the line changed since it was indexed

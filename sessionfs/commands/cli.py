@@ -20,8 +20,9 @@ from sessionfs.view.cache_dir import default_cache_dir
 
 #: Said once by ``mount --allow-other``: the mount's modes are now all that guards it.
 ALLOW_OTHER_NOTE = (
-    "sessionfs: --allow-other: other users can now read whatever the modes shown in "
-    "the mount allow (a session dir follows its session file's mode)"
+    "sessionfs: --allow-other: other users can now read what the files' modes let them "
+    "read on disk (each path shows its file's owner and mode; search/ shows each reader "
+    "only the sessions they may read)"
 )
 
 

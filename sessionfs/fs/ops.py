@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 import pyfuse3
 
+from sessionfs.fs.caller import caller_of
 from sessionfs.fs.foreground import Foreground
 from sessionfs.fs.nodes.base import IMMUTABLE, DirNode, Kind, LinkNode, Node, OpenFile
 from sessionfs.view.loaded_session import LoadedSession
@@ -253,18 +254,26 @@ class SessionFsOperations(pyfuse3.Operations):
         attrs.generation = 0
         attrs.entry_timeout = node.tier.entry_timeout
         attrs.attr_timeout = node.tier.attr_timeout if st.exact else 0
-        mode = node.mode & await node.permission_mask()
+        shown = await node.permissions()
+        mode = node.mode & shown.mask
         if self.read_only:
             mode &= ~WRITE_BITS
         attrs.st_mode = node.kind.value | mode
         attrs.st_nlink = 2 if node.kind is Kind.DIR else 1
-        attrs.st_uid, attrs.st_gid = self.uid, self.gid
+        attrs.st_uid = self.uid if shown.uid is None else shown.uid
+        attrs.st_gid = self.gid if shown.gid is None else shown.gid
         attrs.st_rdev = 0
         attrs.st_size = st.size
         attrs.st_blksize = 4096
         attrs.st_blocks = (st.size + 511) // 512
         attrs.st_atime_ns = attrs.st_mtime_ns = attrs.st_ctime_ns = st.mtime_ns
         return attrs
+
+    @staticmethod
+    def _as_seen_by(node: Node, ctx: pyfuse3.RequestContext) -> Node:
+        """``node`` as the request's caller sees it: only ``per_caller`` nodes care
+        (reading ``/proc`` for every request would cost every ``ls``)."""
+        return node.seen_by(caller_of(ctx)) if node.per_caller else node
 
     def _dir(self, inode: int) -> DirNode:
         node = self.table.node(inode)
@@ -376,11 +385,11 @@ class SessionFsOperations(pyfuse3.Operations):
             child = await parent.lookup(text)
         if child is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
-        return await self._reply_entry(child)
+        return await self._reply_entry(self._as_seen_by(child, ctx))
 
     @_errno_guard
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        return await self._attrs(self.table.node(inode), inode)
+        return await self._attrs(self._as_seen_by(self.table.node(inode), ctx), inode)
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         for inode, count in inode_list:
@@ -422,7 +431,7 @@ class SessionFsOperations(pyfuse3.Operations):
 
     @_errno_guard
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
-        node = self.table.node(inode)
+        node = self._as_seen_by(self.table.node(inode), ctx)
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
             handle = await self._write_to(node, lambda: self._open_for_writing(node, flags, ctx))
         else:

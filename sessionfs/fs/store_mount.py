@@ -37,6 +37,7 @@ from sessionfs.fs.search_indexer import SearchIndexer
 from sessionfs.store.layout import MAX_MACHINES, is_machine_name
 from sessionfs.store.refresher import StoreRefresher, open_mirror
 from sessionfs.store.url import StoreURL, parse_store_url
+from sessionfs.view.access import Caller
 from sessionfs.view.agent_index import AgentIndex
 from sessionfs.view.cache_dir import agent_cache_dir
 from sessionfs.view.history import HistoryView
@@ -189,13 +190,14 @@ class StoreMount:
             *((f"search_{name}", view.progress.ctl_items()[0][1]) for name, view in self._views()),
         ]
 
-    def search(self, query: str) -> bytes:
-        """Root ``search/<query>``: each machine's hits (cached per query by its
+    def search(self, query: str, caller: Caller) -> bytes:
+        """Root ``search/<query>``: each machine's hits that ``caller`` may read in the
+        mirror (cached per query and caller by its
         `SearchView` for a moment, so ``stat`` and ``read`` agree), with the machine's
         prefix on the entry path, newest first (blocking: a worker thread)."""
         lines = []
         for name, view in self._views():
-            for line in view.result(query).split(b"\n"):
+            for line in view.result(query, caller).split(b"\n"):
                 if not line:
                     continue
                 when, path, rest = line.split(b"\t", 2)

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from core.private_files import ensure_private_file, make_private_dirs
+
 __all__ = [
     "PrivateTemp",
     "make_private_dirs",
@@ -24,29 +26,9 @@ __all__ = [
     "replace_privately",
 ]
 
-DIR_MODE = 0o700
-FILE_MODE = 0o600
-
-
-def make_private_dirs(path: Path) -> None:
-    """``path`` and each missing parent, created ``0700`` (existing ones are left alone)."""
-    missing: list[Path] = []
-    current = path
-    while not current.is_dir():
-        missing.append(current)
-        if current.parent == current:
-            break
-        current = current.parent
-    for directory in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(directory, DIR_MODE)
-
-
-def private_db_file(path: Path) -> None:
-    """Create a database file ``0600`` before SQLite opens it: SQLite gives its ``-wal``
-    and ``-shm`` the database file's mode, so all three stay private."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
-    os.close(fd)
+#: a database file created ``0600`` before SQLite opens it: SQLite gives its ``-wal``
+#: and ``-shm`` the database file's mode, so all three stay private
+private_db_file = ensure_private_file
 
 
 class PrivateTemp:

@@ -144,6 +144,8 @@ class AgentIndex:
             st.st_mtime_ns,
             st.st_size,
             stat.S_IMODE(st.st_mode),
+            st.st_uid,
+            st.st_gid,
         )
 
     def _remember_header(self, path: Path, row: _CachedHeader) -> None:

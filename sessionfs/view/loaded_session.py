@@ -21,7 +21,6 @@ worker thread (`sessionfs.view.session_cache`).
 from __future__ import annotations
 
 import os
-import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -38,6 +37,7 @@ from core.persist import blob_refs_in
 from core.storage import FileSessionStorage, PathArg, StorageStat
 from core.tree import build_tree, usage_totals
 from sessionfs.view import render
+from sessionfs.view.access import FileAccess
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.names import entry_file_names
 from sessionfs.view.refusal import WriteRejected
@@ -113,9 +113,10 @@ class LoadedSession:
     version: int = 1
     checked_at: float = 0.0
     file_state: tuple[int, int, int] = (0, 0, 0)  # inode, size, mtime_ns when last checked
-    #: permission bits of the file when last checked (a chmod changes no other field)
-    file_mode: int | None = None
-    #: the mode changed since the last ``refresh``, which reports it as a full change
+    #: permission bits and owner of the file when last checked (a chmod or chown
+    #: changes no other field)
+    file_access: FileAccess | None = None
+    #: they changed since the last ``refresh``, which reports it as a full change
     #: (the kernel caches entry attributes for long: they must all be dropped)
     mode_changed: bool = False
     lock: trio.Lock = field(default_factory=trio.Lock)
@@ -167,16 +168,16 @@ class LoadedSession:
         return self.file_state[2] or self.ref.mtime_ns
 
     @property
-    def mode(self) -> int:
-        """The session file's permission bits as last seen."""
-        return self.file_mode if self.file_mode is not None else self.ref.mode
+    def access(self) -> FileAccess:
+        """The session file's permission bits and owner as last seen."""
+        return self.file_access if self.file_access is not None else self.ref.access
 
     def _saw(self, st: os.stat_result) -> tuple[int, int, int]:
         """Note the file's mode from a fresh stat; returns its state tuple."""
-        mode = stat.S_IMODE(st.st_mode)
-        if self.file_mode is not None and mode != self.file_mode:
+        access = FileAccess.of(st)
+        if self.file_access is not None and access != self.file_access:
             self.mode_changed = True
-        self.file_mode = mode
+        self.file_access = access
         return (st.st_ino, st.st_size, st.st_mtime_ns)
 
     def _seen_now(self, st: os.stat_result) -> None:

@@ -20,12 +20,13 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from core import paths
 from core.search_index import Hit, SearchIndex, UpdateStats, format_hit, session_file_keys
+from sessionfs.view.access import Caller, FileAccess
 from sessionfs.view.cache_dir import agent_cache_dir
 from sessionfs.view.names import ENTRY_SUFFIX, PATH_NUMBER_RESERVE, encode_name, fit_name
 from sessionfs.view.session_keys import mount_parts
@@ -110,7 +111,9 @@ class SearchView:
         self.sessions_root = sessions_root or paths.sessions_root(agent_dir)
         self.progress = SearchProgress()
         self._lock = threading.Lock()  # the index object and the result cache
-        self._results: OrderedDict[tuple[str, int], tuple[float, bytes]] = OrderedDict()
+        self._results: OrderedDict[tuple[str, int, Caller | None], tuple[float, bytes]] = (
+            OrderedDict()
+        )
         self._index = self._open()
         self._built = False
 
@@ -224,21 +227,50 @@ class SearchView:
 
     # -- searching ----------------------------------------------------------------------
 
-    def search(self, query: str, limit: int = DEFAULT_LIMIT) -> list[Hit]:
+    def search(
+        self, query: str, limit: int = DEFAULT_LIMIT, caller: Caller | None = None
+    ) -> list[Hit]:
+        """The hits; with ``caller``, only those in session files it may read."""
         with self._lock:
             index = self._index
-        return index.search(query, limit)
+        visible = None if caller is None else self._readable_by(caller)
+        return index.search(query, limit, visible)
 
-    def result(self, query: str, limit: int = DEFAULT_LIMIT) -> bytes:
-        """The content of ``search/<query>``: reused for `RESULT_TTL` seconds, so the
-        ``stat`` and the ``read`` of one ``cat`` agree (blocking: a worker thread)."""
-        key = (query, limit)
+    def _readable_by(self, caller: Caller) -> Callable[[bytes], bool]:
+        """Whether ``caller`` may read a session file (its path below the sessions
+        root), as the kernel would decide on disk: one stat per file and search. A
+        sub-agent's session (``<project>/<stem>/<task>.jsonl``) also needs the session
+        that ran it readable, as its dir in the mount lies inside that session's."""
+        root = os.fsencode(self.sessions_root)
+        seen: dict[bytes, bool] = {}
+
+        def readable(key: bytes) -> bool:
+            known = seen.get(key)
+            if known is None:
+                parent = key[: key.rfind(b"/")]  # <project>/<stem> for a sub-agent's
+                if key.count(b"/") > 1 and not readable(parent + b".jsonl"):
+                    known = False
+                else:
+                    try:
+                        known = caller.may_read(FileAccess.of(os.stat(os.path.join(root, key))))
+                    except OSError:
+                        known = False  # gone: nothing of it is shown
+                seen[key] = known
+            return known
+
+        return readable
+
+    def result(self, query: str, caller: Caller | None = None, limit: int = DEFAULT_LIMIT) -> bytes:
+        """The content of ``search/<query>`` (for ``caller``: only what it may read; the
+        command line passes none): reused for `RESULT_TTL` seconds, so the ``stat`` and
+        the ``read`` of one ``cat`` agree (blocking: a worker thread)."""
+        key = (query, limit, caller)
         now = time.monotonic()
         with self._lock:
             cached = self._results.get(key)
             if cached is not None and now - cached[0] < RESULT_TTL:
                 return cached[1]
-        text = hits_text(self.search(query, limit))
+        text = hits_text(self.search(query, limit, caller))
         with self._lock:
             self._results[key] = (now, text)
             self._results.move_to_end(key)

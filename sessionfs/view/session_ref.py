@@ -4,9 +4,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from sessionfs.view.access import FileAccess
 
 __all__ = ["SessionRef"]
 
@@ -24,6 +27,13 @@ class SessionRef:
     size: int
     #: the file's permission bits: the session dir shows no more than these allow
     mode: int = 0o644
+    #: the file's owner and group: the session dir shows them as its own
+    uid: int = field(default_factory=os.getuid)
+    gid: int = field(default_factory=os.getgid)
+
+    @property
+    def access(self) -> FileAccess:
+        return FileAccess(self.mode, self.uid, self.gid)
 
     @property
     def session_id(self) -> str:

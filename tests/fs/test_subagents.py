@@ -288,6 +288,8 @@ def test_by_id_resolves_subagent_sessions(family: Family, mounted: Mount) -> Non
 
 
 def test_subagent_dir_follows_its_own_file_mode(family: Family, mounted: Mount) -> None:
+    family.parent.chmod(0o644)  # shared ones (files core makes are private)
+    family.review.chmod(0o644)
     family.explore.chmod(0o600)
     subagents = session_path(mounted, family) / "subagents"
     deadline = time.monotonic() + 3

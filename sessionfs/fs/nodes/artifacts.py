@@ -33,11 +33,14 @@ from sessionfs.fs.nodes.base import (
     MountContext,
     Node,
     OpenFile,
+    Permissions,
     Stat,
+    exact_permissions,
     refuse,
 )
 from sessionfs.fs.nodes.fd_handle import FdReadHandle
 from sessionfs.fs.nodes.in_session import InSession, opened_for_writing
+from sessionfs.view.access import FileAccess
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.session_keys import ARTIFACTS, artifacts_dir, session_of_node_key
 
@@ -117,6 +120,14 @@ class InArtifacts(InSession):
 
     __slots__ = ()
 
+    #: the last lstat of this node's file (a listing's, or its own ``stat``'s)
+    seen: _Item | None
+
+    async def permissions(self) -> Permissions:
+        """Its own file's mode and owner, within what the session file allows."""
+        item = self.seen if self.seen is not None else await self.fresh_item()
+        return await self.within_session(exact_permissions(FileAccess.of(item.st)))
+
     def relative(self) -> tuple[str, ...]:
         """This node's path inside the artifacts dir (``()`` for the dir itself)."""
         key = self.local_key
@@ -185,7 +196,8 @@ class ArtifactsDir(InArtifacts, DirNode):
         self.seen = seen
 
     async def stat(self) -> Stat:
-        return Stat(0, (await self.fresh_item()).st.st_mtime_ns)
+        self.seen = await self.fresh_item()
+        return Stat(0, self.seen.st.st_mtime_ns)
 
     async def children(self) -> list[tuple[str, Node]]:
         rows = await trio.to_thread.run_sync(self._list, self.relative())
@@ -220,6 +232,8 @@ class ArtifactFile(InArtifacts, FileNode):
 
     __slots__ = ("seen",)
 
+    seen: _Item
+
     tier = STATIC
 
     def __init__(self, ctx: MountContext, key: tuple[str, ...], seen: _Item) -> None:
@@ -227,8 +241,8 @@ class ArtifactFile(InArtifacts, FileNode):
         self.seen = seen
 
     async def stat(self) -> Stat:
-        st = (await self.fresh_item()).st
-        return Stat(st.st_size, st.st_mtime_ns)
+        self.seen = await self.fresh_item()
+        return Stat(self.seen.st.st_size, self.seen.st.st_mtime_ns)
 
     async def listing_stat(self) -> Stat:
         return Stat(self.seen.st.st_size, self.seen.st.st_mtime_ns)  # lstat of the listing
@@ -263,6 +277,8 @@ class ArtifactLink(InArtifacts, LinkNode):
     """A symlink of the artifacts dir whose target stays inside it, shown as is."""
 
     __slots__ = ("seen",)
+
+    seen: _Item
 
     tier = STATIC
 

@@ -31,6 +31,7 @@ from sessionfs.view.refusal import WriteRejected
 if TYPE_CHECKING:
     from sessionfs.fs.agent_command import AgentCommand
     from sessionfs.fs.agent_runs import AgentRuns
+    from sessionfs.view.access import Caller, FileAccess
     from sessionfs.view.agent_index import AgentIndex
     from sessionfs.view.history import HistoryView
     from sessionfs.view.prerender import Prerenderer
@@ -38,8 +39,11 @@ if TYPE_CHECKING:
     from sessionfs.view.session_cache import SessionCache
 
 __all__ = [
+    "BLOB",
     "DROPBOX",
     "IMMUTABLE",
+    "MOUNT_OWN",
+    "PER_CALLER",
     "RENDERED",
     "STATIC",
     "VOLATILE",
@@ -52,8 +56,11 @@ __all__ = [
     "MountContext",
     "Node",
     "OpenFile",
+    "Permissions",
     "Stat",
     "allow_truncate_to_zero",
+    "derived_permissions",
+    "exact_permissions",
     "refuse",
     "session_mode_mask",
 ]
@@ -77,8 +84,11 @@ class CacheTier:
 
 
 # The tiers, declared once. Which node uses which:
-# IMMUTABLE - entries/<id>.json, blobs/<sha> (root and per session): content for a name
-#             never changes (a replaced file invalidates them explicitly).
+# IMMUTABLE - entries/<id>.json: content for a name never changes (a replaced file
+#             invalidates them explicitly).
+# BLOB      - blobs/<sha> (root and per session): content for a name never changes,
+#             but a chmod of the blob file must show within a second (its mode is the
+#             blob's own, `Node.permissions`).
 # STATIC    - directories and the README: structure that changes rarely; short enough
 #             that new sessions and projects show up within a second.
 # RENDERED  - context.json, transcript.md, tree.txt, stats.json, header.json, title:
@@ -94,10 +104,15 @@ class CacheTier:
 #             open file's attributes may be kept: a writer's fstat (Python's open()
 #             does one) then costs no round trip.
 IMMUTABLE = CacheTier("immutable", 3600.0, 3600.0, keep_cache=True, direct_io=False)
+BLOB = CacheTier("blob", 3600.0, 1.0, keep_cache=True, direct_io=False)
 STATIC = CacheTier("static", 1.0, 1.0, keep_cache=False, direct_io=False)
 RENDERED = CacheTier("rendered", 1.0, 0.5, keep_cache=True, direct_io=False)
 VOLATILE = CacheTier("volatile", 1.0, 0.5, keep_cache=False, direct_io=True)
 DROPBOX = CacheTier("dropbox", 0.0, 1.0, keep_cache=False, direct_io=True)
+# PER_CALLER - search/<words>: what it holds depends on who reads it (`Node.per_caller`),
+#             so the kernel keeps no attributes (each caller's stat gets its own size)
+#             and no pages (one user's results never serve another).
+PER_CALLER = CacheTier("per-caller", 1.0, 0.0, keep_cache=False, direct_io=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,17 +158,52 @@ class MountContext:
         return f"{self.mountpoint.rstrip('/')}/{relative}" if self.mountpoint else relative
 
 
+@dataclass(frozen=True, slots=True)
+class Permissions:
+    """The most a node may show (its ``mode & mask``) and whose it is: the owner and
+    group of the file on disk it shows, or the daemon's (``None``). With the mount's
+    ``default_permissions`` the kernel then lets each caller do exactly what these
+    say (`sessionfs.view.access`)."""
+
+    mask: int = 0o777
+    uid: int | None = None
+    gid: int | None = None
+
+
+#: a node that shows no one file's data: the mount's own structure
+MOUNT_OWN = Permissions()
+
+
 def session_mode_mask(file_mode: int) -> int:
     """The permission bits a session dir may show for a session file of ``file_mode``:
-    the owner keeps everything; group and other may read (and enter dirs) only if the
-    file lets them read it. Write bits never reach group or other (nodes' own modes
-    are owner-writable at most)."""
-    mask = 0o700
+    each class may read (and enter dirs) only if the file lets it read; only the owner
+    may write, and only if the file lets the owner write (nodes' own modes are
+    owner-writable at most)."""
+    mask = 0
+    if file_mode & 0o400:
+        mask |= 0o500
+    if file_mode & 0o200:
+        mask |= 0o200
     if file_mode & 0o040:
         mask |= 0o050
     if file_mode & 0o004:
         mask |= 0o005
     return mask
+
+
+def derived_permissions(access: FileAccess | None) -> Permissions:
+    """For a node made from a file's data (a session dir, a transcript, ``history/``):
+    readable by whoever can read the file (`session_mode_mask`), owned by its owner.
+    No file (gone, never there): nothing to protect, the mount's own."""
+    if access is None:
+        return MOUNT_OWN
+    return Permissions(session_mode_mask(access.mode), access.uid, access.gid)
+
+
+def exact_permissions(access: FileAccess) -> Permissions:
+    """For a node that is a file or dir on disk (a blob, an artifact): its own mode
+    bits and owner (minus the write bits the node's mode never has)."""
+    return Permissions(access.mode, access.uid, access.gid)
 
 
 def refuse(code: int) -> pyfuse3.FUSEError:
@@ -219,6 +269,9 @@ class Node:
     #: only the uid that mounted may open it for writing, also under ``--allow-other``
     #: (``send``: writing it runs a program as that user)
     owner_only_writes: bool = False
+    #: whether what it shows depends on who asks: ``ops`` then hands it the caller
+    #: (`seen_by`) on every request, and tells the kernel to cache nothing of it
+    per_caller: bool = False
 
     def __init__(self, ctx: MountContext, key: tuple[str, ...]) -> None:
         self.ctx = ctx
@@ -244,11 +297,16 @@ class Node:
     async def stat(self) -> Stat:
         return Stat(0, self.ctx.started_ns)
 
-    async def permission_mask(self) -> int:
-        """The permission bits this node may show at most (``mode & mask``). Nodes in a
-        session dir follow the session file (``InSession``); everything else shows
-        its own ``mode``."""
-        return 0o777
+    async def permissions(self) -> Permissions:
+        """What this node may show at most, and whose it is. Nodes in a session dir
+        follow the session file (``InSession``), blobs and artifacts their own file,
+        ``history/`` the history db; the rest is the mount's own (``MOUNT_OWN``)."""
+        return MOUNT_OWN
+
+    def seen_by(self, caller: Caller) -> Node:
+        """This node as ``caller`` sees it, for nodes whose content depends on who asks
+        (``per_caller``: ``search/<words>`` shows only hits the caller may read)."""
+        return self
 
     async def listing_stat(self) -> Stat:
         """Attributes for a directory listing (readdirplus). Nodes whose exact size is

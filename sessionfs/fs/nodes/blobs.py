@@ -11,34 +11,44 @@ import trio
 
 from core.safe_open import open_regular_fd
 from sessionfs.fs.nodes.base import (
-    IMMUTABLE,
+    BLOB,
     STATIC,
     DirNode,
     FileNode,
     MountContext,
     Node,
     OpenFile,
+    Permissions,
     Stat,
+    exact_permissions,
     refuse,
 )
 from sessionfs.fs.nodes.fd_handle import FdReadHandle
+from sessionfs.view.access import FileAccess
 
 
 class BlobFile(FileNode):
     __slots__ = ("path",)
 
-    tier = IMMUTABLE
+    tier = BLOB
 
     def __init__(self, ctx: MountContext, key: tuple[str, ...], path: Path) -> None:
         super().__init__(ctx, key)
         self.path = path
 
-    async def stat(self) -> Stat:
+    async def _stat(self) -> os.stat_result:
         try:
-            st = await trio.to_thread.run_sync(os.stat, self.path)
+            return await trio.to_thread.run_sync(os.stat, self.path)
         except FileNotFoundError:
             raise refuse(errno.ENOENT) from None
+
+    async def stat(self) -> Stat:
+        st = await self._stat()
         return Stat(st.st_size, st.st_mtime_ns)
+
+    async def permissions(self) -> Permissions:
+        """The blob file's own: whoever may read it on disk may read it here."""
+        return exact_permissions(FileAccess.of(await self._stat()))
 
     async def open(self, flags: int) -> OpenFile:
         if flags & os.O_ACCMODE != os.O_RDONLY:

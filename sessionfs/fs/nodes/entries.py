@@ -16,6 +16,7 @@ from sessionfs.fs.nodes.base import (
     LinkNode,
     MountContext,
     Node,
+    Permissions,
     Stat,
     refuse,
 )
@@ -361,6 +362,10 @@ class SessionBlobsDir(SessionListing):
 
 
 class SessionBlobFile(InSession, BlobFile):
-    """A blob in a session's ``blobs/``: its mode follows the session file's."""
+    """A blob in a session's ``blobs/``: no more than the blob file's own mode allows,
+    nor the session file's (`InSession.within_session`)."""
 
     __slots__ = ()
+
+    async def permissions(self) -> Permissions:
+        return await self.within_session(await BlobFile.permissions(self))

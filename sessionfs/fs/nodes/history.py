@@ -2,13 +2,41 @@
 
 from __future__ import annotations
 
+import os
+
 import trio
 
-from sessionfs.fs.nodes.base import STATIC, VOLATILE, DirNode, FileNode, MountContext, Node
+from sessionfs.fs.nodes.base import (
+    STATIC,
+    VOLATILE,
+    DirNode,
+    FileNode,
+    MountContext,
+    Node,
+    Permissions,
+    derived_permissions,
+)
 from sessionfs.fs.nodes.lookup_only import QueryDir
+from sessionfs.view.access import FileAccess
 
 
-class HistoryFile(FileNode):
+class OfHistoryDb:
+    """Mixin for everything below ``history/``: readable by whoever may read
+    ``history.db`` on disk, owned by its owner."""
+
+    __slots__ = ()
+
+    ctx: MountContext
+
+    async def permissions(self) -> Permissions:
+        try:
+            st = os.stat(self.ctx.history.db_path)  # one stat: on the event loop
+        except OSError:
+            return derived_permissions(None)  # no history: nothing to protect
+        return derived_permissions(FileAccess.of(st))
+
+
+class HistoryFile(OfHistoryDb, FileNode):
     __slots__ = ("query",)
 
     tier = VOLATILE
@@ -21,7 +49,7 @@ class HistoryFile(FileNode):
         return await trio.to_thread.run_sync(self.ctx.history.lines, self.query)
 
 
-class HistorySearchDir(QueryDir):
+class HistorySearchDir(OfHistoryDb, QueryDir):
     """Lookup-only: ``history/search/<query>`` exists for any query; lists empty."""
 
     __slots__ = ()
@@ -30,7 +58,7 @@ class HistorySearchDir(QueryDir):
         return HistoryFile(self.ctx, key, query)
 
 
-class HistoryDir(DirNode):
+class HistoryDir(OfHistoryDb, DirNode):
     __slots__ = ()
 
     tier = STATIC

@@ -8,7 +8,14 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sessionfs.fs.nodes.base import DirNode, MountContext, refuse, session_mode_mask
+from sessionfs.fs.nodes.base import (
+    DirNode,
+    MountContext,
+    Permissions,
+    derived_permissions,
+    refuse,
+)
+from sessionfs.view.access import NO_ACCESS
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.session_cache import LeafEffect, NotASession
@@ -60,15 +67,22 @@ class InSession:
         """The session's stem: a relative path for a sub-agent's (``<stem>/<task>``)."""
         return self.session_key[1]
 
-    async def permission_mask(self) -> int:
-        """Follow the session file's mode: a ``0600`` file shows no group/other bits
-        anywhere in its dir. A loaded session knows it (at most one stat); else the
-        listing's view of the file (one stat, a thread hop only for an unseen file)."""
+    async def permissions(self) -> Permissions:
+        """Follow the session file's mode and owner: a ``0600`` file shows no
+        group/other bits anywhere in its dir. A loaded session knows them (at most one
+        stat); else the listing's view of the file (one stat, a thread hop only for an
+        unseen file)."""
         loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
         if loaded is not None:
-            return session_mode_mask(loaded.mode)
+            return derived_permissions(loaded.access)
         ref = await self.ctx.sessions.ref(self.project, self.stem)
-        return session_mode_mask(ref.mode if ref is not None else 0)
+        return derived_permissions(ref.access if ref is not None else NO_ACCESS)
+
+    async def within_session(self, own: Permissions) -> Permissions:
+        """``own`` (a file on disk shown in the session dir: a blob, an artifact), no
+        more than the session file allows either."""
+        session = await InSession.permissions(self)
+        return Permissions(own.mask & session.mask, own.uid, own.gid)
 
     async def session(self, warm: str | None = None) -> LoadedSession:
         try:

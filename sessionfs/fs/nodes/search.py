@@ -2,9 +2,10 @@
 
 ``search/`` is lookup-only (`QueryDir`). Reading ``search/<words>`` gives one line per
 hit, newest first: ``<iso time>\\t<entry path in the mount>\\t<role>\\t<snippet>``
-(`sessionfs.view.search_view`). The size is exact: the result is rendered at lookup
-and reused for a few seconds, so ``stat`` and ``read`` agree; the volatile tier keeps
-the kernel from caching it longer, since the index changes as sessions grow. While
+(`sessionfs.view.search_view`), only hits in session files the reader may read: the
+content depends on who asks, so the kernel keeps neither its pages nor its attributes
+(``PER_CALLER``). The size is exact for each reader: the result is rendered at
+lookup and reused for a few seconds per reader, so ``stat`` and ``read`` agree. While
 the index is still being built the hits come from what is indexed so far; the
 progress is in the root ``ctl``, never in the results.
 """
@@ -15,29 +16,48 @@ from collections.abc import Callable
 
 import trio
 
-from sessionfs.fs.nodes.base import VOLATILE, FileNode, MountContext, Node
+from sessionfs.fs.nodes.base import PER_CALLER, FileNode, MountContext, Node
 from sessionfs.fs.nodes.lookup_only import QueryDir
+from sessionfs.view.access import Caller
 
 __all__ = ["SearchDir", "SearchFile"]
 
 
+#: what answers a query for a caller: one agent dir's `SearchView.result`, or a store
+#: mount's over every machine
+Search = Callable[[str, Caller], bytes]
+
+
 class SearchFile(FileNode):
-    """``search/<words>``: what ``search(words)`` answers (one agent dir's index, or
-    every machine's in a store mount), run in a worker thread."""
+    """``search/<words>``: what ``search(words, caller)`` answers, run in a worker
+    thread. Per caller: only hits in sessions the caller may read (`Caller.may_read`),
+    never from a cache another caller filled (``PER_CALLER``)."""
 
-    __slots__ = ("query", "search")
+    __slots__ = ("caller", "query", "search")
 
-    tier = VOLATILE
+    tier = PER_CALLER
+    per_caller = True
 
     def __init__(
-        self, ctx: MountContext, key: tuple[str, ...], query: str, search: Callable[[str], bytes]
+        self,
+        ctx: MountContext,
+        key: tuple[str, ...],
+        query: str,
+        search: Search,
+        caller: Caller | None = None,
     ) -> None:
         super().__init__(ctx, key)
         self.query = query
         self.search = search
+        self.caller = caller
+
+    def seen_by(self, caller: Caller) -> Node:
+        return SearchFile(self.ctx, self.key, self.query, self.search, caller)
 
     async def content(self) -> bytes:
-        return await trio.to_thread.run_sync(self.search, self.query)
+        if self.caller is None:  # asked by no one in particular: shows nothing
+            return b""
+        return await trio.to_thread.run_sync(self.search, self.query, self.caller)
 
 
 class SearchDir(QueryDir):

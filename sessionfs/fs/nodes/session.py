@@ -23,10 +23,11 @@ from sessionfs.fs.nodes.base import (
     MountContext,
     Node,
     OpenFile,
+    Permissions,
     Stat,
     allow_truncate_to_zero,
+    derived_permissions,
     refuse,
-    session_mode_mask,
 )
 from sessionfs.fs.nodes.command_file import CommandFile
 from sessionfs.fs.nodes.entries import EntriesDir, LabelsDir, PathDir, SessionBlobsDir
@@ -457,10 +458,10 @@ class SessionDir(InSession, DirNode):
             raise refuse(errno.ENOENT)
         return Stat(0, ref.mtime_ns)
 
-    async def permission_mask(self) -> int:
+    async def permissions(self) -> Permissions:
         if self.ref is not None and time.monotonic() - self.ref_at <= FRESH_INTERVAL:
-            return session_mode_mask(self.ref.mode)  # the listing's stat: fresh enough
-        return await super().permission_mask()
+            return derived_permissions(self.ref.access)  # the listing's stat: fresh enough
+        return await super().permissions()
 
     async def _has_leaf(self) -> bool:
         session = await self.session()

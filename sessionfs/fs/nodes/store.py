@@ -23,6 +23,7 @@ from sessionfs.fs.nodes.index import RECENT_COUNT, RecentDir, SessionLink
 from sessionfs.fs.nodes.lookup_only import QueryDir
 from sessionfs.fs.nodes.root import ReadmeFile, RootDir
 from sessionfs.fs.nodes.search import SearchFile
+from sessionfs.view.access import Caller
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.render import status_text
 
@@ -44,7 +45,7 @@ class StoreViews(Protocol):
 
     def ctl_items(self) -> list[tuple[str, Any]]: ...
 
-    def search(self, query: str) -> bytes: ...
+    def search(self, query: str, caller: Caller) -> bytes: ...
 
 
 class MachineDir(RootDir):

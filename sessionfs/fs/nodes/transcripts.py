@@ -31,12 +31,14 @@ from sessionfs.fs.nodes.base import (
     MountContext,
     Node,
     OpenFile,
+    Permissions,
     Stat,
+    derived_permissions,
     refuse,
-    session_mode_mask,
 )
 from sessionfs.fs.nodes.in_session import opened_for_writing
 from sessionfs.fs.nodes.projects import ProjectsDir
+from sessionfs.view.access import NO_ACCESS, FileAccess
 from sessionfs.view.agent_index import AgentIndex, SessionRef
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.prerender import Prerenderer, RenderFailed
@@ -145,6 +147,12 @@ class TranscriptSubagentsDir(TranscriptProjectDir):
             raise refuse(errno.ENOENT)
         return Stat(0, ref.mtime_ns)
 
+    async def permissions(self) -> Permissions:
+        """Follows ``<stem>``'s file, as ``sessions/<project>/<stem>/`` does: its
+        sub-agents' transcripts are no more readable than the session that ran them."""
+        ref = await self.ctx.sessions.ref(self.project, self.parent_stem)
+        return derived_permissions(ref.access if ref is not None else NO_ACCESS)
+
 
 def _runs_subagents(index: AgentIndex, ref: SessionRef) -> bool:
     """Whether a session has sub-agent sessions: one lstat for most sessions (no
@@ -184,13 +192,13 @@ class TranscriptFile(FileNode):
     def path(self) -> Path:
         return self.ctx.index.sessions_root / self.project / (self.stem + ".jsonl")
 
-    def _identity(self) -> tuple[FileIdentity, int]:
-        """The session file as it is now (one stat, on the event loop) and its mode."""
+    def _identity(self) -> tuple[FileIdentity, FileAccess]:
+        """The session file as it is now (one stat, on the event loop), its mode and owner."""
         try:
             st = os.stat(self.path)
         except OSError:
             raise refuse(errno.ENOENT) from None
-        return FileIdentity.of(st), st.st_mode
+        return FileIdentity.of(st), FileAccess.of(st)
 
     def _moved_leaf(self) -> LoadedSession | None:
         """The loaded session when its leaf was moved through the mount: then its
@@ -199,7 +207,7 @@ class TranscriptFile(FileNode):
         return loaded if loaded is not None and loaded.pinned_leaf is not None else None
 
     async def stat(self) -> Stat:
-        identity, _mode = self._identity()
+        identity, _access = self._identity()
         loaded = self._moved_leaf()
         if loaded is not None:
             data = await self.ctx.sessions.render(loaded, "transcript.md")
@@ -208,15 +216,15 @@ class TranscriptFile(FileNode):
         return Stat(record.transcript_size, identity.mtime_ns)
 
     async def listing_stat(self) -> Stat:
-        identity, _mode = self._identity()
+        identity, _access = self._identity()
         record = _renders(self.ctx).known(self.path, identity)
         if record is None or self._moved_leaf() is not None:
             return Stat(0, identity.mtime_ns, exact=False)  # a listing renders nothing
         return Stat(record.transcript_size, identity.mtime_ns)
 
-    async def permission_mask(self) -> int:
-        _identity, mode = self._identity()
-        return session_mode_mask(mode)
+    async def permissions(self) -> Permissions:
+        _identity, access = self._identity()
+        return derived_permissions(access)
 
     async def content(self) -> bytes:
         handle = await self.open(os.O_RDONLY)
@@ -228,7 +236,7 @@ class TranscriptFile(FileNode):
     async def open(self, flags: int) -> OpenFile:
         if opened_for_writing(flags):
             raise WriteRejected(errno.EACCES, f"{self.display_path()}: a transcript, read-only")
-        identity, _mode = self._identity()
+        identity, _access = self._identity()
         loaded = self._moved_leaf()
         if loaded is not None:
             data = await self.ctx.sessions.render(loaded, "transcript.md")
