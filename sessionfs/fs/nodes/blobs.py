@@ -28,27 +28,31 @@ from sessionfs.view.access import FileAccess
 
 
 class BlobFile(FileNode):
-    __slots__ = ("path",)
+    __slots__ = ("access", "path")
 
     tier = BLOB
 
     def __init__(self, ctx: MountContext, key: tuple[str, ...], path: Path) -> None:
         super().__init__(ctx, key)
         self.path = path
-
-    async def _stat(self) -> os.stat_result:
-        try:
-            return await trio.to_thread.run_sync(os.stat, self.path)
-        except FileNotFoundError:
-            raise refuse(errno.ENOENT) from None
+        #: the mode and owner its last ``stat`` saw (``ops`` asks for the permissions
+        #: right after the stat: one stat and thread hop serve both)
+        self.access: FileAccess | None = None
 
     async def stat(self) -> Stat:
-        st = await self._stat()
+        try:
+            st = await trio.to_thread.run_sync(os.stat, self.path)
+        except FileNotFoundError:
+            raise refuse(errno.ENOENT) from None
+        self.access = FileAccess.of(st)
         return Stat(st.st_size, st.st_mtime_ns)
 
     async def permissions(self) -> Permissions:
         """The blob file's own: whoever may read it on disk may read it here."""
-        return exact_permissions(FileAccess.of(await self._stat()))
+        if self.access is None:
+            await self.stat()
+        assert self.access is not None
+        return exact_permissions(self.access)
 
     async def open(self, flags: int) -> OpenFile:
         if flags & os.O_ACCMODE != os.O_RDONLY:
