@@ -28,6 +28,7 @@ from sessionfs.fs.nodes.base import (
     BytesHandle,
     FileNode,
     OpenFile,
+    Permissions,
     Stat,
     allow_truncate_to_zero,
 )
@@ -95,9 +96,11 @@ class SendFile(InSession, FileNode):
             raise WriteRejected(errno.EROFS, "send: this session is read-only")
         return runs
 
-    async def permission_mask(self) -> int:
-        mask = await super().permission_mask()
-        return mask if self.ctx.runs is not None else mask & ~0o222
+    async def permissions(self) -> Permissions:
+        shown = await super().permissions()
+        if self.ctx.runs is not None:
+            return shown
+        return Permissions(shown.mask & ~0o222, shown.uid, shown.gid)
 
     def _now_text(self) -> str:
         runs = self.ctx.runs
