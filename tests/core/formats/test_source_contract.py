@@ -1,0 +1,81 @@
+"""What every `SessionSource` promises, checked on every reader (Claude Code, Codex,
+xcsh compact, xcsh parsed) over the sessions the reader tests write: names find their
+entries, raw lines parse to the entries, the path runs root -> leaf along parent
+links, the tree holds every entry once, stats agree with the entries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pytest
+from support import claude_code as cc
+from support import codex_cli as cx
+from test_claude_session import _main_lines as claude_lines
+from test_codex_session import _main_lines as codex_lines
+from test_xcsh_parsed import manager_source
+from view.test_compact_session import odd_session
+
+from core.formats.base import SessionSource
+from core.formats.claude import ClaudeSession
+from core.formats.codex import CodexSession
+from core.formats.xcsh import XcshSession
+from core.jsonl import loads
+
+
+def _claude(tmp_path: Path) -> SessionSource:
+    return ClaudeSession(cc.write_jsonl(tmp_path / "c.jsonl", claude_lines()))
+
+
+def _codex(tmp_path: Path) -> SessionSource:
+    return CodexSession(cx.write_jsonl(tmp_path / "rollout-x.jsonl", codex_lines()))
+
+
+def _xcsh(tmp_path: Path) -> SessionSource:
+    return XcshSession(odd_session(tmp_path))
+
+
+def _parsed(tmp_path: Path) -> SessionSource:
+    return manager_source(odd_session(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "make", [_claude, _codex, _xcsh, _parsed], ids=["claude", "codex", "xcsh", "parsed"]
+)
+def test_source_contract(make: Callable[[Path], SessionSource], tmp_path: Path) -> None:
+    source = make(tmp_path)
+    count = len(source)
+    assert count > 5
+    names = [source.entry_name(i) for i in range(count)]
+    for index, name in enumerate(names):
+        found = source.index_of(name)
+        assert found is not None and names[found] == name
+        if source.agent != "xcsh":  # xcsh ids may repeat: the view numbers them
+            assert found == index
+        assert loads(source.raw_line(index)) == source.entry(index)
+        assert b"\n" not in source.raw_line(index)
+        entry = source.entry(index)
+        entry["mutated"] = True
+        assert "mutated" not in source.entry(index)  # each call a new dict
+    path = source.path_indexes()
+    leaf = source.leaf_index()
+    assert (path[-1] if path else None) == leaf
+    assert source.parent_index(path[0]) is None if path else True
+    for child, parent in zip(path[1:], path, strict=False):
+        assert source.parent_index(child) == parent
+    seen: list[int] = []
+    stack = list(source.children_indexes(None))
+    while stack:
+        index = stack.pop()
+        seen.append(index)
+        stack.extend(source.children_indexes(index))
+    assert sorted(seen) == list(range(count))
+    stats = source.stats()
+    assert stats["entries"] == count == sum(stats["byType"].values())
+    assert stats["pathLength"] == len(path)
+    assert stats["leafId"] == source.leaf_name()
+    assert orjson.dumps(source.context())  # JSON all through
+    assert all(m.message.get("role") for m in source.transcript_messages())
+    assert source.memory_cost() > 0
+    assert source.catch_up() is False
