@@ -14,63 +14,21 @@ import time
 from pathlib import Path
 
 import pytest
-from support.agent_messages import assistant, file_objects, user
+from support.agent_messages import file_objects
 from support.fake_model_server import FakeModelServer, ModelRequest, message_text
 from support.mount import Mount, MountFactory, run, sessionfs
+from support.pi_sessions import agent_template, branched_session
 from support.real_agents import PiAgent
 from support.write_setup import errno_of, read_ctl, session_dir
 
-from core import SessionManager
-
 pytestmark = pytest.mark.fuse
-
-
-#: What pi records with every assistant message (it sums them when it continues a file).
-PI_USAGE = {
-    "input": 10,
-    "output": 2,
-    "cacheRead": 0,
-    "cacheWrite": 0,
-    "totalTokens": 12,
-    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
-}
-
-
-def pi_answer(text: str) -> dict[str, object]:
-    return assistant(text, provider="fake", model="fake-model", usage=PI_USAGE)
-
-
-def pi_session(pi_agent: PiAgent, work: Path) -> tuple[Path, dict[str, str]]:
-    """A session in pi's agent dir for ``work``: u1 -> a1 -> u2 -> a2, and u3 under a1
-    (the file's last entry). Returns the file and the ids by name."""
-    work.mkdir(parents=True, exist_ok=True)
-    manager = SessionManager.create(str(work), pi_agent.agent_dir / "sessions" / "--work--")
-    with manager:
-        ids = {"u1": manager.append_message(user("first question"))}
-        ids["a1"] = manager.append_message(pi_answer("first answer"))
-        ids["u2"] = manager.append_message(user("second question"))
-        ids["a2"] = manager.append_message(pi_answer("second answer"))
-        manager.branch(ids["a1"])
-        ids["u3"] = manager.append_message(user("other branch"))
-        manager.ensure_on_disk()
-    path = manager.get_session_file()
-    assert path is not None
-    return Path(path), ids
-
-
-def pi_template(pi_agent: PiAgent) -> str:
-    """``--agent-cmd`` for this pi: its own clean environment (``env -i``), the fake
-    provider, ``--session {session}``; the mount appends the prompt."""
-    environment = [f"{key}={value}" for key, value in sorted(pi_agent.env().items())]
-    argv = pi_agent.command("PROMPT", Path("{session}"))[:-1]
-    return shlex.join(["env", "-i", *environment, *argv])
 
 
 def mount_pi(
     pi_agent: PiAgent, mount_factory: MountFactory, tmp_path: Path, *extra: str
 ) -> tuple[Mount, Path, Path, dict[str, str]]:
-    session_file, ids = pi_session(pi_agent, tmp_path / "work")
-    mount = mount_factory(pi_agent.agent_dir, "--agent-cmd", pi_template(pi_agent), *extra)
+    session_file, ids = branched_session(pi_agent.agent_dir, tmp_path / "work")
+    mount = mount_factory(pi_agent.agent_dir, "--agent-cmd", agent_template(pi_agent), *extra)
     return mount, session_dir(mount, session_file), session_file, ids
 
 
