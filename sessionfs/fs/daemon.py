@@ -421,12 +421,49 @@ def is_stale_mount(path: Path) -> bool:
 
 
 def unmount(mountpoint: Path) -> None:
+    """``sessionfs umount``: unmount, then wait until the daemon has exited, which it
+    does once the agents ``send`` started have finished or been stopped (at most
+    ``--send-grace`` + 10 s): when this returns, no agent of the mount is left."""
     # A stale mount fails the stat inside ismount, so it must be let through here.
     if not os.path.ismount(mountpoint) and not is_stale_mount(mountpoint):
         raise MountError(f"{mountpoint} is not mounted")
+    daemon = _daemon_pid(mountpoint)
     result = subprocess.run(
         ["fusermount3", "-u", str(mountpoint)], capture_output=True, text=True, check=False
     )
     if result.returncode != 0:
         reason = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "failed"
         raise MountError(f"cannot unmount {mountpoint}: {reason}")
+    if daemon is not None:
+        _wait_until_gone(daemon, UNMOUNT_WAIT)
+
+
+#: How long ``sessionfs umount`` waits for the daemon after unmounting (its agents'
+#: grace period and their stopping come first).
+UNMOUNT_WAIT = 120.0
+
+
+def _daemon_pid(mountpoint: Path) -> int | None:
+    """The daemon's pid from the root ``ctl`` (None for a stale mount or another fs)."""
+    try:
+        status = (mountpoint / "ctl").read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in status.splitlines():
+        key, _, value = line.partition(": ")
+        if key == "pid" and value.isdigit():
+            return int(value)
+    return None
+
+
+def _wait_until_gone(pid: int, timeout: float) -> None:
+    """Poll until process ``pid`` has exited (a zombie counts as exited)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state == "Z":
+            return
+        time.sleep(0.05)

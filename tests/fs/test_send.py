@@ -22,8 +22,8 @@ import pytest
 import trio
 from support.agent_messages import file_objects
 from support.fake_agent import command
-from support.mount import Mount, MountFactory, run
-from support.write_setup import errno_of, make_agent, read_ctl, session_dir
+from support.mount import Mount, MountFactory, background_mount, run, sessionfs
+from support.write_setup import PROJECT, errno_of, make_agent, read_ctl, session_dir
 
 from core.check import check_file
 from sessionfs.fs.nodes.base import DirNode, FileNode, MountContext, OpenFile
@@ -425,3 +425,23 @@ def test_subagent_sessions_have_send_too(tmp_path: Path, mount_factory: MountFac
     assert texts(answer) == "answer to sub prompt"
     assert read_ctl(directory)["send"] == "idle"  # the parent session was never busy
     del mount
+
+
+def test_sessionfs_umount_returns_once_no_agent_is_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent_dir, session_file = make_agent(tmp_path)
+    monkeypatch.setenv("SESSIONFS_AGENT_CMD", command("--sleep", "60"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with background_mount(agent_dir, tmp_path, monkeypatch) as (mountpoint, mounted):
+        assert mounted.returncode == 0, mounted.stderr
+        directory = mountpoint / "sessions" / PROJECT / session_file.stem
+        pid = start_run(directory, session_file, "stopped by umount")
+        started = time.monotonic()
+        done = sessionfs("umount", mountpoint)
+        assert done.returncode == 0, done.stderr
+        assert not process_exists(pid)  # the daemon waited (grace), then stopped it
+        assert time.monotonic() - started >= 4  # the default --send-grace, 5 s
+        assert not os.path.ismount(mountpoint)
+    assert message_texts(session_file)[-1] == "stopped by umount"
+    assert check_errors(session_file) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from importlib import resources
 
 import trio
@@ -92,6 +93,8 @@ class RootCtl(CommandFile):
                 ("last_result", self.ctx.root_last_result),
                 ("last_error", self.ctx.root_last_error),
                 *search,
+                # `sessionfs umount` waits for this process: it stops the agents last
+                ("pid", os.getpid()),
             ]
         )
 
