@@ -10,9 +10,14 @@ cut to those bytes.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import stat
+import tempfile
 from pathlib import Path
+
+from core.private_files import PRIVATE_FILE_MODE, make_private_dirs
 
 __all__ = ["LOG_LIMIT", "SendLogs"]
 
@@ -34,33 +39,36 @@ class SendLogs:
     def open_for_run(self, key: tuple[str, str]) -> int:
         """A new, empty log for a run starting now: a write-only descriptor (O_APPEND,
         so the agent's stdout and stderr interleave without overwriting each other)."""
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(self.directory, 0o700)  # whatever the umask made of it
+        make_private_dirs(self.directory)  # the cache dir too, when this comes first
         fd = os.open(
             self.path(key),
-            os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC,
-            0o600,
+            os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW,
+            PRIVATE_FILE_MODE,
         )
-        os.fchmod(fd, 0o600)
+        os.fchmod(fd, PRIVATE_FILE_MODE)  # a log an older version made with the umask's mode
         return fd
 
     def size(self, key: tuple[str, str]) -> tuple[int, int]:
         """What ``send.log`` shows: its size (at most `LOG_LIMIT`) and mtime."""
         try:
-            st = os.stat(self.path(key))
+            st = os.lstat(self.path(key))
         except FileNotFoundError:
+            return 0, 0
+        if not stat.S_ISREG(st.st_mode):  # a planted link or FIFO: never read through
             return 0, 0
         return min(st.st_size, LOG_LIMIT), st.st_mtime_ns
 
     def tail(self, key: tuple[str, str]) -> bytes:
         """The last `LOG_LIMIT` bytes of the session's log (empty: no run yet)."""
         try:
-            fd = os.open(self.path(key), os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
+            fd = os.open(self.path(key), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:  # none yet, or a planted link (ELOOP)
             return b""
         try:
-            size = os.fstat(fd).st_size
-            return os.pread(fd, LOG_LIMIT, max(0, size - LOG_LIMIT))
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return b""
+            return os.pread(fd, LOG_LIMIT, max(0, st.st_size - LOG_LIMIT))
         finally:
             os.close(fd)
 
@@ -74,11 +82,17 @@ class SendLogs:
         except FileNotFoundError:
             return
         data = self.tail(key)
-        temporary = path.with_suffix(".trim")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        # A new 0600 file under a name no one can have planted a link at (mkstemp).
+        fd, temporary = tempfile.mkstemp(
+            dir=self.directory, prefix=f".{path.name}.", suffix=".trim"
+        )
         try:
-            os.fchmod(fd, 0o600)
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(temporary, path)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
