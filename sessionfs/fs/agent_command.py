@@ -8,11 +8,13 @@ a prompt holds (quotes, ``$(...)``, newlines) can mean anything but text.
 Without a template the mount runs the agent that owns the mounted agent dir
 (``~/.omp/agent`` -> omp, ``~/.pi/agent`` -> pi, ``~/.xcsh/agent`` -> xcsh) when it is on
 ``PATH``, else the first of xcsh, omp, pi found there. Each continues the given file
-from its last entry.
+from its last entry. An agent dir elsewhere (``$PI_CODING_AGENT_DIR``) is known by the
+model configuration only its agent reads: ``models.yml`` is omp's, ``models.json`` pi's.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 from collections.abc import Callable
@@ -46,6 +48,10 @@ KNOWN_AGENTS: tuple[tuple[str, str], ...] = (
 )
 
 
+#: A word a shell takes as it is (``shlex.quote`` would quote the braces too).
+_PLAIN_WORD = re.compile(r"[\w@%+=:,./{}-]+")
+
+
 class AgentCommandError(ValueError):
     """A template that cannot be used (empty, unbalanced quotes)."""
 
@@ -72,18 +78,27 @@ class AgentCommand:
         return [*filled, prompt]
 
     def __str__(self) -> str:
-        return shlex.join(self.words)
+        """The template as it could be given again (placeholders left unquoted)."""
+        return " ".join(w if _PLAIN_WORD.fullmatch(w) else shlex.quote(w) for w in self.words)
+
+
+#: A file in an agent dir that only one agent reads (its model configuration).
+CONFIG_OWNERS: tuple[tuple[str, str], ...] = (("models.yml", ".omp"), ("models.json", ".pi"))
 
 
 def _owner_dir(agent_dir: Path) -> str | None:
-    """The ``~/<dir>`` an agent dir belongs to: ``~/.omp/agent`` and oh-my-pi's
-    profiles ``~/.omp/profiles/<name>/agent`` -> ``.omp``; None for any other dir."""
+    """The ``~/<dir>`` of the agent an agent dir belongs to: by its place
+    (``~/.omp/agent`` and oh-my-pi's profiles ``~/.omp/profiles/<name>/agent`` ->
+    ``.omp``), else by its model configuration; None when neither tells."""
     parts = agent_dir.parts
     if len(parts) >= 2 and parts[-1] == "agent":
         if parts[-2] in {name for name, _ in KNOWN_AGENTS}:
             return parts[-2]
-        if len(parts) >= 4 and parts[-3] == "profiles":
-            return parts[-4] if parts[-4] == ".omp" else None
+        if len(parts) >= 4 and parts[-3] == "profiles" and parts[-4] == ".omp":
+            return ".omp"
+    for name, owner in CONFIG_OWNERS:
+        if (agent_dir / name).is_file():
+            return owner
     return None
 
 
