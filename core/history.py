@@ -52,6 +52,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -73,6 +74,7 @@ __all__ = [
     "ensure_fts5_available",
     "format_history_line",
     "history_match_query",
+    "record_session_title",
     "unescape_history_field",
 ]
 
@@ -693,3 +695,37 @@ def _split_script(script: str) -> list[str]:
     if current.strip():
         statements.append(current.strip())
     return statements
+
+
+def record_session_title(db_path: str | os.PathLike[str], session_id: str, title: str) -> bool:
+    """omp 18's session title index: upsert ``session_titles(session_id, title,
+    updated_at)`` (seconds) in ``history.db``, which omp's session list prefers to the
+    files. Only an existing database that has the table is written (one without it
+    belongs to an agent that does not read it); best effort: False when nothing was
+    written, never an exception (a rename must not fail on its index)."""
+    path = Path(db_path)
+    if not path.is_file():
+        return False
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    except sqlite3.Error:
+        return False
+    try:
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        found = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'session_titles'"
+        ).fetchone()
+        if found is None:
+            return False
+        conn.execute(
+            "INSERT INTO session_titles (session_id, title, updated_at) VALUES (?, ?, ?) "
+            "ON CONFLICT(session_id) DO UPDATE SET title = excluded.title, "
+            "updated_at = excluded.updated_at",
+            (session_id, title, int(time.time())),
+        )
+        return True
+    except sqlite3.Error as exc:
+        log.warning("could not record the title of %s in %s: %s", session_id, path, exc)
+        return False
+    finally:
+        conn.close()

@@ -33,6 +33,7 @@ from core.pipeline import PersistencePipeline
 from core.rewrite import SessionBusyError
 from core.state import Entry, SessionState
 from core.storage import FileSessionStorage, MemorySessionStorage, PathArg, SessionStorage
+from core.title_slot import new_title_slot
 from core.tree import TreeNode, build_tree
 
 __all__ = [
@@ -83,13 +84,20 @@ class SessionManager:
 
     @classmethod
     def create(
-        cls, cwd: str, session_dir: PathArg | None = None, storage: SessionStorage | None = None
+        cls,
+        cwd: str,
+        session_dir: PathArg | None = None,
+        storage: SessionStorage | None = None,
+        *,
+        title_slot: bool = False,
     ) -> SessionManager:
-        """A new session for `cwd`; written once it holds an assistant message."""
+        """A new session for `cwd`; written once it holds an assistant message.
+        ``title_slot``: the file starts with omp 18's title slot (`core.title_slot`);
+        only for agent dirs whose agent reads one (pi 0.73 does not)."""
         storage = storage if storage is not None else FileSessionStorage()
         directory = session_files.session_dir_for(cwd, session_dir, storage)
         manager = cls(cwd=cwd, session_dir=directory, persist=True, storage=storage)
-        manager._new_session()
+        manager._new_session(title_slot=title_slot)
         manager._use_default_blob_store()
         manager._write_breadcrumb()
         return manager
@@ -104,9 +112,13 @@ class SessionManager:
         browse: bool = False,
         resolve_blobs: bool = True,
         blob_store: BlobStore | None = None,
+        guest: bool = False,
     ) -> SessionManager:
         """Load `path`. A missing/header-less file becomes a fresh session written there,
-        unless `browse`, which raises `NotASessionError` and never writes at open."""
+        unless `browse`, which raises `NotASessionError` and never writes at open.
+        ``guest``: this process writes into a file an agent may be running on (the
+        mount): every append is refused with `SessionBusyError` while another process
+        holds the file open for writing, and is made inside omp's publish lock."""
         storage = storage if storage is not None else FileSessionStorage()
         file = session_files.norm_path(path, storage)
         directory = (
@@ -124,6 +136,7 @@ class SessionManager:
             ),
             resolve_blobs=resolve_blobs,
         )
+        manager._pipeline.guest = guest
         manager.set_session_file(file, browse=browse)
         if not browse:
             manager._write_breadcrumb()
@@ -151,18 +164,26 @@ class SessionManager:
         cwd: str,
         session_dir: PathArg | None = None,
         storage: SessionStorage | None = None,
+        *,
+        title_slot: bool | None = None,
     ) -> SessionManager:
         """A new session for `cwd` holding a copy of every entry of `source`.
 
         The source is read (and migrated in memory) but never written. The new header's
         `parentSession` is the source file path, as the agents do for forks across files.
+        ``title_slot``: the new file starts with a title slot (None: when the source has
+        one).
         """
         storage = storage if storage is not None else FileSessionStorage()
         source_path = session_files.norm_path(source, storage)
-        header, entries = session_files.read_fork_source(source_path, storage)
+        header, entries, slotted = session_files.read_fork_source(source_path, storage)
         directory = session_files.session_dir_for(cwd, session_dir, storage)
         manager = cls(cwd=cwd, session_dir=directory, persist=True, storage=storage)
-        manager._new_session(parent_session=source_path, copy_title_from=header)
+        manager._new_session(
+            parent_session=source_path,
+            copy_title_from=header,
+            title_slot=slotted if title_slot is None else title_slot,
+        )
         manager._pipeline.permissions_model = source_path
         manager._use_default_blob_store()
         manager._state.replace(entries)
@@ -190,8 +211,10 @@ class SessionManager:
         with_file: bool = True,
         parent_session: str | None = None,
         copy_title_from: Mapping[str, Any] | None = None,
+        title_slot: bool = False,
     ) -> None:
-        """Make this manager hold a new, empty session (and name its file)."""
+        """Make this manager hold a new, empty session (and name its file); with
+        ``title_slot`` the file will start with omp 18's title slot."""
         header = session_files.new_header(
             self._state.cwd, parent_session=parent_session, copy_title_from=copy_title_from
         )
@@ -200,6 +223,7 @@ class SessionManager:
             file = session_files.new_session_file(self._session_dir, header)
         self._pipeline.start_new_file(file)
         self._state.header = header
+        self._state.title_slot = new_title_slot(header, header["timestamp"]) if title_slot else None
         self._state.replace([])
 
     def _use_default_blob_store(self) -> None:
@@ -268,6 +292,12 @@ class SessionManager:
     @property
     def is_on_disk(self) -> bool:
         return self._pipeline.on_disk
+
+    def write_may_wait(self) -> bool:
+        """Whether a write of this guest session may wait now (another process holds the
+        file open for writing, or omp's lock file is there): quick probes only."""
+        with self.lock:
+            return self._pipeline.guest_write_would_wait()
 
     def get_header(self) -> Entry:
         return self._state.header
@@ -391,11 +421,19 @@ class SessionManager:
             # Serialise before touching memory: an entry that cannot be written (not
             # JSON) is refused without leaving a half-applied append behind.
             line = pipeline.persisted_line(entry) if direct else b""
+            # Only an append that is persisted on its own may be refused afterwards.
+            mark = state.mark() if not direct and not self._batch_depth else None
             state.append(entry)
             if direct:
                 pipeline.write_appended(line)
             elif not self._batch_depth:
-                pipeline.persist_new((entry,))
+                try:
+                    pipeline.persist_new((entry,))
+                except SessionBusyError:  # refused, nothing written: nothing appended
+                    assert mark is not None
+                    state.rollback(mark)
+                    pipeline.forget_unwritten_after(mark.entry_count)
+                    raise
             return entry_id
 
     def append_entry(self, body: Mapping[str, Any]) -> str:
@@ -592,9 +630,14 @@ class SessionManager:
         self._pipeline.check_error()
         self._pipeline.catch_up_before_rewrite()
 
-    def set_session_name(self, name: str, source: str = "auto") -> bool:
-        """Set the header title. Returns False when an "auto" name would replace a
-        "user" one; raises ValueError when nothing is left after cleaning."""
+    def set_session_name(self, name: str, source: str = "auto", trigger: str | None = None) -> bool:
+        """Set the title. Returns False when an "auto" name would replace a "user" one;
+        raises ValueError when nothing is left after cleaning.
+
+        A file with omp 18's title slot is renamed as omp renames it: a `title_change`
+        entry is appended (the new leaf) and the slot's 256 bytes are overwritten in
+        place; the title is also recorded in `history.db`'s `session_titles` when that
+        table exists. Any other file gets the title in its header (a rewrite)."""
         clean = sanitize_session_name(name)
         if not clean:
             raise ValueError("session name is empty")
@@ -603,6 +646,10 @@ class SessionManager:
             header = self._state.header
             if source == "auto" and header.get("titleSource") == "user":
                 return False
+            pipeline = self._pipeline
+            if self._state.title_slot is not None and pipeline.enabled and pipeline.on_disk:
+                self._rename_in_slot(clean, source, trigger)
+                return True
             before: Entry = {k: header[k] for k in ("title", "titleSource") if k in header}
             header["title"] = clean
             header["titleSource"] = source
@@ -616,6 +663,32 @@ class SessionManager:
                     header.update(before)
                     raise
             return True
+
+    def _rename_in_slot(self, title: str, source: str, trigger: str | None) -> None:
+        """omp 18's rename of a slot file (see `set_session_name`)."""
+        state, pipeline = self._state, self._pipeline
+        header = state.header
+        body: Entry = {"title": title, "source": source}
+        previous = header.get("title")
+        if isinstance(previous, str) and previous:
+            body["previousTitle"] = previous
+        if trigger:
+            body["trigger"] = trigger
+        entry_id = self._append("title_change", body)
+        before: Entry = {k: header[k] for k in ("title", "titleSource") if k in header}
+        header["title"], header["titleSource"] = title, source
+        try:
+            slot = new_title_slot(header, state.by_id[entry_id]["timestamp"])
+            pipeline.overwrite_title_slot(slot)
+        except BaseException:
+            # The entry is on disk; the header keeps the title the slot still holds.
+            header.pop("title", None)
+            header.pop("titleSource", None)
+            header.update(before)
+            raise
+        file = pipeline.file
+        if file is not None and isinstance(self._storage, FileSessionStorage):
+            session_files.record_title(file, self.get_session_id(), title)
 
     def create_branched_session(self, leaf_id: str, *, switch: bool = True) -> str | None:
         """A new session holding only the root -> `leaf_id` path (labels re-created).
@@ -633,7 +706,11 @@ class SessionManager:
             persist = self._pipeline.enabled
             old_file = self._pipeline.file
             target = self if switch else self._sibling()
-            target._new_session(with_file=persist, parent_session=old_file if persist else None)
+            target._new_session(
+                with_file=persist,
+                parent_session=old_file if persist else None,
+                title_slot=self._state.title_slot is not None,
+            )
             target._pipeline.permissions_model = old_file
             target._state.replace(entries)
             # Switching keeps the deferral rule (written once an assistant message is
@@ -668,6 +745,7 @@ class SessionManager:
                 with_file=self._pipeline.enabled,
                 parent_session=old_id,
                 copy_title_from=self._state.header,
+                title_slot=self._state.title_slot is not None,
             )
             target._pipeline.permissions_model = source_file
             target._state.replace(entries)

@@ -42,10 +42,22 @@ from core.line_rewrite import NotASessionFileError, rewrite_session_lines
 from core.migrate import migrate_session_entries
 from core.paths import now_iso
 from core.persist import MAX_PERSIST_CHARS, prepare_for_persist, resolve_blob_refs
-from core.rewrite import SessionBusyError, SourceReplacedError
+from core.publish_lock import is_locked, publish_lock
+from core.rewrite import (
+    SessionBusyError,
+    SourceReplacedError,
+    refuse_if_held_open,
+    seems_unshared,
+)
 from core.session_files import permissions_source
 from core.state import Entry, SessionState
-from core.storage import SessionStorage, SessionWriter, StorageStat, atomic_write
+from core.storage import (
+    FileSessionStorage,
+    SessionStorage,
+    SessionWriter,
+    StorageStat,
+    atomic_write,
+)
 from core.title_slot import (
     TITLE_SLOT_BYTES,
     Slot,
@@ -85,6 +97,10 @@ class PersistencePipeline:
         self.on_disk = False  # the file exists and holds everything persisted so far
         self.needs_rewrite = False  # the next persist must be a full rewrite
         self.error: PersistenceError | None = None
+        #: appends as a guest in a file an agent may have open (the mount): each one is
+        #: refused (`SessionBusyError`) while another process holds the file open for
+        #: writing, made inside omp's publish lock, fsynced, and the file closed again
+        self.guest = False
         # A new file takes this file's mode and owner (a fork: its source's).
         self.permissions_model: str | None = None
         self._writer: SessionWriter | None = None
@@ -272,7 +288,13 @@ class PersistencePipeline:
 
     def appends_directly(self) -> bool:
         """Whether the next append is one line to the open writer (the hot path)."""
-        return self._writer is not None and self.enabled and self.on_disk and not self.needs_rewrite
+        return (
+            self._writer is not None
+            and self.enabled
+            and self.on_disk
+            and not self.needs_rewrite
+            and not self.guest
+        )
 
     def write_appended(self, line: bytes) -> None:
         """The hot path: the line of the entry just appended, to the open writer."""
@@ -298,6 +320,9 @@ class PersistencePipeline:
             self.run(self.write_full)
             return
         data = b"".join(self.persisted_line(e) for e in new)
+        if self.guest and isinstance(self.storage, FileSessionStorage):
+            self._append_as_guest(data)
+            return
         try:
             writer = self._open_writer()
             before = self._loaded_offset
@@ -306,6 +331,69 @@ class PersistencePipeline:
             self._after_own_append(writer, before)
         except Exception as exc:
             self._latch(exc)
+
+    def _guest_write(self, write: Callable[[str], None]) -> None:
+        """Run ``write(file)`` as a guest: refused while another process holds the file
+        open for writing (an agent running on it would find bytes it did not write),
+        else inside omp's publish lock, so omp waits for it. Our own descriptor is
+        closed first: only other processes count. Refusals are not latched."""
+        file = self.file
+        assert file is not None
+        self.close_writer()
+        refuse_if_held_open(file)
+        try:
+            with publish_lock(file):
+                write(file)
+        except SessionBusyError:
+            raise
+        except Exception as exc:
+            self._latch(exc)
+
+    def guest_write_would_wait(self) -> bool:
+        """For a caller that must not block (an event loop): True when a guest write
+        now may wait, for a writer that holds the file or for omp's lock (quick
+        probes, no waiting; the write itself checks again)."""
+        file = self.file
+        if not self.guest or file is None or not isinstance(self.storage, FileSessionStorage):
+            return False
+        self.close_writer()
+        return is_locked(file) or not seems_unshared(file)
+
+    def _append_as_guest(self, data: bytes) -> None:
+        def append(file: str) -> None:
+            writer = self._open_writer()
+            try:
+                before = self._loaded_offset
+                writer.write(data)
+                writer.flush()
+                writer.fsync()
+                self.disk_entries = len(self.state.entries)
+                self._after_own_append(writer, before)
+            finally:
+                self.close_writer()
+
+        self._guest_write(append)
+
+    def overwrite_title_slot(self, slot: Slot) -> None:
+        """omp's rename: the file's 256 title slot bytes replaced in place by ``slot``
+        (same size, nothing else moves), fsynced; as a guest when this is one."""
+        line = slot_bytes(slot)
+
+        def overwrite(file: str) -> None:
+            current = split_title_slot(self.storage.read_text_prefix(file, len(line)).encode())
+            if current[1] != len(line):
+                # No slot of the slot's size there now: a rewrite puts one in its place.
+                self.state.title_slot = slot
+                self.write_full()
+                return
+            self.storage.overwrite_prefix(file, line)
+            self.state.title_slot = slot
+
+        if self.guest and isinstance(self.storage, FileSessionStorage):
+            self._guest_write(overwrite)
+        else:
+            assert self.file is not None
+            self.run(lambda: overwrite(str(self.file)))
 
     def forget_unwritten_after(self, entry_count: int) -> None:
         """A batch rolled back to `entry_count` entries."""

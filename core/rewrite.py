@@ -41,12 +41,15 @@ from core.storage_api import (
 )
 
 __all__ = [
+    "APPEND_HARM",
     "BUSY_RETRY_SECONDS",
     "CARRY_SECONDS",
     "SessionBusyError",
     "SourceReplacedError",
     "complete_lines",
+    "refuse_if_held_open",
     "rewrite_file",
+    "seems_unshared",
     "writers_of_inode",
 ]
 
@@ -65,16 +68,24 @@ _SPIN_POLL_SECONDS: Final = 0.0001
 _READ_CHUNK: Final = 1 << 20
 
 
+_REWRITE_HARM: Final = "rewriting it now would lose that process's later lines"
+#: Why an append is refused while an agent holds the file (see `refuse_if_held_open`).
+APPEND_HARM: Final = (
+    "appending now would put lines that process did not write into the file it is "
+    "writing (oh-my-pi then refuses its own next rewrite)"
+)
+
+
 class SessionBusyError(OSError):
     """Another process holds the session file open for writing; a rewrite would lose
     what it writes later, so it was refused and the file is untouched (``EBUSY``)."""
 
-    def __init__(self, path: PathArg, pids: Sequence[int]) -> None:
+    def __init__(self, path: PathArg, pids: Sequence[int], harm: str = _REWRITE_HARM) -> None:
         self.pids = tuple(pids)
         self.reason = (
             f"{os.path.basename(os.fspath(path))} is held open for writing by pid "
-            f"{', '.join(map(str, self.pids))}; rewriting it now would lose that process's "
-            "later lines, so the file was left untouched (try again once it closes the file)"
+            f"{', '.join(map(str, self.pids))}; {harm}, so the file was left untouched "
+            "(try again once it closes the file)"
         )
         super().__init__(errno.EBUSY, self.reason, os.fspath(path))
 
@@ -124,16 +135,58 @@ def writers_of_inode(device: int, inode: int) -> list[int]:
     return [int(pid) for pid in procs if _holds_for_writing(pid, device, inode)]
 
 
-def _refuse_if_held_open(path: PathArg, st: os.stat_result) -> None:
-    """Raise `SessionBusyError` when a writer keeps the file open past the grace time."""
+def _nobody_writes(fd: int) -> bool:
+    """True when no process (this one included) has the file of ``fd`` (opened
+    read-only) open for writing: the kernel grants a read lease only then. A cheap
+    probe (microseconds) before the /proc scan (milliseconds per hundred processes);
+    False also where leases are not available, and the scan decides."""
+    if _take_lease(fd, fcntl.F_RDLCK) is not None:
+        return False
+    _release_opens(fd)
+    return True
+
+
+def _refuse_if_held_open(
+    path: PathArg, st: os.stat_result, fd: int | None = None, harm: str = _REWRITE_HARM
+) -> None:
+    """Raise `SessionBusyError` when a writer keeps the file open past the grace time.
+    ``fd``: the file opened read-only, for the quick lease probe."""
     deadline = time.monotonic() + BUSY_RETRY_SECONDS
     while True:
+        if fd is not None and _nobody_writes(fd):
+            return
         pids = writers_of_inode(st.st_dev, st.st_ino)
         if not pids:
             return
         if time.monotonic() >= deadline:
-            raise SessionBusyError(path, pids)
+            raise SessionBusyError(path, pids, harm)
         time.sleep(0.01)
+
+
+def seems_unshared(path: PathArg) -> bool:
+    """The quick probe alone (no /proc scan, no wait): True when no process has
+    ``path`` open for writing right now; False when one has, or when it cannot tell."""
+    try:
+        fd = open_regular_fd(path)
+    except OSError:
+        return False
+    try:
+        return _nobody_writes(fd)
+    finally:
+        os.close(fd)
+
+
+def refuse_if_held_open(path: PathArg, harm: str = APPEND_HARM) -> None:
+    """`SessionBusyError` (``EBUSY``, the pids named) when another process keeps
+    ``path`` open for writing: a running agent (omp keeps an ``O_APPEND`` descriptor
+    for its whole run) must not find bytes it did not write in its file. A writer that
+    appends by path holds it for microseconds and is waited for (`BUSY_RETRY_SECONDS`).
+    This process's own descriptors never count (close them first for the quick probe)."""
+    fd = open_regular_fd(path)
+    try:
+        _refuse_if_held_open(path, os.fstat(fd), fd, harm)
+    finally:
+        os.close(fd)
 
 
 # ---------------------------------------------------------------------------
@@ -228,7 +281,7 @@ def _carrying_rewrite(
     st = os.fstat(source)
     if expected_inode is not None and st.st_ino != expected_inode:
         raise SourceReplacedError(f"{path} was replaced by another file")
-    _refuse_if_held_open(path, st)
+    _refuse_if_held_open(path, st, source)
     current, offset = _lines_since(source, 0, final=False)
     content = transform(current)
     tmp = temp_path_for(destination)
@@ -239,7 +292,7 @@ def _carrying_rewrite(
         writer.write(content)
         writer.flush()
         writer.fsync()  # the slow part: lines appended meanwhile are absorbed below
-        _refuse_if_held_open(path, st)  # a writer that opened since the first check
+        _refuse_if_held_open(path, st, source)  # a writer that opened since the first check
         absorbed, offset = _lines_since(source, offset, final=False)
         if absorbed:
             writer.write(absorbed)  # made durable with the carried lines, below
@@ -304,15 +357,25 @@ _F_SETSIG: Final = getattr(fcntl, "F_SETSIG", 10)
 def _hold_opens(fd: int) -> bool:
     """Take a write lease on ``fd`` (ours is then the only open of the file); False
     where the file system or the platform does not grant one."""
+    refused = _take_lease(fd, fcntl.F_WRLCK)
+    if refused is not None:
+        log.debug(
+            "no write lease for a rewrite (%s): carried lines keep order best-effort", refused
+        )
+        return False
+    return True
+
+
+def _take_lease(fd: int, kind: int) -> OSError | None:
+    """Take a lease of ``kind`` on ``fd``; the refusal, or None when it was granted."""
     try:
         # A lease break is announced by a signal, SIGIO unless told otherwise, and
         # SIGIO would end the process: SIGURG is ignored unless handled.
         fcntl.fcntl(fd, _F_SETSIG, signal.SIGURG)
-        fcntl.fcntl(fd, _F_SETLEASE, fcntl.F_WRLCK)
+        fcntl.fcntl(fd, _F_SETLEASE, kind)
     except OSError as exc:
-        log.debug("no write lease for a rewrite (%s): carried lines keep order best-effort", exc)
-        return False
-    return True
+        return exc
+    return None
 
 
 def _release_opens(fd: int) -> None:

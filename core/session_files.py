@@ -17,10 +17,12 @@ from core import discovery, paths
 from core.blobs import BlobStore, may_contain_blob_refs
 from core.context import path_to_root
 from core.errors import NotASessionError
+from core.history import record_session_title
 from core.jsonl import is_header, parse_session_lenient
 from core.migrate import CURRENT_SESSION_VERSION, migrate_session_entries
 from core.persist import resolve_blob_refs
 from core.storage import FileSessionStorage, PathArg, SessionStorage
+from core.title_slot import read_title_slot, split_title_slot
 
 __all__ = [
     "branched_entries",
@@ -35,8 +37,10 @@ __all__ = [
     "permissions_source",
     "read_fork_source",
     "recent_session",
+    "record_title",
     "session_dir_for",
     "undo_moves",
+    "uses_title_slots",
     "write_breadcrumb",
 ]
 
@@ -112,6 +116,45 @@ def continue_dirs(cwd: str, session_dir: PathArg | None, storage: SessionStorage
     return [norm_path(d, storage) for d in paths.session_dirs_for_cwd(cwd)]
 
 
+def record_title(file: str, session_id: str, title: str) -> None:
+    """omp 18's title index: the title in the `session_titles` table of the file's
+    agent dir's `history.db`, when it has that table (best effort)."""
+    layout = paths.layout_of_session_file(file)
+    if layout is not None:
+        record_session_title(layout.history_db, session_id, title)
+
+
+#: How many projects (most recently changed first) `uses_title_slots` looks into.
+_PROJECTS_LOOKED_AT = 8
+
+
+def _projects_newest_first(sessions_root: PathArg) -> list[str]:
+    try:
+        with os.scandir(sessions_root) as it:
+            found = [(e.stat().st_mtime, e.path) for e in it if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+    return [path for _, path in sorted(found, reverse=True)]
+
+
+def uses_title_slots(session_dir: str) -> bool:
+    """Whether new files in `session_dir` should start with omp 18's title slot: the
+    newest session there (else in the agent dir's most recently changed project) has
+    one. pi 0.73 cannot read a slot, so without evidence a file gets none."""
+    layout = layout_of_session_dir(session_dir)
+    candidates = [session_dir]
+    if layout is not None:
+        candidates += _projects_newest_first(layout.sessions)[:_PROJECTS_LOOKED_AT]
+    for directory in candidates:
+        newest = discovery.find_most_recent_session(directory)
+        if newest is not None:
+            try:
+                return read_title_slot(newest) is not None
+            except OSError:
+                return False
+    return False
+
+
 # ------------------------------------------------------------------ new sessions
 
 
@@ -142,9 +185,9 @@ def new_session_file(session_dir: str, header: Mapping[str, Any]) -> str:
     return os.path.join(session_dir, paths.session_file_name(header["timestamp"], header["id"]))
 
 
-def read_fork_source(source_path: str, storage: SessionStorage) -> tuple[Entry, list[Entry]]:
+def read_fork_source(source_path: str, storage: SessionStorage) -> tuple[Entry, list[Entry], bool]:
     """Header and entries of `source_path`, migrated and with blob refs resolved in
-    memory (the source is never written)."""
+    memory (the source is never written), and whether it starts with a title slot."""
     try:
         data = storage.read_bytes(source_path)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
@@ -157,7 +200,7 @@ def read_fork_source(source_path: str, storage: SessionStorage) -> tuple[Entry, 
     if source_blobs is not None and may_contain_blob_refs(data):
         for entry in loaded[1:]:
             resolve_blob_refs(entry, source_blobs)
-    return loaded[0], loaded[1:]
+    return loaded[0], loaded[1:], split_title_slot(data)[0] is not None
 
 
 def _path_without_labels(leaf_id: str, by_id: Mapping[str, Entry]) -> list[Entry]:

@@ -299,6 +299,18 @@ class FileSessionStorage:
     def open_writer(self, path: PathArg, mode: WriterMode = "a") -> SessionWriter:
         return FileSessionWriter(path, mode)
 
+    def overwrite_prefix(self, path: PathArg, data: bytes) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            if os.fstat(fd).st_size < len(data):
+                raise ValueError(f"{path} is shorter than the {len(data)} bytes to overwrite")
+            view, offset = memoryview(data), 0
+            while offset < len(data):
+                offset += os.pwrite(fd, view[offset:], offset)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
     def rewrite(
         self,
         path: PathArg,
@@ -435,6 +447,14 @@ class MemorySessionStorage:
         with self._lock:
             key = self._key(path)
             self._files[key] = _MemoryFile(bytearray(data), time.time(), self._new_inode())
+
+    def overwrite_prefix(self, path: PathArg, data: bytes) -> None:
+        with self._lock:
+            file = self._file(path)
+            if len(file.data) < len(data):
+                raise ValueError(f"{path} is shorter than the {len(data)} bytes to overwrite")
+            file.data[: len(data)] = data
+            file.mtime = time.time()
 
     def stat(self, path: PathArg) -> StorageStat:
         file = self._file(path)

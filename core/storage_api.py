@@ -112,6 +112,11 @@ class SessionStorage(Protocol):
 
     def open_writer(self, path: PathArg, mode: WriterMode = "a") -> SessionWriter: ...
 
+    def overwrite_prefix(self, path: PathArg, data: bytes) -> None:
+        """Write ``data`` over the file's first ``len(data)`` bytes in place (same inode,
+        same size, nothing else moves) and make it durable: omp's title slot rename."""
+        ...
+
     def rewrite(
         self,
         path: PathArg,

@@ -60,7 +60,10 @@ def open_browse(path: Path, read: tuple[bytes, os.stat_result] | None = None) ->
     """``SessionManager.open`` for viewing: migrate in memory only, keep blob refs.
     ``read``: the file's bytes and their stat when the caller has just read them."""
     storage = None if read is None else _ReadOnce(path, *read)
-    return SessionManager.open(str(path), browse=True, resolve_blobs=False, storage=storage)
+    # A guest: the agent may be running on this file (see SessionManager.open).
+    return SessionManager.open(
+        str(path), browse=True, resolve_blobs=False, storage=storage, guest=True
+    )
 
 
 class _ReadOnce(FileSessionStorage):

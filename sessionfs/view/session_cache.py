@@ -380,7 +380,8 @@ class SessionCache:
     def _can_write_inline(self, session: LoadedSession) -> bool:
         """True when a small write can only append and fsync: parsed, already on disk
         with no migration rewrite pending, the file as last seen (no catch-up or
-        reload), and the disk fast lately."""
+        reload), the disk fast lately, and no agent holding the file or omp's lock
+        (the write would wait for it)."""
         manager = session.manager
         return (
             manager is not None
@@ -388,6 +389,7 @@ class SessionCache:
             and not manager.needs_rewrite
             and self.small_write_seconds <= INLINE_WRITE_LIMIT
             and session.unchanged_on_disk()
+            and not manager.write_may_wait()  # an agent on the file: wait in a thread
         )
 
     def _timed_small_write(self, apply: Callable[[], T]) -> T:

@@ -32,7 +32,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from core import paths
+from core import paths, session_files
 from core.manager import EntryNotFoundError, PersistenceError, SessionManager
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.writes.append_parse import AppendOp
@@ -257,8 +257,10 @@ def clear_label(manager: SessionManager, target_id: str) -> AppendResult:
 
 
 def set_title(manager: SessionManager, text: str) -> str:
-    """``title`` written and closed: ``set_session_name(text, "user")``, an atomic
-    rewrite that keeps every entry. Returns the title as stored (cleaned)."""
+    """``title`` written and closed: ``set_session_name(text, "user")``: an atomic
+    rewrite that keeps every entry, or in a file with omp 18's title slot, a
+    ``title_change`` entry and the slot overwritten in place (as omp renames).
+    Returns the title as stored (cleaned)."""
     with _write_step(manager, "title"):
         if not manager.is_on_disk:
             manager.ensure_on_disk()
@@ -266,7 +268,8 @@ def set_title(manager: SessionManager, text: str) -> str:
             manager.set_session_name(text, "user")
         except ValueError as exc:
             raise WriteRejected(errno.EINVAL, f"title: {exc}") from exc
-        # set_session_name rewrote the file (fsynced): a pending migration is done too.
+        # set_session_name rewrote the file or appended and overwrote the slot (both
+        # fsynced): a pending migration is done too.
         title = manager.get_session_name()
         return title or ""
 
@@ -310,7 +313,10 @@ def create_session(agent_dir: str | os.PathLike[str], cwd: str, title: str | Non
         raise WriteRejected(errno.EINVAL, f"new: cwd must be an absolute path, not {cwd!r}")
     cwd = os.path.normpath(cwd)
     try:
-        manager = SessionManager.create(cwd, paths.session_dir_for_cwd(cwd, agent_dir))
+        session_dir = str(paths.session_dir_for_cwd(cwd, agent_dir))
+        # omp 18's agent dirs get its title slot; pi 0.73 cannot read one.
+        slotted = session_files.uses_title_slots(session_dir)
+        manager = SessionManager.create(cwd, session_dir, title_slot=slotted)
         with manager:
             if title is not None and title.strip():
                 try:

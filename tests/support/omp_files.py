@@ -9,6 +9,10 @@ The title slot is built here with the stdlib ``json`` module, independently of
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +137,24 @@ def conversation() -> list[dict[str, Any]]:
         assistant_msg("e0000008", "e0000007", 8, "Use ls."),
         entry("title_change", "e0000009", "e0000008", 9, title="Listing files", source="auto"),
     ]
+
+
+@contextmanager
+def held_open(path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """Another process keeping ``path`` open with ``O_APPEND`` for the block, as omp
+    does for its whole run; killed and reaped after."""
+    code = (
+        "import os, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)\n"
+        "print('holding', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"holding\n"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
