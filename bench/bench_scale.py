@@ -56,6 +56,7 @@ from bench.common import FIXTURES, REPO, mounted, sessionfs_args
 from core import jsonl
 from sessionfs.view import session_ids
 from sessionfs.view.agent_index import AgentIndex
+from sessionfs.view.search_view import search_db_path
 from tests.support.agent_messages import write_header_session
 
 FIXTURE = "pi-v1-before-compaction.jsonl"
@@ -185,6 +186,45 @@ def shell_timed(script: str, timeout: float, *args: str | Path) -> tuple[float, 
 
 def best(runs: int, fn: Callable[[], tuple[float, str]]) -> tuple[float, str]:
     return min((fn() for _ in range(runs)), key=lambda result: result[0])
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(fraction * len(ordered)) - 1))]
+
+
+def spread_ms(samples: list[float]) -> str:
+    """p50 / p95 / max in milliseconds."""
+    p50, p95 = percentile(samples, 0.5), percentile(samples, 0.95)
+    return f"{p50 * 1e3:.1f} / {p95 * 1e3:.1f} / {max(samples) * 1e3:.1f} ms"
+
+
+def slowest(samples: list[float], queries: tuple[tuple[str, str], ...]) -> str:
+    worst = max(range(len(samples)), key=samples.__getitem__)
+    kind, query = queries[worst]
+    return f"{query[:30]!r} ({kind}) {samples[worst] * 1e3:.0f} ms"
+
+
+def first_word(query: str) -> str:
+    words = query.replace('"', " ").split()
+    return words[0] if words else query
+
+
+def wait_for_search(mnt: Path, timeout: float) -> None:
+    """Until the root ctl says the search index is ready (its first build is done)."""
+    deadline = time.monotonic() + timeout
+    while "search: ready" not in (mnt / "ctl").read_text():
+        if time.monotonic() > deadline:
+            raise StepTimeout("the search index was not ready within the step timeout")
+        time.sleep(0.2)
+
+
+def read_search(mnt: Path, query: str) -> float:
+    """Seconds to read ``search/<query>`` (one open + read, as ``cat`` does)."""
+    start = time.perf_counter()
+    (mnt / "search" / query).read_bytes()
+    return time.perf_counter() - start
 
 
 def session_keys(paths: str, marker: str) -> set[str]:
@@ -345,11 +385,11 @@ class Bench:
                 first, out = run_timed(args, self.timeout)
             self.report.add(
                 Figure(
-                    "grep -rl WORD transcripts/, first ever mount",
+                    "grep -rl WORD transcripts/, first ever mount (fresh cache dir, cold)",
                     f"{first:.2f} s",
                     f"{self.raw_cold:.3f} s raw cold",
                     first / self.raw_cold,
-                    "<= 10x",
+                    "<= 8x",
                     reading(),
                     self.found_note(session_keys(out, "transcripts")),
                 )
@@ -358,47 +398,53 @@ class Bench:
                 warm, out = best(3, lambda: run_timed(args, self.timeout))
             self.report.add(
                 Figure(
-                    "grep -rl WORD transcripts/, warm",
+                    "grep -rl WORD transcripts/, warm (best of 3)",
                     f"{warm:.3f} s",
-                    f"{self.raw_warm:.3f} s raw warm",
+                    f"{self.raw_warm:.3f} s raw warm (best of 3)",
                     warm / self.raw_warm,
-                    "<= 3x",
+                    "<= 2x",
                     reading(),
                     self.found_note(session_keys(out, "transcripts")),
                 )
             )
             has_search = (mnt / "search").is_dir()
             if has_search:
-                guarded(self.report, "search/<words> p95", lambda: self.search_p95(mnt, rss))
+                guarded(self.report, "search/<q>", lambda: self.search_first_reads(mnt, rss))
             return has_search
 
-    def search_p95(self, mnt: Path, rss: RssSampler) -> None:
-        queries = [
-            corpus.RARE_WORD,
-            corpus.TENTH_WORD,
-            corpus.COMMON_WORD,
-            f"{corpus.RARE_WORD} {corpus.COMMON_WORD}",
-        ]
-        latencies = []
+    def search_first_reads(self, mnt: Path, rss: RssSampler) -> None:
+        """``search/<q>`` as a person typing new queries meets it: once the index says
+        it is ready, each of `corpus.SEARCH_QUERIES` (40 distinct queries of four kinds)
+        read once, so no answer comes from the daemon's result cache; p50/p95/max. The
+        baseline, the same way: raw ``grep -rlFi`` of each query's first word over the
+        JSONL, once each, warm (it only names files: no entries, order or snippets).
+        Then the adversarial shapes, once each: their max."""
+        wait_for_search(mnt, self.timeout)
+        sessions = self.big.agent_dir / "sessions"
         with rss.step() as reading:
-            deadline = time.monotonic() + self.timeout
-            for _ in range(10):
-                for query in queries:
-                    start = time.perf_counter()
-                    (mnt / "search" / query).read_bytes()
-                    latencies.append(time.perf_counter() - start)
-                if time.monotonic() > deadline:
-                    raise StepTimeout("search queries took longer than the step timeout")
-        latencies.sort()
-        p95 = latencies[min(len(latencies) - 1, math.ceil(0.95 * len(latencies)) - 1)]
+            ours = [read_search(mnt, query) for _, query in corpus.SEARCH_QUERIES]
+        raw = [
+            run_timed(["grep", "-rlFi", "--", first_word(query), str(sessions)], 60)[0]
+            for _, query in corpus.SEARCH_QUERIES
+        ]
         self.report.add(
             Figure(
-                "search/<words> p95",
-                f"{p95 * 1000:.1f} ms",
-                f"{len(latencies)} reads, 4 queries",
-                None,
-                "<= 50 ms",
+                f"search/<q>, first read of {len(ours)} distinct queries: p50 / p95 / max",
+                spread_ms(ours),
+                f"{spread_ms(raw)} raw grep -rlFi",
+                percentile(ours, 0.95) / percentile(raw, 0.95),
+                "p95 <= 50 ms, max <= 100 ms",
                 reading(),
+                "slowest: " + slowest(ours, corpus.SEARCH_QUERIES),
+            )
+        )
+        hard = [read_search(mnt, query) for _, query in corpus.ADVERSARIAL_QUERIES]
+        self.report.add(
+            Figure(
+                f"search/<q>, {len(hard)} adversarial shapes, first read: p50 / p95 / max",
+                spread_ms(hard),
+                aim="max < 200 ms",
+                note="slowest: " + slowest(hard, corpus.ADVERSARIAL_QUERIES),
             )
         )
 
@@ -427,7 +473,7 @@ class Bench:
                 f"{elapsed:.2f} s",
                 f"{self.raw_cold:.3f} s raw cold",
                 elapsed / self.raw_cold,
-                "<= 3x",
+                "<= 2x",
                 reading(),
                 self.found_note(session_keys(out, marker)),
             )
@@ -688,6 +734,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--entries", type=int, default=400)
     parser.add_argument("--quick", action="store_true", help="100 sessions x 400 entries")
+    parser.add_argument(
+        "--summary", action="store_true", help="only the figures of make bench's table"
+    )
     parser.add_argument("--cache-mb", type=int, default=256)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--walk-sessions", type=int, help="sessions to walk (default: all)")
@@ -742,7 +791,10 @@ def main(argv: list[str] | None = None) -> int:
             MountSetup(work, args.cache_mb, mount_help()), big, corpus.RARE_WORD, args.step_timeout
         )
         load_before = load_line()
-        run_all(bench, small, work, args.walk_sessions or len(big.files))
+        if args.summary:
+            run_summary(bench, small, work)
+        else:
+            run_all(bench, small, work, args.walk_sessions or len(big.files))
         title = (
             f"sessionfs at scale: {len(big.files)} sessions x {args.entries} entries, "
             f"{big.total_bytes / 2**20:.0f} MB, --cache-mb {args.cache_mb}, WORD="
@@ -786,6 +838,65 @@ def main_one_step(
     return 0
 
 
+def transcripts_small(bench: Bench, small: corpus.Corpus, cache_dir: Path) -> None:
+    """``grep -rl WORD transcripts/`` on the 60-session agent dir: warm (best of 3, after
+    a first read) against raw ``grep -rl`` over its JSONL, warm (best of 3)."""
+    raw_sessions = str(small.agent_dir / "sessions")
+    raw, _ = best(3, lambda: run_timed(["grep", "-rl", bench.word, raw_sessions], 60))
+    with bench.setup.mount(small.agent_dir, cache_dir) as (mnt, rss):
+        args = ["grep", "-rl", bench.word, str(mnt / "transcripts")]
+        run_timed(args, bench.timeout)
+        with rss.step() as reading:
+            warm, _ = best(3, lambda: run_timed(args, bench.timeout))
+    bench.report.add(
+        Figure(
+            f"grep -rl WORD transcripts/ ({len(small.files)} sessions), warm (best of 3)",
+            f"{warm:.3f} s",
+            f"{raw:.3f} s raw warm (best of 3)",
+            warm / raw,
+            "<= 2x",
+            reading(),
+        )
+    )
+
+
+def index_size(bench: Bench, cache_dir: Path) -> None:
+    """The search index's files (database, log) against the session files."""
+    db = search_db_path(cache_dir, bench.big.agent_dir)
+    size = sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
+    bench.report.add(
+        Figure(
+            "search index size",
+            f"{size / 2**20:.0f} MB",
+            f"{bench.big.total_bytes / 2**20:.0f} MB session files",
+            size / bench.big.total_bytes,
+            "<= 0.40",
+        )
+    )
+
+
+def run_summary(bench: Bench, small: corpus.Corpus, work: Path) -> None:
+    """What ``make bench`` prints (issue 19): the figures a user meets, each beside a
+    raw baseline taken the same way in the same run."""
+    report = bench.report
+    bench.raw_grep()
+    kept_cache = fresh_cache_dir(work, "transcripts")
+    guarded(report, "grep -rl WORD transcripts/", lambda: _first_warm_search(bench, kept_cache))
+    guarded(report, "search index size", lambda: index_size(bench, kept_cache))
+    guarded(report, "remount", lambda: bench.remount_kept_cache(kept_cache, True))
+    guarded(
+        report,
+        "transcripts/, 60 sessions",
+        lambda: transcripts_small(bench, small, fresh_cache_dir(work, "small")),
+    )
+    guarded(report, "first cat context.json", lambda: fixture_context(bench, work))
+
+
+def _first_warm_search(bench: Bench, cache_dir: Path) -> None:
+    if not bench.transcripts_first_and_warm(cache_dir):
+        bench.report.add(Figure("search/<q>, first reads", NOT_IN_BUILD))
+
+
 def run_all(bench: Bench, small: corpus.Corpus, work: Path, walk_sessions: int) -> None:
     report = bench.report
     bench.raw_grep()
@@ -809,7 +920,7 @@ def run_all(bench: Bench, small: corpus.Corpus, work: Path, walk_sessions: int) 
         report.add(Figure("grep -rl WORD transcripts/, first ever mount", NOT_IN_BUILD))
         report.add(Figure("grep -rl WORD transcripts/, warm", NOT_IN_BUILD))
     if not has["search"]:
-        report.add(Figure("search/<words> p95", NOT_IN_BUILD))
+        report.add(Figure("search/<q>, first reads", NOT_IN_BUILD))
     guarded(
         report,
         "remount, cache dir kept",

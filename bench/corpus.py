@@ -82,6 +82,76 @@ _EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 _ID_STRIDE = 0x9E3779B1  # odd: i -> base + i * stride is a bijection mod 2**32
 
 
+#: What ``search/<q>`` is timed on (issue 19): each query read once, first time, by
+#: kind. Words of ``_VOCABULARY`` (so each kind finds what it would in real sessions):
+#: single common words, 2-4 letter prefixes (the last word of a query matches as a
+#: prefix from 3 letters on), 2-3 word ANDs, quoted phrases.
+SEARCH_QUERIES: tuple[tuple[str, str], ...] = (
+    *(
+        ("common word", word)
+        for word in (
+            [
+                "the",
+                "session",
+                "file",
+                "error",
+                "test",
+                "cache",
+                "render",
+                "kernel",
+                "branch",
+                "output",
+            ]
+        )
+    ),
+    *(
+        ("2-4 letter prefix", word)
+        for word in ["se", "fi", "ses", "fil", "con", "ren", "sess", "err", "inde", "wri"]
+    ),
+    *(
+        ("2-3 word AND", words)
+        for words in (
+            "fix the",
+            "session cache",
+            "render transcript mount",
+            "error timeout",
+            "fix test",
+            "read the",
+            "cache index store",
+            "write buffer flush",
+            "lock thread",
+            "tool read write",
+        )
+    ),
+    *(
+        ("quoted phrase", f'"{words}"')
+        for words in (
+            "the file",
+            "session entry",
+            "fix the",
+            "return value",
+            "read write",
+            "open close file",
+            "the session",
+            "cache index",
+            "tree context",
+            "not a",
+        )
+    ),
+)
+
+#: The shapes that cost an index most (few hits, work that grows with the query), each
+#: short enough to be a file name under ``search/``.
+ADVERSARIAL_QUERIES: tuple[tuple[str, str], ...] = (
+    ("phrase of 5 common words", '"the a to and of"'),
+    ("4 common phrases", '"the a" "to and" "of in" "is it"'),
+    ("short prefixes", "the a"),
+    ("short prefixes", "th"),
+    ("40 common words", " ".join(_VOCABULARY[:40])),
+    ("punctuation", "!@#$%^&*()[]{};:,.<>?|~`'-+=_" * 6),
+)
+
+
 @dataclass(frozen=True)
 class CorpusParams:
     sessions: int
