@@ -624,10 +624,10 @@ class SearchIndex:
             while len(hits) < limit and below > 0:
                 keep = None if verifier is None else verifier.keep
                 rows, below = newest_matches(conn, plan.match, below, limit - len(hits), keep)
-                for _, ts, entry_id, role, offset, length, crc, key in rows:
+                for _, ts, entry_id, role, offset, length, crc, key, *indexed in rows:
                     if visible is not None and not visible(key):
                         continue  # a session the one who asks may not read
-                    text = reader.text(key, offset, length, crc)
+                    text = reader.text(key, offset, length, crc, indexed)
                     if text is None:
                         continue  # the line changed since it was indexed
                     project, stem = split_key(key)
