@@ -32,6 +32,7 @@ if __package__ in (None, ""):
     # `python bench/bench_history.py` puts bench/ on sys.path, not the repo root.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import percentile
 from core.history import SCHEMA_SQL, HistoryStorage
 
 # The most frequent words of the synthetic vocabulary (its Zipf weights favour them).
@@ -121,12 +122,6 @@ def make_queries(vocabulary: Sequence[str], count: int, seed: int = 7) -> list[t
         ("unicode", lambda: rng.choice(["héllo", "日本語", "naïve café", "Ünïcödé"])),
     ]
     return [(name, make()) for name, make in (rng.choice(kinds) for _ in range(count))]
-
-
-def percentile(samples: Sequence[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
-    return ordered[index]
 
 
 def bench_search(db: Path, queries: Sequence[tuple[str, str]]) -> dict[str, list[float]]:

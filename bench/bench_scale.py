@@ -52,7 +52,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import bench_mount, corpus
-from bench.common import FIXTURES, REPO, mounted, sessionfs_args
+from bench.common import FIXTURES, REPO, mounted, percentile, sessionfs_args
 from core import jsonl
 from sessionfs.view import session_ids
 from sessionfs.view.agent_index import AgentIndex
@@ -186,12 +186,6 @@ def shell_timed(script: str, timeout: float, *args: str | Path) -> tuple[float, 
 
 def best(runs: int, fn: Callable[[], tuple[float, str]]) -> tuple[float, str]:
     return min((fn() for _ in range(runs)), key=lambda result: result[0])
-
-
-def percentile(samples: list[float], fraction: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(fraction * len(ordered)) - 1))]
 
 
 def spread_ms(samples: list[float]) -> str:

@@ -44,6 +44,7 @@ if __package__ in (None, ""):
     # `python bench/bench_search.py` puts bench/ on sys.path, not the repo root.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import percentile
 from core.search_index import SearchIndex
 
 MB = 1024 * 1024
@@ -303,11 +304,6 @@ def worst_case_queries(
         ("punctuation", lambda: "".join(rng.choices("!@#$%^&*()[]{};:,.<>?/|~`'-+=_", k=200))),
     ]
     return [(name, make()) for name, make in shapes for _ in range(per_shape)]
-
-
-def percentile(samples: Sequence[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))]
 
 
 def grep_baseline(

@@ -6,10 +6,11 @@ mean something on any machine.
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ __all__ = [
     "Row",
     "best_of",
     "mounted",
+    "percentile",
     "print_table",
     "rss_mb",
     "sessionfs_args",
@@ -43,6 +45,12 @@ def timed(fn: Callable[[], T]) -> tuple[float, T]:
     start = time.perf_counter()
     result = fn()
     return time.perf_counter() - start, result
+
+
+def percentile(samples: Sequence[float], fraction: float) -> float:
+    """The nearest-rank percentile (``fraction`` 0.95: p95) of ``samples``."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(fraction * len(ordered)) - 1))]
 
 
 def best_of(runs: int, fn: Callable[[], T]) -> tuple[float, T]:

@@ -14,6 +14,7 @@ word) and checks each candidate's text against the rest (``QueryPlan.checks``, r
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
@@ -190,6 +191,9 @@ def _runs(pieces: Sequence[str], size: int) -> Iterator[str]:
         yield " ".join(run)
 
 
+# Planning a pasted 3,000-word phrase asks for the same pieces and counts once per
+# check size: remembered, they cost a tenth.
+@functools.lru_cache(maxsize=4096)
 def _token_count(text: str) -> int:
     return len(TOKEN_RE.findall(text))
 
@@ -231,7 +235,8 @@ def _selectivity(text: str) -> int:
 _ASCII_SEPARATORS_RE = re.compile(r"[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f\s]+")
 
 
-def _pieces(text: str) -> list[str]:
+@functools.lru_cache(maxsize=64)
+def _pieces(text: str) -> tuple[str, ...]:
     """``text`` cut at characters that separate tokens for certain."""
     pieces: list[str] = []
     for chunk in _ASCII_SEPARATORS_RE.split(text):
@@ -246,7 +251,7 @@ def _pieces(text: str) -> list[str]:
             else:
                 current.append(char)
         pieces.append("".join(current))
-    return [piece for piece in pieces if TOKEN_RE.search(piece)]
+    return tuple(piece for piece in pieces if TOKEN_RE.search(piece))
 
 
 def _phrase_window(term: QueryTerm) -> str | None:
