@@ -92,6 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds an unmount waits for running agents before stopping them (default 5)",
     )
+    mount.add_argument(
+        "--mirror-max-gb",
+        type=float,
+        default=20.0,
+        metavar="GB",
+        help="with --store: disk the fetched sessions and blobs may use; past it the least "
+        "recently read session files are removed and fetched again when read (default 20)",
+    )
     mount.add_argument("--debug", action="store_true", help="log every request")
     mount.add_argument("--allow-other", action="store_true", help="let other users see the mount")
     mount.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
@@ -122,6 +130,7 @@ def _mount(args: argparse.Namespace) -> int:
         store=args.store,
         endpoint_url=args.endpoint_url,
         refresh_seconds=args.refresh_seconds,
+        mirror_max_gb=args.mirror_max_gb,
         agent_cmd=args.agent_cmd,
         send_timeout=args.send_timeout,
         send_grace=args.send_grace,

@@ -79,6 +79,8 @@ class MountOptions:
     store: str | None = None
     endpoint_url: str | None = None
     refresh_seconds: float = 10.0
+    #: ``--mirror-max-gb``: the store mirror's disk budget (whole files evicted past it)
+    mirror_max_gb: float = 20.0
     #: ``--agent-cmd`` (or ``$SESSIONFS_AGENT_CMD``): what ``send`` runs; None: the
     #: agent that owns the agent dir (`default_agent_command`)
     agent_cmd: str | None = None
@@ -131,6 +133,8 @@ def preflight(opts: MountOptions) -> None:
         raise MountError("--cache-mb must be at least 1")
     if not 0.5 <= opts.refresh_seconds <= 3600:
         raise MountError("--refresh-seconds must be between 0.5 and 3600")
+    if not opts.mirror_max_gb > 0:
+        raise MountError("--mirror-max-gb must be more than 0")
     if opts.send_timeout <= 0 or opts.send_grace < 0:
         raise MountError("--send-timeout must be positive and --send-grace not negative")
     if opts.agent_cmd is not None:
@@ -300,6 +304,7 @@ def _open_store(opts: MountOptions) -> StoreMount:
             opts.cache_mb * 1024 * 1024,
             os.path.abspath(opts.mountpoint),
             opts.refresh_seconds,
+            int(opts.mirror_max_gb * (1 << 30)),
         )
     except StoreURLError as exc:
         raise MountError(str(exc)) from None
@@ -388,6 +393,7 @@ def _store_args(opts: MountOptions) -> list[str]:
     if opts.store is None:
         return []
     args = ["--store", opts.store, "--refresh-seconds", str(opts.refresh_seconds)]
+    args += ["--mirror-max-gb", str(opts.mirror_max_gb)]
     return args + (["--endpoint-url", opts.endpoint_url] if opts.endpoint_url else [])
 
 

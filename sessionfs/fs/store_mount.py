@@ -30,6 +30,7 @@ import trio
 
 from sessionfs.fs.foreground import Foreground
 from sessionfs.fs.memory import release_free_memory
+from sessionfs.fs.mirrored_index import MirroredAgentIndex, MirroredFiles
 from sessionfs.fs.nodes.base import MountContext
 from sessionfs.fs.nodes.store import MACHINES, StoreRootDir
 from sessionfs.fs.ops import SessionFsOperations
@@ -70,7 +71,10 @@ class MachineContexts:
         budget_bytes: int,
         mountpoint: str,
         started_ns: int,
+        files: MirroredFiles | None = None,
     ) -> None:
+        #: the mirror's evicted files, fetched again on demand (None: nothing evicted)
+        self.files = files
         self.machines_dir = machines_dir
         self.cache_dir = cache_dir
         self.budget_bytes = budget_bytes
@@ -117,7 +121,11 @@ class MachineContexts:
 
     def _new_context(self, name: str) -> MountContext:
         agent_dir = self.machines_dir / name
-        index = AgentIndex(agent_dir)
+        index = (
+            MirroredAgentIndex(agent_dir, name, self.files)
+            if self.files is not None
+            else AgentIndex(agent_dir)
+        )
         cache = SessionCache(index, self.budget_bytes, after_eviction=release_free_memory)
         self.on_new_cache(cache)
         return MountContext(
@@ -150,6 +158,7 @@ class StoreMount:
         budget_bytes: int,
         mountpoint: str,
         refresh_seconds: float,
+        mirror_max_bytes: int,
     ) -> None:
         self.refresh_seconds = refresh_seconds
         self.cache_dir = cache_dir
@@ -160,10 +169,16 @@ class StoreMount:
         self._searches_lock = threading.Lock()  # added to by one thread, read by others
         mirror_dir = mirror_dir_of(cache_dir, url, endpoint_url)
         label = f"{url} at {endpoint_url}" if endpoint_url else str(url)
-        self.refresher = StoreRefresher(open_mirror(url, endpoint_url, mirror_dir), label)
+        mirror = open_mirror(url, endpoint_url, mirror_dir, mirror_max_bytes)
+        self.refresher = StoreRefresher(mirror, label)
         self.started_ns = time.time_ns()
         self.machines = MachineContexts(
-            mirror_dir / MACHINES, cache_dir, budget_bytes, mountpoint, self.started_ns
+            mirror_dir / MACHINES,
+            cache_dir,
+            budget_bytes,
+            mountpoint,
+            self.started_ns,
+            files=self.refresher,
         )
         # The root's own context: it shows no agent dir (the machines do); its views
         # point at the mirror's top, which has no sessions/.
@@ -278,8 +293,11 @@ def open_store_mount(
     budget_bytes: int,
     mountpoint: str,
     refresh_seconds: float,
+    mirror_max_bytes: int,
 ) -> StoreMount:
     """`StoreMount` for the ``--store`` text; `StoreURLError` (a `ValueError`, with the
     reason) for a bad URL, `ImportError` without boto3."""
     url = parse_store_url(store)
-    return StoreMount(url, endpoint_url, cache_dir, budget_bytes, mountpoint, refresh_seconds)
+    return StoreMount(
+        url, endpoint_url, cache_dir, budget_bytes, mountpoint, refresh_seconds, mirror_max_bytes
+    )

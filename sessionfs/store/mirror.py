@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -38,6 +39,9 @@ from .private import make_private_dirs, private_temp
 __all__ = ["MirrorResult", "StoreMirror", "StoreView"]
 
 log = logging.getLogger("sessionfs.store.mirror")
+
+#: ``--mirror-max-gb``'s default: room for a team's sessions, not for a runaway's junk.
+DEFAULT_MAX_BYTES = 20 << 30
 
 #: start -> the listed segment (size and ETag)
 Segments = dict[int, ListedObject]
@@ -71,6 +75,8 @@ class MirrorResult:
     #: why the listing stopped part way (the store unreachable, mostly)
     error: str | None = None
     machines_ignored: int = 0
+    #: session files removed to stay under the disk budget by this refresh
+    files_evicted: int = 0
 
 
 def list_store(client: StoreClient, layout: StoreLayout) -> StoreView:
@@ -147,10 +153,19 @@ class _MirroredFile:
 class StoreMirror:
     """Keeps ``cache_dir`` in step with the store, one :meth:`refresh` at a time."""
 
-    def __init__(self, client: StoreClient, cache_dir: Path, jobs: int = 8) -> None:
+    def __init__(
+        self,
+        client: StoreClient,
+        cache_dir: Path,
+        jobs: int = 8,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
         self.client, self.cache_dir, self.jobs = client, cache_dir, jobs
         self.layout = StoreLayout(client.url)
         self.state = MirrorState(cache_dir)
+        #: the disk budget (``--mirror-max-gb``) and what the mirror used at the last refresh
+        self.max_bytes = max_bytes
+        self.used_bytes = 0
         #: objects downloaded (whole or not) since this mirror was made
         self.downloads = 0
         self._downloads_lock = threading.Lock()
@@ -182,8 +197,63 @@ class StoreMirror:
                 fetched = job.result()
                 result.files_changed += fetched > 0
                 result.bytes_fetched += fetched
+        result.files_evicted = self._evict_over_budget()
         self.state.save()
         return result
+
+    # -- the disk budget ---------------------------------------------------------------
+
+    def _session_path(self, state_key: str) -> Path:
+        machine, _, rel = state_key.partition("/")
+        return self.machine_dir(machine) / "sessions" / rel
+
+    def _evict_over_budget(self) -> int:
+        """Remove whole session files, least recently read first, until the mirror is
+        under ``max_bytes`` (blobs count, but stay: machines share them); returns how
+        many. An evicted file is fetched again when the mount asks for it (`restore`)."""
+        kept = self.state.kept_files()
+        self.used_bytes = _dir_bytes(self.cache_dir / "blobs") + sum(s.size for _, s in kept)
+        evicted = 0
+        for key, state in sorted(kept, key=lambda item: (item[1].read_ns, item[0])):
+            if self.used_bytes <= self.max_bytes:
+                break
+            try:
+                self._session_path(key).unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as error:
+                log.warning("%s: not evicted: %s", key, error)
+                continue
+            self.state.set_evicted(key, True)
+            self.used_bytes -= state.size
+            evicted += 1
+        return evicted
+
+    def note_read(self, machine: str, rel: str) -> None:
+        """The mount read ``rel`` of ``machine``: last in line for eviction."""
+        self.state.mark_read(f"{machine}/{rel}", time.time_ns())
+
+    def is_evicted(self, machine: str, rel: str) -> bool:
+        state = self.state.file(f"{machine}/{rel}")
+        return state is not None and state.evicted
+
+    def restore(self, machine: str, rel: str) -> bool:
+        """Fetch an evicted file again (the mount asked for it), from a listing of its
+        own keys; True when it is back on disk."""
+        state_key = f"{machine}/{rel}"
+        if not self.is_evicted(machine, rel):
+            return False
+        generations: dict[int, Segments] = {}
+        for item in self.client.list(self.layout.session_prefix(machine, rel)):
+            parsed = self.layout.parse_machine_key(item.key)
+            segment = self.layout.parse_segment(parsed[1]) if parsed else None
+            if segment is not None and segment.rel == rel:
+                generations.setdefault(segment.generation, {})[segment.start] = item
+        self.state.set_evicted(state_key, False)
+        self._mirror_session(machine, rel, generations)
+        self.note_read(machine, rel)
+        self.state.save()
+        return self._session_path(state_key).exists()
 
     def _count_download(self) -> None:
         with self._downloads_lock:
@@ -321,6 +391,14 @@ class StoreMirror:
             why = f"not a whole segment ({written} bytes, {listed.size} listed, or no final \\n)"
             self._reject(key, listed.etag, listed.size, why)
         return whole
+
+
+def _dir_bytes(directory: Path) -> int:
+    try:
+        with os.scandir(directory) as entries:
+            return sum(e.stat(follow_symlinks=False).st_size for e in entries if e.is_file())
+    except FileNotFoundError:
+        return 0
 
 
 def _has_size(path: Path, size: int) -> bool:

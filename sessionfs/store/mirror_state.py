@@ -99,6 +99,19 @@ class MirrorState:
             self.files[key] = FileState(generation, size, read_ns)
             self._dirty = True
 
+    def kept_files(self) -> list[tuple[str, FileState]]:
+        """The files on disk (not evicted), as copies."""
+        with self._lock:
+            return [
+                (key, FileState(s.generation, s.size, s.read_ns))
+                for key, s in self.files.items()
+                if not s.evicted
+            ]
+
+    def evicted_count(self) -> int:
+        with self._lock:
+            return sum(state.evicted for state in self.files.values())
+
     def mark_read(self, key: str, now_ns: int) -> None:
         with self._lock:
             known = self.files.get(key)

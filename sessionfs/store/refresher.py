@@ -26,12 +26,14 @@ __all__ = ["RefreshStatus", "StoreRefresher", "open_mirror"]
 log = logging.getLogger("sessionfs.store.refresher")
 
 
-def open_mirror(url: StoreURL, endpoint_url: str | None, mirror_dir: Path) -> StoreMirror:
+def open_mirror(
+    url: StoreURL, endpoint_url: str | None, mirror_dir: Path, max_bytes: int
+) -> StoreMirror:
     """The mirror of ``url`` in ``mirror_dir`` (imports the S3 client: needs boto3)."""
     from .client import StoreClient
     from .mirror import StoreMirror
 
-    return StoreMirror(StoreClient(url, endpoint_url), mirror_dir)
+    return StoreMirror(StoreClient(url, endpoint_url), mirror_dir, max_bytes=max_bytes)
 
 
 def _iso(ns: int | None) -> str | None:
@@ -126,9 +128,34 @@ class StoreRefresher:
         thread.join(timeout)
         return not thread.is_alive()
 
+    def is_evicted(self, machine: str, rel: str) -> bool:
+        return self.mirror.is_evicted(machine, rel)
+
+    def note_read(self, machine: str, rel: str) -> None:
+        self.mirror.note_read(machine, rel)
+
+    def restore(self, machine: str, rel: str) -> bool:
+        """Fetch an evicted file again, now (the mount asked for it); between refreshes,
+        never beside one. False when it could not be fetched (the store unreachable)."""
+        from .client import StoreError  # loaded already: the mirror has a client
+
+        with self._refreshing:
+            try:
+                return self.mirror.restore(machine, rel)
+            except (OSError, StoreError) as error:
+                log.warning("%s/%s: evicted and not fetched again: %s", machine, rel, error)
+                return False
+
     def ctl_items(self) -> list[tuple[str, Any]]:
         with self._status_lock:
             items = self._status.ctl_items()
-        # Objects that were not what the format says (remembered, never fetched again
-        # until they change).
-        return [*items[:-1], ("failed_objects", self.mirror.state.failed_count()), items[-1]]
+        mirror = self.mirror
+        return [
+            *items[:-1],
+            # objects that were not what the format says (not fetched again until changed)
+            ("failed_objects", mirror.state.failed_count()),
+            ("mirror_bytes", mirror.used_bytes),
+            ("mirror_max_bytes", mirror.max_bytes),
+            ("files_evicted", mirror.state.evicted_count()),
+            items[-1],
+        ]

@@ -1,0 +1,79 @@
+"""``--mirror-max-gb``: past its disk budget the store mirror removes whole session files,
+least recently read first, says so in ``ctl``, and fetches an evicted file again as soon
+as the mount is asked for it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from store_helpers import S3Server
+from support.mount import fuse_available, start_mount
+
+from sessionfs.store.layout import SegmentKey, StoreLayout
+
+pytestmark = [
+    pytest.mark.fuse,
+    pytest.mark.skipif(not fuse_available(), reason="FUSE is not available"),
+]
+
+SESSION_BYTES = 100_000
+#: room for two of the three sessions (GB, as the flag takes it)
+BUDGET_GB = 250_000 / (1 << 30)
+
+
+def _session(session_id: str) -> bytes:
+    header = {"type": "session", "version": 3, "id": session_id,
+              "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"}  # fmt: skip
+    line = orjson.dumps({"type": "custom", "customType": "pad", "data": "z" * 900}) + b"\n"
+    return orjson.dumps(header) + b"\n" + line * (SESSION_BYTES // len(line))
+
+
+def _ctl(root: Path) -> dict[str, str]:
+    lines = (root / "ctl").read_text().splitlines()
+    return dict(line.split(": ", 1) for line in lines if ": " in line)
+
+
+def test_the_mirror_stays_under_its_budget_and_fetches_evicted_files_on_demand(
+    s3_server: S3Server, store_prefix: str, tmp_path: Path
+) -> None:
+    client = s3_server.client(store_prefix)
+    layout = StoreLayout(client.url)
+    stems = [f"2026-01-0{n}T00-00-00-000Z_s{n}" for n in (1, 2, 3)]
+    for n, stem in enumerate(stems, start=1):
+        client.put_if_absent(
+            layout.segment("m", SegmentKey(f"--p--/{stem}.jsonl", 1, 0)), _session(f"s{n}")
+        )
+    cache = tmp_path / "cache"
+    mount = start_mount(
+        tmp_path / "unused-agent",
+        tmp_path / "mnt",
+        *("--store", s3_server.store_url(store_prefix), "--endpoint-url", s3_server.endpoint),
+        *("--cache-dir", str(cache), "--refresh-seconds", "1"),
+        *("--mirror-max-gb", f"{BUDGET_GB:.9f}"),
+    )
+    try:
+        root = mount.path
+        (mirror,) = cache.glob("store-*")
+        on_disk = mirror / "machines" / "m" / "sessions" / "--p--"
+        status = _ctl(root)
+        assert status["files_evicted"] == "1", status
+        assert int(status["mirror_bytes"]) <= int(status["mirror_max_bytes"]) < 3 * SESSION_BYTES
+        # None was read yet: the first in key order went.
+        assert sorted(p.name for p in on_disk.iterdir()) == [f"{s}.jsonl" for s in stems[1:]]
+
+        shown = root / "machines" / "m" / "sessions" / "--p--" / stems[0]
+        assert orjson.loads((shown / "header.json").read_bytes())["id"] == "s1"  # on demand
+        assert (on_disk / f"{stems[0]}.jsonl").read_bytes() == _session("s1")
+
+        # The next refresh evicts again, never the file just read.
+        deadline = time.monotonic() + 30
+        while (on_disk / f"{stems[1]}.jsonl").exists() and (on_disk / f"{stems[2]}.jsonl").exists():
+            assert time.monotonic() < deadline, _ctl(root)
+            time.sleep(0.5)
+        assert (on_disk / f"{stems[0]}.jsonl").exists()
+        assert _ctl(root)["files_evicted"] == "1"
+    finally:
+        mount.unmount()
