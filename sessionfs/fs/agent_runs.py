@@ -38,6 +38,8 @@ SessionKey = tuple[str, str]
 
 #: After SIGTERM, how long a run has to exit before SIGKILL.
 KILL_AFTER_SECONDS = 10.0
+#: How often a running agent's log is checked against its bound.
+LOG_CHECK_SECONDS = 1.0
 #: Readers of ``send`` waiting at once, mount-wide (the FUSE loop runs 64 tasks).
 MAX_WAITERS = 16
 
@@ -170,7 +172,10 @@ class AgentRuns:
         try:
             with run.scope:
                 with trio.move_on_after(self.timeout) as limit:
-                    await run.process.wait()
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(self._bound_log, key)
+                        await run.process.wait()
+                        nursery.cancel_scope.cancel()
                 if limit.cancelled_caught:
                     run.stop_reason = f"timed out after {self.timeout:g} s (--send-timeout)"
             if run.process.returncode is None:  # timed out, or stopped at unmount
@@ -194,6 +199,12 @@ class AgentRuns:
             self._changed[key] = time.time_ns()
             run.done.set()
             log.info("send: pid %d for %s: %s", run.pid, "/".join(key), self._last[key])
+
+    async def _bound_log(self, key: SessionKey) -> None:
+        """While the run goes on: keep its log's disk use bounded (`SendLogs.bound`)."""
+        while True:
+            await trio.sleep(LOG_CHECK_SECONDS)
+            await trio.to_thread.run_sync(self.logs.bound, key)
 
     async def _stop(self, run: Run) -> None:
         """SIGTERM to the run's process group, SIGKILL if it is still there later."""

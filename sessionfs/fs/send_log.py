@@ -4,13 +4,18 @@ The agent's stdout and stderr go straight into this file (its own descriptor, no
 pipe through the daemon), so an agent keeps running and logging when the daemon dies.
 The files live under the daemon's cache dir (``<cache>/send-logs/``, 0700, files
 0600: an agent's output may hold anything of the session), never in the agent dir.
-The mount shows at most the last `LOG_LIMIT` bytes; once a run has ended its file is
-cut to those bytes.
+The mount shows at most the last `LOG_LIMIT` bytes. While a run goes on, the part
+before those is given back to the file system every second once the file is twice that
+size (`SendLogs.bound`: a hole punched in place, which an agent appending meanwhile
+cannot notice), so a runaway agent cannot fill the disk; once the run has ended the
+file is cut to the tail.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import hashlib
 import os
 import stat
@@ -23,6 +28,18 @@ __all__ = ["LOG_LIMIT", "SendLogs"]
 
 #: What ``send.log`` keeps of a run's output: its tail.
 LOG_LIMIT = 1024 * 1024
+#: fallocate(2) modes (linux/falloc.h): free a range, keep the file's size.
+_FALLOC_FL_KEEP_SIZE = 0x01
+_FALLOC_FL_PUNCH_HOLE = 0x02
+_BLOCK = 4096
+
+
+def _punch_hole(fd: int, length: int) -> None:
+    """Free the first ``length`` bytes of the file's storage (reads there give zeros);
+    a file system that cannot punch holes keeps them (the run's end trims the file)."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    libc.fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, 0, length)
 
 
 class SendLogs:
@@ -69,6 +86,20 @@ class SendLogs:
             if not stat.S_ISREG(st.st_mode):
                 return b""
             return os.pread(fd, LOG_LIMIT, max(0, st.st_size - LOG_LIMIT))
+        finally:
+            os.close(fd)
+
+    def bound(self, key: tuple[str, str]) -> None:
+        """During a run: once the log holds twice `LOG_LIMIT`, free everything before
+        its last `LOG_LIMIT` bytes (block-aligned), so its disk use stays bounded."""
+        try:
+            fd = os.open(self.path(key), os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_blocks * 512 > 2 * LOG_LIMIT:
+                _punch_hole(fd, (st.st_size - LOG_LIMIT) // _BLOCK * _BLOCK)
         finally:
             os.close(fd)
 

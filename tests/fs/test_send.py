@@ -271,6 +271,22 @@ def test_send_log_keeps_the_tail_of_big_output_in_a_private_file(
     assert not any(mount.agent_dir.rglob("*.log"))
 
 
+def test_a_running_agent_cannot_fill_the_disk_with_output(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    mount, directory, session_file = mount_with_agent(
+        tmp_path, mount_factory, "--spam", str(6 * 1024 * 1024), "--sleep", "4"
+    )
+    start_run(directory, session_file, "chatty")  # it has printed its 6 MiB by then
+    cache = mount.path.parent / f"{mount.path.name}.cache"
+    (on_disk,) = cache.rglob("send-logs/*.log")
+    wait_for(lambda: on_disk.stat().st_blocks * 512 <= 2 * 1024 * 1024 + 64 * 1024, 10)
+    assert on_disk.stat().st_size == 6 * 1024 * 1024  # still growing in place: a hole
+    tail = (directory / "send.log").read_bytes()
+    assert tail == b"x" * (1024 * 1024 - 1) + b"\n"
+    assert (directory / "send").read_text().startswith("exit 0 after ")
+
+
 def test_the_agent_runs_in_the_header_cwd_with_placeholders_filled(
     tmp_path: Path, mount_factory: MountFactory
 ) -> None:
