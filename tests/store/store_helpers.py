@@ -214,3 +214,9 @@ def mirrored_files(mirror: StoreMirror, machine: str) -> dict[str, bytes]:
 
 def store_bytes(server: S3Server, prefix: str) -> int:
     return sum(item.size for item in server.client(prefix).list(prefix + "/"))
+
+
+def ctl_status(root: Path) -> dict[str, str]:
+    """The ``name: value`` lines of a store mount's root ``ctl``."""
+    lines = (root / "ctl").read_text().splitlines()
+    return dict(line.split(": ", 1) for line in lines if ": " in line)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from store_helpers import S3Server
+from store_helpers import S3Server, ctl_status
 from support.mount import fuse_available, start_mount
 
 from sessionfs.store.layout import SegmentKey, StoreLayout
@@ -29,11 +29,6 @@ def _session(session_id: str) -> bytes:
               "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"}  # fmt: skip
     line = orjson.dumps({"type": "custom", "customType": "pad", "data": "z" * 900}) + b"\n"
     return orjson.dumps(header) + b"\n" + line * (SESSION_BYTES // len(line))
-
-
-def _ctl(root: Path) -> dict[str, str]:
-    lines = (root / "ctl").read_text().splitlines()
-    return dict(line.split(": ", 1) for line in lines if ": " in line)
 
 
 def test_the_mirror_stays_under_its_budget_and_fetches_evicted_files_on_demand(
@@ -58,7 +53,7 @@ def test_the_mirror_stays_under_its_budget_and_fetches_evicted_files_on_demand(
         root = mount.path
         (mirror,) = cache.glob("store-*")
         on_disk = mirror / "machines" / "m" / "sessions" / "--p--"
-        status = _ctl(root)
+        status = ctl_status(root)
         assert status["files_evicted"] == "1", status
         assert int(status["mirror_bytes"]) <= int(status["mirror_max_bytes"]) < 3 * SESSION_BYTES
         # None was read yet: the first in key order went.
@@ -71,9 +66,9 @@ def test_the_mirror_stays_under_its_budget_and_fetches_evicted_files_on_demand(
         # The next refresh evicts again, never the file just read.
         deadline = time.monotonic() + 30
         while (on_disk / f"{stems[1]}.jsonl").exists() and (on_disk / f"{stems[2]}.jsonl").exists():
-            assert time.monotonic() < deadline, _ctl(root)
+            assert time.monotonic() < deadline, ctl_status(root)
             time.sleep(0.5)
         assert (on_disk / f"{stems[0]}.jsonl").exists()
-        assert _ctl(root)["files_evicted"] == "1"
+        assert ctl_status(root)["files_evicted"] == "1"
     finally:
         mount.unmount()

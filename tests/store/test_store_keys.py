@@ -6,7 +6,9 @@ a key no reader parses."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 from store_helpers import S3Server, mirrored_files, run_sync
@@ -73,14 +75,35 @@ def _rewrite(path: Path, data: bytes) -> None:
     os.replace(temporary, path)
 
 
-def test_an_empty_newest_generation_is_ignored_and_the_machine_goes_on(
-    s3_server: S3Server, store_prefix: str, tmp_path: Path
-) -> None:
+@dataclass(frozen=True)
+class Synced:
+    """A v3 session of machine ``m`` shipped once by the real sync."""
+
+    agent: Path
+    session: Path
+    state: Path
+    #: the session's path under ``sessions/`` (its keys' ``<rel>``)
+    rel: str
+
+    def rewrite_and_sync(self, server: S3Server, prefix: str) -> CompletedProcess[str]:
+        """Replace the session by its header alone, as an agent rewrites, and sync."""
+        _rewrite(self.session, self.session.read_bytes().splitlines(keepends=True)[0])
+        return run_sync(server, prefix, self.agent, "m", self.state)
+
+
+def _synced(server: S3Server, prefix: str, tmp_path: Path) -> Synced:
     agent = tmp_path / "agent"
     session = make_session(agent)
     state = tmp_path / "state"
-    assert run_sync(s3_server, store_prefix, agent, "m", state).returncode == 0
-    rel = session.relative_to(agent / "sessions").as_posix()
+    assert run_sync(server, prefix, agent, "m", state).returncode == 0
+    return Synced(agent, session, state, session.relative_to(agent / "sessions").as_posix())
+
+
+def test_an_empty_newest_generation_is_ignored_and_the_machine_goes_on(
+    s3_server: S3Server, store_prefix: str, tmp_path: Path
+) -> None:
+    synced = _synced(s3_server, store_prefix, tmp_path)
+    agent, session, state, rel = synced.agent, synced.session, synced.state, synced.rel
     # Junk the issue found freezing every reader: an empty newest "generation", and
     # keys whose digits are not ASCII.
     _raw_put(s3_server, store_prefix, f"sessions/{rel}/g99999999/0000000000000000", b"")
@@ -96,9 +119,8 @@ def test_an_empty_newest_generation_is_ignored_and_the_machine_goes_on(
     assert mirrored_files(mirror, "m") == {f"sessions/{rel}": session.read_bytes()}
 
     # A rewrite goes up as a generation above every valid one: 2, not 100000000.
-    _rewrite(session, session.read_bytes().splitlines(keepends=True)[0])
-    synced = run_sync(s3_server, store_prefix, agent, "m", state)
-    assert synced.returncode == 0, synced.stderr
+    rewritten = synced.rewrite_and_sync(s3_server, store_prefix)
+    assert rewritten.returncode == 0, rewritten.stderr
     keys = [item.key for item in s3_server.client(store_prefix).list(f"{store_prefix}/")]
     assert any(key.endswith(f"{rel}/g00000002/0000000000000000") for key in keys)
     mirror.refresh()
@@ -108,15 +130,11 @@ def test_an_empty_newest_generation_is_ignored_and_the_machine_goes_on(
 def test_a_sync_that_needs_a_generation_past_the_width_refuses(
     s3_server: S3Server, store_prefix: str, tmp_path: Path
 ) -> None:
-    agent = tmp_path / "agent"
-    session = make_session(agent)
-    state = tmp_path / "state"
-    assert run_sync(s3_server, store_prefix, agent, "m", state).returncode == 0
-    rel = session.relative_to(agent / "sessions").as_posix()
+    synced = _synced(s3_server, store_prefix, tmp_path)
     # A well-formed generation at the top of the range (someone else wrote it).
-    _raw_put(s3_server, store_prefix, f"sessions/{rel}/g99999999/0000000000000000", b"{}\n")
-    _rewrite(session, session.read_bytes().splitlines(keepends=True)[0])
-    refused = run_sync(s3_server, store_prefix, agent, "m", state)
+    top = f"sessions/{synced.rel}/g99999999/0000000000000000"
+    _raw_put(s3_server, store_prefix, top, b"{}\n")
+    refused = synced.rewrite_and_sync(s3_server, store_prefix)
     assert refused.returncode == 3
     assert "generation 100000000 does not fit the store's 8-digit keys" in refused.stderr
     assert "Traceback" not in refused.stderr

@@ -14,7 +14,7 @@ from pathlib import Path
 import boto3
 import orjson
 import pytest
-from store_helpers import S3Server
+from store_helpers import S3Server, ctl_status
 from support.mount import fuse_available, start_mount
 
 from sessionfs.store.layout import SegmentKey, StoreLayout
@@ -100,11 +100,6 @@ def _vm_hwm(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
-def _ctl(root: Path) -> dict[str, str]:
-    lines = (root / "ctl").read_text().splitlines()
-    return dict(line.split(": ", 1) for line in lines if ": " in line)
-
-
 def test_the_mount_streams_huge_objects_within_its_memory_bound(
     s3_server: S3Server, store_prefix: str, tmp_path: Path
 ) -> None:
@@ -134,10 +129,10 @@ def test_the_mount_streams_huge_objects_within_its_memory_bound(
             s3.put_object(Bucket=s3_server.bucket, Key=key, Body=body, ContentLength=body.size)
         started = time.monotonic()
         while (
-            int(_ctl(root).get("bytes_fetched", "0")) < session.size
-            or _ctl(root).get("blobs_fetched") != "1"
+            int(ctl_status(root).get("bytes_fetched", "0")) < session.size
+            or ctl_status(root).get("blobs_fetched") != "1"
         ):
-            assert time.monotonic() - started < 240, _ctl(root)
+            assert time.monotonic() - started < 240, ctl_status(root)
             time.sleep(1)
         machine = root / "machines" / "m"
         with (machine / "blobs" / sha).open("rb") as served:  # read through the mount
@@ -148,8 +143,8 @@ def test_the_mount_streams_huge_objects_within_its_memory_bound(
         # Listed (its header read); not opened: loading a 520 MB session is the session
         # cache's business (its own bounds), not the mirror's.
         assert os.listdir(machine / "sessions" / "--w--") == ["2026-01-01T00-00-00-000Z_big"]
-        while not _ctl(root).get("search_m", "").startswith("ready"):
-            assert time.monotonic() - started < 280, _ctl(root)
+        while not ctl_status(root).get("search_m", "").startswith("ready"):
+            assert time.monotonic() - started < 280, ctl_status(root)
             time.sleep(1)
         peak = _vm_hwm(mount.process.pid)
     finally:
