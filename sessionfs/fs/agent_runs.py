@@ -94,6 +94,8 @@ class AgentRuns:
         self._nursery: trio.Nursery | None = None
         self._waiters = 0
         self.closing = False
+        self._impatient = False  # a second signal: no more grace
+        self._grace_scopes: list[trio.CancelScope] = []
 
     # -- state -------------------------------------------------------------------------
 
@@ -244,6 +246,12 @@ class AgentRuns:
             task_status.started()
             await trio.sleep_forever()
 
+    def stop_waiting(self) -> None:
+        """End the grace period now (a second SIGINT/SIGTERM): stop the agents."""
+        self._impatient = True
+        for scope in self._grace_scopes:
+            scope.cancel()
+
     async def shutdown(self) -> None:
         """At unmount: no new runs; wait up to ``grace`` seconds for the running ones,
         then stop the rest (SIGTERM, then SIGKILL) and wait until they are gone."""
@@ -252,7 +260,8 @@ class AgentRuns:
         if not runs:
             return
         log.info("unmounting: waiting up to %g s for %d agent run(s)", self.grace, len(runs))
-        with trio.move_on_after(self.grace):
+        with trio.move_on_after(0 if self._impatient else self.grace) as grace:
+            self._grace_scopes.append(grace)
             for run in runs:
                 await run.done.wait()
         for run in runs:

@@ -240,13 +240,26 @@ async def _serve(
 
 
 async def _unmount_on_signal(runs: AgentRuns | None) -> None:
+    """The first SIGINT/SIGTERM unmounts once the agents have finished (the mount
+    serves on meanwhile, up to ``--send-grace``); another one stops them at once."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for signum in signals:
-            log.info("got signal %d, unmounting", signum)
-            if runs is not None:  # the mount serves on while its agents finish
-                await runs.shutdown()
-            pyfuse3.terminate()
-            return
+        async with trio.open_nursery() as nursery:
+            unmounting = False
+            async for signum in signals:
+                if unmounting:
+                    log.info("got signal %d again: stopping the agents now", signum)
+                    if runs is not None:
+                        runs.stop_waiting()
+                    continue
+                log.info("got signal %d, unmounting", signum)
+                unmounting = True
+                nursery.start_soon(_unmount_after_agents, runs)
+
+
+async def _unmount_after_agents(runs: AgentRuns | None) -> None:
+    if runs is not None:
+        await runs.shutdown()
+    pyfuse3.terminate()
 
 
 def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:

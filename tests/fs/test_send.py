@@ -461,3 +461,18 @@ def test_sessionfs_umount_returns_once_no_agent_is_left(
         assert not os.path.ismount(mountpoint)
     assert message_texts(session_file)[-1] == "stopped by umount"
     assert check_errors(session_file) == []
+
+
+def test_a_second_sigterm_stops_the_agents_at_once(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    mount, session_file, pid = mount_running(tmp_path, mount_factory, "60", "60", "impatient")
+    mount.process.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    assert process_exists(pid) and os.path.ismount(mount.path)  # the grace period runs
+    started = time.monotonic()
+    mount.process.send_signal(signal.SIGTERM)
+    assert mount.process.wait(timeout=20) == 0
+    assert time.monotonic() - started < 10  # not the 60 s grace
+    assert not process_exists(pid)
+    assert message_texts(session_file)[-1] == "impatient"
