@@ -290,11 +290,19 @@ class FileSessionStorage:
         """Give `dst` the mode and owner of `src`. Session files hold private
         transcripts (a 0600 file must not come back 0644 after a rewrite), and a rewrite
         run as root must not leave a user's session owned by root, which the agent could
-        then no longer append to."""
+        then no longer append to.
+
+        `dst` is a temp file just made 0600: it is changed through a descriptor opened
+        without following links, so a symlink swapped in at its name meanwhile fails
+        the rewrite (``ELOOP``) instead of giving some other file the session's mode."""
         original = os.stat(src)
-        os.chmod(dst, stat_module.S_IMODE(original.st_mode))
-        if (original.st_uid, original.st_gid) != (os.getuid(), os.getgid()):
-            os.chown(dst, original.st_uid, original.st_gid)
+        fd = os.open(dst, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            os.fchmod(fd, stat_module.S_IMODE(original.st_mode))
+            if (original.st_uid, original.st_gid) != (os.getuid(), os.getgid()):
+                os.fchown(fd, original.st_uid, original.st_gid)
+        finally:
+            os.close(fd)
 
     def open_writer(self, path: PathArg, mode: WriterMode = "a") -> SessionWriter:
         return FileSessionWriter(path, mode)
