@@ -151,6 +151,8 @@ def install_pi(cache: Path | None = None) -> Path:
     """The pinned pi in ``cache`` (installed unless it is already there); the cache."""
     cache = cache or pi_cache_dir()
     _npm_install(cache, PI_PACKAGE, PI_VERSION, "sessionfs-pi-interop")
+    if shutil.which("node") is None:  # installed earlier, but nothing here can run it
+        raise AgentUnavailable("node is not installed: pi runs on Node 20 (CI installs it)")
     return cache
 
 
