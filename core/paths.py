@@ -2,14 +2,15 @@
 
 Every function takes an explicit agent dir (and an ``env`` mapping standing for
 ``os.environ``) so tests never touch ``$HOME``; ``None`` means the agents' default
-(``$PI_CODING_AGENT_DIR``, else ``~/<$PI_CONFIG_DIR or .xcsh>/agent``, with the XDG
-split of spec section 13).
+(``$PI_CODING_AGENT_DIR``, else ``~/<$PI_CONFIG_DIR or .xcsh>/agent``, else oh-my-pi
+18's ``~/.omp/agent`` or profile dir, with the XDG split of spec sections 13 and 14).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import re
 import secrets
 import sys
 import time
@@ -23,6 +24,7 @@ __all__ = [
     "AgentLayout",
     "agent_dir_for_session_file",
     "agent_layout",
+    "agent_name",
     "blobs_dir",
     "blobs_dir_for_session_file",
     "config_agent_dir",
@@ -43,6 +45,9 @@ __all__ = [
     "new_entry_id",
     "new_session_id",
     "now_iso",
+    "omp_agent_dir",
+    "omp_config_root",
+    "omp_profile",
     "project_dir_names",
     "session_dir_for_cwd",
     "session_dirs_for_cwd",
@@ -58,6 +63,11 @@ AGENT_DIR_ENV = "PI_CODING_AGENT_DIR"
 CONFIG_DIR_ENV = "PI_CONFIG_DIR"
 CONFIG_DIR_NAME = ".xcsh"
 APP_NAME = "xcsh"
+#: oh-my-pi 18 (``omp``): the same rules with its own names, and profiles.
+OMP_CONFIG_DIR_NAME = ".omp"
+OMP_APP_NAME = "omp"
+OMP_PROFILE_ENVS = ("OMP_PROFILE", "PI_PROFILE")
+_PROFILE_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 PathArg = str | os.PathLike[str]
 Env = Mapping[str, str]
 
@@ -110,14 +120,61 @@ def config_agent_dir(env: Env | None = None) -> Path:
     return home_dir(environ) / (environ.get(CONFIG_DIR_ENV) or CONFIG_DIR_NAME) / "agent"
 
 
+def omp_profile(env: Env | None = None) -> str | None:
+    """omp's active profile: ``$OMP_PROFILE`` when set (even empty: the default
+    profile), else ``$PI_PROFILE``; "default", blank and invalid names mean none."""
+    environ = _environ(env)
+    key = next((k for k in OMP_PROFILE_ENVS if k in environ), None)
+    name = environ[key].strip() if key is not None else ""
+    if name == "default" or name.endswith(".") or not _PROFILE_NAME.fullmatch(name):
+        return None
+    return name
+
+
+def omp_config_root(env: Env | None = None) -> Path:
+    """``~/<$PI_CONFIG_DIR or .omp>``: omp's config root, shared by its profiles."""
+    environ = _environ(env)
+    return home_dir(environ) / (environ.get(CONFIG_DIR_ENV) or OMP_CONFIG_DIR_NAME)
+
+
+def omp_agent_dir(env: Env | None = None) -> Path:
+    """omp 18's own agent dir: ``~/<$PI_CONFIG_DIR or .omp>/agent``, or with a profile
+    (`omp_profile`) ``~/.omp/profiles/<name>/agent``."""
+    root = omp_config_root(env)
+    profile = omp_profile(env)
+    return (root / "profiles" / profile / "agent") if profile else root / "agent"
+
+
+def _has_sessions_or_dir(agent: Path, environ: Env) -> bool:
+    """The agent dir exists, or its sessions do (the XDG data dir may hold them)."""
+    return agent.is_dir() or agent_layout(agent, environ).sessions.is_dir()
+
+
 def default_agent_dir(env: Env | None = None) -> Path:
-    """The agent dir the agents use: ``$PI_CODING_AGENT_DIR`` when set, else
-    ``~/<$PI_CONFIG_DIR or .xcsh>/agent``. Where its sessions, blobs and history live
-    is :func:`agent_layout`'s answer (``$XDG_DATA_HOME/xcsh`` may hold them)."""
-    configured = _environ(env).get(AGENT_DIR_ENV)
+    """The agent dir the agents use: ``$PI_CODING_AGENT_DIR`` when set, else xcsh's
+    ``~/<$PI_CONFIG_DIR or .xcsh>/agent``, else, when that is absent and oh-my-pi 18's
+    is there, omp's (`omp_agent_dir`: ``~/.omp/agent`` or a profile's). Where its
+    sessions, blobs and history live is :func:`agent_layout`'s answer
+    (``$XDG_DATA_HOME/xcsh`` or ``$XDG_DATA_HOME/omp`` may hold them)."""
+    environ = _environ(env)
+    configured = environ.get(AGENT_DIR_ENV)
     if configured:
         return Path(os.path.abspath(os.path.expanduser(configured)))
-    return config_agent_dir(env)
+    xcsh = config_agent_dir(environ)
+    if _has_sessions_or_dir(xcsh, environ):
+        return xcsh
+    omp = omp_agent_dir(environ)
+    return omp if _has_sessions_or_dir(omp, environ) else xcsh
+
+
+def agent_name(agent_dir: PathArg, env: Env | None = None) -> str:
+    """Which agent's default dir ``agent_dir`` is ("xcsh", "oh-my-pi 18", or "" when it
+    is neither: a dir given by path)."""
+    environ = _environ(env)
+    app = _xdg_app_of(Path(agent_dir), environ)
+    if app is None:
+        return ""
+    return "xcsh" if app == APP_NAME else "oh-my-pi 18"
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,15 +188,35 @@ class AgentLayout:
     terminal_sessions: Path
 
 
-def _xdg_app_dir(environ: Env, key: str) -> Path | None:
-    """``$<key>/xcsh`` when the variable is set and that dir exists. A missing or
+def _xdg_app_dir(environ: Env, key: str, app: str) -> Path | None:
+    """``$<key>/<app>`` when the variable is set and that dir exists. A missing or
     unreadable ``$<key>`` reads as "not there" (``os.path.exists`` is False on any
     error), exactly like the agents' ``existsSync``: the agent dir is used then."""
     value = environ.get(key)
     if not value:
         return None
-    candidate = Path(value) / APP_NAME
+    candidate = Path(value) / app
     return candidate if os.path.exists(candidate) else None
+
+
+def _xdg_app_of(agent: Path, environ: Env) -> str | None:
+    """The ``$XDG_*_HOME`` sub-path an agent's own default dir moves to: "xcsh" for
+    ``~/.xcsh/agent``, "omp" for ``~/.omp/agent``, "omp/profiles/<name>" for an omp
+    profile's agent dir (omp keys a profile's XDG dir on the profile); None for any
+    other dir (a test dir, ``$PI_CODING_AGENT_DIR``), which never moves anything."""
+    if _same_path(agent, config_agent_dir(environ)):
+        return APP_NAME
+    root = omp_config_root(environ)
+    if _same_path(agent, root / "agent"):
+        return OMP_APP_NAME
+    parent = Path(os.path.abspath(agent)).parent
+    if (
+        agent.name == "agent"
+        and _same_path(parent.parent, root / "profiles")
+        and _PROFILE_NAME.fullmatch(parent.name)
+    ):
+        return f"{OMP_APP_NAME}/profiles/{parent.name}"
+    return None
 
 
 def agent_layout(agent_dir: PathArg | None = None, env: Env | None = None) -> AgentLayout:
@@ -149,15 +226,17 @@ def agent_layout(agent_dir: PathArg | None = None, env: Env | None = None) -> Ag
     ``~/<config>/agent`` one, whether reached by default or named explicitly) on Linux
     and macOS: there an existing ``$XDG_DATA_HOME/xcsh`` holds ``sessions/``,
     ``blobs/`` and ``history.db``, and an existing ``$XDG_STATE_HOME/xcsh`` holds
-    ``terminal-sessions/``. A non-default agent dir (a profile, a test dir) never
-    moves anything.
+    ``terminal-sessions/``; oh-my-pi 18 does the same with ``omp`` for ``~/.omp/agent``
+    and ``omp/profiles/<name>`` for a profile's. Any other agent dir (a test dir, one
+    named by ``$PI_CODING_AGENT_DIR``) never moves anything.
     """
     environ = _environ(env)
     agent = Path(agent_dir) if agent_dir is not None else default_agent_dir(environ)
     data = state = agent
-    if sys.platform.startswith(_XDG_PLATFORMS) and _same_path(agent, config_agent_dir(environ)):
-        data = _xdg_app_dir(environ, "XDG_DATA_HOME") or agent
-        state = _xdg_app_dir(environ, "XDG_STATE_HOME") or agent
+    app = _xdg_app_of(agent, environ) if sys.platform.startswith(_XDG_PLATFORMS) else None
+    if app is not None:
+        data = _xdg_app_dir(environ, "XDG_DATA_HOME", app) or agent
+        state = _xdg_app_dir(environ, "XDG_STATE_HOME", app) or agent
     return AgentLayout(
         agent_dir=agent,
         sessions=data / "sessions",

@@ -9,10 +9,12 @@ cd "$(dirname "$0")/.."
 MOUNTPOINT=${1:-$PWD/mnt}
 PY=.venv/bin/python
 
-# The agents' own rules (PI_CODING_AGENT_DIR, PI_CONFIG_DIR, $XDG_DATA_HOME/xcsh), from core.
+# The agents' own rules (PI_CODING_AGENT_DIR, PI_CONFIG_DIR, ~/.xcsh/agent, else oh-my-pi's
+# ~/.omp/agent or its OMP_PROFILE dir, $XDG_DATA_HOME/xcsh or /omp), from core.
 agent_dir=$("$PY" -c 'from core import paths; print(paths.default_agent_dir())')
 sessions_dir=$("$PY" -c 'from core import paths; print(paths.sessions_root())')
-what="your agent dir"
+agent_name=$("$PY" -c 'import sys; from core import paths; print(paths.agent_name(sys.argv[1]))' "$agent_dir")
+what="your ${agent_name:+$agent_name }agent dir"
 if [ ! -d "$sessions_dir" ]; then
   data_dir=$("$PY" -c 'import platformdirs; print(platformdirs.user_data_dir("sessionfs"))')
   agent_dir="$data_dir/demo-agent"

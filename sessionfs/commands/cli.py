@@ -148,9 +148,12 @@ def _mount(args: argparse.Namespace) -> int:
 
 
 def mounted_line(agent_dir: Path, mountpoint: Path) -> str:
-    """What ``mount`` says once the mount is up: which agent dir (and, when the XDG
-    split moved them, where its sessions are: spec 13)."""
-    line = f"sessionfs: mounted agent dir {agent_dir} at {mountpoint}"
+    """What ``mount`` says once the mount is up: which agent dir, whose default it is
+    (xcsh's or oh-my-pi 18's), and, when the XDG split moved them, where its sessions
+    are (spec 13, 14)."""
+    agent = paths.agent_name(agent_dir)
+    whose = f"{agent} agent dir" if agent else "agent dir"
+    line = f"sessionfs: mounted {whose} {agent_dir} at {mountpoint}"
     sessions = paths.sessions_root(agent_dir)
     if sessions != agent_dir / "sessions":
         line += f" (sessions in {sessions})"

@@ -11,6 +11,8 @@ import errno
 import hashlib
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -203,3 +205,23 @@ def test_new_fork_and_extract_make_slot_files_only_in_omps_agent_dir(
             on_disk = next(agent_dir.glob(f"sessions/*/*{header['id']}.jsonl"))
             has_slot = split_title_slot(on_disk.read_bytes())[0] is not None
             assert has_slot is slotted, (new_dir, on_disk)
+
+
+def test_make_run_finds_and_names_omps_agent_dir(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    _agent, _file = omp_agent(home / ".omp")  # ~/.omp/agent, no ~/.xcsh
+    mountpoint = tmp_path / "mnt"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PI_", "OMP_", "XDG_"))}
+    env["HOME"] = str(home)
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        ["bash", "scripts/run.sh", str(mountpoint)],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    try:
+        assert done.returncode == 0, done.stderr
+        assert "mounted your oh-my-pi 18 agent dir" in done.stdout
+        assert f"{home}/.omp/agent" in done.stdout
+        assert run("ls", mountpoint / "sessions" / PROJECT).split() == [STEM]
+    finally:
+        subprocess.run([sys.executable, "-m", "sessionfs", "umount", str(mountpoint)], env=env)
