@@ -21,6 +21,7 @@ __all__ = [
     "build_session_context",
     "context_sources",
     "empty_context",
+    "messages_with_sources",
     "openai_remote_payload",
     "path_to_root",
 ]
@@ -544,8 +545,18 @@ def context_sources(
 ) -> list[Entry]:
     """The entry behind each message of ``build_session_context(...)`` with the same
     arguments, in the same order (a compaction entry stands for its summary)."""
+    return messages_with_sources(entries, leaf_id, by_id)[1]
+
+
+def messages_with_sources(
+    entries: Sequence[Entry],
+    leaf_id: str | Unset | None = UNSET,
+    by_id: Mapping[str, Entry] | None = None,
+) -> tuple[list[dict[str, Any]], list[Entry]]:
+    """``build_session_context(...)["messages"]`` and ``context_sources(...)`` from one
+    walk of the path (a transcript needs both)."""
     sources: list[Entry] = []
     walked = _walk(entries, leaf_id, by_id)
-    if walked is not None:
-        _gather(walked, empty_context(), sources)
-    return sources
+    if walked is None:
+        return [], sources
+    return _gather(walked, empty_context(), sources), sources

@@ -31,7 +31,7 @@ from typing import Any
 import trio
 
 from core import NotASessionError, SessionManager, paths
-from core.context import build_session_context, context_sources, path_to_root
+from core.context import build_session_context, messages_with_sources, path_to_root
 from core.formats.xcsh_file import CompactSession, NotCompact, read_file
 from core.persist import blob_refs_in
 from core.storage import FileSessionStorage, PathArg, StorageStat
@@ -559,9 +559,7 @@ class LoadedSession:
 
 
 def _render_transcript(session: LoadedSession) -> bytes:
-    context = session.context()
-    messages = context["messages"]
-    sources = context_sources(session.entries(), session.leaf_id(), session.by_id())
+    messages, sources = messages_with_sources(session.entries(), session.leaf_id(), session.by_id())
     title = session.header().get("title")
     return render.transcript_md(title if isinstance(title, str) else None, messages, sources)
 

@@ -35,7 +35,7 @@ import trio
 
 from core import NotASessionError
 from sessionfs.view.agent_index import SessionRef
-from sessionfs.view.loaded_session import LoadedSession, open_browse
+from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.render_cache import CachedRender, FileIdentity, RenderCache
 
 __all__ = ["Prerenderer", "RenderFailed", "RenderOutcome", "render_transcript"]
@@ -96,14 +96,14 @@ def render_transcript(
 
 
 def _render(path: Path) -> tuple[bytes, dict[str, int]]:
+    """Load the session as the daemon does (compact: one read, one parse of each line,
+    no manager; an older format version is parsed and migrated) and render it."""
+    ref = SessionRef(path.parent.name, path.name[:-6], path, {}, 0, 0)
+    session = LoadedSession(ref=ref, manager=None)
     try:
-        manager = open_browse(path)
+        session.load(warm="transcript.md")
     except (NotASessionError, OSError) as exc:
         raise RenderFailed(f"{path}: {exc}") from None
-    st = os.stat(path)
-    header = dict(manager.get_header() or {})
-    ref = SessionRef(path.parent.name, path.name[:-6], path, header, st.st_mtime_ns, st.st_size)
-    session = LoadedSession(ref=ref, manager=manager)
     transcript = session.rendered("transcript.md")
     sizes = {"transcript.md": len(transcript)}
     sizes.update({name: len(session.rendered(name)) for name in EXTRA_SIZES})

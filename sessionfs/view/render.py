@@ -13,7 +13,7 @@ its indentation (a comb-shaped tree would otherwise grow with depth squared).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from core.blobs import parse_blob_ref
@@ -95,19 +95,39 @@ def status_text(pairs: Iterable[tuple[str, Any]]) -> bytes:
 
 
 # --- transcript.md ------------------------------------------------------------------
+#
+# The transcript is built as one list of pieces, encoded piece by piece and joined once:
+# a tool output (most of a session's bytes) is copied by its encoding and the join and
+# nowhere else (no intermediate f-strings, block joins or concatenations around it). A
+# first ``grep -r`` over ``transcripts/`` renders every session: this is its inner loop.
+
+_Add = Callable[[str], None]
 
 
-def _fence(text: str, info: str = "") -> str:
-    """A code fence longer than any backtick run inside ``text`` (so it cannot break)."""
-    ticks = "```"
-    if ticks in text:  # rare: only then is the longest backtick run worth finding
-        ticks = "`" * (max(len(run) for run in re.findall(r"`+", text)) + 1)
-    body = text if text.endswith("\n") else text + "\n"
-    return f"{ticks}{info}\n{body}{ticks}\n"
+def _fence_ticks(text: str) -> str:
+    """Backticks for a code fence longer than any backtick run inside ``text`` (so it
+    cannot break)."""
+    if "```" not in text:  # the common case: only then is the longest run worth finding
+        return "```"
+    return "`" * (max(len(run) for run in re.findall(r"`+", text)) + 1)
+
+
+def _add_fenced(add: _Add, text: str, info: str = "") -> None:
+    ticks = _fence_ticks(text)
+    add(f"{ticks}{info}\n")
+    add(text)
+    add(f"\n{ticks}\n" if not text.endswith("\n") else f"{ticks}\n")
 
 
 def _quote(text: str) -> str:
-    return "".join(f"> {line}\n" if line else ">\n" for line in text.split("\n"))
+    """Every line as ``> line`` (an empty one as ``>``): two ``str.replace`` passes
+    instead of a string per line. A line is empty where ``> `` stands between two
+    newlines; one pass skips every second of a run of empty lines (the matches share a
+    newline), the second pass gets those."""
+    quoted = "\n> " + text.replace("\n", "\n> ") + "\n"
+    if "\n> \n" in quoted:
+        quoted = quoted.replace("\n> \n", "\n>\n").replace("\n> \n", "\n>\n")
+    return quoted[1:]
 
 
 def _image(block: Mapping[str, Any]) -> str:
@@ -125,65 +145,89 @@ def _json_text(value: Any) -> str:
     return pretty_json(value).decode("utf-8", "replace")
 
 
-def _text_block(text: str, fenced_text: bool) -> str:
+def _add_text(add: _Add, text: str, fenced_text: bool) -> None:
     if fenced_text:
-        return _fence(text)
-    return text if text.endswith("\n") else text + "\n"
+        _add_fenced(add, text)
+        return
+    add(text)
+    if not text.endswith("\n"):
+        add("\n")
 
 
-def _block(block: Any, fenced_text: bool) -> str:
+def _add_block(add: _Add, block: Any, fenced_text: bool) -> bool:
+    """Add the pieces of one content block; False when it shows nothing (a thinking
+    block whose thinking is not a string)."""
     if isinstance(block, dict):  # the common case first: this runs once per block
         kind = block.get("type")
         if kind == "text":
             text = block.get("text")
             if isinstance(text, str):
-                return _text_block(text, fenced_text)
+                _add_text(add, text, fenced_text)
+                return True
         elif kind == "thinking":
             thinking = block.get("thinking")
-            return _quote(thinking) if isinstance(thinking, str) else ""
+            if not isinstance(thinking, str):
+                return False
+            add(_quote(thinking))
+            return True
         elif kind == "toolCall":
-            name, call_id = block.get("name", "?"), block.get("id", "")
-            return f"**tool call** `{name}` `{call_id}`\n\n" + _fence(
-                _json_text(block.get("arguments", {})), "json"
-            )
+            add(f"**tool call** `{block.get('name', '?')}` `{block.get('id', '')}`\n\n")
+            _add_fenced(add, _json_text(block.get("arguments", {})), "json")
+            return True
         if kind == "image" or "image_url" in block:
-            return _image(block)
-        return _fence(_json_text(block), "json")
-    if isinstance(block, str):
-        return _text_block(block, fenced_text)
-    return _fence(_json_text(block), "json")
+            add(_image(block))
+            return True
+        _add_fenced(add, _json_text(block), "json")
+    elif isinstance(block, str):
+        _add_text(add, block, fenced_text)
+    else:
+        _add_fenced(add, _json_text(block), "json")
+    return True
 
 
-def _content(content: Any, fenced_text: bool = False) -> str:
+def _add_content(out: list[str], content: Any, fenced_text: bool = False) -> None:
+    """The message's content: a string, or its blocks separated by a blank line (a
+    block that shows nothing takes no separator)."""
     if content is None:
-        return ""
+        return
+    add = out.append
     if isinstance(content, str):
-        return _text_block(content, fenced_text)
-    blocks = content if isinstance(content, list) else [content]
-    return "\n".join([part for part in [_block(b, fenced_text) for b in blocks] if part])
+        _add_text(add, content, fenced_text)
+        return
+    separate = False
+    for block in content if isinstance(content, list) else [content]:
+        if separate:
+            add("\n")
+        if _add_block(add, block, fenced_text):
+            separate = True
+        elif separate:
+            out.pop()
 
 
-def _message_body(message: Mapping[str, Any]) -> str:
+def _add_message_body(out: list[str], message: Mapping[str, Any]) -> None:
+    add = out.append
     role = message.get("role")
     if role in ("compactionSummary", "branchSummary"):
         summary = message.get("summary")
-        return summary + "\n" if isinstance(summary, str) else ""
-    if role == "toolResult":
+        if isinstance(summary, str):
+            add(summary)
+            add("\n")
+    elif role == "toolResult":
         head = f"result of `{message.get('toolName', '?')}` `{message.get('toolCallId', '')}`"
-        if message.get("isError"):
-            head += " (error)"
-        return head + "\n\n" + _content(message.get("content"), fenced_text=True)
-    if role in ("bashExecution", "pythonExecution"):
+        add(f"{head} (error)\n\n" if message.get("isError") else f"{head}\n\n")
+        _add_content(out, message.get("content"), fenced_text=True)
+    elif role in ("bashExecution", "pythonExecution"):
         lang = "sh" if role == "bashExecution" else "python"
         code = message.get("command") or message.get("code") or ""
         output = message.get("output") or ""
-        text = _fence(str(code), lang)
+        _add_fenced(add, str(code), lang)
         if output:
-            text += "\n" + _fence(str(output))
+            add("\n")
+            _add_fenced(add, str(output))
         if message.get("exitCode") not in (None, 0):
-            text += f"\nexit code {message.get('exitCode')}\n"
-        return text
-    return _content(message.get("content"))
+            add(f"\nexit code {message.get('exitCode')}\n")
+    else:
+        _add_content(out, message.get("content"))
 
 
 def transcript_md(
@@ -191,21 +235,26 @@ def transcript_md(
 ) -> bytes:
     """The context as Markdown: one ``## <role> · <entry id> · <time>`` section each."""
     parts = [f"# {title}\n" if title else "# (untitled session)\n"]
+    add = parts.append
     for index, message in enumerate(messages):
         role = message.get("role", "?")
         entry = sources[index] if sources is not None else None
         entry_id = entry.get("id", "?") if entry is not None else "?"
         when = entry.get("timestamp", "") if entry is not None else ""
-        parts.append(f"\n## {role} · {entry_id} · {when}\n\n")
-        parts.append(_message_body(message))
-    return _utf8("".join(parts))
+        add(f"\n## {role} · {entry_id} · {when}\n\n")
+        _add_message_body(parts, message)
+    return _utf8_pieces(parts)
 
 
-def _utf8(text: str) -> bytes:
+def _utf8_pieces(parts: list[str]) -> bytes:
+    """``"".join(parts)`` as UTF-8, encoded piece by piece: an ASCII piece (most tool
+    output) encodes as a plain copy, whereas the joined string would take the widest
+    kind of any piece (the headings' ``·`` alone makes it Latin-1, whose encoding
+    converts every character) and an emoji anywhere would make it four bytes a char."""
     try:
-        return text.encode()  # fast path; lone surrogates from odd JSON need the slow one
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass")
+        return b"".join([part.encode() for part in parts])
+    except UnicodeEncodeError:  # lone surrogates from odd JSON: the slow way
+        return b"".join([part.encode("utf-8", "surrogatepass") for part in parts])
 
 
 # --- tree.txt -----------------------------------------------------------------------
