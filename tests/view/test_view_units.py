@@ -108,6 +108,28 @@ def test_fences_never_break_on_backticks() -> None:
     assert "`````\n```\nnot the end\n````\n`````" in md
 
 
+@given(st.text(alphabet="a >\n`", max_size=40))
+def test_thinking_is_quoted_line_by_line(text: str) -> None:
+    # The quoting is done by str.replace passes; a line is "> line", an empty one ">",
+    # however many empty lines follow each other.
+    message = {"role": "assistant", "content": [{"type": "thinking", "thinking": text}]}
+    md = render.transcript_md("t", [message], None).decode()
+    body = md.split("\n\n", 2)[2]
+    assert body == "".join(f"> {line}\n" if line else ">\n" for line in text.split("\n"))
+
+
+def test_blocks_are_separated_by_one_blank_line_and_empty_ones_take_none() -> None:
+    content = [
+        {"type": "thinking", "thinking": None},  # shows nothing, takes no separator
+        {"type": "text", "text": "one"},
+        {"type": "thinking"},
+        {"type": "text", "text": "two\n"},
+        {"type": "thinking", "thinking": 3},
+    ]
+    md = render.transcript_md("t", [{"role": "user", "content": content}], None).decode()
+    assert md == "# t\n\n## user · ? · \n\none\n\ntwo\n"
+
+
 def test_read_header_skips_junk_lines_and_reads_long_headers(tmp_path: Path) -> None:
     f = tmp_path / "s.jsonl"
     f.write_bytes(b"junk\n" + orjson.dumps({"type": "session", "id": "h"}) + b"\n")
