@@ -324,6 +324,22 @@ def test_without_an_agent_send_is_eopnotsupp(
     assert "none of xcsh, omp, pi is on PATH" in read_ctl(directory)["last_error"]
 
 
+def test_an_agent_that_cannot_start_fails_the_write_and_says_why(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    agent_dir, session_file = make_agent(tmp_path)
+    mount = mount_factory(agent_dir, "--agent-cmd", f"{tmp_path}/no-such-agent {{session}}")
+    directory = session_dir(mount, session_file)
+    u1 = file_objects(session_file)[1]["id"]
+    run("ln", "-sfn", f"entries/{u1}.json", "leaf", cwd=directory)
+    size = session_file.stat().st_size
+    assert errno_of(lambda: write_send(directory, b"hello")) == errno.ENOENT
+    assert "cannot start" in read_ctl(directory)["last_error"]
+    assert session_file.stat().st_size == size  # not even the branch point
+    assert (directory / "send").read_text() == "no run yet\n"
+    assert read_ctl(directory)["send"] == "idle"
+
+
 def test_send_on_a_read_only_mount_is_erofs(tmp_path: Path, mount_factory: MountFactory) -> None:
     _, directory, session_file = mount_with_agent(tmp_path, mount_factory, extra=("--read-only",))
     size = session_file.stat().st_size

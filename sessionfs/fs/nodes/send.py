@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 from typing import Any
 
 import trio
@@ -141,6 +142,11 @@ class SendFile(InSession, FileNode):
         command = self.ctx.agent_command
         if not isinstance(command, AgentCommand):
             raise WriteRejected(errno.EOPNOTSUPP, f"send: {command or 'no agent to run'}")
+        program = command.words[0]
+        if shutil.which(program) is None:  # before the branch point: nothing is written
+            raise WriteRejected(
+                errno.ENOENT, f"send: cannot start {program}: not found or not executable"
+            )
         session = await self.session()
         key = self.session_key
         for record in list(self.ctx.sessions.pending_labels(*key).values()):
