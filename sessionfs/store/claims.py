@@ -19,7 +19,7 @@ import orjson
 from .client import AlreadyExists, StoreClient, StoreError, Unreachable
 from .layout import KeyOutOfRange, StoreLayout
 
-__all__ = ["Claim", "ClaimedElsewhere", "claim_body", "read_claims", "take_claim"]
+__all__ = ["Claim", "ClaimedElsewhere", "claim_body", "newest_claim", "take_claim"]
 
 #: A claim is four short fields; anything bigger is not one (and is never fetched).
 CLAIM_LIMIT = 4096
@@ -57,24 +57,26 @@ def _parsed_body(data: bytes) -> dict[str, object] | None:
     return body if isinstance(body, dict) else None
 
 
-def read_claims(client: StoreClient, layout: StoreLayout, machine: str) -> dict[int, Claim]:
-    """Every claim of ``machine`` by epoch (junk ones with ``body=None``)."""
-    claims: dict[int, Claim] = {}
+def newest_claim(client: StoreClient, layout: StoreLayout, machine: str) -> tuple[int, Claim]:
+    """The newest claim of ``machine`` (epoch 0: none). Only its body is fetched: a flood
+    of claim keys costs one listing, not a download each."""
+    newest, key, size = 0, "", 0
     for item in client.list(layout.claims_prefix(machine)):
         parsed = layout.parse_machine_key(item.key)
         epoch = layout.parse_claim(parsed[1]) if parsed else None
-        if epoch is None:
-            continue
-        body = None
-        if 0 < item.size <= CLAIM_LIMIT:
-            try:
-                body = _parsed_body(client.get(item.key, CLAIM_LIMIT))
-            except Unreachable:
-                raise
-            except StoreError:
-                body = None  # vanished, too big by now, refused: not a claim we can read
-        claims[epoch] = Claim(item.key, body)
-    return claims
+        if epoch is not None and epoch > newest:
+            newest, key, size = epoch, item.key, item.size
+    if not newest:
+        return 0, Claim("", None)
+    body = None
+    if 0 < size <= CLAIM_LIMIT:
+        try:
+            body = _parsed_body(client.get(key, CLAIM_LIMIT))
+        except Unreachable:
+            raise
+        except StoreError:
+            body = None  # vanished, too big by now, refused: not a claim we can read
+    return newest, Claim(key, body)
 
 
 def claim_body(token: str) -> bytes:
@@ -93,13 +95,12 @@ def take_claim(
 ) -> tuple[int, bool]:
     """Hold the newest claim of ``machine``: ``(epoch, created now)``, or
     :class:`ClaimedElsewhere` (one line naming the key) when refused."""
-    claims = read_claims(client, layout, machine)
-    newest = max(claims, default=0)
-    if newest and claims[newest].token() == token:
+    newest, claim = newest_claim(client, layout, machine)
+    if newest and claim.token() == token:
         return newest, False
     if newest and not takeover:
         raise ClaimedElsewhere(
-            f"machine name {machine!r}: {claims[newest].holder()}; "
+            f"machine name {machine!r}: {claim.holder()}; "
             "pick another --machine, or --takeover if that sync is gone for good"
         )
     try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import boto3
 from botocore.config import Config
@@ -133,8 +133,9 @@ class StoreClient:
     def _error(self, error: Exception, what: str) -> StoreError:
         return _mapped(error, what, self._secrets)
 
-    def put_if_absent(self, key: str, body: bytes) -> None:
-        """Create ``key`` holding ``body``; :class:`AlreadyExists` if any object is there."""
+    def put_if_absent(self, key: str, body: bytes | BinaryIO) -> None:
+        """Create ``key`` holding ``body`` (bytes, or a file read from where it is);
+        :class:`AlreadyExists` if any object is there."""
         try:
             self._s3.put_object(Bucket=self.url.bucket, Key=key, Body=body, IfNoneMatch="*")
         except (ClientError, BotoCoreError) as error:

@@ -83,6 +83,13 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _stream_sha256(handle: BinaryIO) -> str:
+    digest = hashlib.sha256()
+    while block := handle.read(READ_BLOCK):
+        digest.update(block)
+    return digest.hexdigest()
+
+
 def _read_at(handle: BinaryIO, start: int, size: int) -> bytes:
     return os.pread(handle.fileno(), size, start)
 
@@ -217,24 +224,26 @@ class SyncEngine:
     # -- blobs -------------------------------------------------------------------------
 
     def _ship_blob(self, sha: str, path: Path) -> PassResult:
+        """Upload a blob and then the machine's marker; the blob is hashed and uploaded
+        from the file in pieces (an image can be hundreds of MB), never read whole."""
         try:
-            data = path.read_bytes()
+            with path.open("rb") as data:
+                if _stream_sha256(data) != sha:
+                    # Never put bytes into the shared store under a name they do not hash to
+                    # (readers check too: a blob changed after this check is never served).
+                    log.warning("blob %s: its bytes hash to something else; not shipped", sha)
+                    return PassResult()
+                size = data.tell()
+                data.seek(0)
+                with contextlib.suppress(AlreadyExists):  # content-addressed: same bytes
+                    self.client.put_if_absent(self.layout.blob(sha), data)
         except OSError as error:
             log.warning("blob %s unreadable: %s", sha, error)
             return PassResult()
-        if _sha256(data) != sha:
-            # Never put bytes into the shared store under a name they do not hash to.
-            log.warning("blob %s: its bytes hash to something else; not shipped", sha)
-            return PassResult()
-        for key, body in (
-            (self.layout.blob(sha), data),
-            (self.layout.machine_blob(self.machine, sha), b""),
-        ):
-            # Content-addressed: whoever made the object made the same bytes.
-            with contextlib.suppress(AlreadyExists):
-                self.client.put_if_absent(key, body)
+        with contextlib.suppress(AlreadyExists):
+            self.client.put_if_absent(self.layout.machine_blob(self.machine, sha), b"")
         self.state.add_blob(sha)
-        return PassResult(blobs=1, bytes=len(data))
+        return PassResult(blobs=1, bytes=size)
 
     # -- sessions ----------------------------------------------------------------------
 
