@@ -119,7 +119,9 @@ def test_store_mirror_is_private_and_debug_mount_logs_no_credential(
     modes = modes_under(mirror)
     assert "mirror-state.json" in modes and any(name.startswith("blobs/") for name in modes)
     assert any(name.endswith(".jsonl") for name in modes)
-    assert_private(modes, mirror)
+    # The mirror, and everything else the store mount keeps in its cache dir (each
+    # machine's search index and renders).
+    assert_private(modes_under(cache), cache)
     log = mount.log.read_text(errors="replace")
     assert " DEBUG " in log  # --debug was on
     for secret in NEVER_LOGGED:
