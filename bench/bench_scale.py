@@ -51,7 +51,7 @@ import orjson
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import bench_mount, corpus
+from bench import bench_mount, claude_corpus, corpus
 from bench.common import FIXTURES, REPO, mounted, percentile, sessionfs_args
 from core import jsonl
 from sessionfs.view import session_ids
@@ -255,9 +255,15 @@ class MountSetup:
     cache_mb: int
     help_text: str
     peak_rss_mb: float = 0.0
+    #: ``--claude``: a Claude Code dir of the same sessions mounted beside the agent dir
+    claude_dir: Path | None = None
 
     def args(self, agent: Path, cache_dir: Path | None) -> list[str]:
         extra = ["--cache-mb", str(self.cache_mb)]
+        if self.claude_dir is not None:
+            extra += ["--agents", "claude", "--claude-dir", str(self.claude_dir)]
+        elif "--no-agents" in self.help_text:
+            extra.append("--no-agents")  # never the machine user's own Claude/Codex dirs
         if "--read-only" in self.help_text:
             extra.append("--read-only")
         if cache_dir is not None and "--cache-dir" in self.help_text:
@@ -737,6 +743,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--step-timeout", type=float, default=900.0, help="seconds per step")
     parser.add_argument("--corpus-dir", type=Path, help="cache root for generated corpora")
     parser.add_argument(
+        "--claude",
+        action="store_true",
+        help="mount the same sessions as Claude Code sessions beside them (agents/claude/) "
+        "and add their figures",
+    )
+    parser.add_argument(
         "--only-by-id", action="store_true", help="only the by-id/ lookup figures (no corpus)"
     )
     parser.add_argument(
@@ -765,6 +777,64 @@ def prepare_corpus(params: corpus.CorpusParams, base: Path | None) -> corpus.Cor
     return built
 
 
+def prepare_claude(big: corpus.Corpus) -> Path:
+    root, elapsed = claude_corpus.ensure(big)
+    how = "from the cache" if elapsed is None else f"converted in {elapsed:.1f} s"
+    print(f"Claude Code dir {root}: {len(big.files)} sessions ({how})", flush=True)
+    return root
+
+
+def claude_figures(bench: Bench, work: Path) -> None:
+    """With ``--claude``: the other agent's tree itself, in a fresh mount: its listing,
+    a first and a warm ``grep -rl`` over its transcripts, every ``context.json``."""
+    cache_dir = fresh_cache_dir(work, "claude")
+    drop_caches()
+    with bench.setup.mount(bench.big.agent_dir, cache_dir) as (mnt, rss):
+        claude = mnt / "agents" / "claude"
+        with rss.step() as reading:
+            listed, out = shell_timed('ls "$1"/sessions/*/ | wc -l', bench.timeout, claude)
+        bench.report.add(
+            Figure(
+                "ls agents/claude/sessions/*/",
+                f"{listed:.2f} s",
+                f"{out.strip()} lines",
+                None,
+                "(info)",
+                reading(),
+            )
+        )
+        args = ["grep", "-rl", bench.word, str(claude / "transcripts")]
+        for label, runs in (("first", 1), ("warm", 3)):
+            with rss.step() as reading:
+                elapsed, out = best(runs, lambda: run_timed(args, bench.timeout))
+            base = bench.raw_cold if label == "first" else bench.raw_warm
+            bench.report.add(
+                Figure(
+                    f"grep -rl WORD agents/claude/transcripts/, {label}",
+                    f"{elapsed:.2f} s",
+                    f"{base:.3f} s raw xcsh {'cold' if label == 'first' else 'warm'}",
+                    elapsed / base,
+                    "(info)",
+                    reading(),
+                    f"{len(out.splitlines())} sessions",
+                )
+            )
+        with rss.step() as reading:
+            elapsed, _ = shell_timed(
+                'cat "$1"/sessions/*/*/context.json > /dev/null', bench.timeout, claude
+            )
+        bench.report.add(
+            Figure(
+                "cat every agents/claude context.json",
+                f"{elapsed:.2f} s",
+                f"{len(bench.big.files)} sessions",
+                None,
+                "(info)",
+                reading(),
+            )
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.only_by_id:
@@ -780,10 +850,10 @@ def main(argv: list[str] | None = None) -> int:
     small_params = corpus.CorpusParams(min(SMALL_SESSIONS, args.sessions), args.entries, args.seed)
     small = prepare_corpus(small_params, args.corpus_dir)
     work = Path(tempfile.mkdtemp(prefix="sessionfs-scale-"))
+    claude = prepare_claude(big) if args.claude else None
     try:
-        bench = Bench(
-            MountSetup(work, args.cache_mb, mount_help()), big, corpus.RARE_WORD, args.step_timeout
-        )
+        setup = MountSetup(work, args.cache_mb, mount_help(), claude_dir=claude)
+        bench = Bench(setup, big, corpus.RARE_WORD, args.step_timeout)
         load_before = load_line()
         if args.summary:
             run_summary(bench, small, work)
@@ -792,7 +862,9 @@ def main(argv: list[str] | None = None) -> int:
         title = (
             f"sessionfs at scale: {len(big.files)} sessions x {args.entries} entries, "
             f"{big.total_bytes / 2**20:.0f} MB, --cache-mb {args.cache_mb}, WORD="
-            f"{bench.word!r}; load avg before {load_before}, after {load_line()}, "
+            f"{bench.word!r}"
+            f"{'; the same sessions as Claude Code sessions beside them' if claude else ''}"
+            f"; load avg before {load_before}, after {load_line()}, "
             f"{os.cpu_count()} CPUs"
         )
         bench.report.print(title)
@@ -817,9 +889,7 @@ def main_fixture(args: argparse.Namespace) -> int:
     return main_one_step(args, "first cat context.json of the fixture", runs)
 
 
-def main_one_step(
-    args: argparse.Namespace, title: str, step: Callable[[Bench, Path], None]
-) -> int:
+def main_one_step(args: argparse.Namespace, title: str, step: Callable[[Bench, Path], None]) -> int:
     """One step of the benchmark without the big corpus (it is not read)."""
     work = Path(tempfile.mkdtemp(prefix="sessionfs-scale-step-"))
     try:
@@ -929,6 +999,8 @@ def run_all(bench: Bench, small: corpus.Corpus, work: Path, walk_sessions: int) 
     guarded(report, "first cat context.json", lambda: fixture_context(bench, work))
     guarded(report, "cold entries walk", lambda: cold_entries_walk(bench, work, walk_sessions))
     guarded(report, "by-id lookups", lambda: by_id_lookups(bench, work))
+    if bench.setup.claude_dir is not None:
+        guarded(report, "agents/claude", lambda: claude_figures(bench, work))
     limit = bench.setup.cache_mb + 100
     peak = bench.setup.peak_rss_mb
     report.add(

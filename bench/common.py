@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TypeVar
 
 # The mount harness of the FUSE tests: one way to start, wait for and stop a mount.
+from tests.support.mount import isolated_env, stop_mount, wait_for_mount
 from tests.support.mount import mount_command as sessionfs_args
-from tests.support.mount import stop_mount, wait_for_mount
 
 __all__ = [
     "FIXTURES",
@@ -100,7 +100,9 @@ def rss_mb(pid: int) -> float:
 def mounted(args: list[str], mountpoint: Path) -> Iterator[subprocess.Popen[bytes]]:
     """Run a FUSE daemon (``args``, foreground) at ``mountpoint`` until the block ends."""
     mountpoint.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL)
+    # The machine user's own Claude Code and Codex dirs are never mounted (a bench
+    # that wants another agent's sessions passes --claude-dir, which wins).
+    process = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, env=isolated_env())
     try:
         wait_for_mount(mountpoint, process, MOUNT_TIMEOUT)
         yield process

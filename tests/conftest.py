@@ -39,8 +39,10 @@ def mount_factory(tmp_path: Path) -> Iterator[MountFactory]:
     """Real mounts in tmp dirs (`support.mount`), all unmounted in teardown."""
     mounts: list[Mount] = []
 
-    def factory(agent_dir: Path, *extra: str, name: str = "mnt") -> Mount:
-        mount = start_mount(agent_dir, tmp_path / name, *extra)
+    def factory(
+        agent_dir: Path, *extra: str, name: str = "mnt", env: dict[str, str] | None = None
+    ) -> Mount:
+        mount = start_mount(agent_dir, tmp_path / name, *extra, env=env)
         mounts.append(mount)
         return mount
 

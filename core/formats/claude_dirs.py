@@ -115,7 +115,7 @@ def list_sessions(project_dir: PathArg) -> list[ClaudeSessionFile]:
     return found
 
 
-def _read_meta(path: Path) -> dict[str, Any]:
+def read_meta(path: Path) -> dict[str, Any]:
     try:
         with open_regular(path) as f:
             data = f.read(_META_LIMIT + 1)
@@ -133,7 +133,7 @@ def nested_sub_agents(session_path: PathArg) -> list[ClaudeSubAgentFile]:
     for entry in _entries(directory):
         if _is_session_file(entry) and entry.name.startswith(_AGENT_PREFIX):
             stem = entry.name[: -len(_SUFFIX)]
-            meta = _read_meta(directory / (stem + _META_SUFFIX))
+            meta = read_meta(directory / (stem + _META_SUFFIX))
             found.append(ClaudeSubAgentFile(stem, Path(entry.path), meta))
     return found
 

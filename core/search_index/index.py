@@ -29,6 +29,7 @@ from typing import Final
 
 from core.private_files import ensure_private_file, make_private_dirs
 from core.safe_open import open_regular_fd
+from core.search_index.formats import XCSH, FileFormat
 from core.search_index.hits import Hit, SnippetFinder, snippet, split_key
 from core.search_index.query import QueryPlan, QueryTerm, parse_query, plan_query
 from core.search_index.rowids import TOP_ROWID
@@ -36,10 +37,8 @@ from core.search_index.rows import (
     MODE_NOT_SESSION,
     ChunkedLines,
     FileState,
-    appended_rows,
     fingerprints,
     update_action,
-    whole_file_rows,
 )
 from core.search_index.scan import LineReader, Verifier, newest_matches
 from core.search_index.schema import (
@@ -59,7 +58,7 @@ from core.search_index.schema import (
     set_meta,
     validate_schema,
 )
-from core.search_index.sources import key_bytes, session_file_keys
+from core.search_index.sources import key_bytes
 from core.search_index.terms import (
     TermReader,
     expand_prefix,
@@ -122,9 +121,18 @@ class SearchIndex:
     Thread-safe: searches share one connection under a lock, updates use their own.
     """
 
-    def __init__(self, db_path: str | os.PathLike[str], *, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        db_path: str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        file_format: FileFormat = XCSH,
+    ) -> None:
         self.path = Path(db_path)
         self.read_only = read_only
+        #: which files under the root are sessions and what their lines are (an xcsh
+        #: agent dir's, Claude Code's or Codex's: `core.search_index.formats`)
+        self.file_format = file_format
         self._read_lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._reader: sqlite3.Connection | None = None
@@ -345,7 +353,7 @@ class SearchIndex:
         self._reset_if_needed(conn, root, stats)
         states = load_states(conn)
         if paths is None:
-            wanted = {key_bytes(parts): parts for parts in session_file_keys(root)}
+            wanted = {key_bytes(parts): parts for parts in self.file_format.file_keys(root)}
             gone = [key for key in states if key not in wanted]
         else:
             wanted = {}
@@ -500,9 +508,9 @@ class SearchIndex:
         start = 0 if whole or state is None else state.indexed_to
         lines = ChunkedLines(fd, start, st.st_size)
         if whole or state is None:
-            mode, rows = whole_file_rows(lines)
+            mode, rows = self.file_format.whole_file_rows(lines)
         else:
-            mode, rows = state.mode, appended_rows(lines)
+            mode, rows = state.mode, self.file_format.appended_rows(lines)
         if whole and state is not None:
             kill_rows(conn, state.file_id)
         file_id = state.file_id if state is not None else new_file(conn, key)
@@ -618,7 +626,7 @@ class SearchIndex:
     ) -> list[Hit]:
         hits: list[Hit] = []
         below = TOP_ROWID
-        reader = LineReader(root)
+        reader = LineReader(root, self.file_format.line_text)
         verifier = Verifier(plan.checks, reader) if plan.checks else None
         try:
             while len(hits) < limit and below > 0:

@@ -34,7 +34,7 @@ _READ_CHUNK = 4 * 1024 * 1024
 
 # A file's mode: what may be done when it grows.
 MODE_NOT_SESSION = 0  # no header (yet): any change -> read it whole again
-_MODE_LEGACY = 1  # v1: ids are derived from positions -> any change -> read it whole
+MODE_LEGACY = 1  # v1: ids are derived from positions -> any change -> read it whole
 MODE_APPENDABLE = 2  # ids in the file: index only the new lines
 
 
@@ -114,7 +114,7 @@ def _row(entry: dict[str, Any], offset: int, line: bytes) -> Row | None:
     if found is None:
         return None
     role, text = found
-    return Row(_entry_ms(entry), entry_id, role, offset, len(line), zlib.crc32(line), text)
+    return Row(entry_ms(entry), entry_id, role, offset, len(line), zlib.crc32(line), text)
 
 
 class ChunkedLines:
@@ -174,7 +174,7 @@ def whole_file_rows(lines: Iterable[tuple[int, bytes]]) -> tuple[int, Iterator[R
     rows = (
         _row(obj, offset, line) for obj, (offset, line) in zip(objects[1:], places, strict=True)
     )
-    return _MODE_LEGACY, (row for row in rows if row is not None)
+    return MODE_LEGACY, (row for row in rows if row is not None)
 
 
 def appended_rows(lines: Iterable[tuple[int, bytes]]) -> Iterator[Row]:
@@ -199,7 +199,7 @@ def update_action(state: FileState | None, st: os.stat_result, fd: int) -> str:
     return "append" if state.mode == MODE_APPENDABLE else "full"
 
 
-def _entry_ms(entry: dict[str, Any]) -> int:
+def entry_ms(entry: dict[str, Any]) -> int:
     ms = iso_to_ms(entry.get("timestamp"))
     if ms is None:
         message = entry.get("message")

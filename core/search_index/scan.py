@@ -15,7 +15,7 @@ from core.safe_open import open_regular_fd
 from core.search_index.rowids import SEQ_BITS
 from core.search_index.rows import parse_object, read_at
 from core.search_index.schema import FTS_OPTIONS
-from core.search_index.text import clean_text, entry_search_text, rename_hook_message
+from core.search_index.text import clean_text
 
 _SEARCH_SQL = """
 SELECT e.rowid, e.ts, e.entry_id, e.role, e.line_offset, e.line_length, e.line_crc, f.key,
@@ -106,8 +106,10 @@ class Verifier:
 class LineReader:
     """Reads indexed lines back for snippets, one open descriptor per file."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, line_text: Callable[[dict[str, Any]], str | None]) -> None:
         self.root = root
+        #: the indexed text of one parsed line (`core.search_index.formats`)
+        self.line_text = line_text
         # key -> (descriptor, its (dev, ino, size, mtime_ns)), None: cannot be read
         self.files: dict[bytes, tuple[int, list[int]] | None] = {}
 
@@ -133,9 +135,7 @@ class LineReader:
         entry = parse_object(line)
         if entry is None:
             return None
-        rename_hook_message(entry)
-        found = entry_search_text(entry)
-        return found[1] if found is not None else None
+        return self.line_text(entry)
 
     def _open(self, key: bytes) -> tuple[int, list[int]] | None:
         try:

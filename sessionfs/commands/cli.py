@@ -14,6 +14,7 @@ from pathlib import Path
 
 from core import paths
 from sessionfs.commands import check, history, search
+from sessionfs.commands.agent_args import add_agent_arguments, chosen_agent_homes
 from sessionfs.fs.agent_command import AGENT_CMD_ENV, DEFAULT_SEND_GRACE, DEFAULT_SEND_TIMEOUT
 from sessionfs.store.command import add_sync_parser  # no S3 code until `sync` runs
 from sessionfs.view.cache_dir import default_cache_dir
@@ -100,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --store: disk the fetched sessions and blobs may use; past it the least "
         "recently read session files are removed and fetched again when read (default 20)",
     )
+    add_agent_arguments(mount)
     mount.add_argument("--debug", action="store_true", help="log every request")
     mount.add_argument("--allow-other", action="store_true", help="let other users see the mount")
     mount.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
@@ -134,6 +136,7 @@ def _mount(args: argparse.Namespace) -> int:
         agent_cmd=args.agent_cmd,
         send_timeout=args.send_timeout,
         send_grace=args.send_grace,
+        agent_homes=tuple(chosen_agent_homes(args)),
     )
     if args.allow_other and args.ready_fd is None:
         print(ALLOW_OTHER_NOTE, file=sys.stderr)
@@ -144,6 +147,8 @@ def _mount(args: argparse.Namespace) -> int:
         print(f"sessionfs: mounted store {opts.store} (read-only) at {opts.mountpoint}")
     else:
         print(mounted_line(opts.agent_dir, opts.mountpoint))
+        for home in opts.agent_homes:
+            print(f"sessionfs: {home.agent} sessions from {home.root} at agents/{home.agent}/")
     return 0
 
 

@@ -1,11 +1,14 @@
 """``sessionfs search``: the mount's ``search/<words>`` from the command line.
 
     sessionfs search WORDS... [--agent-dir DIR] [--cache-dir DIR] [--limit N]
+                              [--agents claude,codex | --no-agents] [--claude-dir DIR] ...
 
 Brings the agent dir's search index in the cache dir up to date (only what changed
 since the last run is read: the same index a mount of that agent dir uses), then
 prints the hits newest first, one per line, as ``search/<words>`` shows them:
-``<iso time>\\t<entry path relative to a mount root>\\t<role>\\t<snippet>``. Words are
+``<iso time>\\t<entry path relative to a mount root>\\t<role>\\t<snippet>``; Claude
+Code's and Codex's sessions are searched too, as the mount's ``search/`` does (their
+hits under ``agents/<agent>/``; the same options choose them). Words are
 ANDed, ``"quoted phrases"`` match as phrases, the last word also as a prefix. The
 command line has no 255-byte name limit: long queries work here.
 
@@ -24,9 +27,12 @@ from typing import Any
 
 from core import paths
 from core.search_index import MAX_LIMIT
+from sessionfs.commands.agent_args import add_agent_arguments, chosen_agent_homes
 from sessionfs.commands.arg_types import int_between
+from sessionfs.view.agent_sources import agent_search_view, catalog_for
 from sessionfs.view.cache_dir import default_cache_dir
-from sessionfs.view.search_view import DEFAULT_LIMIT, SearchView, hits_text
+from sessionfs.view.other_agent_index import OtherAgentIndex
+from sessionfs.view.search_view import DEFAULT_LIMIT, SearchView, hits_text, merge_results
 
 __all__ = ["add_search_parser", "run_search"]
 
@@ -60,6 +66,7 @@ def add_search_parser(subparsers: Any) -> None:
         default=DEFAULT_LIMIT,
         help=f"print at most N hits (1..{MAX_LIMIT}, default {DEFAULT_LIMIT})",
     )
+    add_agent_arguments(parser)
     parser.set_defaults(func=run_search)
 
 
@@ -74,15 +81,22 @@ def run_search(args: argparse.Namespace) -> int:
         )
         return 2
     cache_dir = (args.cache_dir or default_cache_dir()).expanduser().absolute()
-    view = SearchView(cache_dir, agent_dir)
+    views = [SearchView(cache_dir, agent_dir)] + [
+        agent_search_view(cache_dir, OtherAgentIndex(catalog_for(home)))
+        for home in chosen_agent_homes(args)
+    ]
+    query = " ".join(args.words)
     try:
-        stats = view.catch_up()
-        if stats.error is not None:
-            print(f"sessionfs: search index unavailable: {stats.error}", file=sys.stderr)
-            return 2
-        text = hits_text(view.search(" ".join(args.words), args.limit))
+        for view in views:
+            stats = view.catch_up()
+            if stats.error is not None:
+                print(f"sessionfs: search index unavailable: {stats.error}", file=sys.stderr)
+                return 2
+        found = (hits_text(view.search(query, args.limit), view.entry_path) for view in views)
+        text = merge_results(found, args.limit)
     finally:
-        view.close()
+        for view in views:
+            view.close()
     sys.stdout.buffer.write(text)
     sys.stdout.flush()
     return 0 if text else 1

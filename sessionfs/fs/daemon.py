@@ -22,6 +22,7 @@ import pyfuse3
 import trio
 
 from core import paths
+from core.agent_homes import AgentHome
 from core.private_files import make_private_dirs, private_opener
 from sessionfs.fs.agent_command import (
     DEFAULT_SEND_GRACE,
@@ -30,6 +31,7 @@ from sessionfs.fs.agent_command import (
     AgentCommandError,
     default_agent_command,
 )
+from sessionfs.fs.agent_mounts import AgentMounts
 from sessionfs.fs.agent_runs import AgentRuns
 from sessionfs.fs.cache_cleaner import CLEAN_INTERVAL_SECONDS, keep_render_cache_clean
 from sessionfs.fs.memory import (
@@ -86,6 +88,8 @@ class MountOptions:
     agent_cmd: str | None = None
     send_timeout: float = DEFAULT_SEND_TIMEOUT
     send_grace: float = DEFAULT_SEND_GRACE
+    #: the other agents shown read-only under ``agents/`` (only those whose dir exists)
+    agent_homes: tuple[AgentHome, ...] = ()
 
 
 def log_file_path() -> Path:
@@ -170,11 +174,12 @@ def setup_logging(opts: MountOptions, to_file: bool) -> None:
 
 def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountContext]:
     index = AgentIndex(opts.agent_dir)
+    rss_bound = process_rss_bound()
     cache = SessionCache(
         index,
         opts.cache_mb * 1024 * 1024,
         after_eviction=release_free_memory,
-        rss_bound=process_rss_bound(),
+        rss_bound=rss_bound,
     )
     ctx = MountContext(
         index=index,
@@ -193,9 +198,20 @@ def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountCont
         ),
         agent_command=_agent_command(opts),
     )
+    if opts.agent_homes:
+        ctx.agents = AgentMounts(
+            opts.agent_homes,
+            ctx,
+            opts.cache_dir,
+            opts.cache_mb * 1024 * 1024,
+            rss_bound=rss_bound,
+            after_eviction=release_free_memory,
+        )
     ops = SessionFsOperations(RootDir(ctx, ()), read_only=opts.read_only, debug=opts.debug)
-    cache.listeners.append(ops.session_changed)
-    cache.dehydrate_listeners.append(ops.session_dehydrated)
+    caches = [cache, *(ctx.agents.caches() if isinstance(ctx.agents, AgentMounts) else [])]
+    for each in caches:
+        each.listeners.append(ops.session_changed)
+        each.dehydrate_listeners.append(ops.session_dehydrated)
     return ops, ctx
 
 
@@ -221,14 +237,18 @@ async def _serve(
         nursery.start_soon(_unmount_on_signal, ctx.runs)
         if background is not None:
             nursery.start_soon(background)
-        if ctx.renders is not None:
-            nursery.start_soon(
-                keep_render_cache_clean, ctx.renders, CLEAN_INTERVAL_SECONDS, ops.foreground
-            )
-        if ctx.search is not None:
-            indexer = SearchIndexer(ctx.search, ops.foreground)
-            cache.listeners.append(indexer.session_changed)
-            nursery.start_soon(indexer.run)
+        agent_contexts = (
+            list(ctx.agents.contexts.values()) if isinstance(ctx.agents, AgentMounts) else []
+        )
+        for each in (ctx, *agent_contexts):  # the local agent dir's, then each agent's
+            if each.renders is not None:
+                nursery.start_soon(
+                    keep_render_cache_clean, each.renders, CLEAN_INTERVAL_SECONDS, ops.foreground
+                )
+            if each.search is not None:
+                indexer = SearchIndexer(each.search, ops.foreground)
+                each.sessions.listeners.append(indexer.session_changed)
+                nursery.start_soon(indexer.run)
         await pyfuse3.main(max_tasks=MAX_FUSE_TASKS)
         if ctx.runs is not None:  # unmounted from outside: no agent outlives the mount
             await ctx.runs.shutdown()
@@ -298,6 +318,8 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
             store.close()
         if ctx.renders is not None:
             ctx.renders.close()  # the render workers
+        if isinstance(ctx.agents, AgentMounts):
+            ctx.agents.close()  # their render workers
         if ctx.search is not None:
             ctx.search.close()
         pyfuse3.close(unmount=True)
@@ -367,6 +389,7 @@ def start_background(opts: MountOptions) -> int:
         str(write_fd),
     ]
     args += [flag for flag, on in _flags(opts) if on]
+    args += _agent_args(opts)
     args += _store_args(opts)
     args += _send_args(opts)
     log_path = log_file_path()
@@ -400,6 +423,17 @@ def _flags(opts: MountOptions) -> list[tuple[str, bool]]:
         ("--debug", opts.debug),
         ("--allow-other", opts.allow_other),
     ]
+
+
+def _agent_args(opts: MountOptions) -> list[str]:
+    """The other agents the daemon shows: exactly the dirs found here (the daemon does
+    not look again, so what ``mount`` decided is what it mounts)."""
+    if not opts.agent_homes:
+        return ["--no-agents"]
+    args = ["--agents", ",".join(home.agent for home in opts.agent_homes)]
+    for home in opts.agent_homes:
+        args += [f"--{home.agent}-dir", str(home.root)]
+    return args
 
 
 def _store_args(opts: MountOptions) -> list[str]:

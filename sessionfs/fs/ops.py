@@ -256,7 +256,7 @@ class SessionFsOperations(pyfuse3.Operations):
         attrs.attr_timeout = node.tier.attr_timeout if st.exact else 0
         shown = await node.permissions()
         mode = node.mode & shown.mask
-        if self.read_only:
+        if self.read_only or node.read_only_reason() is not None:
             mode &= ~WRITE_BITS
         attrs.st_mode = node.kind.value | mode
         attrs.st_nlink = 2 if node.kind is Kind.DIR else 1
@@ -281,15 +281,21 @@ class SessionFsOperations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.ENOTDIR)
         return node
 
-    def _writable(self) -> None:
+    def _writable(self, node: Node) -> None:
+        reason = node.read_only_reason()
+        if reason is not None:  # another agent's sessions: read-only whatever the flags
+            exc = WriteRejected(errno.EROFS, f"{node.display_path()}: {reason}")
+            node.ctx.record_root_refusal(exc)  # no session ctl there: the root's says why
+            raise exc
         if self.read_only:
             raise WriteRejected(errno.EROFS, "the mount is read-only (--read-only)")
 
     async def _write_to(self, node: Node, request: Callable[[], Awaitable[T]]) -> T:
-        """A write-type request to ``node``: ``EROFS`` under ``--read-only``, else the
-        node's answer; a refusal is recorded by ``node`` for its ``ctl``."""
+        """A write-type request to ``node``: ``EROFS`` under ``--read-only`` or in a
+        read-only tree, else the node's answer; a refusal is recorded by ``node`` for
+        its ``ctl``."""
         try:
-            self._writable()
+            self._writable(node)
             return await request()
         except WriteRejected as exc:
             await node.record_refusal(exc)

@@ -43,7 +43,7 @@ from sessionfs.view.agent_index import AgentIndex
 from sessionfs.view.cache_dir import agent_cache_dir
 from sessionfs.view.history import HistoryView
 from sessionfs.view.prerender import Prerenderer
-from sessionfs.view.search_view import DEFAULT_LIMIT, SearchView
+from sessionfs.view.search_view import SearchView, merge_results
 from sessionfs.view.session_cache import SessionCache
 
 __all__ = ["FIRST_REFRESH_TIMEOUT", "StoreMount", "mirror_dir_of"]
@@ -210,17 +210,14 @@ class StoreMount:
         mirror (cached per query and caller by its
         `SearchView` for a moment, so ``stat`` and ``read`` agree), with the machine's
         prefix on the entry path, newest first (blocking: a worker thread)."""
-        lines = []
-        for name, view in self._views():
-            for line in view.result(query, caller).split(b"\n"):
-                if not line:
-                    continue
-                when, path, rest = line.split(b"\t", 2)
-                lines.append(
-                    (when, b"\t".join((when, f"{MACHINES}/{name}/".encode() + path, rest)))
-                )
-        lines.sort(key=lambda row: row[0], reverse=True)
-        return b"".join(line + b"\n" for _, line in lines[:DEFAULT_LIMIT])
+        return merge_results(
+            b"".join(
+                line.replace(b"\t", f"\t{MACHINES}/{name}/".encode(), 1) + b"\n"
+                for line in view.result(query, caller).split(b"\n")
+                if line
+            )
+            for name, view in self._views()
+        )
 
     # -- the daemon's side -----------------------------------------------------------
 

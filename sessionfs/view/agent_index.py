@@ -19,7 +19,7 @@ from core import jsonl, paths
 from core.safe_open import open_regular
 from core.title_slot import fold_title_slot, read_title_slot, split_title_slot
 from sessionfs.view import session_keys
-from sessionfs.view.session_ids import SessionIdIndex
+from sessionfs.view.session_ids import IdLookup, SessionIdIndex
 from sessionfs.view.session_ref import SessionRef
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class AgentIndex:
         self._headers: OrderedDict[Path, _CachedHeader] = OrderedDict()
         self._skipped: OrderedDict[Path, None] = OrderedDict()  # logged once each (LRU)
         #: session id -> session, kept current by dir mtimes (``by-id/``)
-        self.ids = SessionIdIndex(self)
+        self.ids: IdLookup = SessionIdIndex(self)
 
     def projects(self) -> list[str]:
         try:
@@ -165,6 +165,15 @@ class AgentIndex:
         if len(self._skipped) > SKIP_LOG_SIZE:
             self._skipped.popitem(last=False)
         log.warning("skipping %s: %s", key, reason)
+
+    def session_path(self, project: str, stem: str) -> Path:
+        """The file of the session ``(project, stem)`` (whether or not it exists)."""
+        return session_keys.session_file(self.sessions_root, project, stem)
+
+    def may_have_subagents(self, ref: SessionRef) -> bool:
+        """One stat: False when the session surely has no sub-agent sessions (no
+        artifacts dir), True when `subagents_of` has to look."""
+        return os.path.isdir(session_keys.artifacts_dir(self.sessions_root, ref.project, ref.stem))
 
     def sessions_in(self, project: str) -> list[SessionRef]:
         """Valid sessions of one project, by file name (= creation time) order. Only
@@ -263,7 +272,7 @@ class AgentIndex:
 
     def _with_subagents(self, ref: SessionRef, found: list[SessionRef]) -> None:
         found.append(ref)
-        if not os.path.isdir(session_keys.artifacts_dir(self.sessions_root, ref.project, ref.stem)):
+        if not self.may_have_subagents(ref):
             return  # most sessions have no artifacts dir: one stat, no listing
         for child in self.subagents_of(ref.project, ref.stem):
             self._with_subagents(child, found)

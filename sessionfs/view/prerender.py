@@ -35,8 +35,10 @@ import trio
 
 from core import NotASessionError
 from sessionfs.view.agent_index import SessionRef
+from sessionfs.view.agent_sources import open_agent_file
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.render_cache import CachedRender, FileIdentity, RenderCache
+from sessionfs.view.source_session import render_source
 
 __all__ = ["Prerenderer", "RenderFailed", "RenderOutcome", "render_transcript"]
 
@@ -69,10 +71,11 @@ class RenderOutcome:
 
 
 def render_transcript(
-    path: str, key: str, cache_root: str | None, want_bytes: bool
+    path: str, key: str, cache_root: str | None, want_bytes: bool, agent: str = "xcsh"
 ) -> RenderOutcome:
-    """In a worker: the transcript of the session file ``path`` from its cache file
-    when valid, else rendered (and stored). Raises `RenderFailed` for a non-session."""
+    """In a worker: the transcript of the session file ``path`` (written by ``agent``)
+    from its cache file when valid, else rendered (and stored). Raises `RenderFailed`
+    for a non-session."""
     cache = RenderCache(Path(cache_root)) if cache_root is not None else None
     try:
         before = FileIdentity.of(os.stat(path))
@@ -86,7 +89,7 @@ def render_transcript(
         found = cache.load(key, before)
         if found is not None:
             return RenderOutcome(found[0], found[1], rendered=False)
-    transcript, sizes = _render(Path(path))
+    transcript, sizes = _render(Path(path)) if agent == "xcsh" else _render_other(agent, path)
     # Keyed by the identity seen *before* reading: if the file grew meanwhile, the
     # record is stale at once and the next access renders again (never the reverse).
     stored = cache.store(key, before, sizes, transcript) if cache is not None else None
@@ -110,6 +113,19 @@ def _render(path: Path) -> tuple[bytes, dict[str, int]]:
     return transcript, sizes
 
 
+def _render_other(agent: str, path: str) -> tuple[bytes, dict[str, int]]:
+    """`_render` for another agent's session file: the renderings its session dir
+    shows (`render_source`), from the same reader the daemon opens it with."""
+    try:
+        source = open_agent_file(agent, Path(path))
+    except OSError as exc:
+        raise RenderFailed(f"{path}: {exc}") from None
+    transcript = render_source(source, "transcript.md")
+    sizes = {"transcript.md": len(transcript)}
+    sizes.update({name: len(render_source(source, name)) for name in EXTRA_SIZES})
+    return transcript, sizes
+
+
 @dataclass(eq=False)
 class _Job:
     path: Path
@@ -124,8 +140,16 @@ class Prerenderer:
     """Transcripts of session files, rendered and validated in worker processes
     (async API, event loop only). ``cache_root`` ``None``: no disk cache at all."""
 
-    def __init__(self, sessions_root: Path, cache_root: Path | None, workers: int = WORKERS):
+    def __init__(
+        self,
+        sessions_root: Path,
+        cache_root: Path | None,
+        workers: int = WORKERS,
+        agent: str = "xcsh",
+    ) -> None:
         self.sessions_root = sessions_root
+        #: which agent's format the session files are in (`render_transcript`)
+        self.agent = agent
         self.cache_root = cache_root
         self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
@@ -300,7 +324,7 @@ class Prerenderer:
         cache_root = str(self.cache_root) if self.cache_root is not None else None
         try:
             future = self._executor().submit(
-                render_transcript, str(job.path), job.key, cache_root, job.want_bytes
+                render_transcript, str(job.path), job.key, cache_root, job.want_bytes, self.agent
             )
         except RuntimeError as exc:  # the pool is shut down (unmounting)
             self._finish(job, None, exc)

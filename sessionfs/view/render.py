@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from core.blobs import parse_blob_ref
 from core.context import path_to_root
@@ -22,9 +22,13 @@ from core.entry_text import describe_entry, kind_of, one_line
 from core.formats.xcsh import session_stats
 from core.jsonl import dumps_line, dumps_pretty
 
+if TYPE_CHECKING:
+    from core.formats.base import SessionSource
+
 __all__ = [
     "context_json",
     "pretty_json",
+    "source_tree_text",
     "stats_json",
     "status_text",
     "title_text",
@@ -33,6 +37,7 @@ __all__ = [
 ]
 
 Entry = dict[str, Any]
+T = TypeVar("T")
 
 TREE_TEXT_CHARS = 60
 #: Indentation levels ``tree.txt`` shows; deeper lines say ``[depth N]`` instead.
@@ -274,6 +279,23 @@ def _indent(level: int, branch_start: bool) -> str:
     return indent + f"[depth {level}] " if level > TREE_MAX_INDENT else indent
 
 
+def _tree_lines(
+    roots: Sequence[T], children: Callable[[T], Sequence[T]], describe: Callable[[T], str]
+) -> bytes:
+    """The lines of a tree, one per node: indented per branch (`_indent`), iteratively
+    (a 100,000-entry chain is one level, and never 100,000 frames deep)."""
+    lines: list[str] = []
+    stack: list[tuple[T, int, bool]] = [(r, 0, False) for r in reversed(roots)]
+    while stack:
+        node, level, branch_start = stack.pop()
+        lines.append(f"{_indent(level, branch_start)}{describe(node)}\n")
+        kids = children(node)
+        forks = len(kids) > 1
+        for kid in reversed(kids):
+            stack.append((kid, level + 1 if forks else level, forks))
+    return "".join(lines).encode("utf-8", "surrogatepass")
+
+
 def tree_text(
     roots: Sequence[Mapping[str, Any]], leaf_id: str | None, by_id: Mapping[str, Entry]
 ) -> bytes:
@@ -283,28 +305,40 @@ def tree_text(
     oldest first by parsed timestamp, parent cycles cut), so the order is core's.
     A chain stays at one depth and only forks indent (``+`` marks the first entry of
     each branch), so a 100,000-entry linear session is not 100,000 levels deep; the
-    indentation is capped (`_indent`). The walk is iterative.
+    indentation is capped (`_indent`).
     """
     on_path = {id(e) for e in path_to_root(leaf_id, by_id)}
-    lines: list[str] = []
-    stack: list[tuple[Mapping[str, Any], int, bool]] = [(r, 0, False) for r in reversed(roots)]
-    while stack:
-        node, level, branch_start = stack.pop()
+
+    def describe(node: Mapping[str, Any]) -> str:
         entry = node["entry"]
         mark = "*" if id(entry) in on_path else " "
-        line = f"{_indent(level, branch_start)}{mark} {entry.get('id')} {kind_of(entry)}"
+        line = f"{mark} {entry.get('id')} {kind_of(entry)}"
         text = one_line_text(entry)
         if text:
             line += f" {text}"
         label = node.get("label")
-        if label:
-            line += f" [{label}]"
-        lines.append(line + "\n")
-        kids = node["children"]
-        forks = len(kids) > 1
-        for kid in reversed(kids):
-            stack.append((kid, level + 1 if forks else level, forks))
-    return "".join(lines).encode("utf-8", "surrogatepass")
+        return f"{line} [{label}]" if label else line
+
+    return _tree_lines(roots, lambda node: node["children"], describe)
+
+
+def source_tree_text(source: SessionSource) -> bytes:
+    """``tree.txt`` of any agent's session (`SessionSource`): the same lines as
+    `tree_text`, with the entry names ``entries/`` shows before encoding."""
+    on_path = set(source.path_indexes())
+    labels = source.labels()
+
+    def describe(index: int) -> str:
+        name = source.entry_name(index)
+        mark = "*" if index in on_path else " "
+        line = f"{mark} {name} {source.entry_kind(index)}"
+        text = " ".join(source.entry_text(index).split())[:TREE_TEXT_CHARS]
+        if text:
+            line += f" {text}"
+        label = labels.get(name)
+        return f"{line} [{label}]" if label else line
+
+    return _tree_lines(source.children_indexes(None), source.children_indexes, describe)
 
 
 # --- stats.json ---------------------------------------------------------------------

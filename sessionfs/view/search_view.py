@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core import paths
-from core.search_index import Hit, SearchIndex, UpdateStats, format_hit, session_file_keys
+from core.search_index import Hit, SearchIndex, UpdateStats, format_hit
+from core.search_index.formats import XCSH, FileFormat
 from sessionfs.view.access import Caller, FileAccess
 from sessionfs.view.cache_dir import agent_cache_dir
 from sessionfs.view.names import ENTRY_SUFFIX, PATH_NUMBER_RESERVE, encode_name, fit_name
@@ -39,6 +40,7 @@ __all__ = [
     "SearchView",
     "entry_mount_path",
     "hits_text",
+    "merge_results",
     "search_db_path",
 ]
 
@@ -71,9 +73,14 @@ def entry_mount_path(hit: Hit) -> str:
     return "/".join((*mount_parts(hit.project, hit.stem), "entries", name))
 
 
-def hits_text(hits: Iterable[Hit]) -> bytes:
-    """One ``<iso time>\\t<entry path>\\t<role>\\t<snippet>`` line per hit."""
-    lines = [format_hit(hit, entry_mount_path(hit)) + "\n" for hit in hits]
+def hits_text(
+    hits: Iterable[Hit], entry_path: Callable[[Hit], str | None] = entry_mount_path
+) -> bytes:
+    """One ``<iso time>\\t<entry path>\\t<role>\\t<snippet>`` line per hit
+    (``entry_path`` None: a hit in no session the mount shows, left out)."""
+    lines = [
+        format_hit(hit, path) + "\n" for hit in hits if (path := entry_path(hit)) is not None
+    ]
     # "replace": an id or text with a lone surrogate (odd JSON escapes) stays one line.
     return "".join(lines).encode("utf-8", "replace")
 
@@ -106,9 +113,20 @@ class SearchProgress:
 class SearchView:
     """The search index of one agent dir, its indexer's progress, recent results."""
 
-    def __init__(self, cache_dir: Path, agent_dir: Path, sessions_root: Path | None = None) -> None:
+    def __init__(
+        self,
+        cache_dir: Path,
+        agent_dir: Path,
+        sessions_root: Path | None = None,
+        file_format: FileFormat = XCSH,
+        entry_path: Callable[[Hit], str | None] = entry_mount_path,
+    ) -> None:
         self.db_path = search_db_path(cache_dir, agent_dir)
         self.sessions_root = sessions_root or paths.sessions_root(agent_dir)
+        #: what the files under ``sessions_root`` are (another agent's: `CLAUDE`, ...)
+        self.file_format = file_format
+        #: a hit's entry path in the mount (another agent's: below ``agents/<agent>/``)
+        self.entry_path = entry_path
         self.progress = SearchProgress()
         self._lock = threading.Lock()  # the index object and the result cache
         self._results: OrderedDict[tuple[str, int, Caller | None], tuple[float, bytes]] = (
@@ -120,7 +138,7 @@ class SearchView:
     # -- the index file -----------------------------------------------------------------
 
     def _open(self) -> SearchIndex:
-        index = SearchIndex(self.db_path)
+        index = SearchIndex(self.db_path, file_format=self.file_format)
         self._db_identity = _identity(self.db_path)
         return index
 
@@ -174,7 +192,7 @@ class SearchView:
     def _build(self) -> UpdateStats:
         """Index every session file, newest first (what people search for is mostly
         recent), a slice at a time so searches see the indexed part meanwhile."""
-        files = _session_files_newest_first(self.sessions_root)
+        files = _session_files_newest_first(self.sessions_root, self.file_format)
         progress = self.progress
         progress.state = "building"
         progress.files_total = len(files)
@@ -198,7 +216,7 @@ class SearchView:
         return stats
 
     def _count_files(self) -> None:
-        files = list(session_file_keys(str(self.sessions_root)))
+        files = list(self.file_format.file_keys(str(self.sessions_root)))
         self.progress.files_total = self.progress.files_indexed = len(files)
         total = 0
         for parts in files:
@@ -247,8 +265,8 @@ class SearchView:
         def readable(key: bytes) -> bool:
             known = seen.get(key)
             if known is None:
-                parent = key[: key.rfind(b"/")]  # <project>/<stem> for a sub-agent's
-                if key.count(b"/") > 1 and not readable(parent + b".jsonl"):
+                parent = self.file_format.parent_key(key)  # a sub-agent's session
+                if parent is not None and not readable(parent):
                     known = False
                 else:
                     try:
@@ -270,7 +288,7 @@ class SearchView:
             cached = self._results.get(key)
             if cached is not None and now - cached[0] < RESULT_TTL:
                 return cached[1]
-        text = hits_text(self.search(query, limit, caller))
+        text = hits_text(self.search(query, limit, caller), self.entry_path)
         with self._lock:
             self._results[key] = (now, text)
             self._results.move_to_end(key)
@@ -287,10 +305,19 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _session_files_newest_first(root: Path) -> list[tuple[str, int]]:
+def merge_results(results: Iterable[bytes], limit: int = DEFAULT_LIMIT) -> bytes:
+    """Hit lines of several indexes as one result: newest first (the ISO times sort
+    as text; hits of the same moment by path, so every way of asking gets one order),
+    at most ``limit``."""
+    lines = [line for text in results for line in text.split(b"\n") if line]
+    lines.sort(reverse=True)
+    return b"".join(line + b"\n" for line in lines[:limit])
+
+
+def _session_files_newest_first(root: Path, file_format: FileFormat) -> list[tuple[str, int]]:
     """(path, size) of every session file under ``root``, newest mtime first."""
     found = []
-    for parts in session_file_keys(str(root)):
+    for parts in file_format.file_keys(str(root)):
         path = os.path.join(root, *parts)
         try:
             st = os.stat(path)

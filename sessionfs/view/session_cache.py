@@ -87,8 +87,12 @@ class SessionCache:
         budget_bytes: int,
         after_eviction: Callable[[], None] = lambda: None,
         rss_bound: RssBound | None = None,
+        new_session: Callable[[SessionRef], LoadedSession] | None = None,
     ) -> None:
         self.index = index
+        #: how a listed session is held when loaded: an xcsh file as `LoadedSession`;
+        #: another agent's mount passes its own (`sessionfs.view.source_session`)
+        self.new_session = new_session or (lambda ref: LoadedSession(ref=ref, manager=None))
         self.budget = budget_bytes
         #: the process's real RSS checked after each load and job (the daemon's; None:
         #: the estimate alone bounds the cache, as in tests of other things)
@@ -165,7 +169,7 @@ class SessionCache:
                 raise NotASession(f"{project}/{stem}")
             # Too big to render: loaded (compact) without it; `render` says why.
             warming = warm if ref.size <= limit or not heavy else None
-            session = LoadedSession(ref=ref, manager=None)
+            session = self.new_session(ref)
             session.pinned_leaf = self._dropped_pins.pop((project, stem), None)
             outcome = self._dropped_outcomes.pop((project, stem), (None, None))
             session.last_result, session.last_error = outcome

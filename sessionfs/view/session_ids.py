@@ -67,6 +67,17 @@ class SessionLister(Protocol):
     ) -> SessionRef | object | None: ...
 
 
+class IdLookup(Protocol):
+    """What ``by-id/`` asks of an index's id map (`SessionIdIndex`, or another
+    agent's: `sessionfs.view.other_agent_index`)."""
+
+    def listing(self) -> list[tuple[str, SessionRef]]: ...
+
+    def resolve(self, name: str) -> SessionRef | None: ...
+
+    def resolve_known(self, name: str) -> SessionRef | None: ...
+
+
 @dataclass
 class _DirState:
     """One listed dir: its mtime when listed and the sessions found in it."""

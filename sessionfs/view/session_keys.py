@@ -19,6 +19,7 @@ from pathlib import Path
 from core import paths
 
 __all__ = [
+    "AGENTS_DIR",
     "ARTIFACTS",
     "SUBAGENTS",
     "artifacts_dir",
@@ -31,6 +32,8 @@ __all__ = [
     "stem_of_file",
 ]
 
+#: The mount root's dir of the other agents' trees (``agents/<agent>/``).
+AGENTS_DIR = "agents"
 #: The session dir's child listing its sub-agent sessions.
 SUBAGENTS = "subagents"
 #: The session dir's child mirroring its artifacts dir.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from support.mount import REPO
+from support.mount import REPO, isolated_env
 
 from sessionfs.view.search_view import search_db_path
 
@@ -65,6 +65,7 @@ def search(
     return subprocess.run(
         [sys.executable, "-m", "sessionfs", "search", *words, *options],
         cwd=REPO,
+        env=isolated_env(),  # never the machine user's Claude Code or Codex sessions
         capture_output=True,
         text=True,
         timeout=60,

@@ -9,35 +9,16 @@ a temporary file) shows up as a changed directory.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
-import stat
 import subprocess
 from pathlib import Path
 
 import pytest
+from support.file_snapshot import fingerprint
 from support.mount import COMMAND_TIMEOUT, Mount, MountFactory, run
 from support.write_setup import drop, errno_of
 
 pytestmark = pytest.mark.fuse
-
-Fingerprint = dict[str, tuple[str, int, int, str]]
-
-
-def fingerprint(root: Path) -> Fingerprint:
-    """relative path -> (kind, size, mtime_ns, sha256 or link target) for everything."""
-    out: Fingerprint = {}
-    for path in [root, *sorted(root.rglob("*"))]:
-        st = path.lstat()
-        if stat.S_ISREG(st.st_mode):
-            kind, detail = "file", hashlib.sha256(path.read_bytes()).hexdigest()
-        elif stat.S_ISLNK(st.st_mode):
-            kind, detail = "link", os.readlink(path)
-        else:
-            kind, detail = "dir" if stat.S_ISDIR(st.st_mode) else "other", ""
-        out[str(path.relative_to(root))] = (kind, st.st_size, st.st_mtime_ns, detail)
-    return out
-
 
 def browse_everything(mount: Mount) -> None:
     """What a curious user does: list it all, read every file, follow the links."""

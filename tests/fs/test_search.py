@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 from support.file_snapshot import files_snapshot
-from support.mount import REPO, Mount, MountFactory, run
+from support.mount import REPO, Mount, MountFactory, isolated_env, run
 from support.write_setup import read_ctl
 
 from sessionfs.view.search_view import search_db_path
@@ -104,6 +104,7 @@ def test_the_command_line_prints_what_the_mount_shows(searched: Mount, tmp_path:
     out = subprocess.run(
         [sys.executable, "-m", "sessionfs", "search", "redirect", "loop", *options],
         cwd=REPO,
+        env=isolated_env(),  # never the machine user's Claude Code or Codex sessions
         capture_output=True,
         text=True,
         timeout=60,

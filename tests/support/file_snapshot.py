@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from pathlib import Path
 
-__all__ = ["files_snapshot"]
+__all__ = ["Fingerprint", "files_snapshot", "fingerprint"]
+
+Fingerprint = dict[str, tuple[str, int, int, str]]
 
 
 def files_snapshot(root: Path) -> dict[str, tuple[int, int, str]]:
@@ -16,4 +20,21 @@ def files_snapshot(root: Path) -> dict[str, tuple[int, int, str]]:
             st = path.stat()
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
             out[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns, digest)
+    return out
+
+
+def fingerprint(root: Path) -> Fingerprint:
+    """relative path -> (kind, size, mtime_ns, sha256 or link target) for everything
+    under ``root``, itself and every dir included: a file created and removed again
+    shows as a changed dir mtime."""
+    out: Fingerprint = {}
+    for path in [root, *sorted(root.rglob("*"))]:
+        st = path.lstat()
+        if stat.S_ISREG(st.st_mode):
+            kind, detail = "file", hashlib.sha256(path.read_bytes()).hexdigest()
+        elif stat.S_ISLNK(st.st_mode):
+            kind, detail = "link", os.readlink(path)
+        else:
+            kind, detail = "dir" if stat.S_ISDIR(st.st_mode) else "other", ""
+        out[str(path.relative_to(root))] = (kind, st.st_size, st.st_mtime_ns, detail)
     return out

@@ -51,10 +51,13 @@ def run(*cmd: str | Path, cwd: Path | None = None, check: bool = True) -> str:
     return result.stdout.decode("utf-8", "surrogateescape")
 
 
-def sessionfs(*args: str | Path) -> subprocess.CompletedProcess[str]:
+def sessionfs(
+    *args: str | Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "sessionfs", *(str(a) for a in args)],
         cwd=REPO,
+        env=isolated_env(env),
         capture_output=True,
         text=True,
         timeout=COMMAND_TIMEOUT,
@@ -137,7 +140,23 @@ class Mount:
 MountFactory = Callable[..., Mount]
 
 
-def start_mount(agent_dir: Path, mountpoint: Path, *extra: str) -> Mount:
+def isolated_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The daemon's environment: ``env`` when given (a test's fake HOME), else this
+    process's with Claude Code's and Codex's dirs pointed where no dir can be (below
+    ``/dev/null``), so no test shows, or reads, the sessions of the machine's user."""
+    if env is not None:
+        return env
+    nowhere = Path(os.devnull)
+    return {
+        **os.environ,
+        "CLAUDE_CONFIG_DIR": str(nowhere / "claude"),
+        "CODEX_HOME": str(nowhere / "codex"),
+    }
+
+
+def start_mount(
+    agent_dir: Path, mountpoint: Path, *extra: str, env: dict[str, str] | None = None
+) -> Mount:
     mountpoint.mkdir(parents=True, exist_ok=True)
     log = mountpoint.parent / f"{mountpoint.name}.log"
     if "--cache-dir" not in extra:
@@ -149,6 +168,7 @@ def start_mount(agent_dir: Path, mountpoint: Path, *extra: str) -> Mount:
             cwd=REPO,
             stdout=out,
             stderr=subprocess.STDOUT,
+            env=isolated_env(env),
         )
     mount = Mount(mountpoint, agent_dir, process, log)
     try:

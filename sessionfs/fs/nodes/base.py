@@ -22,7 +22,7 @@ import os
 import stat
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyfuse3
 
@@ -47,6 +47,7 @@ __all__ = [
     "RENDERED",
     "STATIC",
     "VOLATILE",
+    "AgentViews",
     "BytesHandle",
     "CacheTier",
     "DirNode",
@@ -124,6 +125,19 @@ class Stat:
     exact: bool = True
 
 
+class AgentViews(Protocol):
+    """What ``agents/`` needs from the daemon's wiring: one context per other agent
+    shown (`sessionfs.fs.agent_mounts`)."""
+
+    def agent_names(self) -> list[str]: ...
+
+    def agent_context(self, name: str) -> MountContext | None: ...
+
+    def search_views(self) -> list[tuple[str, SearchView]]:
+        """Each agent's search index, which the root ``search/`` spans too."""
+        ...
+
+
 @dataclass
 class MountContext:
     """Everything nodes share: the agent dir's views and the mount's settings."""
@@ -150,6 +164,20 @@ class MountContext:
     runs: AgentRuns | None = None
     #: what ``send`` runs, or why nothing can be run (a sentence for ``ctl``)
     agent_command: AgentCommand | str | None = None
+    #: why every write to this context's nodes is refused (``EROFS``) whatever the
+    #: flags: another agent's sessions under ``agents/``. None: the node decides.
+    read_only_reason: str | None = None
+    #: the context of the mount's root, whose ``ctl`` shows refusals of nodes outside
+    #: any session (None: this one is the root's)
+    root: MountContext | None = None
+    #: the other agents shown under ``agents/`` (`sessionfs.fs.nodes.agents`); None:
+    #: no ``agents/`` at all
+    agents: AgentViews | None = None
+
+    def record_root_refusal(self, exc: WriteRejected) -> None:
+        """Keep a refused write's reason for the root ``ctl`` (``last_error``)."""
+        (self.root or self).root_last_error = exc.reason
+        exc.recorded = True
 
     def mount_path(self, *parts: str) -> str:
         """A path in the mount (``parts`` from this agent dir's tree): absolute when
@@ -322,8 +350,11 @@ class Node:
         """Keep a refused write's reason where ``ctl`` shows it (``last_error``): the
         root ``ctl`` here; nodes of a session use that session's (`InSession`)."""
         if not exc.recorded:
-            self.ctx.root_last_error = exc.reason
-            exc.recorded = True
+            self.ctx.record_root_refusal(exc)
+
+    def read_only_reason(self) -> str | None:
+        """Why every write to this node is ``EROFS`` whatever the flags (None: none)."""
+        return self.ctx.read_only_reason
 
     # -- writes: refused unless a node says otherwise (issue 5) ----------------------
     async def setattr(self, attr: Any, fields: Any) -> None:

@@ -8,6 +8,7 @@ from importlib import resources
 
 import trio
 
+from sessionfs.fs.nodes.agents import AGENTS, AgentsDir
 from sessionfs.fs.nodes.base import (
     STATIC,
     DirNode,
@@ -51,6 +52,7 @@ class ReadmeFile(FileNode):
 #: its parent's ``artifacts/`` (read there once), and session files in ``artifacts/``
 #: are conversations already in ``transcripts/``. ``send`` is left out because reading
 #: it waits for a running agent; ``send.log`` is an agent's output, not a conversation.
+#: ``agents/<agent>/`` likewise reads each conversation once, in its ``transcripts/``.
 ROOT_IGNORE = b"""\
 # sessionfs: the duplicate views of each session. Search transcripts/ instead:
 # rg WORD <mount> then reads every conversation once. (rg --no-ignore reads all.)
@@ -68,6 +70,13 @@ ROOT_IGNORE = b"""\
 /sessions/**/subagents/**/artifacts/
 /sessions/**/artifacts/**/*.jsonl
 /blobs/
+/agents/*/sessions/**/entries/
+/agents/*/sessions/**/path/
+/agents/*/sessions/**/context.json
+/agents/*/sessions/**/tree.txt
+/agents/*/sessions/**/transcript.md
+/agents/*/sessions/**/stats.json
+/agents/*/sessions/**/header.json
 """
 
 
@@ -88,6 +97,11 @@ class RootCtl(CommandFile):
 
     async def content(self) -> bytes:
         search = self.ctx.search.progress.ctl_items() if self.ctx.search is not None else []
+        if self.ctx.agents is not None:
+            search += [
+                (f"search_{name}", view.progress.ctl_items()[0][1])
+                for name, view in self.ctx.agents.search_views()
+            ]
         return status_text(
             [
                 ("last_result", self.ctx.root_last_result),
@@ -122,11 +136,23 @@ class RootDir(DirNode):
         "history": HistoryDir,
         "blobs": RootBlobsDir,
         "search": SearchDir,
+        AGENTS: AgentsDir,
     }
 
+    def _shows(self, name: str) -> bool:
+        """``agents/`` only when some other agent's dir is shown."""
+        agents = self.ctx.agents
+        return name != AGENTS or (agents is not None and bool(agents.agent_names()))
+
     async def children(self) -> list[tuple[str, Node]]:
-        return [(name, cls(self.ctx, self.child_key(name))) for name, cls in self._CHILDREN.items()]
+        return [
+            (name, cls(self.ctx, self.child_key(name)))
+            for name, cls in self._CHILDREN.items()
+            if self._shows(name)
+        ]
 
     async def lookup(self, name: str) -> Node | None:
         cls = self._CHILDREN.get(name)
-        return cls(self.ctx, self.child_key(name)) if cls is not None else None
+        if cls is None or not self._shows(name):
+            return None
+        return cls(self.ctx, self.child_key(name))

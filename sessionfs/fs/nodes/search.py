@@ -19,6 +19,7 @@ import trio
 from sessionfs.fs.nodes.base import PER_CALLER, FileNode, MountContext, Node
 from sessionfs.fs.nodes.lookup_only import QueryDir
 from sessionfs.view.access import Caller
+from sessionfs.view.search_view import merge_results
 
 __all__ = ["SearchDir", "SearchFile"]
 
@@ -64,5 +65,13 @@ class SearchDir(QueryDir):
     __slots__ = ()
 
     def query_file(self, key: tuple[str, ...], query: str) -> Node | None:
-        view = self.ctx.search
-        return SearchFile(self.ctx, key, query, view.result) if view is not None else None
+        views = [] if self.ctx.search is None else [self.ctx.search]
+        if self.ctx.agents is not None:  # the other agents' sessions are searched too
+            views += [view for _, view in self.ctx.agents.search_views()]
+        if not views:
+            return None
+
+        def search(words: str, caller: Caller) -> bytes:
+            return merge_results(view.result(words, caller) for view in views)
+
+        return SearchFile(self.ctx, key, query, search)

@@ -53,7 +53,6 @@ from sessionfs.view.session_keys import (
     SUBAGENTS,
     child_stem,
     is_valid_name,
-    session_file,
 )
 from sessionfs.writes import session_writer
 from sessionfs.writes.append_parse import is_line_stream_name, parse_append, reject_oversize
@@ -129,7 +128,7 @@ class RenderedFile(InSession, FileNode):
             or loaded.cached(self.rendering) is not None
         ):
             return None
-        path = session_file(self.ctx.index.sessions_root, self.project, self.stem)
+        path = self.ctx.index.session_path(self.project, self.stem)
         try:
             return path, FileIdentity.of(os.stat(path))
         except OSError:
@@ -408,7 +407,7 @@ class PendingLink(InSession, LinkNode):
         return target
 
 
-def _session_children() -> dict[str, type[Node]]:
+def session_children() -> dict[str, type[Node]]:
     return {
         "header.json": HeaderFile,
         "title": TitleFile,
@@ -478,17 +477,21 @@ class SessionDir(InSession, DirNode):
         """One lstat: ``artifacts/`` is shown only while the dir exists on disk."""
         return has_artifacts_dir(self.ctx.index.sessions_root, self.project, self.stem)
 
+    def child_classes(self) -> dict[str, type[Node]]:
+        """The names of a session dir and the node class of each."""
+        return session_children()
+
     async def children(self) -> list[tuple[str, Node]]:
         has_leaf = await self._has_leaf()
-        has_artifacts = self._has_artifacts()
+        has_artifacts = ARTIFACTS in self.child_classes() and self._has_artifacts()
         return [
             (name, cls(self.ctx, self.child_key(name)))
-            for name, cls in _session_children().items()
+            for name, cls in self.child_classes().items()
             if (name != "leaf" or has_leaf) and (name != ARTIFACTS or has_artifacts)
         ]
 
     async def lookup(self, name: str) -> Node | None:
-        cls = _session_children().get(name)
+        cls = self.child_classes().get(name)
         if cls is None:
             if name in self.ctx.sessions.pending_links(self.project, self.stem):
                 return PendingLink(self.ctx, self.child_key(name))
@@ -519,7 +522,7 @@ class SessionDir(InSession, DirNode):
 
     async def symlink(self, name: str, target: str) -> Node:
         self.refuse_while_agent_runs()  # `ln -sfn`'s temporary link would move it later
-        children = _session_children()
+        children = session_children()
         if name == "leaf":
             if await self._has_leaf():
                 raise WriteRejected(errno.EEXIST, "ln -s leaf: there is a leaf (ln -sfn moves it)")
@@ -548,7 +551,7 @@ class SessionDir(InSession, DirNode):
                 raise WriteRejected(errno.EEXIST, f"mv {name} leaf: there is a leaf")
             await self._branch(target)
             moved: Node = LeafLink(self.ctx, self.child_key(new_name))
-        elif new_name in _session_children():
+        elif new_name in session_children():
             raise WriteRejected(errno.EPERM, f"mv {name} {new_name}: a name of the session")
         else:
             self.ctx.sessions.set_pending_link(self.project, self.stem, new_name, target)
@@ -561,7 +564,7 @@ class SessionDir(InSession, DirNode):
             await self.apply_write(session_writer.reset_leaf, leaf="moved", done="leaf: none")
         elif name in self.ctx.sessions.pending_links(self.project, self.stem):
             self.ctx.sessions.set_pending_link(self.project, self.stem, name, None)
-        elif name in _session_children():
+        elif name in session_children():
             raise WriteRejected(errno.EPERM, f"rm {name}: the session's own files stay")
         else:
             raise WriteRejected(errno.ENOENT, f"rm {name}: no such file")
@@ -578,9 +581,12 @@ class SubagentsDir(InSession, DirNode):
     async def stat(self) -> Stat:
         return Stat(0, (await self.session()).mtime_ns)
 
+    #: the class of each sub-agent's session dir
+    session_dir: ClassVar[type[SessionDir]]
+
     async def children(self) -> list[tuple[str, Node]]:
         refs = await trio.to_thread.run_sync(self.ctx.index.subagents_of, self.project, self.stem)
-        return [(r.name, SessionDir(self.ctx, self.child_key(r.name), r)) for r in refs]
+        return [(r.name, self.session_dir(self.ctx, self.child_key(r.name), r)) for r in refs]
 
     async def lookup(self, name: str) -> Node | None:
         if not is_valid_name(name):
@@ -588,9 +594,11 @@ class SubagentsDir(InSession, DirNode):
         stem = child_stem(self.stem, name)
         loaded = self.ctx.sessions.loaded_fresh(self.project, stem)
         if loaded is not None:
-            return SessionDir(self.ctx, self.child_key(name), loaded.ref)
+            return self.session_dir(self.ctx, self.child_key(name), loaded.ref)
         ref = await self.ctx.sessions.ref(self.project, stem)
-        return SessionDir(self.ctx, self.child_key(name), ref) if ref is not None else None
+        if ref is None:
+            return None
+        return self.session_dir(self.ctx, self.child_key(name), ref)
 
 
 class ProjectDir(DirNode):
@@ -606,16 +614,24 @@ class ProjectDir(DirNode):
             raise refuse(errno.ENOENT)
         return Stat(0, mtime)
 
+    #: the class of each session's dir
+    session_dir: ClassVar[type[SessionDir]] = SessionDir
+
     async def children(self) -> list[tuple[str, Node]]:
         refs = await trio.to_thread.run_sync(self.ctx.index.sessions_in, self.local_key[1])
-        return [(r.stem, SessionDir(self.ctx, self.child_key(r.stem), r)) for r in refs]
+        return [(r.stem, self.session_dir(self.ctx, self.child_key(r.stem), r)) for r in refs]
 
     async def lookup(self, name: str) -> Node | None:
         loaded = self.ctx.sessions.loaded_fresh(self.local_key[1], name)
         if loaded is not None:
-            return SessionDir(self.ctx, self.child_key(name), loaded.ref)
+            return self.session_dir(self.ctx, self.child_key(name), loaded.ref)
         ref = await self.ctx.sessions.ref(self.local_key[1], name)
-        return SessionDir(self.ctx, self.child_key(name), ref) if ref is not None else None
+        if ref is None:
+            return None
+        return self.session_dir(self.ctx, self.child_key(name), ref)
+
+
+SubagentsDir.session_dir = SessionDir  # defined after it: a session dir lists its sub-agents
 
 
 class SessionsDir(ProjectsDir):
@@ -623,5 +639,7 @@ class SessionsDir(ProjectsDir):
 
     __slots__ = ()
 
+    project_dir: ClassVar[type[ProjectDir]] = ProjectDir
+
     def project_node(self, name: str) -> Node:
-        return ProjectDir(self.ctx, self.child_key(name))
+        return self.project_dir(self.ctx, self.child_key(name))

@@ -157,7 +157,7 @@ class TranscriptSubagentsDir(TranscriptProjectDir):
 def _runs_subagents(index: AgentIndex, ref: SessionRef) -> bool:
     """Whether a session has sub-agent sessions: one lstat for most sessions (no
     artifacts dir), a listing of the artifacts dir for the others."""
-    if not os.path.isdir(index.sessions_root / ref.project / ref.stem):
+    if not index.may_have_subagents(ref):
         return False
     return bool(index.subagents_of(ref.project, ref.stem))
 
@@ -190,7 +190,7 @@ class TranscriptFile(FileNode):
 
     @property
     def path(self) -> Path:
-        return self.ctx.index.sessions_root / self.project / (self.stem + ".jsonl")
+        return self.ctx.index.session_path(self.project, self.stem)
 
     def _identity(self) -> tuple[FileIdentity, FileAccess]:
         """The session file as it is now (one stat, on the event loop), its mode and owner."""

@@ -1,0 +1,101 @@
+"""Wiring of ``agents/<agent>/``: one `MountContext` per other agent shown.
+
+Each agent found (`core.agent_homes`) gets the local mount's views over its own
+directory: an `OtherAgentIndex` listing its files, a `SessionCache` whose sessions are
+`SourceSession`s, a `Prerenderer` whose workers render its transcripts into
+``--cache-dir`` (one renders dir per agent directory, as for an agent dir). Their
+``prefix`` is ``("agents", <agent>)``, their ``read_only_reason`` makes every write
+``EROFS``, and refusals are recorded in the root's ``ctl``.
+
+Memory: each agent's cache gets half of ``--cache-mb`` and shares the daemon's real-RSS
+bound with the local cache, so what the process holds stays bounded by the same check
+however many agents are shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from core.agent_homes import AgentHome
+from sessionfs.fs.nodes.agents import AGENTS
+from sessionfs.fs.nodes.base import MountContext
+from sessionfs.view.agent_sources import agent_search_view, catalog_for, open_agent_file
+from sessionfs.view.cache_dir import agent_cache_dir
+from sessionfs.view.other_agent_index import OtherAgentIndex
+from sessionfs.view.prerender import Prerenderer
+from sessionfs.view.rss_bound import RssBound
+from sessionfs.view.search_view import SearchView
+from sessionfs.view.session_cache import SessionCache
+from sessionfs.view.session_ref import SessionRef
+from sessionfs.view.source_session import READ_ONLY_REASON, SourceSession
+
+__all__ = ["AgentMounts"]
+
+
+class AgentMounts:
+    """The ``agents/`` tree's contexts (`sessionfs.fs.nodes.agents.AgentViews`)."""
+
+    def __init__(
+        self,
+        homes: Sequence[AgentHome],
+        root: MountContext,
+        cache_dir: Path,
+        budget_bytes: int,
+        rss_bound: RssBound | None = None,
+        after_eviction: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.contexts: dict[str, MountContext] = {}
+        self.searches: dict[str, SearchView] = {}
+        for home in homes:
+            catalog = catalog_for(home)
+            index = OtherAgentIndex(catalog)
+            agent = home.agent
+
+            def new_session(ref: SessionRef, agent: str = agent) -> SourceSession:
+                return SourceSession(
+                    ref=ref, manager=None, opener=lambda r: open_agent_file(agent, r.path)
+                )
+
+            cache = SessionCache(
+                index,
+                max(1, budget_bytes // 2),
+                after_eviction=after_eviction,
+                rss_bound=rss_bound,
+                new_session=new_session,
+            )
+            renders_dir = agent_cache_dir(cache_dir, home.root) / "renders"
+            self.searches[agent] = agent_search_view(cache_dir, index)
+            self.contexts[agent] = MountContext(
+                index=index,
+                sessions=cache,
+                history=root.history,
+                started_ns=root.started_ns,
+                mountpoint=root.mountpoint,
+                renders=Prerenderer(home.root, renders_dir, agent=agent),
+                search=self.searches[agent],
+                prefix=(AGENTS, agent),
+                read_only_reason=READ_ONLY_REASON,
+                root=root,
+            )
+
+    # -- AgentViews ---------------------------------------------------------------------
+
+    def agent_names(self) -> list[str]:
+        return list(self.contexts)
+
+    def agent_context(self, name: str) -> MountContext | None:
+        return self.contexts.get(name)
+
+    def search_views(self) -> list[tuple[str, SearchView]]:
+        return list(self.searches.items())
+
+    def caches(self) -> list[SessionCache]:
+        return [context.sessions for context in self.contexts.values()]
+
+    def close(self) -> None:
+        for context in self.contexts.values():
+            if context.renders is not None:
+                context.renders.close()
+        for view in self.searches.values():
+            view.close()

@@ -1,0 +1,208 @@
+"""Another agent's session files, as listings see them: ``OtherAgentIndex``.
+
+The `AgentIndex` the nodes know (projects, a project's sessions, a session's
+sub-agents, one session by its mount names, ``by-id``), over Claude Code's or Codex's
+directory instead of an xcsh agent dir. Where the files are and what the first KiB of
+each says is the agent's `AgentCatalog` (`sessionfs.view.agent_sources`); this class
+keeps the answer for a moment (`LIST_INTERVAL`), so a ``find`` or ``grep -r`` over the
+tree, which asks for every dir, costs one scan per interval, and a new session or a
+new sub-agent shows within it. Each scan is a stat per file; the first KiB of a file
+is read again only when the file was replaced (`AgentCatalog` remembers the rest).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from sessionfs.view import session_keys
+from sessionfs.view.agent_index import NEEDS_IO, AgentIndex
+from sessionfs.view.session_ref import SessionRef
+
+__all__ = ["LIST_INTERVAL", "AgentCatalog", "Listed", "OtherAgentIndex"]
+
+#: How long one scan of the agent's files answers listings (seconds).
+LIST_INTERVAL = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One session file as a catalog finds it: ``stem`` is ``<parent>/<name>`` for a
+    sub-agent's (`session_keys.child_stem`)."""
+
+    project: str
+    stem: str
+    path: Path
+    header: dict[str, object]
+
+
+class AgentCatalog(Protocol):
+    """Where one agent's session files are (see `sessionfs.view.agent_sources`)."""
+
+    agent: str
+    root: Path
+
+    def scan(self) -> Iterable[Listed]: ...
+
+
+@dataclass
+class _Scan:
+    at: float
+    projects: dict[str, list[SessionRef]] = field(default_factory=dict)
+    subagents: dict[tuple[str, str], list[SessionRef]] = field(default_factory=dict)
+    by_key: dict[tuple[str, str], SessionRef] = field(default_factory=dict)
+    by_path: dict[Path, SessionRef] = field(default_factory=dict)
+    project_mtime: dict[str, int] = field(default_factory=dict)
+
+
+class OtherAgentIndex(AgentIndex):
+    """`AgentIndex` over another agent's directory (module docstring)."""
+
+    def __init__(self, catalog: AgentCatalog) -> None:
+        super().__init__(catalog.root)
+        self.catalog = catalog
+        self.agent = catalog.agent
+        #: render-cache keys and cleanup are relative to the agent's own directory
+        self.sessions_root = catalog.root
+        self._scan: _Scan | None = None
+        self._lock = threading.Lock()
+        self.ids = _IdMap(self)
+
+    # -- the scan --------------------------------------------------------------------
+
+    def _current(self) -> _Scan:
+        with self._lock:
+            scan = self._scan
+            if scan is None or time.monotonic() - scan.at > LIST_INTERVAL:
+                scan = self._scan = self._scan_now()
+            return scan
+
+    def _known(self) -> _Scan:
+        """For lookups run on the event loop: the last scan, however old, while it
+        knows what is asked (a session's file never moves; a stale mtime is caught
+        by the session's own stat); a new scan only when there is none yet."""
+        return self._scan or self._current()
+
+    def _scan_now(self) -> _Scan:
+        scan = _Scan(at=time.monotonic())
+        for listed in self.catalog.scan():
+            try:
+                st = os.stat(listed.path)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            ref = SessionRef(
+                listed.project,
+                listed.stem,
+                listed.path,
+                dict(listed.header),
+                st.st_mtime_ns,
+                st.st_size,
+                stat.S_IMODE(st.st_mode),
+            )
+            scan.by_key[(ref.project, ref.stem)] = ref
+            scan.by_path[ref.path] = ref
+            parent, _, _ = ref.stem.rpartition("/")
+            if parent:
+                scan.subagents.setdefault((ref.project, parent), []).append(ref)
+            else:
+                scan.projects.setdefault(ref.project, []).append(ref)
+            newest = scan.project_mtime.get(ref.project, 0)
+            scan.project_mtime[ref.project] = max(newest, ref.mtime_ns)
+        for refs in (*scan.projects.values(), *scan.subagents.values()):
+            refs.sort(key=lambda r: r.stem)
+        return scan
+
+    # -- what the nodes ask (AgentIndex's interface) --------------------------------------
+
+    def projects(self) -> list[str]:
+        return sorted(self._current().projects)
+
+    def project_mtime_ns(self, project: str) -> int | None:
+        found = self._known().project_mtime.get(project)
+        return found if found is not None else self._current().project_mtime.get(project)
+
+    def sessions_in(self, project: str) -> list[SessionRef]:
+        return list(self._current().projects.get(project, ()))
+
+    def subagents_of(self, project: str, stem: str) -> list[SessionRef]:
+        return list(self._current().subagents.get((project, stem), ()))
+
+    def may_have_subagents(self, ref: SessionRef) -> bool:
+        return (ref.project, ref.stem) in self._current().subagents
+
+    def session_path(self, project: str, stem: str) -> Path:
+        ref = self._known().by_key.get((project, stem)) or self.session(project, stem)
+        return ref.path if ref is not None else self.catalog.root / "(no such session)"
+
+    def ref_of_path(self, path: Path) -> SessionRef | None:
+        """The session whose file is ``path`` (None: not one this index lists)."""
+        return self._current().by_path.get(path)
+
+    def session(self, project: str, stem: str) -> SessionRef | None:
+        if not (session_keys.is_valid_name(project) and session_keys.is_valid_stem(stem)):
+            return None
+        return self._current().by_key.get((project, stem))
+
+    def session_if_known(
+        self, project: str, stem: str, cached_only: bool = True
+    ) -> SessionRef | object | None:
+        """From the last scan when it knows the session (no I/O: the event loop asks);
+        else `NEEDS_IO` (a thread scans again) or, with ``cached_only`` False, a scan."""
+        known = self._scan.by_key.get((project, stem)) if self._scan is not None else None
+        if known is not None or not cached_only:
+            return known or self.session(project, stem)
+        return NEEDS_IO
+
+    def all_sessions(self) -> list[SessionRef]:
+        scan = self._current()
+        return [ref for project in sorted(scan.projects) for ref in scan.projects[project]]
+
+    def blob_names(self) -> list[str]:
+        return []  # other agents keep images inline: no blob store
+
+    def blob_path(self, sha: str) -> Path | None:
+        return None
+
+
+class _IdMap:
+    """``by-id/`` of another agent: its session ids (sub-agents' included) -> sessions;
+    a unique prefix of an id or of a file stem resolves too."""
+
+    def __init__(self, index: OtherAgentIndex) -> None:
+        self._index = index
+
+    def _named(self) -> list[tuple[str, SessionRef]]:
+        rows: dict[str, SessionRef] = {}
+        for ref in self._index.every_session():
+            name = ref.session_id or ref.name
+            if session_keys.is_valid_name(name):
+                rows.setdefault(name, ref)
+        return sorted(rows.items())
+
+    def listing(self) -> list[tuple[str, SessionRef]]:
+        return self._named()
+
+    def resolve_known(self, name: str) -> SessionRef | None:
+        return None  # a scan is a thread's job: `resolve` answers
+
+    def resolve(self, name: str) -> SessionRef | None:
+        if not name:
+            return None
+        named = self._named()
+        for found, ref in named:
+            if found == name:
+                return ref
+        matches = {
+            (ref.project, ref.stem): ref
+            for found, ref in named
+            if found.startswith(name) or ref.name.startswith(name)
+        }
+        return next(iter(matches.values())) if len(matches) == 1 else None

@@ -1,0 +1,80 @@
+"""The search index over Claude Code and Codex files (`core.search_index.formats`):
+rows named as ``entries/`` names them, the UI's copies of a Codex message never
+indexed, and a growing Claude file read from where the index stopped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from core.formats.codex import CodexSession
+from core.search_index import SearchIndex
+from core.search_index.formats import CLAUDE, CODEX
+
+CLAUDE_LINE = {
+    "type": "assistant",
+    "uuid": "u-1",
+    "parentUuid": None,
+    "sessionId": "s1",
+    "timestamp": "2026-03-01T10:00:00.000Z",
+    "message": {
+        "id": "msg_1",
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": "t1", "name": "Grep", "input": {"pattern": "zephyr"}}
+        ],
+    },
+}
+
+
+def _write(path: Path, lines: list[object]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+    return path
+
+
+def test_codex_rows_are_named_by_line_and_skip_the_event_copies(tmp_path: Path) -> None:
+    root = tmp_path / "codex"
+    meta = {
+        "timestamp": "2026-03-01T10:00:00.000Z",
+        "type": "session_meta",
+        "payload": {"id": "t1", "cwd": "/w"},
+    }
+    said = {
+        "timestamp": "2026-03-01T10:00:01.000Z",
+        "type": "response_item",
+        "payload": {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "quokka answer"}],
+        },
+    }
+    echo = {
+        "timestamp": "2026-03-01T10:00:01.000Z",
+        "type": "event_msg",
+        "payload": {"type": "agent_message", "message": "quokka answer"},
+    }
+    path = _write(root / "sessions/2026/03/01/rollout-x-t1.jsonl", [meta, "", said, echo])
+    with SearchIndex(tmp_path / "db", file_format=CODEX) as index:
+        index.update(str(root))
+        hits = index.search("quokka")
+    assert [(h.entry_id, h.role) for h in hits] == [("000003-response_item-message", "assistant")]
+    source = CodexSession(path)
+    names = [source.entry_name(i) for i in range(len(source))]
+    assert hits[0].entry_id in names  # the name entries/ shows
+
+
+def test_claude_rows_index_tool_calls_and_follow_appends(tmp_path: Path) -> None:
+    root = tmp_path / "claude"
+    path = _write(root / "projects/-w/s1.jsonl", [{"type": "summary", "summary": "zephyr"}])
+    with SearchIndex(tmp_path / "db", file_format=CLAUDE) as index:
+        index.update(str(root))
+        assert index.search("zephyr") == []  # metadata lines are not conversation
+        with path.open("a") as f:
+            f.write(json.dumps(CLAUDE_LINE) + "\n")
+        stats = index.update(str(root))
+        assert stats.files_appended == 1
+        hits = index.search("zephyr")
+    assert [(h.entry_id, h.role, h.project, h.stem) for h in hits] == [
+        ("u-1", "assistant", "projects", "-w/s1")
+    ]
