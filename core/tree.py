@@ -104,9 +104,13 @@ def empty_usage() -> dict[str, float]:
 
 
 def _usage_of(entry: Mapping[str, Any]) -> Any:
-    """The usage an entry adds: an assistant message's ``usage``, or the sub-agent
-    usage a ``task`` tool result reports in ``details.usage`` (spec section 13)."""
-    if entry.get("type") != "message":
+    """The usage an entry adds: an assistant message's ``usage``, the sub-agent usage a
+    ``task`` tool result reports in ``details.usage`` (spec section 13), or an omp 18
+    ``model_usage`` entry's side call (a title, a summary: spec section 14)."""
+    kind = entry.get("type")
+    if kind == "model_usage":
+        return entry.get("usage")
+    if kind != "message":
         return None
     message = entry.get("message")
     if not isinstance(message, dict):

@@ -372,3 +372,9 @@ def test_the_search_index_reads_slot_files(agent: Path, tmp_path: Path) -> None:
         hits = index.search("list files")
     assert [hit.entry_id for hit in hits] == ["e0000003"]
     assert os.path.exists(tmp_path / "search.db")
+
+
+def test_side_calls_count_in_the_usage_totals(agent: Path) -> None:
+    # omp counts a model_usage entry's usage with the assistant messages' own.
+    usage = SessionManager.open(omp_file(agent), browse=True).get_usage_statistics()
+    assert (usage["input"], usage["output"], usage["cost"]) == (10, 2, 0)
