@@ -151,6 +151,8 @@ class SyncEngine:
         #: rel -> (newest valid generation, every generation listed), once a pass
         self._listed_generations: dict[str, tuple[int, set[int]]] | None = None
         self._generations_lock = threading.Lock()
+        #: rel -> why it was refused (each said once)
+        self._refused: dict[str, str] = {}
 
     # -- claim -------------------------------------------------------------------------
 
@@ -259,7 +261,10 @@ class SyncEngine:
             except Unreachable:
                 raise  # the whole pass is retried
             except (SegmentConflict, KeyOutOfRange, StoreError) as error:
-                log.error("%s: not synced: %s", rel, error)
+                # Once per file and reason: a running sync meets it again every pass.
+                if self._refused.get(rel) != str(error):
+                    log.error("%s: not synced: %s", rel, error)
+                    self._refused[rel] = str(error)
                 return PassResult(conflicts=[rel])
 
     def _ship_open_session(self, rel: str, handle: BinaryIO) -> PassResult:
@@ -416,6 +421,9 @@ def run_sync_loop(
             return 2
         failing_since = None
         backoff.reset()
+        log.debug(
+            "pass done: %d segments, %d files refused", result.segments, len(result.conflicts)
+        )
         if result.segments or result.blobs or once:  # a quiet loop logs nothing
             log.info(
                 "shipped %d segments, %d blobs, %d bytes",

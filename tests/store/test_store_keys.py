@@ -6,12 +6,14 @@ a key no reader parses."""
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from subprocess import CompletedProcess
 
 import pytest
-from store_helpers import S3Server, mirrored_files, run_sync
+from store_helpers import S3Server, mirrored_files, run_sync, sync_command
 from support.agent_messages import make_session, user
 
 from core.manager import SessionManager
@@ -140,3 +142,15 @@ def test_a_sync_that_needs_a_generation_past_the_width_refuses(
     assert "Traceback" not in refused.stderr
     keys = [item.key for item in s3_server.client(store_prefix).list(f"{store_prefix}/")]
     assert not any("g100000000" in key for key in keys)
+
+    # A running sync says it once, not at every pass.
+    command = sync_command(s3_server, store_prefix, synced.agent, "m", synced.state, "--debug")
+    command[command.index("--once")] = "--interval=0.1"
+    running = subprocess.Popen(command, env=s3_server.env, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(4)  # dozens of passes
+    finally:
+        running.terminate()
+        log = running.communicate(timeout=30)[1]
+    assert log.count("pass done") >= 3, log
+    assert log.count("does not fit the store's 8-digit keys") == 1, log
