@@ -20,6 +20,7 @@ remaining worker slots, so a sequential ``grep -r`` finds them ready.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import multiprocessing
 import os
@@ -46,9 +47,16 @@ log = logging.getLogger(__name__)
 
 #: Worker processes: the machine this must run well on has two cores.
 WORKERS = 2
-#: A worker is replaced after this many jobs, so what a huge session left in its heap
-#: is given back to the system.
-TASKS_PER_WORKER = 200
+#: A worker is replaced after this many jobs, a bound on what its heap can hold on to.
+#: Not much lower: starting a worker (an interpreter and its imports) costs as much CPU
+#: as rendering ~40 MB of sessions, and a first ``grep -r`` renders every session.
+TASKS_PER_WORKER = 2000
+#: After rendering a session file this big, a worker hands the freed heap back to the
+#: system at once (``malloc_trim``) rather than keeping it until it is replaced.
+TRIM_AFTER_BYTES = 16 * 2**20
+#: Jobs handed to the pool per worker: one running and one waiting, so a worker starts
+#: its next session without waiting for the daemon's event loop to hear of the last.
+JOBS_PER_WORKER = 2
 #: Records kept in memory (each is a few hundred bytes).
 RECORDS_KEPT = 65536
 #: How many sessions after the one asked for are rendered ahead.
@@ -90,6 +98,8 @@ def render_transcript(
         if found is not None:
             return RenderOutcome(found[0], found[1], rendered=False)
     transcript, sizes = _render(Path(path)) if agent == "xcsh" else _render_other(agent, path)
+    if before.size >= TRIM_AFTER_BYTES:
+        _trim_heap()
     # Keyed by the identity seen *before* reading: if the file grew meanwhile, the
     # record is stale at once and the next access renders again (never the reverse).
     stored = cache.store(key, before, sizes, transcript) if cache is not None else None
@@ -124,6 +134,13 @@ def _render_other(agent: str, path: str) -> tuple[bytes, dict[str, int]]:
     sizes = {"transcript.md": len(transcript)}
     sizes.update({name: len(render_source(source, name)) for name in EXTRA_SIZES})
     return transcript, sizes
+
+
+def _trim_heap() -> None:
+    """Give the heap's free memory back to the system (glibc's ``malloc_trim``; a libc
+    without it keeps it until the worker is replaced)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)
 
 
 @dataclass(eq=False)
@@ -314,7 +331,7 @@ class Prerenderer:
         self._pump()
 
     def _pump(self) -> None:
-        while self._running < self.workers and self._queue:
+        while self._running < self.workers * JOBS_PER_WORKER and self._queue:
             job = self._queue.popleft()
             self._running += 1
             self._submit(job)
