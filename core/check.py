@@ -161,6 +161,8 @@ class _Analysis:
     #: migrated copy of parsed.objects (header first); None without a header.
     migrated: list[dict[str, Any]] | None = None
     snapshot: FileIdentity | None = None
+    #: the first line is a ``title`` object (omp 18's title slot, valid or not)
+    title_slot: bool = False
 
 
 def blobs_dir_for(path: str | os.PathLike[str], fallback_agent_dir: Path | None) -> Path | None:
@@ -189,12 +191,17 @@ def _check_header(a: _Analysis) -> bool:
     parsed, report = a.parsed, a.report
     assert parsed is not None
     if not parsed.objects:
+        if not a.data.strip():
+            what = "the file is empty"
+        elif a.title_slot:
+            what = "nothing follows the title slot"
+        else:
+            what = "no JSON object in the file"
         report.findings.append(
             Finding(
                 "header-missing",
                 "error",
-                ("the file is empty" if not a.data.strip() else "no JSON object in the file")
-                + ", so no session header; agents would start a new session over this file",
+                what + ", so no session header; agents would start a new session over this file",
             )
         )
         return False
@@ -441,6 +448,7 @@ def _take_title_slot(a: _Analysis) -> None:
     if parsed.objects[0].get("type") != TITLE_SLOT_TYPE:
         return
     del parsed.objects[0], parsed.object_lines[0]
+    a.title_slot = True
     newline = a.data.find(b"\n")
     line = a.data if newline < 0 else a.data[: newline + 1]
     if parse_title_slot(line.rstrip(b"\n")) is None:

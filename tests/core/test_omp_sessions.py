@@ -378,3 +378,10 @@ def test_side_calls_count_in_the_usage_totals(agent: Path) -> None:
     # omp counts a model_usage entry's usage with the assistant messages' own.
     usage = SessionManager.open(omp_file(agent), browse=True).get_usage_statistics()
     assert (usage["input"], usage["output"], usage["cost"]) == (10, 2, 0)
+
+
+def test_check_says_when_nothing_follows_the_slot(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(slot_line("only a slot"))
+    (finding,) = check_file(path).findings
+    assert finding.code == "header-missing" and "nothing follows the title slot" in finding.message
