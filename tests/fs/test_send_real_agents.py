@@ -1,8 +1,10 @@
-"""``send`` with the real upstream pi agent (0.73) against the fake model server: the
-mount moves the leaf, ``send`` runs ``pi --session <file> -p``, and what pi sent the
-model is exactly the chosen branch. Also: a second send while pi waits for its model
-is ``EBUSY``; an emptied leaf starts a new root; an unmount during a slow run loses
-nothing and leaves no pi behind; a read-only mount refuses ``send``."""
+"""``send`` with the real upstream agents against the fake model server: the mount
+moves the leaf, ``send`` runs ``pi --session <file> -p`` (pi 0.73) or ``omp --resume
+<file> -p`` (omp 18, on a file omp wrote itself, with its title slot), and what the
+agent sent the model is exactly the chosen branch. Also, with pi: a second send while
+pi waits for its model is ``EBUSY``; an emptied leaf starts a new root; an unmount
+during a slow run loses nothing and leaves no pi behind; a read-only mount refuses
+``send``."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from support.agent_messages import file_objects
 from support.fake_model_server import FakeModelServer, ModelRequest, message_text
 from support.mount import Mount, MountFactory, run, sessionfs
 from support.pi_sessions import agent_template, branched_session
-from support.real_agents import PiAgent
+from support.real_agents import OmpAgent, PiAgent
 from support.write_setup import errno_of, read_ctl, session_dir
 
 pytestmark = pytest.mark.fuse
@@ -132,3 +134,31 @@ def test_send_on_a_read_only_mount_is_erofs(
     assert errno_of(lambda: (directory / "send").write_text("hello")) == errno.EROFS
     assert fake_model.requests == []
     assert session_file.read_bytes() == before
+
+
+def test_omp_continues_the_branch_the_leaf_points_at(
+    omp_agent: OmpAgent, fake_model: FakeModelServer, mount_factory: MountFactory, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    fake_model.reply_with("first answer", "second answer")
+    omp_agent.run("first question", cwd=work).check()
+    (session_file,) = omp_agent.sessions()
+    omp_agent.run("second question", session=session_file, cwd=work).check()
+    mount = mount_factory(omp_agent.agent_dir, "--agent-cmd", agent_template(omp_agent))
+    directory = session_dir(mount, session_file)
+    answers = [
+        e["id"]
+        for e in file_objects(session_file)
+        if e.get("type") == "message" and e["message"]["role"] == "assistant"
+    ]
+    run("ln", "-sfn", f"entries/{answers[0]}.json", "leaf", cwd=directory)
+    fake_model.reply_with("omp on the first branch")
+    status = send_and_wait(directory, "back at the first answer")
+    assert status.startswith("exit 0 after "), (status, (directory / "send.log").read_text())
+    request = turn_request(fake_model, "back at the first answer")
+    first, answer, prompt = conversation(request)  # the chosen branch, nothing else
+    assert first.endswith("first question")  # omp puts a system reminder before it
+    assert (answer, prompt) == ("first answer", "back at the first answer")
+    assert not request.mentions("second question") and not request.mentions("second answer")
+    assert "omp on the first branch" in (directory / "transcript.md").read_text()
+    assert sessionfs("check", session_file).returncode == 0
