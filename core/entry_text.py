@@ -19,6 +19,15 @@ def _first_block_text(blocks: list[Any]) -> str | None:
     return None
 
 
+#: Entry types whose text is one field (omp 18's included: spec section 14).
+_ONE_FIELD = {
+    "mode_change": "mode",
+    "title_change": "title",
+    "session_init": "task",
+    "credential_pin": "provider",
+}
+
+
 def describe_entry(entry: Mapping[str, Any]) -> str:
     """An entry's text, summary or setting, as stored ('' when it has none)."""
     kind = entry.get("type")
@@ -44,8 +53,13 @@ def describe_entry(entry: Mapping[str, Any]) -> str:
         value = f"{entry.get('targetId')} = {entry.get('label', '')}"
     elif kind == "custom":
         value = entry.get("customType")
-    elif kind == "mode_change":
-        value = entry.get("mode")
+    elif kind in _ONE_FIELD:
+        value = entry.get(_ONE_FIELD[kind])
+    elif kind == "model_usage":  # omp 18: a side call (title, summary) and its model
+        value = f"{entry.get('purpose')} {entry.get('provider')}/{entry.get('model')}"
+    elif kind == "ttsr_injection":
+        rules = entry.get("injectedRules")
+        value = ", ".join(map(str, rules)) if isinstance(rules, list) else rules
     if not isinstance(value, str):
         value = "" if value is None else str(value)
     return value

@@ -124,6 +124,8 @@ def record_title(file: str, session_id: str, title: str) -> None:
         record_session_title(layout.history_db, session_id, title)
 
 
+#: The model configuration file only omp reads (pi's is models.json).
+OMP_MODELS_FILE = "models.yml"
 #: How many projects (most recently changed first) `uses_title_slots` looks into.
 _PROJECTS_LOOKED_AT = 8
 
@@ -140,7 +142,8 @@ def _projects_newest_first(sessions_root: PathArg) -> list[str]:
 def uses_title_slots(session_dir: str) -> bool:
     """Whether new files in `session_dir` should start with omp 18's title slot: the
     newest session there (else in the agent dir's most recently changed project) has
-    one. pi 0.73 cannot read a slot, so without evidence a file gets none."""
+    one; with no session at all, the agent dir is omp's (`paths.agent_name`, or it has
+    omp's `models.yml`). pi 0.73 cannot read a slot: without evidence a file gets none."""
     layout = layout_of_session_dir(session_dir)
     candidates = [session_dir]
     if layout is not None:
@@ -152,7 +155,12 @@ def uses_title_slots(session_dir: str) -> bool:
                 return read_title_slot(newest) is not None
             except OSError:
                 return False
-    return False
+    # No session yet: omp's own dir (by place), or a dir with the model configuration
+    # only omp reads.
+    if layout is None:
+        return False
+    agent = layout.agent_dir
+    return paths.agent_name(agent) == "oh-my-pi 18" or (agent / OMP_MODELS_FILE).is_file()
 
 
 # ------------------------------------------------------------------ new sessions

@@ -25,6 +25,7 @@ from support.omp_files import (
 from core import SessionManager, discovery
 from core.check import check_file, fix_file
 from core.context import build_session_context
+from core.entry_text import describe_entry
 from core.jsonl import load_entries_from_file
 from core.search_index import SearchIndex
 from core.title_slot import parse_title_slot, serialize_title_slot, split_title_slot
@@ -385,3 +386,13 @@ def test_check_says_when_nothing_follows_the_slot(tmp_path: Path) -> None:
     path.write_bytes(slot_line("only a slot"))
     (finding,) = check_file(path).findings
     assert finding.code == "header-missing" and "nothing follows the title slot" in finding.message
+
+
+def test_new_entry_types_have_words_in_the_tree() -> None:
+    words = {e["type"]: describe_entry(e) for e in conversation()}
+    assert words["title_change"] == "Listing files"
+    assert words["model_usage"] == "title fake/fake-model"
+    assert words["credential_pin"] == "fake"
+    assert words["ttsr_injection"] == "no-rm-rf"
+    init = entry("session_init", "s1", None, 1, systemPrompt="p", task="look around", tools=[])
+    assert describe_entry(init) == "look around"

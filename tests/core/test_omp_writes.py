@@ -136,6 +136,13 @@ def test_the_agent_dirs_sessions_decide_about_slots(tmp_path: Path) -> None:
     pi = SessionManager.create("/work/app", pi_agent / "sessions" / "--work-app--")
     pi.ensure_on_disk()
     assert session_files.uses_title_slots(str(pi_agent / "sessions" / "--work-x--")) is False
+    # No session yet: the model configuration tells whose agent dir it is.
+    fresh = tmp_path / "fresh"
+    (fresh / "sessions").mkdir(parents=True)
+    (fresh / "models.json").write_text("{}")
+    assert session_files.uses_title_slots(str(fresh / "sessions" / "-p")) is False
+    (fresh / "models.yml").write_text("providers: {}\n")
+    assert session_files.uses_title_slots(str(fresh / "sessions" / "-p")) is True
 
 
 # --- a guest never writes into a file another process holds open ----------------------
@@ -210,3 +217,18 @@ def test_the_lock_file_holds_our_pid_while_held(tmp_path: Path) -> None:
         assert int(pid) == os.getpid() and abs(int(ms) - time.time() * 1000) < 60_000
         assert oct(os.stat(lock_path_for(str(target))).st_mode & 0o777) == "0o600"
     assert not os.path.exists(lock_path_for(str(target)))
+
+
+def test_omps_own_dir_gets_slots_before_its_first_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ("PI_CONFIG_DIR", "PI_CODING_AGENT_DIR", "OMP_PROFILE", "PI_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    project = tmp_path / ".omp" / "agent" / "sessions" / "-app"
+    project.mkdir(parents=True)
+    assert session_files.uses_title_slots(str(project)) is True
+    xcsh_project = tmp_path / ".xcsh" / "agent" / "sessions" / "-app"
+    xcsh_project.mkdir(parents=True)
+    assert session_files.uses_title_slots(str(xcsh_project)) is False
