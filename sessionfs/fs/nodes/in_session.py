@@ -90,6 +90,12 @@ class InSession:
         except NotASession:
             raise refuse(errno.ENOENT) from None
 
+    async def require_session_file(self) -> None:
+        """``ENOENT`` when the session file is gone, without loading the session (at
+        most one stat): for files of a session dir that show nothing of its entries."""
+        if await self.ctx.sessions.ref(self.project, self.stem) is None:
+            raise refuse(errno.ENOENT)
+
     def session_dirs(self, *targets: str | None) -> tuple[str, ...]:
         """This session's dir as absolute paths, needed only when one of ``targets``
         (link targets, command arguments) is an absolute path."""

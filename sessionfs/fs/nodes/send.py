@@ -113,7 +113,7 @@ class SendFile(InSession, FileNode):
         return runs.last_status(self.session_key) or NEVER_RAN
 
     async def stat(self) -> Stat:
-        await self.session()  # ENOENT for a session that is gone
+        await self.require_session_file()
         runs = self.ctx.runs
         changed = runs.changed_ns(self.session_key) if runs is not None else None
         mtime = changed or self.ctx.started_ns
@@ -127,7 +127,7 @@ class SendFile(InSession, FileNode):
             return BufferedWriteHandle(
                 self._send, too_big=_prompt_too_big, on_error=self.record_refusal
             )
-        await self.session()
+        await self.require_session_file()
         runs = self.ctx.runs
         if runs is not None and not flags & os.O_NONBLOCK:
             await runs.wait_idle(self.session_key)
@@ -178,7 +178,7 @@ class SendLogFile(InSession, FileNode):
     tier = VOLATILE
 
     async def stat(self) -> Stat:
-        await self.session()
+        await self.require_session_file()
         runs = self.ctx.runs
         if runs is None:
             return Stat(0, self.ctx.started_ns)
@@ -186,7 +186,7 @@ class SendLogFile(InSession, FileNode):
         return Stat(size, mtime_ns or self.ctx.started_ns)
 
     async def content(self) -> bytes:
-        await self.session()
+        await self.require_session_file()
         runs = self.ctx.runs
         if runs is None:
             return b""
