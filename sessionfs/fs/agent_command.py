@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +30,8 @@ __all__ = [
     "default_agent_command",
 ]
 
+#: The variable the agents (pi, omp, xcsh) take their agent dir from.
+AGENT_DIR_ENV = "PI_CODING_AGENT_DIR"
 #: Where ``--agent-cmd`` is taken from when the option is not given.
 AGENT_CMD_ENV = "SESSIONFS_AGENT_CMD"
 #: ``--send-timeout``: how long one ``send`` run may take before it is stopped.
@@ -58,9 +60,12 @@ class AgentCommandError(ValueError):
 
 @dataclass(frozen=True)
 class AgentCommand:
-    """A parsed template: words, each possibly holding ``{session}``/``{cwd}``."""
+    """A parsed template: words, each possibly holding ``{session}``/``{cwd}``; and
+    for a default agent, the variable that points it at the mounted agent dir."""
 
     words: tuple[str, ...]
+    #: environment changes over the daemon's (None: remove the variable)
+    env_changes: tuple[tuple[str, str | None], ...] = ()
 
     @classmethod
     def parse(cls, template: str) -> AgentCommand:
@@ -76,6 +81,16 @@ class AgentCommand:
         """The argument list of one run: placeholders filled in, the prompt last."""
         filled = [w.replace("{session}", session).replace("{cwd}", cwd) for w in self.words]
         return [*filled, prompt]
+
+    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
+        """The run's environment: ``base`` (the daemon's) with `env_changes` applied."""
+        env = dict(base)
+        for name, value in self.env_changes:
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
+        return env
 
     def __str__(self) -> str:
         """The template as it could be given again (placeholders left unquoted)."""
@@ -102,6 +117,15 @@ def _owner_dir(agent_dir: Path) -> str | None:
     return None
 
 
+def _agent_dir_env(agent_dir: Path, name: str) -> tuple[tuple[str, str | None], ...]:
+    """The agent must use the mounted agent dir (its models, settings): its own default
+    dir needs no variable (one inherited from the daemon would point elsewhere), any
+    other is named by ``PI_CODING_AGENT_DIR``, which all three agents honour."""
+    if agent_dir == Path.home() / name / "agent":
+        return ((AGENT_DIR_ENV, None),)
+    return ((AGENT_DIR_ENV, str(agent_dir)),)
+
+
 def default_agent_command(
     agent_dir: Path, which: Callable[[str], str | None] = shutil.which
 ) -> AgentCommand | str:
@@ -112,9 +136,9 @@ def default_agent_command(
     order = [owner] if owner is not None else []
     order += [name for name, _ in KNOWN_AGENTS if name != owner]
     for name in order:
-        command = AgentCommand.parse(templates[name])
-        if which(command.words[0]) is not None:
-            return command
+        words = AgentCommand.parse(templates[name]).words
+        if which(words[0]) is not None:
+            return AgentCommand(words, _agent_dir_env(agent_dir, name))
     names = ", ".join(AgentCommand.parse(t).words[0] for _, t in KNOWN_AGENTS)
     return (
         f"no agent to run: none of {names} is on PATH; "

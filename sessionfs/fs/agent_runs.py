@@ -22,7 +22,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import trio
@@ -139,7 +139,9 @@ class AgentRuns:
     def release(self, key: SessionKey) -> None:
         self._reserved.discard(key)
 
-    async def start(self, key: SessionKey, argv: Sequence[str], cwd: str) -> Run:
+    async def start(
+        self, key: SessionKey, argv: Sequence[str], cwd: str, env: Mapping[str, str]
+    ) -> Run:
         """Start the agent for a reserved session; returns once the process exists. Its
         stdout and stderr go to the session's log, its stdin is ``/dev/null``."""
         assert key in self._reserved and self._nursery is not None
@@ -154,6 +156,7 @@ class AgentRuns:
                     stderr=log_fd,
                     start_new_session=True,
                     close_fds=True,
+                    env=env,
                 )
             finally:
                 os.close(log_fd)

@@ -68,3 +68,16 @@ def test_without_any_agent_the_reason_names_the_option() -> None:
     reason = default_agent_command(Path("/home/u/.pi/agent"), on_path())
     assert isinstance(reason, str)
     assert "none of xcsh, omp, pi is on PATH" in reason and "--agent-cmd" in reason
+
+
+def test_a_default_agent_is_pointed_at_the_mounted_agent_dir(tmp_path: Path) -> None:
+    (tmp_path / "models.json").write_text("{}")
+    elsewhere = default_agent_command(tmp_path, on_path("pi"))
+    assert isinstance(elsewhere, AgentCommand)
+    daemon = {"PATH": "/bin", "PI_CODING_AGENT_DIR": "/another/dir"}
+    assert elsewhere.environment(daemon) == {"PATH": "/bin", "PI_CODING_AGENT_DIR": str(tmp_path)}
+    at_home = default_agent_command(Path.home() / ".pi" / "agent", on_path("pi"))
+    assert isinstance(at_home, AgentCommand)
+    assert at_home.environment(daemon) == {"PATH": "/bin"}  # pi's own default dir
+    given = AgentCommand.parse("agent {session}")  # --agent-cmd: the daemon's as it is
+    assert given.environment(daemon) == daemon

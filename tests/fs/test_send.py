@@ -21,7 +21,7 @@ from typing import Any, cast
 import pytest
 import trio
 from support.agent_messages import file_objects
-from support.fake_agent import command
+from support.fake_agent import FAKE_AGENT, command
 from support.mount import Mount, MountFactory, background_mount, run, sessionfs
 from support.write_setup import PROJECT, errno_of, make_agent, read_ctl, session_dir
 
@@ -338,6 +338,31 @@ def test_an_agent_that_cannot_start_fails_the_write_and_says_why(
     assert session_file.stat().st_size == size  # not even the branch point
     assert (directory / "send").read_text() == "no run yet\n"
     assert read_ctl(directory)["send"] == "idle"
+
+
+def test_without_agent_cmd_the_agent_owning_the_agent_dir_runs(
+    tmp_path: Path, mount_factory: MountFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent_dir, session_file = make_agent(tmp_path)
+    (agent_dir / "models.json").write_text("{}")  # pi's model configuration: pi's dir
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("omp", "pi"):  # both on PATH: the owner is chosen, not the first
+        script = bin_dir / name
+        script.write_text(
+            f'#!/bin/sh\necho "{name} $PI_CODING_AGENT_DIR $*"\n'
+            f'exec {sys.executable} {FAKE_AGENT} "$2" "$4"\n'
+        )
+        script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", "/not/the/mounted/dir")
+    monkeypatch.delenv("SESSIONFS_AGENT_CMD", raising=False)
+    mount = mount_factory(agent_dir)
+    directory = session_dir(mount, session_file)
+    assert run("sh", "-c", "echo hello > send; cat send", cwd=directory).startswith("exit 0")
+    first = (directory / "send.log").read_text().splitlines()[0]
+    assert first == f"pi {agent_dir} --session {session_file} -p hello"
+    assert message_texts(session_file)[-2:] == ["hello", "answer to hello"]
 
 
 def test_send_on_a_read_only_mount_is_erofs(tmp_path: Path, mount_factory: MountFactory) -> None:

@@ -163,7 +163,8 @@ class SendFile(InSession, FileNode):
             argv = command.argv(
                 os.path.abspath(session.ref.path), cwd if isinstance(cwd, str) else "", prompt
             )
-            run = await runs.start(key, argv, _run_dir(cwd))
+            env = command.environment(os.environ)
+            run = await runs.start(key, argv, _run_dir(cwd), env)
         finally:
             runs.release(key)
         noted = f"; branch point {branch_id}" if branch_id else ""
