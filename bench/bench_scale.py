@@ -939,6 +939,58 @@ def index_size(bench: Bench, cache_dir: Path) -> None:
     )
 
 
+#: Big listings: one-line sessions in a few projects (issue 19's agent dir shape).
+LISTING_SESSIONS = 10_000
+LISTING_PROJECTS = 5
+
+HEAD_READER = """
+import os, sys, time
+dirs = sys.argv[1:]
+start = time.perf_counter()
+for d in dirs:
+    for entry in os.scandir(d):
+        with open(entry.path, "rb") as f:
+            f.read(4096)
+print(time.perf_counter() - start)
+"""
+
+
+def big_listings(bench: Bench, work: Path) -> None:
+    """``ls`` of every project of an agent dir of 10,000 sessions in 5 projects whose
+    dirs were last changed a minute ago: first (fresh daemon, page cache dropped)
+    against reading each file's first 4 KiB the same way, and warm (best of 3)."""
+    agent = work / "listing-agent"
+    for n in range(LISTING_SESSIONS):
+        session_id = f"0190{n:08d}-7e57-7000-8000-{n:012d}"
+        project = agent / "sessions" / f"--work-p{n % LISTING_PROJECTS}--"
+        write_header_session(project, f"2026-01-01T00-00-00-000Z_{session_id}", session_id)
+    projects = sorted((agent / "sessions").iterdir())
+    minute_ago = time.time_ns() - 60 * 10**9
+    for project in projects:
+        os.utime(project, ns=(minute_ago, minute_ago))
+    drop_caches()
+    heads, out = run_timed([sys.executable, "-c", HEAD_READER, *map(str, projects)], 60)
+    heads = float(out)  # the reads alone, without the interpreter's start
+    with bench.setup.mount(agent, fresh_cache_dir(work, "listing")) as (mnt, rss):
+        listed = [mnt / "sessions" / project.name for project in projects]
+        drop_caches()
+        with rss.step() as reading:
+            first, _ = run_timed(["ls", *map(str, listed)], bench.timeout)
+            warm, _ = best(3, lambda: run_timed(["ls", *map(str, listed)], bench.timeout))
+    label = f"ls of every project ({LISTING_SESSIONS:,} sessions, {LISTING_PROJECTS} projects)"
+    bench.report.add(
+        Figure(
+            f"{label}, first (fresh daemon, cold)",
+            f"{first:.2f} s",
+            f"{heads:.2f} s reading each file's first 4 KiB, cold",
+            first / heads,
+            "<= 2x",
+            reading(),
+        )
+    )
+    bench.report.add(Figure(f"{label}, warm (best of 3)", f"{warm:.3f} s", aim="<= 0.3 s"))
+
+
 def run_summary(bench: Bench, small: corpus.Corpus, work: Path) -> None:
     """What ``make bench`` prints (issue 19): the figures a user meets, each beside a
     raw baseline taken the same way in the same run."""
@@ -954,6 +1006,7 @@ def run_summary(bench: Bench, small: corpus.Corpus, work: Path) -> None:
         lambda: transcripts_small(bench, small, fresh_cache_dir(work, "small")),
     )
     guarded(report, "first cat context.json", lambda: fixture_context(bench, work))
+    guarded(report, "big listings", lambda: big_listings(bench, work))
 
 
 def _first_warm_search(bench: Bench, cache_dir: Path) -> None:

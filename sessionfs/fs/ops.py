@@ -254,7 +254,7 @@ class SessionFsOperations(pyfuse3.Operations):
         attrs.generation = 0
         attrs.entry_timeout = node.tier.entry_timeout
         attrs.attr_timeout = node.tier.attr_timeout if st.exact else 0
-        shown = await node.permissions()
+        shown = await (node.listing_permissions() if listing else node.permissions())
         mode = node.mode & shown.mask
         if self.read_only or node.read_only_reason() is not None:
             mode &= ~WRITE_BITS

@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from core import jsonl, paths
 from core.safe_open import open_regular
 from core.title_slot import fold_title_slot, read_title_slot, split_title_slot
 from sessionfs.view import session_keys
-from sessionfs.view.session_ids import IdLookup, SessionIdIndex
+from sessionfs.view.session_ids import RACY_NS, IdLookup, SessionIdIndex
 from sessionfs.view.session_ref import SessionRef
 
 log = logging.getLogger(__name__)
@@ -27,8 +29,11 @@ log = logging.getLogger(__name__)
 #: Header prefix read by listings (the spec's "first 4 KiB").
 HEADER_PREFIX = 4096
 #: Headers remembered by `AgentIndex` (LRU): enough for every session of a heavy
-#: user's agent dir to list from memory, bounded so a huge dir cannot grow it for ever.
-HEADER_CACHE_SIZE = 8192
+#: user's agent dir to list from memory, bounded so a huge dir cannot grow it for ever
+#: (~0.7 kB each: at most ~22 MB). Listing more sessions than this re-reads every
+#: header at every listing (an LRU walked in order always misses): 8,192 made a warm
+#: `ls` of 10,000 sessions read 10,000 headers again.
+HEADER_CACHE_SIZE = 32768
 #: Paths already logged as skipped (so a hostile file is logged once, not per listing).
 SKIP_LOG_SIZE = 1024
 
@@ -78,6 +83,17 @@ def _retitled(path: Path, header: dict[str, Any]) -> dict[str, Any]:
     return fold_title_slot(dict(header), slot)
 
 
+@dataclass(frozen=True)
+class ProjectListing:
+    """One listing of a project dir (`AgentIndex.listing_of`)."""
+
+    refs: list[SessionRef]
+    #: ``time.monotonic()`` when it was taken: the refs' stats are that old
+    listed_at: float
+    #: the dir's mtime when listed, None when it may change again unseen (racy)
+    settled_mtime_ns: int | None
+
+
 class AgentIndex:
     """Projects and session files under ``<agent>/sessions`` (thread-safe, sync)."""
 
@@ -91,6 +107,8 @@ class AgentIndex:
         self._skipped: OrderedDict[Path, None] = OrderedDict()  # logged once each (LRU)
         #: session id -> session, kept current by dir mtimes (``by-id/``)
         self.ids: IdLookup = SessionIdIndex(self)
+        # project -> its last listing, reused while the dir's mtime stays (`listing_of`)
+        self._listings: dict[str, ProjectListing] = {}
 
     def projects(self) -> list[str]:
         try:
@@ -181,6 +199,32 @@ class AgentIndex:
         if not session_keys.is_valid_name(project):
             return []
         return self._sessions_of_dir(project, None, self.sessions_root / project)
+
+    def listing_of(self, project: str) -> ProjectListing:
+        """`sessions_in` for a directory listing, reused while the project dir's mtime
+        stays where it was (files created, renamed or deleted move it; appends do
+        not), so a warm ``ls`` of 10,000 sessions stats none of them. The refs' sizes,
+        mtimes and modes are as of ``listed_at``: a listing older than a moment must
+        not be cached as attributes (see ``SessionDir.listing_stat``). A dir modified
+        within `RACY_NS` of the listing is listed again (its mtime may not move on a
+        second change)."""
+        if not session_keys.is_valid_name(project):
+            return ProjectListing([], time.monotonic(), None)
+        mtime = self.project_mtime_ns(project)
+        cached = self._listings.get(project)
+        if cached is not None and mtime is not None and cached.settled_mtime_ns == mtime:
+            return cached
+        started_ns = time.time_ns()
+        listing = ProjectListing(
+            self.sessions_in(project),
+            time.monotonic(),
+            mtime if mtime is not None and mtime < started_ns - RACY_NS else None,
+        )
+        if mtime is None:
+            self._listings.pop(project, None)
+        else:
+            self._listings[project] = listing
+        return listing
 
     def subagents_of(self, project: str, stem: str) -> list[SessionRef]:
         """Valid sub-agent sessions of one session: the ``*.jsonl`` files with a header

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from sessionfs.view import session_keys
-from sessionfs.view.agent_index import NEEDS_IO, AgentIndex
+from sessionfs.view.agent_index import NEEDS_IO, AgentIndex, ProjectListing
 from sessionfs.view.session_ref import SessionRef
 
 __all__ = ["LIST_INTERVAL", "AgentCatalog", "Listed", "OtherAgentIndex"]
@@ -131,6 +131,11 @@ class OtherAgentIndex(AgentIndex):
 
     def sessions_in(self, project: str) -> list[SessionRef]:
         return list(self._current().projects.get(project, ()))
+
+    def listing_of(self, project: str) -> ProjectListing:
+        # The scan is this index's own listing cache (a project "mtime" here is its
+        # newest file's, from the last scan): nothing to reuse on top of it.
+        return ProjectListing(self.sessions_in(project), time.monotonic(), None)
 
     def subagents_of(self, project: str, stem: str) -> list[SessionRef]:
         return list(self._current().subagents.get((project, stem), ()))

@@ -331,6 +331,11 @@ class Node:
         ``history/`` the history db; the rest is the mount's own (``MOUNT_OWN``)."""
         return MOUNT_OWN
 
+    async def listing_permissions(self) -> Permissions:
+        """`permissions` for a directory listing (readdirplus), next to `listing_stat`:
+        a node made from the listing may answer from what the listing saw."""
+        return await self.permissions()
+
     def seen_by(self, caller: Caller) -> Node:
         """This node as ``caller`` sees it, for nodes whose content depends on who asks
         (``per_caller``: ``search/<words>`` shows only hits the caller may read)."""

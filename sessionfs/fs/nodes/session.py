@@ -441,10 +441,17 @@ class SessionDir(InSession, DirNode):
     tier = STATIC
     mode = 0o755
 
-    def __init__(self, ctx: MountContext, key: tuple[str, ...], ref: SessionRef | None) -> None:
+    def __init__(
+        self,
+        ctx: MountContext,
+        key: tuple[str, ...],
+        ref: SessionRef | None,
+        ref_at: float | None = None,
+    ) -> None:
         super().__init__(ctx, key)
         self.ref = ref
-        self.ref_at = time.monotonic()  # a lookup's ref answers the stat right after it
+        # a lookup's ref answers the stat right after it; a listing's is as old as it
+        self.ref_at = time.monotonic() if ref_at is None else ref_at
 
     async def stat(self) -> Stat:
         loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
@@ -461,6 +468,22 @@ class SessionDir(InSession, DirNode):
         if self.ref is not None and time.monotonic() - self.ref_at <= FRESH_INTERVAL:
             return derived_permissions(self.ref.access)  # the listing's stat: fresh enough
         return await super().permissions()
+
+    # A listing of 2,000 sessions takes longer than FRESH_INTERVAL to send: its entries
+    # answer from the stat the listing took (no second and third stat of each file), and
+    # once that is older than FRESH_INTERVAL the kernel is told not to cache it, so a
+    # `stat` (`ls -l`) asks again and gets the file as it is now.
+
+    async def listing_stat(self) -> Stat:
+        if self.ref is None or self.ctx.sessions.loaded_fresh(self.project, self.stem):
+            return await self.stat()
+        fresh = time.monotonic() - self.ref_at <= FRESH_INTERVAL
+        return Stat(0, self.ref.mtime_ns, exact=fresh)
+
+    async def listing_permissions(self) -> Permissions:
+        if self.ref is None:
+            return await self.permissions()
+        return derived_permissions(self.ref.access)
 
     async def _has_leaf(self) -> bool:
         session = await self.session()
@@ -618,8 +641,12 @@ class ProjectDir(DirNode):
     session_dir: ClassVar[type[SessionDir]] = SessionDir
 
     async def children(self) -> list[tuple[str, Node]]:
-        refs = await trio.to_thread.run_sync(self.ctx.index.sessions_in, self.local_key[1])
-        return [(r.stem, self.session_dir(self.ctx, self.child_key(r.stem), r)) for r in refs]
+        listing = await trio.to_thread.run_sync(self.ctx.index.listing_of, self.local_key[1])
+        at = listing.listed_at
+        return [
+            (r.stem, self.session_dir(self.ctx, self.child_key(r.stem), r, at))
+            for r in listing.refs
+        ]
 
     async def lookup(self, name: str) -> Node | None:
         loaded = self.ctx.sessions.loaded_fresh(self.local_key[1], name)

@@ -1,0 +1,50 @@
+"""Acceptance: a project dir's listing is reused while the dir does not change, and
+what it shows stays true (issue 19, big listings): new and deleted sessions show at
+once, and a session's own attributes (mtime after an append, mode after a chmod) are
+never served from the reused listing."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from support.agent_messages import user_entry, write_header_session
+from support.mount import MountFactory, run
+
+from sessionfs.view.loaded_session import FRESH_INTERVAL
+from sessionfs.view.session_ids import RACY_NS
+
+pytestmark = pytest.mark.fuse
+
+PROJECT = "--work-p--"
+
+
+def settle(directory: Path) -> None:
+    old = time.time_ns() - 2 * RACY_NS
+    os.utime(directory, ns=(old, old))
+
+
+def test_a_reused_listing_shows_changes_at_once(tmp_path: Path, mount_factory: MountFactory):
+    agent = tmp_path / "agent"
+    project = agent / "sessions" / PROJECT
+    files = [write_header_session(project, f"s{n}", f"id-{n}") for n in range(3)]
+    settle(project)
+    mount = mount_factory(agent)
+    listed = mount.path / "sessions" / PROJECT
+    assert run("ls", listed).split() == ["s0", "s1", "s2"]
+
+    with files[1].open("ab") as fh:
+        fh.write(orjson.dumps(user_entry("e1", None, "appended")) + b"\n")
+    files[2].chmod(0o600)
+    time.sleep(FRESH_INTERVAL * 2)
+    assert run("ls", listed).split() == ["s0", "s1", "s2"]  # the dir did not change
+    assert os.stat(listed / "s1").st_mtime_ns == files[1].stat().st_mtime_ns
+    assert stat.S_IMODE(os.stat(listed / "s2").st_mode) & 0o077 == 0
+
+    write_header_session(project, "s3", "id-3")
+    files[0].unlink()
+    assert run("ls", listed).split() == ["s1", "s2", "s3"]
