@@ -154,6 +154,7 @@ class StoreRefresher:
             *items[:-1],
             # objects that were not what the format says (not fetched again until changed)
             ("failed_objects", mirror.state.failed_count()),
+            ("objects_downloaded", mirror.downloads),
             ("mirror_bytes", mirror.used_bytes),
             ("mirror_max_bytes", mirror.max_bytes),
             ("files_evicted", mirror.state.evicted_count()),

@@ -67,6 +67,7 @@ def test_a_bad_object_is_downloaded_once_over_ten_refreshes(
     ]
     assert {key: counting.downloads[key] for key in bad} == dict.fromkeys(bad, 1)
     assert ("failed_objects", 3) in refresher.ctl_items()
+    assert ("objects_downloaded", 4) in refresher.ctl_items()  # the three, and "good\n"
     assert (mirror.machine_dir("m") / "sessions" / "p" / "s.jsonl").read_bytes() == b"good\n"
     # A restart remembers them too (mirror-state.json).
     again = CountingClient(client)
