@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.fake_model_server import FakeModelServer, ModelRequest
+from support.agent_files import entries_of, header_of, last_assistant_text, message_entry
+from support.fake_model_server import FakeModelServer, ModelRequest, message_text
 from support.mount import Mount, MountFactory, run
 from support.real_agents import OmpAgent
 
@@ -40,37 +41,6 @@ def omp_sees(agent: OmpAgent, command: str, *args: str | Path) -> Any:
     """What omp's own modules say (``load`` / ``list`` / ``recent`` / ``slot``)."""
     result = agent.bun_script(SCRIPT, command, *(str(a) for a in args)).check()
     return json.loads(result.stdout)
-
-
-def lines_of(file: Path) -> list[Json]:
-    return [json.loads(line) for line in file.read_bytes().splitlines() if line.strip()]
-
-
-def entries_of(file: Path) -> list[Json]:
-    """The file's entries: every line after the title slot and the header."""
-    return [line for line in lines_of(file) if line["type"] not in ("title", "session")]
-
-
-def text_of(message: Json) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    return "".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
-
-
-def message_entry(file: Path, role: str, text: str) -> Json:
-    """The one message entry of ``role`` whose text is ``text``."""
-    (entry,) = [
-        e
-        for e in entries_of(file)
-        if e["type"] == "message" and e["message"]["role"] == role and text_of(e["message"]) == text
-    ]
-    return entry
-
-
-def last_assistant_text(file: Path) -> str:
-    messages = [e["message"] for e in entries_of(file) if e["type"] == "message"]
-    return text_of([m for m in messages if m["role"] == "assistant"][-1])
 
 
 def turn_request(fake_model: FakeModelServer, prompt: str) -> ModelRequest:
@@ -91,8 +61,7 @@ def sessionfs_check(*files: Path) -> subprocess.CompletedProcess[str]:
 
 def session_dir(mount: Mount, file: Path) -> Path:
     """The file's session dir in the mount, found by its id as a user would."""
-    header = next(line for line in lines_of(file) if line["type"] == "session")
-    return Path(os.path.realpath(mount.path / "by-id" / header["id"]))
+    return Path(os.path.realpath(mount.path / "by-id" / header_of(file)["id"]))
 
 
 @pytest.fixture
@@ -145,7 +114,7 @@ def test_omp_sessions_list_render_and_check_clean(
     )
 
     context = json.loads(run("cat", d / "context.json"))
-    said = [(m["role"], text_of(m)) for m in context["messages"]]
+    said = [(m["role"], message_text(m)) for m in context["messages"]]
     assert ("user", "first question") in said and ("assistant", "second answer") in said
     assert said.index(("user", "first question")) < said.index(("assistant", "second answer"))
     transcript = run("cat", d / "transcript.md")

@@ -11,20 +11,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from support.agent_files import last_assistant_text, lines_of
 from support.fake_model_server import FakeModelServer, ModelRequest
 from support.real_agents import OmpAgent, PiAgent
 
 Json = dict[str, Any]
-
-
-def session_lines(file: Path) -> list[Json]:
-    return [json.loads(line) for line in file.read_bytes().splitlines() if line.strip()]
-
-
-def last_assistant_text(file: Path) -> str:
-    messages = [e["message"] for e in session_lines(file) if e.get("type") == "message"]
-    assistant = [m for m in messages if m.get("role") == "assistant"][-1]
-    return "".join(part.get("text", "") for part in assistant["content"])
 
 
 def turn_request(fake_model: FakeModelServer, prompt: str) -> ModelRequest:
@@ -39,7 +30,7 @@ def test_pi_one_turn(pi_agent: PiAgent, fake_model: FakeModelServer, tmp_path: P
     result = pi_agent.run("what is a session file", session=session, cwd=tmp_path / "work").check()
     assert "pi heard you" in result.stdout
     assert last_assistant_text(session) == "pi heard you"
-    assert session_lines(session)[0]["type"] == "session"  # pi 0.73 writes no title slot
+    assert lines_of(session)[0]["type"] == "session"  # pi 0.73 writes no title slot
     request = turn_request(fake_model, "what is a session file")
     assert request.messages[-1]["role"] == "user"
 
@@ -58,7 +49,7 @@ def test_omp_one_turn(omp_agent: OmpAgent, fake_model: FakeModelServer, tmp_path
     (session,) = omp_agent.sessions()
     first = session.read_bytes().split(b"\n", 1)[0]
     assert len(first) + 1 == 256 and json.loads(first)["type"] == "title"  # omp 18's slot
-    assert session_lines(session)[1]["type"] == "session"
+    assert lines_of(session)[1]["type"] == "session"
     assert last_assistant_text(session) == "omp heard you"
     turn_request(fake_model, "explain the session directory layout")
 
