@@ -3,8 +3,11 @@
 omp writes its sessions the way it does today (a 256-byte title slot line first, an
 ``O_APPEND`` fd kept open while it runs, a lock file around each append); the mount
 must list and render them, let ``sessionfs check`` call them clean, and write into them
-so that omp afterwards continues from what was written: a branch made through the mount
-is what omp sends the model next.
+so that omp afterwards shows and continues from what was written: a title (what omp's
+own loader, session list and recent-sessions list show; the slot byte for byte as omp
+serialises it), a branch (what omp sends the model next), a session made with ``ctl
+new`` (which omp resumes). While omp holds its file open, an append through the mount
+is refused with EBUSY naming omp's pid, and omp's own run goes on unharmed.
 
 How omp sees a file is asked of omp itself: ``omp_sessions.ts`` imports omp's session
 loader and listings (see its header). Each test gets its own HOME for omp and for the
@@ -14,6 +17,7 @@ them as omp does).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -25,7 +29,8 @@ import pytest
 from support.agent_files import entries_of, header_of, last_assistant_text, message_entry
 from support.fake_model_server import FakeModelServer, ModelRequest, message_text
 from support.mount import Mount, MountFactory, run
-from support.real_agents import OmpAgent
+from support.real_agents import OmpAgent, finish
+from support.write_setup import drop, errno_of, read_ctl
 
 pytestmark = pytest.mark.fuse
 
@@ -129,6 +134,65 @@ def test_omp_sessions_list_render_and_check_clean(
     assert "1 clean" in checked.stdout
 
 
+# --------------------------------------------------------------------------- title
+
+
+def test_title_written_through_the_mount_is_what_omp_shows(
+    omp_home: OmpAgent, fake_model: FakeModelServer, mount_factory: MountFactory
+) -> None:
+    project, file = omp_session(omp_home, fake_model)
+    mount = mount_factory(omp_home.agent_dir)
+    d = session_dir(mount, file)
+
+    run("sh", "-c", "echo 'A first title' > title", cwd=d)
+    # omp's welcome screen indexes the title it finds into history.db (session_titles)
+    # and prefers the index from then on: a later title must update that row too.
+    recent = omp_sees(omp_home, "recent", file.parent)
+    assert [r["name"] for r in recent if r["path"] == str(file)] == ["A first title"]
+
+    before = file.read_bytes()
+    # Longer than the slot holds, multi-byte: omp's own cut decides what is kept.
+    title = "Ünïcødé 🚀 " + " ".join(["a long title that does not fit in the slot"] * 6)
+    (d / "title").write_text(title + "\n")
+    after = file.read_bytes()
+
+    # Only the slot changed in place; everything after it is byte for byte the same,
+    # and what follows is one title_change line.
+    assert after[SLOT_BYTES : len(before)] == before[SLOT_BYTES:]
+    slot = json.loads(after[:SLOT_BYTES])
+    assert slot["source"] == "user"
+    expected_slot = omp_sees(omp_home, "slot", title, "user", slot["updatedAt"])
+    assert after[:SLOT_BYTES] == expected_slot.encode()
+    added = after[len(before) :].splitlines(keepends=True)
+    assert len(added) == 1 and added[0].endswith(b"\n")
+    change = json.loads(added[0])
+    assert change["type"] == "title_change" and change["title"] == title
+    assert change["previousTitle"] == "A first title" and change["source"] == "user"
+
+    # What omp shows: the title --resume loads, its session list, its recent list.
+    kept = slot["title"]
+    assert title.startswith(kept) and len(kept.encode()) < len(title.encode())
+    (loaded,) = omp_sees(omp_home, "load", file)
+    assert (loaded["title"], loaded["titleSource"]) == (kept, "user")
+    assert loaded["malformedRecords"] == 0 and not loaded["invalidHeader"]
+    assert loaded["types"][-1] == "title_change"
+    listed = omp_sees(omp_home, "list", file.parent)
+    assert [s["title"] for s in listed if s["path"] == str(file)] == [kept]
+    recent = omp_sees(omp_home, "recent", file.parent)
+    assert [r["name"] for r in recent if r["path"] == str(file)] == [title]
+    # The mount's title file shows that title (in full: what the user wrote, as the
+    # title_change entry and omp's recent list hold it).
+    assert run("cat", d / "title").startswith(kept)
+
+    # omp continues the session and keeps the user's title.
+    fake_model.reply_with("answer after the title")
+    omp_home.run("a question after the title", session=file, cwd=project).check()
+    (loaded,) = omp_sees(omp_home, "load", file)
+    assert (loaded["title"], loaded["titleSource"]) == (kept, "user")
+    assert last_assistant_text(file) == "answer after the title"
+    assert sessionfs_check(file).returncode == 0
+
+
 # --------------------------------------------------------------------------- branch
 
 
@@ -163,3 +227,88 @@ def test_branch_made_through_the_mount_is_what_omp_continues_from(
     # The mount follows omp's append: the leaf is omp's last entry, on the new branch.
     path_ids = [name.split("-", 1)[1][: -len(".json")] for name in run("ls", d / "path").split()]
     assert appended["id"] in path_ids and reply["id"] in path_ids
+
+
+# --------------------------------------------------------------------------- omp running
+
+
+def test_append_while_omp_runs_is_ebusy_and_omp_finishes(
+    omp_home: OmpAgent, fake_model: FakeModelServer, mount_factory: MountFactory
+) -> None:
+    project, file = omp_session(omp_home, fake_model)
+    mount = mount_factory(omp_home.agent_dir)
+    d = session_dir(mount, file)
+    target = message_entry(file, "assistant", "first answer")["id"]
+    fake_model.clear_requests()
+
+    note = project / "note.md"
+    note.write_text("appended while omp runs\n")
+    fake_model.reply_with("the slow answer")
+    with fake_model.hold():  # omp waits for its model until the block ends
+        omp = omp_home.start("a slow question", session=file, cwd=project)
+        # Its request arrived: omp is mid-turn, its session file open for appending.
+        fake_model.wait_for_requests(1, timeout=120)
+        size = file.stat().st_size
+        copied = subprocess.run(
+            ["cp", str(note), str(d / "append" / "note.md")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert copied.returncode != 0
+        assert "busy" in copied.stderr.lower(), copied.stderr
+        assert errno_of(lambda: drop(d / "append", "x.md", b"again\n")) == errno.EBUSY
+        assert str(omp.pid) in read_ctl(d)["last_error"]
+        label = errno_of(lambda: os.symlink(f"../entries/{target}.json", d / "labels" / "mine"))
+        assert label == errno.EBUSY
+        assert file.stat().st_size == size  # nothing of ours reached the file
+    result = finish(omp)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "the slow answer" in result.stdout
+
+    # omp's file is whole and valid: its own turn in it, nothing of ours.
+    assert last_assistant_text(file) == "the slow answer"
+    assert b"appended while omp runs" not in file.read_bytes()
+    (loaded,) = omp_sees(omp_home, "load", file)
+    assert loaded["malformedRecords"] == 0 and not loaded["invalidHeader"]
+    checked = sessionfs_check(file)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+    # Once omp has exited, the same append goes through.
+    run("cp", note, d / "append" / "note.md")
+    assert message_entry(file, "user", "appended while omp runs")
+
+
+# --------------------------------------------------------------------------- ctl new
+
+
+def test_ctl_new_in_omps_agent_dir_makes_a_session_omp_resumes(
+    omp_home: OmpAgent, fake_model: FakeModelServer, mount_factory: MountFactory
+) -> None:
+    # The agent dir already holds omp's sessions (with slots): new ones get a slot too.
+    omp_session(omp_home, fake_model)
+    mount = mount_factory(omp_home.agent_dir)
+    project = omp_home.home / "made-by-ctl"
+    project.mkdir()
+
+    run("sh", "-c", f"echo 'new {project} Made through the mount' > ctl", cwd=mount.path)
+    new_dir = Path(read_ctl(mount.path)["last_result"])
+    assert new_dir.is_dir()
+    file = Path(read_ctl(new_dir)["file"])
+    assert file.is_file() and file.is_relative_to(omp_home.agent_dir / "sessions")
+    first_line = file.read_bytes().split(b"\n", 1)[0] + b"\n"
+    assert len(first_line) == SLOT_BYTES and json.loads(first_line)["type"] == "title"
+    (loaded,) = omp_sees(omp_home, "load", file)
+    assert loaded["title"] == "Made through the mount" and not loaded["invalidHeader"]
+    assert file in [Path(s["path"]) for s in omp_sees(omp_home, "list", file.parent)]
+
+    # `omp --continue` in that cwd picks it up (it is where omp looks, and the newest).
+    fake_model.reply_with("answer in the new session")
+    omp_home.run("hello new session", cwd=project, options=("--continue",)).check()
+    assert [f for f in omp_home.sessions() if f.parent == file.parent] == [file]
+    assert last_assistant_text(file) == "answer in the new session"
+    turn_request(fake_model, "hello new session")
+    (loaded,) = omp_sees(omp_home, "load", file)
+    assert loaded["title"] == "Made through the mount"
+    assert sessionfs_check(file).returncode == 0
