@@ -82,33 +82,56 @@ class MirrorResult:
 def list_store(client: StoreClient, layout: StoreLayout) -> StoreView:
     """Every machine's segments and blob markers; a failing listing gives a partial view.
 
-    Keys that do not parse (strictly: docs/store.md, "Strict keys") are skipped.
+    Keys that do not parse (strictly: docs/store.md, "Strict keys") are skipped. A
+    machine's keys come together (key order), so a machine without a session object is
+    dropped as soon as its keys end, and once :data:`MAX_MACHINES` machines are kept the
+    rest of the listing is only counted: a flood of machine names costs no memory.
     """
     view = StoreView()
+    current: str | None = None
     try:
         for item in client.list(layout.machines_prefix()):
             parsed = layout.parse_machine_key(item.key)
             if parsed is None:
                 continue
             name, rest = parsed
-            segment = layout.parse_segment(rest)
-            sha = layout.parse_machine_blob(rest) if segment is None else None
-            if segment is None and sha is None:
+            if name != current:
+                _drop_if_sessionless(view, current)
+                current = name
+                if len(view.machines) >= MAX_MACHINES:
+                    view.machines_ignored += 1
+            if name not in view.machines and len(view.machines) >= MAX_MACHINES:
                 continue
-            machine = view.machines.setdefault(name, MachineView())
-            if segment is not None:
-                generations = machine.sessions.setdefault(segment.rel, {})
-                generations.setdefault(segment.generation, {})[segment.start] = item
-            elif sha is not None:
-                machine.blobs.add(sha)
+            _add_key(view, name, rest, item, layout)
+        _drop_if_sessionless(view, current)
     except StoreError as error:
         log.warning("store listing stopped part way (%s); showing what was listed", error)
         view.partial = True
         view.error = str(error)
-    kept = sorted(name for name, machine in view.machines.items() if machine.sessions)
-    view.machines_ignored = len(view.machines) - min(len(kept), MAX_MACHINES)
-    view.machines = {name: view.machines[name] for name in kept[:MAX_MACHINES]}
+        _drop_if_sessionless(view, current)
     return view
+
+
+def _add_key(
+    view: StoreView, name: str, rest: str, item: ListedObject, layout: StoreLayout
+) -> None:
+    segment = layout.parse_segment(rest)
+    if segment is not None:
+        machine = view.machines.setdefault(name, MachineView())
+        generations = machine.sessions.setdefault(segment.rel, {})
+        generations.setdefault(segment.generation, {})[segment.start] = item
+    elif (sha := layout.parse_machine_blob(rest)) is not None:
+        view.machines.setdefault(name, MachineView()).blobs.add(sha)
+
+
+def _drop_if_sessionless(view: StoreView, name: str | None) -> None:
+    """A machine whose keys ended without one session object is not mirrored."""
+    if name is None:
+        return
+    machine = view.machines.get(name)
+    if machine is not None and not machine.sessions:
+        del view.machines[name]
+        view.machines_ignored += 1
 
 
 def contiguous_chain(segments: Segments, start: int = 0) -> Iterator[tuple[int, ListedObject]]:
