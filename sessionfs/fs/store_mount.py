@@ -2,8 +2,10 @@
 
 The store's mirror (`sessionfs.store.mirror`) lives in ``<cache-dir>/store-<hash>``:
 one agent dir per machine under ``machines/``, byte-identical to the machine's files.
-Each machine gets the local mount's views over its mirrored agent dir (an `AgentIndex`,
-a `SessionCache` sharing ``--cache-mb`` with the others), made when first shown. The
+Each machine gets the local mount's views over its mirrored agent dir (a
+`MirroredAgentIndex`, which fetches a file the mirror evicted under ``--mirror-max-gb``
+when it is asked for, and a `SessionCache` sharing ``--cache-mb`` with the others), made
+when first shown; only machines with sessions, and at most `MAX_MACHINES`. The
 mirror is refreshed once before the mount is ready (bounded: an unreachable store
 leaves the mount serving what the cache dir has) and every ``--refresh-seconds`` after;
 a refresh that changed files has every loaded session checked at once, so the kernel's
