@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=20.0,
         metavar="GB",
         help="with --store: disk the fetched sessions and blobs may use; past it the least "
-        "recently read session files are removed and fetched again when read (default 20)",
+        "recently read files are removed and fetched again when read (default 20)",
     )
     add_agent_arguments(mount)
     mount.add_argument("--debug", action="store_true", help="log every request")

@@ -1,12 +1,14 @@
-"""A store machine's `AgentIndex`: session files the mirror evicted (``--mirror-max-gb``)
-are fetched again when the mount asks for one by name, and every lookup tells the mirror
-the file was read, so eviction takes the least recently read first."""
+"""A store machine's `AgentIndex`: session files and blobs the mirror evicted
+(``--mirror-max-gb``) are fetched again when the mount asks for one by name, and every
+lookup tells the mirror the file was read, so eviction takes the least recently read
+first."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Protocol
 
+from sessionfs.store.layout import is_blob_name
 from sessionfs.view import session_keys
 from sessionfs.view.agent_index import NEEDS_IO, AgentIndex
 from sessionfs.view.session_ref import SessionRef
@@ -22,6 +24,8 @@ class MirroredFiles(Protocol):
     def note_read(self, machine: str, rel: str) -> None: ...
 
     def restore(self, machine: str, rel: str) -> bool: ...
+
+    def want_blob(self, machine: str, sha: str) -> None: ...
 
 
 class MirroredAgentIndex(AgentIndex):
@@ -43,3 +47,9 @@ class MirroredAgentIndex(AgentIndex):
                 self.files.restore(self.machine, rel)
             self.files.note_read(self.machine, rel)
         return super().session_if_known(project, stem, cached_only)
+
+    def blob_path(self, sha: str) -> Path | None:
+        """Runs in a worker thread (``blobs/``'s lookup): an evicted blob is fetched here."""
+        if is_blob_name(sha):
+            self.files.want_blob(self.machine, sha)
+        return super().blob_path(sha)

@@ -43,6 +43,10 @@ log = logging.getLogger("sessionfs.store.mirror")
 #: ``--mirror-max-gb``'s default: room for a team's sessions, not for a runaway's junk.
 DEFAULT_MAX_BYTES = 20 << 30
 
+#: Blobs are kept in the mirror's state beside the files, under keys no ``<m>/<rel>``
+#: can be (a machine name never starts with ``/``).
+BLOB_STATE_PREFIX = "/blobs/"
+
 #: start -> the listed segment (size and ETag)
 Segments = dict[int, ListedObject]
 
@@ -230,20 +234,28 @@ class StoreMirror:
         machine, _, rel = state_key.partition("/")
         return self.machine_dir(machine) / "sessions" / rel
 
+    def _paths_of(self, state_key: str) -> list[Path]:
+        """The files of a session (one) or of a blob (the shared copy and each
+        machine's link to it)."""
+        if not state_key.startswith(BLOB_STATE_PREFIX):
+            return [self._session_path(state_key)]
+        sha = state_key.removeprefix(BLOB_STATE_PREFIX)
+        links = (self.cache_dir / "machines").glob(f"*/blobs/{sha}")
+        return [self.cache_dir / "blobs" / sha, *links]
+
     def _evict_over_budget(self) -> int:
-        """Remove whole session files, least recently read first, until the mirror is
-        under ``max_bytes`` (blobs count, but stay: machines share them); returns how
-        many. An evicted file is fetched again when the mount asks for it (`restore`)."""
+        """Remove whole files (sessions and blobs), least recently read first, until the
+        mirror is under ``max_bytes``; returns how many. An evicted file is fetched again
+        when the mount asks for it (`restore`, `restore_blob`)."""
         kept = self.state.kept_files()
-        self.used_bytes = _dir_bytes(self.cache_dir / "blobs") + sum(s.size for _, s in kept)
+        self.used_bytes = sum(state.size for _, state in kept)
         evicted = 0
         for key, state in sorted(kept, key=lambda item: (item[1].read_ns, item[0])):
             if self.used_bytes <= self.max_bytes:
                 break
             try:
-                self._session_path(key).unlink()
-            except FileNotFoundError:
-                pass
+                for path in self._paths_of(key):
+                    path.unlink(missing_ok=True)
             except OSError as error:
                 log.warning("%s: not evicted: %s", key, error)
                 continue
@@ -255,6 +267,30 @@ class StoreMirror:
     def note_read(self, machine: str, rel: str) -> None:
         """The mount read ``rel`` of ``machine``: last in line for eviction."""
         self.state.mark_read(f"{machine}/{rel}", time.time_ns())
+
+    def is_blob_evicted(self, sha: str) -> bool:
+        known = self.state.file(blob_state_key(sha))
+        return known is not None and known.evicted
+
+    def note_blob_read(self, sha: str) -> None:
+        self.state.mark_read(blob_state_key(sha), time.time_ns())
+
+    def restore_blob(self, machine: str, sha: str) -> bool:
+        """Fetch an evicted blob again and link it into ``machine``'s ``blobs/`` (the
+        other machines get their links at the next refresh)."""
+        state_key = blob_state_key(sha)
+        known = self.state.file(state_key)
+        if known is None or not known.evicted:
+            return False
+        self.state.set_evicted(state_key, False)
+        self._fetch_blob(sha)
+        self.state.mark_read(state_key, time.time_ns())
+        self.state.save()
+        shared = self.cache_dir / "blobs" / sha
+        if not shared.exists():
+            return False
+        _link_or_copy(shared, self.machine_dir(machine) / "blobs" / sha)
+        return True
 
     def is_evicted(self, machine: str, rel: str) -> bool:
         state = self.state.file(f"{machine}/{rel}")
@@ -295,8 +331,11 @@ class StoreMirror:
     def _fetch_blob(self, sha: str) -> int:
         """Fetch a blob into the shared ``blobs/`` once; returns 1 when it was fetched now."""
         shared = self.cache_dir / "blobs" / sha
-        if shared.exists():
-            return 0
+        if self.state.file(blob_state_key(sha)) is None and shared.exists():
+            self.state.set_file(blob_state_key(sha), 0, shared.stat().st_size)  # older mirror
+        known = self.state.file(blob_state_key(sha))
+        if known is not None and (known.evicted or shared.exists()):
+            return 0  # here, or evicted: fetched again when the mount asks for it
         key = self.layout.blob(sha)
         try:
             if self.state.failed_before(key) and self._failed(key, self.client.head(key)):
@@ -318,6 +357,7 @@ class StoreMirror:
                 self._reject(key, download.etag, download.size, "does not hash to its name")
                 return 0
             temp.commit(shared)
+            self.state.set_file(blob_state_key(sha), 0, download.size)
         self.state.forget_failure(key)
         return 1
 
@@ -416,12 +456,8 @@ class StoreMirror:
         return whole
 
 
-def _dir_bytes(directory: Path) -> int:
-    try:
-        with os.scandir(directory) as entries:
-            return sum(e.stat(follow_symlinks=False).st_size for e in entries if e.is_file())
-    except FileNotFoundError:
-        return 0
+def blob_state_key(sha: str) -> str:
+    return BLOB_STATE_PREFIX + sha
 
 
 def _has_size(path: Path, size: int) -> bool:

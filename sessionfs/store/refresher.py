@@ -146,6 +146,20 @@ class StoreRefresher:
                 log.warning("%s/%s: evicted and not fetched again: %s", machine, rel, error)
                 return False
 
+    def want_blob(self, machine: str, sha: str) -> None:
+        """The mount is asked for a blob of ``machine``: fetched again if it was
+        evicted, else noted as read."""
+        from .client import StoreError  # loaded already: the mirror has a client
+
+        if not self.mirror.is_blob_evicted(sha):
+            self.mirror.note_blob_read(sha)
+            return
+        with self._refreshing:
+            try:
+                self.mirror.restore_blob(machine, sha)
+            except (OSError, StoreError) as error:
+                log.warning("blob %s: evicted and not fetched again: %s", sha, error)
+
     def ctl_items(self) -> list[tuple[str, Any]]:
         with self._status_lock:
             items = self._status.ctl_items()

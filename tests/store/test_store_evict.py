@@ -1,9 +1,10 @@
-"""``--mirror-max-gb``: past its disk budget the store mirror removes whole session files,
-least recently read first, says so in ``ctl``, and fetches an evicted file again as soon
-as the mount is asked for it."""
+"""``--mirror-max-gb``: past its disk budget the store mirror removes whole files (sessions
+and blobs), least recently read first, says so in ``ctl``, and fetches an evicted one
+again as soon as the mount is asked for it."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from pathlib import Path
 
@@ -20,7 +21,7 @@ pytestmark = [
 ]
 
 SESSION_BYTES = 100_000
-#: room for two of the three sessions (GB, as the flag takes it)
+#: room for two of the four files: three sessions and a blob (GB, as the flag takes it)
 BUDGET_GB = 250_000 / (1 << 30)
 
 
@@ -41,6 +42,10 @@ def test_the_mirror_stays_under_its_budget_and_fetches_evicted_files_on_demand(
         client.put_if_absent(
             layout.segment("m", SegmentKey(f"--p--/{stem}.jsonl", 1, 0)), _session(f"s{n}")
         )
+    image = bytes(range(256)) * (SESSION_BYTES // 256)
+    sha = hashlib.sha256(image).hexdigest()
+    client.put_if_absent(layout.blob(sha), image)
+    client.put_if_absent(layout.machine_blob("m", sha), b"")
     cache = tmp_path / "cache"
     mount = start_mount(
         tmp_path / "unused-agent",
@@ -53,22 +58,29 @@ def test_the_mirror_stays_under_its_budget_and_fetches_evicted_files_on_demand(
         root = mount.path
         (mirror,) = cache.glob("store-*")
         on_disk = mirror / "machines" / "m" / "sessions" / "--p--"
+        shared = mirror / "blobs" / sha
         status = ctl_status(root)
-        assert status["files_evicted"] == "1", status
-        assert int(status["mirror_bytes"]) <= int(status["mirror_max_bytes"]) < 3 * SESSION_BYTES
-        # None was read yet: the first in key order went.
+        assert status["files_evicted"] == "2", status
+        assert int(status["mirror_bytes"]) <= int(status["mirror_max_bytes"]) < 4 * SESSION_BYTES
+        # None was read yet: the first in key order went (the blob, then s1).
+        assert not shared.exists()
         assert sorted(p.name for p in on_disk.iterdir()) == [f"{s}.jsonl" for s in stems[1:]]
 
+        # Asked for by name, each comes back at once.
         shown = root / "machines" / "m" / "sessions" / "--p--" / stems[0]
-        assert orjson.loads((shown / "header.json").read_bytes())["id"] == "s1"  # on demand
+        assert orjson.loads((shown / "header.json").read_bytes())["id"] == "s1"
         assert (on_disk / f"{stems[0]}.jsonl").read_bytes() == _session("s1")
+        assert (root / "machines" / "m" / "blobs" / sha).read_bytes() == image
+        assert shared.read_bytes() == image
 
-        # The next refresh evicts again, never the file just read.
+        # The next refresh evicts the two never read, never what was just read.
         deadline = time.monotonic() + 30
-        while (on_disk / f"{stems[1]}.jsonl").exists() and (on_disk / f"{stems[2]}.jsonl").exists():
+        while any((on_disk / f"{stem}.jsonl").exists() for stem in stems[1:]):
             assert time.monotonic() < deadline, ctl_status(root)
             time.sleep(0.5)
-        assert (on_disk / f"{stems[0]}.jsonl").exists()
-        assert ctl_status(root)["files_evicted"] == "1"
+        assert (on_disk / f"{stems[0]}.jsonl").exists() and shared.exists()
+        status = ctl_status(root)
+        assert status["files_evicted"] == "2", status
+        assert int(status["mirror_bytes"]) <= int(status["mirror_max_bytes"])
     finally:
         mount.unmount()
