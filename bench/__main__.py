@@ -4,9 +4,9 @@ On the 1,000-session agent dir of ``bench/corpus.py`` (generated once, then cach
 each figure beside a raw baseline taken the same way in the same run: first reads
 against raw tools after the page cache is dropped (when run as root), warm figures as
 the best of 3 against raw warm best of 3, ``search/`` as the first read of each of 40
-distinct queries (no answer from a result cache) with p50/p95/max. About 5 minutes on
-a quiet 2-core machine; options are ``bench/bench_scale.py``'s (``--quick``: 100
-sessions).
+distinct queries (no answer from a result cache) with p50/p95/max. 8–10 minutes on
+the shared 2-core machine at load 12–17 (less when it is quiet); options are
+``bench/bench_scale.py``'s (``--quick``: 100 sessions).
 
 ``python -m bench --all`` runs every ``bench/bench_*.py`` instead, one process each,
 each printing its own tables (much longer; the mount and store ones need FUSE and
