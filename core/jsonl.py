@@ -67,8 +67,12 @@ def dumps_line(obj: Any) -> bytes:
 
 
 def dumps_pretty(obj: Any) -> bytes:
-    """Two-space indented JSON plus ``\\n`` (what the mount shows to people)."""
-    return _dumps(obj, orjson.OPT_INDENT_2, 2) + b"\n"
+    """Two-space indented JSON plus ``\\n`` (what the mount shows to people). orjson
+    adds the newline itself: a big ``context.json`` is not copied once more for it."""
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    except TypeError:
+        return _dumps(obj, orjson.OPT_INDENT_2, 2) + b"\n"
 
 
 def is_header(obj: Any) -> bool:

@@ -70,10 +70,21 @@ def pretty_json(obj: Any) -> bytes:
         pretty = dumps_pretty(obj)
     except (RecursionError, ValueError):
         return compact_json(obj)
-    if len(pretty) <= PRETTY_SLACK:
+    if len(pretty) <= PRETTY_SLACK or _surely_within_growth_limit(pretty):
         return pretty  # the common case: no second encoding
     compact = compact_json(obj)
     return compact if len(pretty) > PRETTY_GROWTH_LIMIT * len(compact) + PRETTY_SLACK else pretty
+
+
+def _surely_within_growth_limit(pretty: bytes) -> bool:
+    """Whether ``pretty`` is within `PRETTY_GROWTH_LIMIT` of its compact form, told from
+    its own bytes (a context.json of a few MB is then encoded once, not twice). All the
+    pretty form adds is newlines, indentation (whole pairs of spaces after a newline)
+    and a space after each key's colon; counting every newline, every pair of spaces
+    and every ``": "`` (strings may hold more of them) overestimates what was added, so
+    the compact form is at least the rest."""
+    added = pretty.count(b"\n") + 2 * pretty.count(b"  ") + pretty.count(b": ")
+    return len(pretty) <= PRETTY_GROWTH_LIMIT * (len(pretty) - added) + PRETTY_SLACK
 
 
 def context_json(context: Mapping[str, Any]) -> bytes:

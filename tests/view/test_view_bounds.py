@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 import trio
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core import SessionManager
@@ -162,6 +162,25 @@ def test_pretty_json_falls_back_to_compact_when_indentation_would_explode() -> N
     assert len(render.pretty_json(wide)) <= len(orjson.dumps(wide)) + 1
     small = {"a": {"b": [1, 2]}}
     assert render.pretty_json(small) == orjson.dumps(small, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    depth=st.integers(0, 120), width=st.integers(0, 400), text=st.sampled_from(["x", "  ", ": "])
+)
+def test_pretty_json_decides_as_its_rule_says_without_the_second_encoding(
+    depth: int, width: int, text: str
+) -> None:
+    # pretty_json skips the compact encoding when the pretty bytes alone show they are
+    # within the limit; the outcome must be the rule's, for deep, wide and space-laden
+    # values (strings of spaces and ": " inflate its estimate, never deflate it).
+    value: object = [text * width] * 3
+    for level in range(depth):
+        value = {f"k{level}": value, "s": text * 3} if level % 2 else [value, width]
+    pretty = orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
+    compact = orjson.dumps(value) + b"\n"
+    limit = render.PRETTY_GROWTH_LIMIT * len(compact) + render.PRETTY_SLACK
+    assert render.pretty_json(value) == (compact if len(pretty) > limit else pretty)
 
 
 def test_too_deep_for_any_encoder_is_a_note_not_an_error() -> None:
