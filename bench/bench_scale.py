@@ -1033,6 +1033,8 @@ def run_summary(bench: Bench, small: corpus.Corpus, work: Path) -> None:
     )
     guarded(report, "first cat context.json", lambda: fixture_context(bench, work))
     guarded(report, "big listings", lambda: big_listings(bench, work))
+    if bench.setup.claude_dir is not None:
+        guarded(report, "agents/claude", lambda: claude_figures(bench, work))
 
 
 def _first_warm_search(bench: Bench, cache_dir: Path) -> None:
