@@ -204,10 +204,21 @@ def first_word(query: str) -> str:
     return words[0] if words else query
 
 
+def search_ready(ctl: str) -> bool:
+    """Whether the root ctl says every search index is ready (``search:``, and
+    ``search_<agent>:`` for each other agent mounted beside)."""
+    states = [
+        value.strip()
+        for name, _, value in (line.partition(":") for line in ctl.splitlines())
+        if name == "search" or (name.startswith("search_") and name != "search_last_error")
+    ]
+    return bool(states) and all(state.startswith("ready") for state in states)
+
+
 def wait_for_search(mnt: Path, timeout: float) -> None:
-    """Until the root ctl says the search index is ready (its first build is done)."""
+    """Until the root ctl says the search indexes are ready (their first builds done)."""
     deadline = time.monotonic() + timeout
-    while "search: ready" not in (mnt / "ctl").read_text():
+    while not search_ready((mnt / "ctl").read_text()):
         if time.monotonic() > deadline:
             raise StepTimeout("the search index was not ready within the step timeout")
         time.sleep(0.2)

@@ -240,13 +240,14 @@ async def _serve(
         agent_contexts = (
             list(ctx.agents.contexts.values()) if isinstance(ctx.agents, AgentMounts) else []
         )
+        previous: SearchIndexer | None = None
         for each in (ctx, *agent_contexts):  # the local agent dir's, then each agent's
             if each.renders is not None:
                 nursery.start_soon(
                     keep_render_cache_clean, each.renders, CLEAN_INTERVAL_SECONDS, ops.foreground
                 )
-            if each.search is not None:
-                indexer = SearchIndexer(each.search, ops.foreground)
+            if each.search is not None:  # one first build at a time, the local one first
+                previous = indexer = SearchIndexer(each.search, ops.foreground, after=previous)
                 each.sessions.listeners.append(indexer.session_changed)
                 nursery.start_soon(indexer.run)
         await pyfuse3.main(max_tasks=MAX_FUSE_TASKS)

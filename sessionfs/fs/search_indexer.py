@@ -44,9 +44,19 @@ class SearchIndexer:
     ``foreground``: the mount's requests, to wait for a quiet moment before each update
     (``None``: never wait)."""
 
-    def __init__(self, view: SearchView, foreground: Foreground | None = None) -> None:
+    def __init__(
+        self,
+        view: SearchView,
+        foreground: Foreground | None = None,
+        after: SearchIndexer | None = None,
+    ) -> None:
         self.view = view
         self.foreground = foreground
+        #: an indexer whose first build goes first (the local agent dir's, before the
+        #: other agents': two first builds at once would each take twice as long)
+        self.after = after
+        #: set once the first build is done
+        self.built = trio.Event()
         self._changed: set[str] = set()
         self._wake = trio.Event()
 
@@ -58,7 +68,10 @@ class SearchIndexer:
         """Run until cancelled (the mount's nursery ends it at unmount)."""
         if self.foreground is not None:
             self.foreground.touch(STARTUP_GRACE_SECONDS)  # the mount just came up
+        if self.after is not None:
+            await self.after.built.wait()
         await self._update(None)  # the first build
+        self.built.set()
         last_full = trio.current_time()
         while True:
             with trio.move_on_after(FULL_PASS_INTERVAL):
