@@ -141,20 +141,25 @@ class OtherAgentIndex(AgentIndex):
         return list(self._current().subagents.get((project, stem), ()))
 
     def may_have_subagents(self, ref: SessionRef) -> bool:
-        return (ref.project, ref.stem) in self._current().subagents
+        return (ref.project, ref.stem) in self._known().subagents  # one listing: one scan
 
     def session_path(self, project: str, stem: str) -> Path:
-        ref = self._known().by_key.get((project, stem)) or self.session(project, stem)
+        ref = self.session(project, stem)
         return ref.path if ref is not None else self.catalog.root / "(no such session)"
 
     def ref_of_path(self, path: Path) -> SessionRef | None:
         """The session whose file is ``path`` (None: not one this index lists)."""
-        return self._current().by_path.get(path)
+        return self._known().by_path.get(path) or self._current().by_path.get(path)
 
     def session(self, project: str, stem: str) -> SessionRef | None:
+        """One session by its mount names: from the last scan when it knows it (a
+        ``grep -r`` looks up every session: one scan each would make it quadratic), a
+        new scan only for a name it does not know (a session made since)."""
         if not (session_keys.is_valid_name(project) and session_keys.is_valid_stem(stem)):
             return None
-        return self._current().by_key.get((project, stem))
+        return self._known().by_key.get((project, stem)) or self._current().by_key.get(
+            (project, stem)
+        )
 
     def session_if_known(
         self, project: str, stem: str, cached_only: bool = True
@@ -162,9 +167,9 @@ class OtherAgentIndex(AgentIndex):
         """From the last scan when it knows the session (no I/O: the event loop asks);
         else `NEEDS_IO` (a thread scans again) or, with ``cached_only`` False, a scan."""
         known = self._scan.by_key.get((project, stem)) if self._scan is not None else None
-        if known is not None or not cached_only:
-            return known or self.session(project, stem)
-        return NEEDS_IO
+        if known is None and not cached_only:
+            return self.session(project, stem)
+        return known if known is not None else NEEDS_IO
 
     def all_sessions(self) -> list[SessionRef]:
         scan = self._current()
