@@ -29,7 +29,7 @@ import pytest
 from support.agent_files import entries_of, header_of, last_assistant_text, message_entry
 from support.fake_model_server import FakeModelServer, ModelRequest, message_text
 from support.mount import Mount, MountFactory, run
-from support.real_agents import OmpAgent, finish
+from support.real_agents import OmpAgent, finish, kill
 from support.write_setup import drop, errno_of, read_ctl
 
 pytestmark = pytest.mark.fuse
@@ -232,6 +232,26 @@ def test_branch_made_through_the_mount_is_what_omp_continues_from(
 # --------------------------------------------------------------------------- omp running
 
 
+def assert_refused_while_omp_runs(d: Path, file: Path, note: Path, target: str, pid: int) -> None:
+    """An append (with cp, and with one write) and a label through the mount are EBUSY,
+    ctl names omp's pid, and nothing reaches the file."""
+    size = file.stat().st_size
+    copied = subprocess.run(
+        ["cp", str(note), str(d / "append" / "note.md")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert copied.returncode != 0
+    assert "busy" in copied.stderr.lower(), copied.stderr
+    assert errno_of(lambda: drop(d / "append", "x.md", b"again\n")) == errno.EBUSY
+    assert str(pid) in read_ctl(d)["last_error"]
+    label = errno_of(lambda: os.symlink(f"../entries/{target}.json", d / "labels" / "mine"))
+    assert label == errno.EBUSY
+    assert file.stat().st_size == size
+
+
 def test_append_while_omp_runs_is_ebusy_and_omp_finishes(
     omp_home: OmpAgent, fake_model: FakeModelServer, mount_factory: MountFactory
 ) -> None:
@@ -246,23 +266,13 @@ def test_append_while_omp_runs_is_ebusy_and_omp_finishes(
     fake_model.reply_with("the slow answer")
     with fake_model.hold():  # omp waits for its model until the block ends
         omp = omp_home.start("a slow question", session=file, cwd=project)
-        # Its request arrived: omp is mid-turn, its session file open for appending.
-        fake_model.wait_for_requests(1, timeout=120)
-        size = file.stat().st_size
-        copied = subprocess.run(
-            ["cp", str(note), str(d / "append" / "note.md")],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert copied.returncode != 0
-        assert "busy" in copied.stderr.lower(), copied.stderr
-        assert errno_of(lambda: drop(d / "append", "x.md", b"again\n")) == errno.EBUSY
-        assert str(omp.pid) in read_ctl(d)["last_error"]
-        label = errno_of(lambda: os.symlink(f"../entries/{target}.json", d / "labels" / "mine"))
-        assert label == errno.EBUSY
-        assert file.stat().st_size == size  # nothing of ours reached the file
+        try:
+            # Its request arrived: omp is mid-turn, its session file open for appending.
+            fake_model.wait_for_requests(1, timeout=120)
+            assert_refused_while_omp_runs(d, file, note, target, omp.pid)
+        except BaseException:
+            kill(omp)  # a failed test leaves no omp behind
+            raise
     result = finish(omp)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "the slow answer" in result.stdout

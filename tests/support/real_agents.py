@@ -345,6 +345,13 @@ class AgentResult:
         return self
 
 
+def kill(process: subprocess.Popen[str]) -> None:
+    """End a started run now (a test that failed while the agent was running)."""
+    if process.poll() is None:
+        process.kill()
+    process.communicate(timeout=30)
+
+
 def finish(process: subprocess.Popen[str], timeout: float = RUN_TIMEOUT_S) -> AgentResult:
     """Wait for a started run; kill it (and fail) when it takes longer than ``timeout``."""
     try:
