@@ -463,7 +463,7 @@ def test_failed_rewrite_leaves_file_and_no_temp(
     def refuse(*_args: Any, **_kwargs: Any) -> None:
         raise PermissionError("simulated")
 
-    monkeypatch.setattr(os, "chmod", refuse)
+    monkeypatch.setattr(os, "fchmod", refuse)  # the rewrite gives its temp file the mode
     report = fix_file(session)
     assert report.fixed == []
     assert report.refused and "rewrite failed" in report.refused[0]
