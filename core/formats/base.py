@@ -42,7 +42,8 @@ from __future__ import annotations
 import base64
 import binascii
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -194,6 +195,16 @@ class SessionSource(ABC):
 
     def __init__(self) -> None:
         self._forest: Forest | None = None
+        #: set by `catch_up` when it found a change: True when the file was read again
+        #: whole (replaced, shrunk, rewritten in place) rather than lines appended -- a
+        #: view then drops everything it derived, entries included
+        self.reread = False
+
+    @contextmanager
+    def parsed_once(self) -> Iterator[None]:
+        """Work done inside shares one parse of the entries (several renderings of
+        one version). A source that holds its entries parsed anyway does nothing."""
+        yield
 
     # -- the session as a whole -------------------------------------------------------
 
@@ -204,6 +215,11 @@ class SessionSource(ABC):
         ``agentType``, ``description``, ``toolUseId`` from its ``meta.json``); Codex --
         ``{agent, id, cwd, cli_version, model_provider, git, forked_from_id, archived,
         timestamp, file}``. A new dict each call."""
+
+    def shown_title(self) -> str | None:
+        """The ``title`` file's text (``None``: the file is empty). xcsh shows a
+        header's ``title`` of '' as an empty line, as it always has."""
+        return self.title() or None
 
     @abstractmethod
     def title(self) -> str:
@@ -261,6 +277,16 @@ class SessionSource(ABC):
     def entry(self, index: int) -> Entry:
         """Entry ``index`` parsed (a new dict each call: the caller may keep it)."""
 
+    def entry_view(self, index: int) -> Entry:
+        """Entry ``index`` parsed, possibly the very object the source holds (read it,
+        never change or keep it): what a rendering reads, without a copy."""
+        return self.entry(index)
+
+    def leaf_known(self) -> bool:
+        """Whether `leaf_name` answers without work that grows with the session (a
+        view asks it on its event loop only then)."""
+        return True
+
     @abstractmethod
     def entry_time_ms(self, index: int) -> int | None:
         """Entry ``index``'s ``timestamp`` in ms since the epoch (``None``: none)."""
@@ -283,6 +309,11 @@ class SessionSource(ABC):
     def entry_text(self, index: int) -> str:
         """A short one-line description for ``tree.txt`` (its text, summary, setting);
         may be ''. The view trims it."""
+
+    def entry_tree_name(self, index: int) -> str:
+        """How ``tree.txt`` names entry ``index``: its raw name (xcsh: the ``id`` as
+        stored, ``None`` for an entry without one, as that file always showed it)."""
+        return self.entry_name(index)
 
     def entry_kind(self, index: int) -> str:
         """What ``tree.txt`` shows as the entry's kind: the role of a message, else

@@ -94,10 +94,12 @@ class JsonlSession(SessionSource, Generic[Record]):
         if new is None:
             self._reset()
             self._take(self._file.load())
+            self.reread = True
             return True
         if not self._take(new):
             return False  # nothing new, or only a torn part
         self._changed()
+        self.reread = False
         return True
 
     def memory_cost(self) -> int:

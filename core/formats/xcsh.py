@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import partial
 from typing import Any, Protocol
 
-from core.context import build_session_context, context_sources, path_to_root
+from core.context import build_session_context, messages_with_sources, path_to_root
 from core.entry_text import describe_entry, kind_of
 from core.formats.base import SessionSource, TranscriptMessage
 from core.formats.xcsh_file import CompactSession, read_file
@@ -56,6 +57,10 @@ class XcshIndex(Protocol):
     def labels(self) -> Mapping[str, str]: ...
     @property
     def leaf_id(self) -> str | None: ...
+    #: a catch-up skipped lines core's loader would read differently (a parse of the
+    #: file is then the truth)
+    @property
+    def diverged(self) -> bool: ...
 
     def __len__(self) -> int: ...
     def entry(self, index: int) -> Entry: ...
@@ -136,27 +141,22 @@ class XcshReads(SessionSource):
         title = self._header().get("title")
         return title if isinstance(title, str) else ""
 
+    def shown_title(self) -> str | None:
+        title = self._header().get("title")
+        return title if isinstance(title, str) else None
+
     def context(self) -> dict[str, Any]:
         entries, by_id = self._parsed()
         return build_session_context(entries, self._leaf_id(), by_id)
 
     def transcript_messages(self) -> list[TranscriptMessage]:
         entries, by_id = self._parsed()
-        leaf = self._leaf_id()
-        messages = build_session_context(entries, leaf, by_id)["messages"]
-        sources = context_sources(entries, leaf, by_id)
-        out = []
-        for message, source in zip(messages, sources, strict=True):
-            name = source.get("id", "?")
-            when = source.get("timestamp", "")
-            out.append(
-                TranscriptMessage(
-                    name if isinstance(name, str) else "?",
-                    when if isinstance(when, str) else "",
-                    message,
-                )
-            )
-        return out
+        messages, sources = messages_with_sources(entries, self._leaf_id(), by_id)
+        # str(): what the transcript always printed for an id or a time of another type
+        return [
+            TranscriptMessage(str(source.get("id", "?")), str(source.get("timestamp", "")), message)
+            for message, source in zip(messages, sources, strict=True)
+        ]
 
     def usage(self) -> dict[str, Any]:
         return usage_totals(self._parsed()[0])
@@ -175,21 +175,24 @@ class XcshReads(SessionSource):
         entry_id = self._id(index)
         return entry_id if isinstance(entry_id, str) else ""
 
+    def entry_tree_name(self, index: int) -> str:
+        return str(self._id(index))
+
     def entry_type(self, index: int) -> str:
-        return str(self.entry(index).get("type", "?"))
+        return str(self.entry_view(index).get("type", "?"))
 
     def entry_role(self, index: int) -> str | None:
-        entry = self.entry(index)
+        entry = self.entry_view(index)
         message = entry.get("message")
         if entry.get("type") == "message" and isinstance(message, dict):
             return str(message.get("role", "?"))
         return None
 
     def entry_kind(self, index: int) -> str:
-        return kind_of(self.entry(index))
+        return kind_of(self.entry_view(index))
 
     def entry_text(self, index: int) -> str:
-        return describe_entry(self.entry(index))
+        return describe_entry(self.entry_view(index))
 
     # -- the tree ------------------------------------------------------------------------
 
@@ -208,15 +211,45 @@ class XcshSession(XcshReads):
     """One xcsh session file read-only. ``load`` builds its index from the file (again
     when a catch-up finds the file replaced or shrunk); by default the compact index
     of a file at the current format version (`NotCompact` for any other file: an
-    older version is migrated by the manager, in memory, ids and all)."""
+    older version is migrated by the manager, in memory, ids and all). ``index``: one
+    just built from the file (the first load is then skipped).
 
-    def __init__(self, path: PathArg, load: Callable[[], XcshIndex] | None = None) -> None:
+    Entries are parsed from their lines when asked; inside `parsed_once` every entry
+    is parsed once and shared by the work there (the renderings of one access), then
+    let go, so what stays held is about the file's size."""
+
+    def __init__(
+        self,
+        path: PathArg,
+        load: Callable[[], XcshIndex] | None = None,
+        index: XcshIndex | None = None,
+    ) -> None:
         super().__init__()
         self.path = path
         self._load = load if load is not None else partial(_compact_index, path)
-        self.index = self._load()
+        self.index = index if index is not None else self._load()
+        #: inside `parsed_once`: every entry, and by id once asked
+        self._scratch: list[Entry] | None = None
+        self._scratch_by_id: dict[str, Entry] | None = None
+
+    @contextmanager
+    def parsed_once(self, entries: list[Entry] | None = None) -> Iterator[None]:
+        """(`SessionSource.parsed_once`) ``entries``: the index's entries parsed
+        already (by the build of a just-read file)."""
+        if self._scratch is not None:
+            yield
+            return
+        self._scratch = entries if entries is not None else self.index.parse_entries()
+        try:
+            yield
+        finally:
+            self._scratch = self._scratch_by_id = None
 
     def _parsed(self) -> tuple[list[Entry], dict[str, Entry]]:
+        if self._scratch is not None:
+            if self._scratch_by_id is None:
+                self._scratch_by_id = by_id_of(self._scratch)
+            return self._scratch, self._scratch_by_id
         entries = self.index.parse_entries()
         return entries, by_id_of(entries)
 
@@ -237,11 +270,14 @@ class XcshSession(XcshReads):
         return session_stats(entries, self.index.leaf_id, by_id, usage_totals(entries))
 
     def catch_up(self) -> bool:
+        """(`SessionSource.catch_up`) `NotCompact` when the file was replaced by one
+        that cannot be held so (an older format version, not a session)."""
         added = self.index.catch_up(self.path)
         if added is None:
             self.index = self._load()
         elif added == 0:
             return False
+        self.reread = added is None
         self._changed()
         return True
 
@@ -256,6 +292,9 @@ class XcshSession(XcshReads):
 
     def entry(self, index: int) -> Entry:
         return self.index.entry(index)
+
+    def entry_view(self, index: int) -> Entry:
+        return self._scratch[index] if self._scratch is not None else self.index.entry(index)
 
     def entry_time_ms(self, index: int) -> int | None:
         return self.index.time_ms(index)

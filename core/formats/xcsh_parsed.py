@@ -42,10 +42,19 @@ class ManagerSource(XcshReads):
         self._entries: list[Entry] | None = None
         self._by_id: dict[str, Entry] | None = None
         self._index_of_id: dict[str, int] | None = None
+        self._file_size = self._size_on_disk()
 
     def _changed(self) -> None:
         super()._changed()
         self._entries = self._by_id = self._index_of_id = None
+        self._file_size = self._size_on_disk()
+
+    def _size_on_disk(self) -> int:
+        path = self.manager.get_session_file()
+        try:
+            return os.stat(path).st_size if path is not None else 0
+        except OSError:
+            return 0
 
     def changed(self) -> None:
         """The manager changed (a write through it, a leaf moved): forget what was
@@ -79,18 +88,16 @@ class ManagerSource(XcshReads):
         return dict(self.manager.get_usage_statistics())
 
     def catch_up(self) -> bool:
-        changed = self.manager.catch_up() != 0
-        if changed:
+        found = self.manager.catch_up()  # > 0: entries appended; < 0: read again whole
+        if found:
+            self.reread = found < 0
             self._changed()
-        return changed
+        return found != 0
 
     def memory_cost(self) -> int:
-        path = self.manager.get_session_file()
-        try:
-            size = os.stat(path).st_size if path is not None else 0
-        except OSError:
-            size = 0
-        return size * PARSED_SIZE_FACTOR
+        """The file's size when last read or written (no stat: the cache asks often)
+        times `PARSED_SIZE_FACTOR`."""
+        return self._file_size * PARSED_SIZE_FACTOR
 
     def __len__(self) -> int:
         return len(self._held())
@@ -103,6 +110,12 @@ class ManagerSource(XcshReads):
     def entry(self, index: int) -> Entry:
         copy: Entry = loads(dumps_line(self._held()[index]))  # the caller may keep it
         return copy
+
+    def entry_view(self, index: int) -> Entry:
+        return self._held()[index]
+
+    def leaf_known(self) -> bool:
+        return self._index_of_id is not None
 
     def entry_time_ms(self, index: int) -> int | None:
         return iso_to_ms(self._held()[index].get("timestamp"))

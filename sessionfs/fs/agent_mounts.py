@@ -2,8 +2,9 @@
 
 Each agent found (`core.agent_homes`) gets the local mount's views over its own
 directory: an `OtherAgentIndex` listing its files, a `SessionCache` whose sessions are
-`SourceSession`s, a `Prerenderer` whose workers render its transcripts into
-``--cache-dir`` (one renders dir per agent directory, as for an agent dir). Their
+`LoadedSession`s read through the agent's reader (``opener``), a `Prerenderer` whose
+workers render its transcripts into ``--cache-dir`` (one renders dir per agent
+directory, as for an agent dir). Their
 ``prefix`` is ``("agents", <agent>)``, their ``read_only_reason`` makes every write
 ``EROFS``, and refusals are recorded in the root's ``ctl``.
 
@@ -22,13 +23,14 @@ from sessionfs.fs.nodes.agents import AGENTS
 from sessionfs.fs.nodes.base import MountContext
 from sessionfs.view.agent_sources import agent_search_view, catalog_for, open_agent_file
 from sessionfs.view.cache_dir import agent_cache_dir
+from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.other_agent_index import OtherAgentIndex
 from sessionfs.view.prerender import Prerenderer
+from sessionfs.view.refusal import READ_ONLY_REASON
 from sessionfs.view.rss_bound import RssBound
 from sessionfs.view.search_view import SearchView
 from sessionfs.view.session_cache import SessionCache
 from sessionfs.view.session_ref import SessionRef
-from sessionfs.view.source_session import READ_ONLY_REASON, SourceSession
 
 __all__ = ["AgentMounts"]
 
@@ -52,10 +54,8 @@ class AgentMounts:
             index = OtherAgentIndex(catalog)
             agent = home.agent
 
-            def new_session(ref: SessionRef, agent: str = agent) -> SourceSession:
-                return SourceSession(
-                    ref=ref, manager=None, opener=lambda r: open_agent_file(agent, r.path)
-                )
+            def new_session(ref: SessionRef, agent: str = agent) -> LoadedSession:
+                return LoadedSession(ref=ref, opener=lambda r: open_agent_file(agent, r.path))
 
             cache = SessionCache(
                 index,

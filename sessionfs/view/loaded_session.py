@@ -1,17 +1,22 @@
-"""One session as the mount shows it: ``LoadedSession``.
+"""One session as the mount shows it, whatever agent wrote it: ``LoadedSession``.
 
-Three weights, lightest first (``SessionCache`` moves sessions between them):
+Every read goes through the session's `core.formats.SessionSource`, and every
+rendering through `sessionfs.view.renderings.render_source`: no node or renderer asks
+how a session is held. Three weights, lightest first (``SessionCache`` moves sessions
+between them):
 
 * *unloaded*: only the renderings already made are kept (valid for ``file_state``), so
   re-reading ``transcript.md`` of a session that left the loaded set costs one stat;
-* *compact* (the usual state of a session that is only read): the file's bytes plus a
-  per-entry index (`core.formats.xcsh_file`), about its file size in memory.
-  ``entries/<id>.json`` parses its one line; a rendering parses every line, renders and
-  lets the entries go (`_parsed_once`);
-* *parsed*: a ``SessionManager.open(browse=True, resolve_blobs=False)``, five to six
-  times the file's size. Built for writes through the mount (``hydrated``), for files
-  at an older format version (migrated in memory: their ids exist nowhere else), and
-  kept while a leaf moved through the mount is pinned.
+* *read* (the usual state of a session that is only read): the agent's reader -- for
+  an xcsh file `XcshSession`, the file's bytes plus a per-entry index (about its file
+  size in memory); ``entries/<id>.json`` parses its one line, a rendering parses every
+  line once, renders and lets the entries go (`SessionSource.parsed_once`); for Claude
+  Code and Codex the reader ``opener`` gives;
+* *parsed* (xcsh only): a ``SessionManager.open(browse=True, resolve_blobs=False)``,
+  five to six times the file's size, read through `ManagerSource`. Built for writes
+  through the mount (``hydrated``), for files at an older format version (migrated in
+  memory: their ids exist nowhere else), and kept while a leaf moved through the mount
+  is pinned. Another agent's session is never parsed so: a write to it is ``EROFS``.
 
 Everything rendered is cached per *version*, which goes up whenever a catch-up finds
 new lines or a replaced file. Synchronous: callers hold its ``lock`` and run it in a
@@ -20,38 +25,50 @@ worker thread (`sessionfs.view.session_cache`).
 
 from __future__ import annotations
 
+import errno
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from core import NotASessionError, SessionManager, paths
-from core.context import build_session_context, messages_with_sources, path_to_root
+from core import NotASessionError, SessionManager
+from core.formats.base import SessionSource
+from core.formats.xcsh import XcshSession
 from core.formats.xcsh_file import CompactSession, NotCompact, read_file
+from core.formats.xcsh_parsed import PARSED_SIZE_FACTOR, ManagerSource
 from core.persist import blob_refs_in
 from core.storage import FileSessionStorage, PathArg, StorageStat
-from core.tree import build_tree, usage_totals
 from sessionfs.view import render
 from sessionfs.view.access import FileAccess
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.names import entry_file_names
-from sessionfs.view.refusal import WriteRejected
+from sessionfs.view.refusal import READ_ONLY_REASON, WriteRejected
+from sessionfs.view.renderings import parses_entries, render_source
+
+__all__ = [
+    "FRESH_INTERVAL",
+    "PARSED_SIZE_FACTOR",
+    "UNKNOWN",
+    "EntryTable",
+    "LoadedSession",
+    "SourceOpener",
+    "build_entry_table",
+    "open_browse",
+    "parses_entries",
+]
 
 #: How old a freshness check may be before the next access repeats it (one stat).
 FRESH_INTERVAL = 0.2
-#: What a *parsed* session costs in the daemon's RSS relative to its file size, for the
-#: LRU budget. tracemalloc on corpus-shaped sessions: the manager keeps ~1.8x, its load
-#: peaks at ~4.6x; the issue-11 bench (1,000 sessions, --cache-mb 256) measured RSS
-#: 395 MB with a factor of 4, i.e. ~5.5x counting our indexes and allocator slack.
-#: 6 keeps RSS under --cache-mb + 100 MB. A compact session counts its real sizes.
-PARSED_SIZE_FACTOR = 6
 #: "not known without work" (see `LoadedSession.cached_leaf_name`)
 UNKNOWN = object()
+
+#: Opens the session file a ref names as its agent's `SessionSource` (another agent's
+#: session; an xcsh file has none: it is read compact, or parsed when it must be).
+SourceOpener = Callable[[SessionRef], SessionSource]
 
 Entry = dict[str, Any]
 
@@ -99,20 +116,16 @@ def build_entry_table(ids: Sequence[object]) -> EntryTable:
     return EntryTable(names=names, index_of_name={name: i for i, name in enumerate(names)})
 
 
-def _by_id(entries: list[Entry]) -> dict[str, Entry]:
-    # Last occurrence wins, as in core's context builder.
-    return {e["id"]: e for e in entries if isinstance(e.get("id"), str)}
-
-
-@dataclass
+@dataclass(eq=False)
 class LoadedSession:
     """A session in the cache and its renderings (sync; callers hold ``lock``)."""
 
     ref: SessionRef
-    #: the parsed session, when held (see the module docstring; ``hydrated`` builds it)
-    manager: SessionManager | None
-    #: the file's bytes and a per-entry index, when held instead of the manager
-    compact: CompactSession | None = None
+    #: how it is read when held (``None``: only renderings are; see the module
+    #: docstring). A parsed xcsh session is a `ManagerSource` over its manager.
+    source: SessionSource | None = None
+    #: another agent's reader (read-only); ``None`` for an xcsh session file
+    opener: SourceOpener | None = None
     version: int = 1
     checked_at: float = 0.0
     file_state: tuple[int, int, int] = (0, 0, 0)  # inode, size, mtime_ns when last checked
@@ -130,12 +143,6 @@ class LoadedSession:
     #: per-version listings reused by repeated readdirs, by the listed dir's path in the
     #: mount: rows of (name, node). Owned by the nodes; dropped with each version.
     listings: dict[tuple[str, ...], list[tuple[str, Any]]] = field(default_factory=dict)
-    _by_id: dict[str, Entry] | None = None
-    #: parsed form only: its entries list and id -> position (last occurrence wins)
-    _entry_list: list[Entry] | None = None
-    _index_of_id: dict[str, int] | None = None
-    #: compact form only: every entry, parsed for the rendering in progress
-    _scratch: list[Entry] | None = None
     # Set by the write paths: a leaf chosen through the mount (``ln -sfn``, ``rm leaf``)
     # is not in the file, so it is kept here until an append records it. A pinned
     # session is never unloaded or forgotten (that would lose the leaf).
@@ -143,19 +150,31 @@ class LoadedSession:
     last_result: str | None = None
     last_error: str | None = None
 
+    @classmethod
+    def parsed(cls, ref: SessionRef, manager: SessionManager) -> LoadedSession:
+        """A session held parsed from the start (``manager`` is the one writes use)."""
+        return cls(ref=ref, source=ManagerSource(manager))
+
+    @property
+    def manager(self) -> SessionManager | None:
+        """The parsed session, when that is how it is held."""
+        source = self.source
+        return source.manager if isinstance(source, ManagerSource) else None
+
     @property
     def hydrated(self) -> SessionManager:
         """The parsed session, built now from the file if it is not held (writes, and
-        reads that need core's manager). Worker thread, under the lock."""
-        if self.manager is None:
-            self.ensure_loaded()
-        assert self.manager is not None
-        return self.manager
+        reads that need core's manager). Worker thread, under the lock. ``EROFS`` for
+        another agent's session."""
+        self.ensure_loaded()
+        manager = self.manager
+        assert manager is not None
+        return manager
 
     @property
     def is_loaded(self) -> bool:
-        """Whether the session itself is held (parsed or compact), not only renderings."""
-        return self.manager is not None or self.compact is not None
+        """Whether the session itself is held, not only renderings."""
+        return self.source is not None
 
     def record_refusal(self, exc: WriteRejected) -> None:
         """Keep a refused write's reason for ``ctl`` (``last_error``), once per refusal."""
@@ -195,18 +214,22 @@ class LoadedSession:
     # -- loading -------------------------------------------------------------------------
 
     def load(self, warm: str | None = None) -> None:
-        """Read the file and hold it compact, or parsed when it has to be (an older
-        format version, a pinned leaf); render ``warm`` (the file about to be read)
-        from the same parse. ``NotASessionError`` when the file is not a session."""
-        if self.pinned_leaf is None and self._load_compact(warm):
-            return
-        self.ensure_loaded()
-        self.apply_pin()
+        """Read the file: another agent's through ``opener``; an xcsh file compact, or
+        parsed when it has to be (an older format version, a pinned leaf). Render
+        ``warm`` (the file about to be read) from the same parse. ``NotASessionError``
+        when an xcsh file is not a session."""
+        if self.opener is not None:
+            st = os.stat(self.ref.path)
+            self._hold(self.opener(self.ref), st)
+        elif self.pinned_leaf is not None or not self._load_compact(warm):
+            self.ensure_loaded()
+            self.apply_pin()
         if warm is not None:
             self.rendered(warm)
 
     def _load_compact(self, warm: str | None) -> bool:
-        """Hold the file compact (True), or False when it must be parsed instead."""
+        """Hold the xcsh file compact (True), or False when it must be parsed instead;
+        renders ``warm`` from the entries the index's build parsed anyway."""
         try:
             data, st = read_file(self.ref.path)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
@@ -218,70 +241,63 @@ class LoadedSession:
                 raise NotASessionError(f"{self.ref.path} is not a session file") from None
             self.ensure_loaded(read=(data, st))
             return False
-        self._drop_entry_views()
-        self.manager, self.compact = None, compact
-        self._seen_now(st)
+        source = XcshSession(self.ref.path, index=compact)
+        self._hold(source, st)
         if warm is not None:
-            self._scratch = entries  # parsed already: the rendering uses them, then not
-            try:
+            with source.parsed_once(entries):  # parsed already: rendered from them
                 self.rendered(warm)
-            finally:
-                self._end_parse()
         return True
 
+    def _hold(self, source: SessionSource, st: os.stat_result) -> None:
+        self.source = source
+        self._seen_now(st)
+
     def ensure_readable(self) -> None:
-        """Load the session (compact when it can be) if only renderings are held."""
-        if not self.is_loaded:
+        """Load the session if only renderings are held."""
+        if self.source is None:
             self.load()
 
     def ensure_loaded(self, read: tuple[bytes, os.stat_result] | None = None) -> None:
         """Hold the parsed session (for a write): parse the file if it is not held
-        (from ``read``, its bytes and their stat, when they were just read)."""
+        (from ``read``, its bytes and their stat, when they were just read). ``EROFS``
+        for another agent's session."""
+        if self.opener is not None:
+            raise WriteRejected(errno.EROFS, READ_ONLY_REASON)
         if self.manager is not None:
             return
         st = read[1] if read is not None else os.stat(self.ref.path)
         manager = open_browse(self.ref.path, read)
-        if self.compact is not None and self.compact.diverged:
+        held = self.source
+        if isinstance(held, XcshSession) and held.index.diverged:
             self._forget_renders()  # the file now holds lines the compact index skipped
-        self._drop_entry_views()
-        self.manager, self.compact = manager, None
-        self._seen_now(st)
+        self._hold(ManagerSource(manager), st)
 
     def apply_pin(self) -> None:
         """Put a pinned leaf back after a full reload (the loader picks the last entry);
         a pin whose entry vanished (file replaced) is dropped."""
-        if self.pinned_leaf is None or self.manager is None:
+        manager = self.manager
+        if self.pinned_leaf is None or manager is None:
             return
         (leaf,) = self.pinned_leaf
         if leaf is None:
-            self.manager.reset_leaf()
-        elif self.manager.get_entry(leaf) is not None:
-            self.manager.branch(leaf)
+            manager.reset_leaf()
+        elif manager.get_entry(leaf) is not None:
+            manager.branch(leaf)
         else:
             self.pinned_leaf = None
 
     def dehydrate(self) -> None:
-        """Let the session go (parsed or compact) and what is derived per entry; keep
-        the renderings."""
-        self.manager = None
-        self.compact = None
-        self._drop_entry_views()
+        """Let the session go and what is derived per entry; keep the renderings."""
+        self.source = None
         self._table = None
         self._entry_bytes = {}
         self.listings = {}
         self._cached_bytes = sum(len(v) for v in self._renders.values())
 
-    def _drop_entry_views(self) -> None:
-        """Views of one form's entries (objects of the manager, or a transient parse)."""
-        self._by_id = None
-        self._entry_list = None
-        self._index_of_id = None
-        self._scratch = None
-
     # -- freshness ---------------------------------------------------------------------
 
     def refresh(self) -> int:
-        """Catch up with the file. Returns 0 (same), >0 new entries, -1 full reload
+        """Catch up with the file. Returns 0 (same), 1 new entries, -1 full reload
         (or a new mode: every attribute the kernel holds is stale)."""
         changed = self._catch_up()
         if self.mode_changed:
@@ -294,21 +310,21 @@ class LoadedSession:
         self.checked_at = time.monotonic()
         if state == self.file_state:
             return 0
-        if self.compact is not None:
-            found = self.compact.catch_up(self.ref.path)
-            if found is None:  # replaced or shrank: read again at the next access
-                self.compact = None
-            changed = -1 if found is None else found
-        elif self.manager is not None:
-            changed = int(self.manager.catch_up())
-            if changed > 0:
-                # Another process appended: core moved the leaf to its last line, which
-                # records a leaf in the file; the one chosen through the mount is over.
-                self.pinned_leaf = None
-            elif changed < 0:
-                self.apply_pin()
-        else:  # only renderings: they are simply stale now
-            changed = -1
+        source = self.source
+        if source is None:
+            changed = -1  # only renderings: they are simply stale now
+        else:
+            try:
+                found, reread = source.catch_up(), source.reread
+            except NotCompact:  # replaced by a file not held compact: read at next access
+                self.source, found, reread = None, True, True
+            changed = 0 if not found else -1 if reread else 1
+        if changed > 0:
+            # Another process appended: core moved the leaf to its last line, which
+            # records a leaf in the file; the one chosen through the mount is over.
+            self.pinned_leaf = None
+        elif changed < 0:
+            self.apply_pin()
         self.file_state = state
         if changed != 0:
             self._forget_renders()
@@ -319,6 +335,8 @@ class LoadedSession:
         are stale, and the file as it is now is what we have seen. A leaf move that
         added no entry keeps the per-entry tables (rebuilding them is O(entries))."""
         if entries_changed:
+            if isinstance(self.source, ManagerSource):
+                self.source.changed()
             self._forget_renders()
         else:
             self.version += 1
@@ -354,96 +372,45 @@ class LoadedSession:
         self._entry_bytes = {}
         self._cached_bytes = 0
         self.listings = {}
-        self._drop_entry_views()
 
     # -- views of the session ------------------------------------------------------------
 
-    def _held_compact(self) -> CompactSession | None:
-        """The compact form if that is what is held (``None``: the parsed one is); loads
-        the session first when neither is."""
+    def _held(self) -> SessionSource:
+        """The source, loading the session first when only renderings are held."""
         self.ensure_readable()
-        return self.compact
-
-    @contextmanager
-    def _parsed_once(self) -> Iterator[None]:
-        """Compact form: parse every entry once for the work inside, then let them go."""
-        compact = self._held_compact()
-        if compact is None or self._scratch is not None:
-            yield
-            return
-        self._scratch = compact.parse_entries()
-        try:
-            yield
-        finally:
-            self._end_parse()
-
-    def _end_parse(self) -> None:
-        self._scratch = None
-        self._by_id = None
+        assert self.source is not None
+        return self.source
 
     def cached_leaf_name(self) -> str | object | None:
         """The leaf's ``entries/`` file name (``None``: no leaf) when it is known
         without work, else `UNKNOWN` (the caller then asks in a worker thread)."""
-        if self._table is None or not self.is_loaded:
+        source = self.source
+        if self._table is None or source is None or not source.leaf_known():
             return UNKNOWN
-        if self.compact is None and self._index_of_id is None:
-            return UNKNOWN
-        return self.name_for_id(self.leaf_id())
-
-    def _manager_entries(self) -> list[Entry]:
-        if self._entry_list is None:
-            self._entry_list = list(self.hydrated.get_entries())
-        return self._entry_list
+        return self.name_for_id(source.leaf_name())
 
     def entries(self) -> list[Entry]:
-        """Every entry (compact form: parsed now, unless a parse is in progress)."""
-        if self._scratch is not None:
-            return self._scratch
-        compact = self._held_compact()
-        if compact is not None:
-            return compact.parse_entries()
-        return self._manager_entries()
+        """Every entry, parsed now (copies: the caller may keep them)."""
+        source = self._held()
+        return [source.entry(i) for i in range(len(source))]
 
     def entry(self, index: int) -> Entry:
-        if self._scratch is not None:
-            return self._scratch[index]
-        compact = self._held_compact()
-        return compact.entry(index) if compact is not None else self._manager_entries()[index]
+        return self._held().entry(index)
 
     def entry_count(self) -> int:
-        compact = self._held_compact()
-        return len(compact) if compact is not None else len(self._manager_entries())
+        return len(self._held())
 
     def header(self) -> dict[str, Any]:
-        compact = self._held_compact()
-        return dict(compact.header if compact is not None else self.hydrated.get_header() or {})
+        return self._held().header()
 
     def leaf_id(self) -> str | None:
-        compact = self._held_compact()
-        leaf = compact.leaf_id if compact is not None else self.hydrated.get_leaf_id()
-        return leaf if isinstance(leaf, str) else None
-
-    def by_id(self) -> dict[str, Entry]:
-        """Entries by id (compact form: kept only while a parse is in progress)."""
-        if self._by_id is not None:
-            return self._by_id
-        found = _by_id(self.entries())
-        if self.compact is None or self._scratch is not None:
-            self._by_id = found
-        return found
+        """The leaf's entry name (an xcsh session: its id)."""
+        return self._held().leaf_name()
 
     def index_of_id(self, entry_id: str) -> int | None:
-        """The position of the entry ``by_id`` gives for this id."""
-        compact = self._held_compact()
-        if compact is not None:
-            return compact.index_of_id.get(entry_id)
-        if self._index_of_id is None:
-            self._index_of_id = {
-                e["id"]: i
-                for i, e in enumerate(self._manager_entries())
-                if isinstance(e.get("id"), str)
-            }
-        return self._index_of_id.get(entry_id)
+        """The position of the entry named ``entry_id`` (the last one of a repeated
+        id)."""
+        return self._held().index_of(entry_id)
 
     def name_for_id(self, entry_id: str | None) -> str | None:
         """The ``entries/`` file name of the entry with this id (``None``: no such)."""
@@ -452,40 +419,31 @@ class LoadedSession:
 
     def path_indexes(self) -> list[int]:
         """Positions of the entries on the path from the root down to the leaf."""
-        compact = self._held_compact()
-        if compact is not None:
-            return compact.path_indexes(self.leaf_id())
-        path = path_to_root(self.leaf_id(), self.by_id())
-        return [index for e in path if (index := self.index_of_id(e["id"])) is not None]
+        return self._held().path_indexes()
 
     def labels(self) -> dict[str, str]:
-        compact = self._held_compact()
-        labels = compact.labels if compact is not None else self.hydrated.get_labels()
-        return {k: v for k, v in dict(labels).items() if isinstance(v, str)}
+        return self._held().labels()
 
     def persist_error(self) -> Exception | None:
         """A write failure core latched (only a parsed session ever writes)."""
-        return self.manager.persist_error if self.manager is not None else None
+        manager = self.manager
+        return manager.persist_error if manager is not None else None
 
     def needs_rewrite(self) -> bool:
         """Migrated in memory (only a parsed session can be: compact ones are current)."""
-        return self.manager.needs_rewrite if self.manager is not None else False
+        manager = self.manager
+        return manager.needs_rewrite if manager is not None else False
 
     def table(self) -> EntryTable:
         if self._table is None:
-            compact = self._held_compact()
-            ids = (
-                compact.ids
-                if compact is not None
-                else [e.get("id") for e in self._manager_entries()]
-            )
-            self._table = build_entry_table(ids)
+            source = self._held()
+            self._table = build_entry_table([source.entry_name(i) for i in range(len(source))])
         return self._table
 
     def entry_bytes(self, index: int) -> bytes:
         data = self._entry_bytes.get(index)
         if data is None:
-            data = render.pretty_json(self.entry(index))
+            data = render.pretty_json(self._held().entry_view(index))
             self._entry_bytes[index] = data
             self._cached_bytes += len(data)
         return data
@@ -499,35 +457,21 @@ class LoadedSession:
         return self._entry_bytes.get(index) if index is not None else None
 
     def entry_mtime_ns(self, index: int) -> int:
-        compact = self._held_compact()
-        if compact is not None:
-            ms = compact.time_ms(index)
-        else:
-            ms = paths.iso_to_ms(self._manager_entries()[index].get("timestamp"))
+        ms = self._held().entry_time_ms(index)
         return ms * 1_000_000 if ms is not None else self.mtime_ns
 
     def blob_shas(self) -> list[str]:
+        """Blobs the entries refer to (only xcsh sessions store images as blobs: the
+        other agents' are inline data)."""
+        source = self._held()
+        if source.agent != "xcsh":
+            return []
         found: dict[str, None] = {}
-        for entry in self.entries():
-            for sha in blob_refs_in(entry):
-                found.setdefault(sha, None)
+        with source.parsed_once():
+            for index in range(len(source)):
+                for sha in blob_refs_in(source.entry_view(index)):
+                    found.setdefault(sha, None)
         return list(found)
-
-    def context(self) -> dict[str, Any]:
-        with self._parsed_once():  # entries() and by_id() from one parse
-            return build_session_context(self.entries(), self.leaf_id(), self.by_id())
-
-    def tree(self) -> list[Any]:
-        compact = self._held_compact()
-        if compact is None:
-            return self.hydrated.get_tree()
-        return build_tree(self.entries(), compact.labels)
-
-    def usage(self) -> dict[str, float]:
-        compact = self._held_compact()
-        if compact is None:
-            return self.hydrated.get_usage_statistics()
-        return usage_totals(self.entries())
 
     # -- renderings, cached per version -----------------------------------------------
 
@@ -537,49 +481,18 @@ class LoadedSession:
     def rendered(self, what: str) -> bytes:
         data = self._renders.get(what)
         if data is None:
-            if what in _HEADER_ONLY:
-                data = _RENDERERS[what](self)
+            source = self._held()
+            if parses_entries(what):
+                with source.parsed_once():
+                    data = render_source(source, what)
             else:
-                with self._parsed_once():
-                    data = _RENDERERS[what](self)
+                data = render_source(source, what)
             self._renders[what] = data
             self._cached_bytes += len(data)
         return data
 
     def memory_cost(self) -> int:
-        """Bytes counted against the cache's budget: the session as held (a parsed one
-        by `PARSED_SIZE_FACTOR`, a compact one by its real sizes) and the renderings."""
-        if self.manager is not None:
-            held = self.file_state[1] * PARSED_SIZE_FACTOR
-        elif self.compact is not None:
-            held = self.compact.memory_cost()
-        else:
-            held = 0
+        """Bytes counted against the cache's budget: the session as held (its source's
+        own figure: a parsed one by `PARSED_SIZE_FACTOR`) and the renderings."""
+        held = self.source.memory_cost() if self.source is not None else 0
         return held + self._cached_bytes
-
-
-def _render_transcript(session: LoadedSession) -> bytes:
-    messages, sources = messages_with_sources(session.entries(), session.leaf_id(), session.by_id())
-    title = session.header().get("title")
-    return render.transcript_md(title if isinstance(title, str) else None, messages, sources)
-
-
-def _render_stats(session: LoadedSession) -> bytes:
-    return render.stats_json(session.entries(), session.leaf_id(), session.by_id(), session.usage())
-
-
-_RENDERERS: dict[str, Callable[[LoadedSession], bytes]] = {
-    "header.json": lambda s: render.pretty_json(s.header()),
-    "title": lambda s: render.title_text(s.header()),
-    "context.json": lambda s: render.context_json(s.context()),
-    "transcript.md": _render_transcript,
-    "tree.txt": lambda s: render.tree_text(s.tree(), s.leaf_id(), s.by_id()),
-    "stats.json": _render_stats,
-}
-#: Renderings made from the header alone (nothing to parse in the compact form).
-_HEADER_ONLY = frozenset({"header.json", "title"})
-
-
-def parses_entries(what: str) -> bool:
-    """Whether rendering ``what`` reads every entry (its memory grows with the file)."""
-    return what not in _HEADER_ONLY

@@ -39,7 +39,7 @@ from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.agent_sources import open_agent_file
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.render_cache import CachedRender, FileIdentity, RenderCache
-from sessionfs.view.source_session import render_source
+from sessionfs.view.renderings import render_source
 
 __all__ = ["Prerenderer", "RenderFailed", "RenderOutcome", "render_transcript"]
 
@@ -112,7 +112,7 @@ def _render(path: Path) -> tuple[bytes, dict[str, int]]:
     """Load the session as the daemon does (compact: one read, one parse of each line,
     no manager; an older format version is parsed and migrated) and render it."""
     ref = SessionRef(path.parent.name, path.name[:-6], path, {}, 0, 0)
-    session = LoadedSession(ref=ref, manager=None)
+    session = LoadedSession(ref=ref)
     try:
         session.load(warm="transcript.md")
     except (NotASessionError, OSError) as exc:

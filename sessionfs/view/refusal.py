@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import errno as errno_codes
 
-__all__ = ["WriteRejected"]
+__all__ = ["READ_ONLY_REASON", "WriteRejected"]
+
+#: Why every write under ``agents/`` is refused (``EROFS``; the root ``ctl`` shows it).
+READ_ONLY_REASON = "other agents' sessions are read-only: sessionfs never writes them"
 
 
 class WriteRejected(Exception):

@@ -340,13 +340,12 @@ def source_tree_text(source: SessionSource) -> bytes:
     labels = source.labels()
 
     def describe(index: int) -> str:
-        name = source.entry_name(index)
         mark = "*" if index in on_path else " "
-        line = f"{mark} {name} {source.entry_kind(index)}"
+        line = f"{mark} {source.entry_tree_name(index)} {source.entry_kind(index)}"
         text = " ".join(source.entry_text(index).split())[:TREE_TEXT_CHARS]
         if text:
             line += f" {text}"
-        label = labels.get(name)
+        label = labels.get(source.entry_name(index))
         return f"{line} [{label}]" if label else line
 
     return _tree_lines(source.children_indexes(None), source.children_indexes, describe)

@@ -44,7 +44,7 @@ import orjson
 
 from core.file_identity import FileIdentity
 from core.private_files import make_private_dirs
-from sessionfs.view import loaded_session, render
+from sessionfs.view import loaded_session, render, renderings
 
 __all__ = [
     "MAGIC",
@@ -78,7 +78,7 @@ def renderer_fingerprint() -> str:
     """A hash of the code that renders: a cache written by another version of the
     renderer (an upgrade, a fix) is never served as if it were current."""
     digest = hashlib.sha256()
-    for module in (render, loaded_session):
+    for module in (render, renderings, loaded_session):
         digest.update(Path(str(module.__file__)).read_bytes())
     return digest.hexdigest()[:16]
 

@@ -90,9 +90,9 @@ class SessionCache:
         new_session: Callable[[SessionRef], LoadedSession] | None = None,
     ) -> None:
         self.index = index
-        #: how a listed session is held when loaded: an xcsh file as `LoadedSession`;
-        #: another agent's mount passes its own (`sessionfs.view.source_session`)
-        self.new_session = new_session or (lambda ref: LoadedSession(ref=ref, manager=None))
+        #: a listed session not loaded yet: an xcsh file's `LoadedSession` by default;
+        #: another agent's mount passes one with that agent's reader (``opener``)
+        self.new_session = new_session or (lambda ref: LoadedSession(ref=ref))
         self.budget = budget_bytes
         #: the process's real RSS checked after each load and job (the daemon's; None:
         #: the estimate alone bounds the cache, as in tests of other things)

@@ -32,7 +32,7 @@ def parsed(path: Path) -> LoadedSession:
     before the compact form existed)."""
     st = os.stat(path)
     ref = SessionRef(path.parent.name, path.stem, path, {}, st.st_mtime_ns, st.st_size)
-    return LoadedSession(ref=ref, manager=open_browse(path))
+    return LoadedSession.parsed(ref, open_browse(path))
 
 
 def expected_files(session: LoadedSession) -> dict[str, bytes]:

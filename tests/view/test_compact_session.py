@@ -18,7 +18,9 @@ from support.agent_messages import user_entry
 from support.fixture_paths import fixture_files
 
 from core import SessionManager
+from core.formats.xcsh import XcshSession
 from core.formats.xcsh_file import CompactSession, read_file
+from core.formats.xcsh_parsed import ManagerSource
 from sessionfs.view.loaded_session import LoadedSession, open_browse
 from sessionfs.view.session_ref import SessionRef
 
@@ -78,14 +80,14 @@ def ref_of(path: Path) -> SessionRef:
 
 
 def compact_session(path: Path) -> LoadedSession:
-    session = LoadedSession(ref=ref_of(path), manager=None)
+    session = LoadedSession(ref=ref_of(path))
     session.load()
-    assert session.compact is not None and session.manager is None
+    assert isinstance(session.source, XcshSession) and session.manager is None
     return session
 
 
 def parsed_session(path: Path) -> LoadedSession:
-    session = LoadedSession(ref=ref_of(path), manager=open_browse(path))
+    session = LoadedSession.parsed(ref_of(path), open_browse(path))
     session.file_state = session._saw(os.stat(path))
     return session
 
@@ -107,7 +109,7 @@ def served(session: LoadedSession) -> dict[str, Any]:
 
 
 def assert_same(compact: LoadedSession, parsed: LoadedSession) -> None:
-    assert compact.compact is not None  # still compact after everything it served
+    assert isinstance(compact.source, XcshSession)  # still compact after everything it served
     ours, theirs = served(compact), served(parsed)
     for key in theirs:
         assert ours[key] == theirs[key], key
@@ -133,8 +135,10 @@ def test_appends_by_another_process_are_caught_up_as_core_does(tmp_path: Path) -
         f.write(line(user_entry("e", "e", "same new id twice in one batch: both kept")))
         f.write(line({"type": "label", "id": "l4", "parentId": "e", "targetId": "a", "label": "y"}))
         f.write(b'{"type":"message","id":"half')
-    assert compact.refresh() == parsed.refresh() == 4
-    assert compact.compact is not None and compact.compact.diverged
+    before = compact.entry_count()
+    assert compact.refresh() == parsed.refresh() == 1  # lines appended (not a reload)
+    assert compact.entry_count() == parsed.entry_count() == before + 4
+    assert isinstance(compact.source, XcshSession) and compact.source.index.diverged
     assert_same(compact, parsed)
     with open(path, "ab") as f:  # only a torn line more: nothing new yet
         f.write(b'-written"')
@@ -151,30 +155,30 @@ def test_a_replaced_file_is_read_again(tmp_path: Path) -> None:
     replacement.write_bytes(line(header) + line(user_entry("z", None, "all new")))
     os.replace(replacement, path)
     assert compact.refresh() == -1 and compact.version > version
-    assert compact.leaf_id() == "z" and compact.compact is not None
+    assert compact.leaf_id() == "z" and isinstance(compact.source, XcshSession)
     assert_same(compact, parsed_session(path))
 
 
 def test_older_versions_and_writes_hold_the_parsed_session(tmp_path: Path) -> None:
     old = tmp_path / fixture_files()[0].name
     shutil.copyfile(fixture_files()[0], old)
-    session = LoadedSession(ref=ref_of(old), manager=None)
+    session = LoadedSession(ref=ref_of(old))
     session.load("context.json")  # v1: migrated in memory, ids exist only there
-    assert session.manager is not None and session.compact is None
+    assert isinstance(session.source, ManagerSource) and session.manager is not None
     assert session.rendered("context.json") == parsed_session(old).rendered("context.json")
 
     path = odd_session(tmp_path)
     session = compact_session(path)
     before = session.rendered("context.json")
     assert session.hydrated.get_leaf_id() == "d"  # a write's view: parsed now
-    assert session.manager is not None and session.compact is None
+    assert isinstance(session.source, ManagerSource) and session.manager is not None
     assert session.rendered("context.json") == before
 
 
 def test_not_a_session_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "junk.jsonl"
     path.write_bytes(b'{"type":"message","id":"x"}\n')
-    session = LoadedSession(ref=ref_of_junk(path), manager=None)
+    session = LoadedSession(ref=ref_of_junk(path))
     with pytest.raises(Exception, match="not a session"):
         session.load()
 

@@ -18,6 +18,7 @@ from support.omp_files import (
 )
 from test_compact_session import assert_same, parsed_session
 
+from core.formats.xcsh import XcshSession
 from sessionfs.view.agent_index import AgentIndex, read_header
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.session_ref import SessionRef
@@ -33,9 +34,9 @@ def loaded(path: Path) -> LoadedSession:
     header = read_header(path)
     assert header is not None
     ref = SessionRef(path.parent.name, path.stem, path, header, st.st_mtime_ns, st.st_size)
-    session = LoadedSession(ref=ref, manager=None)
+    session = LoadedSession(ref=ref)
     session.load()
-    assert session.compact is not None
+    assert isinstance(session.source, XcshSession)
     return session
 
 
@@ -50,7 +51,8 @@ def rename_in_place(path: Path, title: str) -> None:
 def test_the_compact_form_of_a_slot_file_serves_what_the_parsed_one_does(tmp_path: Path) -> None:
     path = slot_file(tmp_path)
     compact = loaded(path)
-    assert compact.compact is not None and compact.compact.starts[0] > SLOT_BYTES
+    assert isinstance(compact.source, XcshSession)
+    assert compact.source.index.starts[0] > SLOT_BYTES
     assert compact.rendered("title") == b"Listing files\n"
     assert_same(compact, parsed_session(path))
     with open(path, "ab") as f:

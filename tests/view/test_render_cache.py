@@ -74,7 +74,7 @@ def test_the_worker_renders_what_the_session_dir_shows(tmp_path: Path) -> None:
     manager = open_browse(session)
     ref_header = dict(manager.get_header() or {})
     ref = SessionRef(session.parent.name, session.stem, session, ref_header, 0, 0)
-    expected = LoadedSession(ref=ref, manager=manager).rendered("transcript.md")
+    expected = LoadedSession.parsed(ref, manager).rendered("transcript.md")
     root = tmp_path / "cache"
     first = render_transcript(str(session), "k", str(root), want_bytes=True)
     assert first.rendered and first.data == expected and first.record.stored is not None

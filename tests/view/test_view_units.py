@@ -14,6 +14,7 @@ from support.fixture_paths import fixture_files
 
 from core import SessionManager, build_session_context
 from core.context import context_sources
+from core.formats.xcsh import XcshSession
 from core.storage import MemorySessionStorage
 from sessionfs.view import render
 from sessionfs.view.agent_index import AgentIndex, read_header
@@ -163,7 +164,7 @@ def test_session_cache_is_bounded_and_reloads_evicted_sessions(tmp_path: Path) -
             assert await cache.run(session, lambda s=session: len(s.table().names)) == 200
             # read only: held compact (tiny entries: the index is ~3x their bytes), so
             # the budget of two parsed sessions holds three
-            assert session.compact is not None and session.memory_cost() < size * 4
+            assert isinstance(session.source, XcshSession) and session.memory_cost() < size * 4
             assert parsed() == min(n + 1, 3)
         # fill the budget with parsed sessions (writes hold the manager): s0 goes
         for n in range(1, 6):

@@ -24,8 +24,8 @@ from sessionfs.fs.nodes.session import (
     session_children,
 )
 from sessionfs.fs.nodes.transcripts import TranscriptsDir
+from sessionfs.view.refusal import READ_ONLY_REASON
 from sessionfs.view.session_keys import AGENTS_DIR, ARTIFACTS, SUBAGENTS
-from sessionfs.view.source_session import READ_ONLY_REASON
 
 __all__ = ["AGENTS", "AgentsDir"]
 
