@@ -30,16 +30,17 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import trio
 
 from core import NotASessionError
+from core.formats.base import SessionSource
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.agent_sources import open_agent_file
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.render_cache import CachedRender, FileIdentity, RenderCache
-from sessionfs.view.renderings import render_source
 
 __all__ = ["Prerenderer", "RenderFailed", "RenderOutcome", "render_transcript"]
 
@@ -97,7 +98,7 @@ def render_transcript(
         found = cache.load(key, before)
         if found is not None:
             return RenderOutcome(found[0], found[1], rendered=False)
-    transcript, sizes = _render(Path(path)) if agent == "xcsh" else _render_other(agent, path)
+    transcript, sizes = _render(Path(path), agent)
     if before.size >= TRIM_AFTER_BYTES:
         _trim_heap()
     # Keyed by the identity seen *before* reading: if the file grew meanwhile, the
@@ -108,11 +109,13 @@ def render_transcript(
     return RenderOutcome(stored, transcript if want_bytes else None, rendered=True)
 
 
-def _render(path: Path) -> tuple[bytes, dict[str, int]]:
-    """Load the session as the daemon does (compact: one read, one parse of each line,
-    no manager; an older format version is parsed and migrated) and render it."""
-    ref = SessionRef(path.parent.name, path.name[:-6], path, {}, 0, 0)
-    session = LoadedSession(ref=ref)
+def _render(path: Path, agent: str) -> tuple[bytes, dict[str, int]]:
+    """Load the session as the daemon does and render it: an xcsh file compact (one
+    read, one parse of each line, no manager; an older format version is parsed and
+    migrated), another agent's through the reader the daemon opens it with."""
+    ref = SessionRef(path.parent.name, path.name.removesuffix(".jsonl"), path, {}, 0, 0)
+    opener = None if agent == "xcsh" else partial(_open_other, agent)
+    session = LoadedSession(ref=ref, opener=opener)
     try:
         session.load(warm="transcript.md")
     except (NotASessionError, OSError) as exc:
@@ -123,17 +126,8 @@ def _render(path: Path) -> tuple[bytes, dict[str, int]]:
     return transcript, sizes
 
 
-def _render_other(agent: str, path: str) -> tuple[bytes, dict[str, int]]:
-    """`_render` for another agent's session file: the renderings its session dir
-    shows (`render_source`), from the same reader the daemon opens it with."""
-    try:
-        source = open_agent_file(agent, Path(path))
-    except OSError as exc:
-        raise RenderFailed(f"{path}: {exc}") from None
-    transcript = render_source(source, "transcript.md")
-    sizes = {"transcript.md": len(transcript)}
-    sizes.update({name: len(render_source(source, name)) for name in EXTRA_SIZES})
-    return transcript, sizes
+def _open_other(agent: str, ref: SessionRef) -> SessionSource:
+    return open_agent_file(agent, ref.path)
 
 
 def _trim_heap() -> None:

@@ -1,30 +1,34 @@
 """The contract between the agents' readers and the Markdown renderer: a Claude Code
 session's transcript messages render to the spec's ``transcript.md`` (one heading per
 message with role, first uuid and time; thinking quoted; calls and results fenced;
-images as ``[image <media_type>, N bytes]``), in the same Markdown as xcsh sessions."""
+images as ``[image <media_type>, N bytes]``), in the same Markdown as xcsh sessions;
+and such a session held by the view (`LoadedSession` with the agent's reader):
+renderings, catch-up, and writes refused."""
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
+import orjson
+import pytest
 from support import claude_code as cc
 from support import codex_cli as cx
 
 from core.formats.base import SessionSource
 from core.formats.claude import ClaudeSession
 from core.formats.codex import CodexSession
-from sessionfs.view import render
+from sessionfs.view.loaded_session import LoadedSession
+from sessionfs.view.refusal import WriteRejected
+from sessionfs.view.renderings import RENDERINGS, render_source
+from sessionfs.view.session_ref import SessionRef
 
 IMAGE = "iVBORw0KGgo="  # 8 bytes
 
 
 def _markdown(source: SessionSource) -> str:
-    messages = source.transcript_messages()
-    return render.transcript_md(
-        source.title() or None,
-        [m.message for m in messages],
-        [{"id": m.entry_name, "timestamp": m.time} for m in messages],
-    ).decode()
+    return render_source(source, "transcript.md").decode()
 
 
 def test_claude_transcript_markdown(tmp_path: Path) -> None:
@@ -97,3 +101,37 @@ def test_codex_transcript_markdown(tmp_path: Path) -> None:
         f"\n## assistant · 000008-response_item-message · {cx.ts(6)}\n\n"
         "One file.\n"
     )
+
+
+def test_a_claude_session_held_by_the_view(tmp_path: Path) -> None:
+    lines = [
+        cc.user("u1", None, [cc.text("first")], 1),
+        cc.assistant("a1", "u1", "msg_1", cc.text("answer"), 2),
+    ]
+    path = cc.write_jsonl(tmp_path / "s.jsonl", lines)  # type: ignore[arg-type]
+    st = os.stat(path)
+    ref = SessionRef("p", "s", Path(path), {}, st.st_mtime_ns, st.st_size)
+    session = LoadedSession(ref=ref, opener=lambda r: ClaudeSession(r.path))
+    session.load(warm="context.json")
+    assert session.manager is None and session.memory_cost() > 0
+    for what in RENDERINGS:
+        assert session.rendered(what) == render_source(ClaudeSession(path), what)
+    assert session.table().names == ["u1.json", "a1.json"]
+    assert session.name_for_id(session.leaf_id()) == "a1.json"
+
+    version = session.version
+    with open(path, "ab") as f:  # another process appends one line
+        f.write(orjson.dumps(cc.user("u2", "a1", [cc.text("more")], 3)) + b"\n")
+    assert session.refresh() == 1 and session.version > version  # appended, not reloaded
+    assert session.leaf_id() == "u2" and b"more" in session.rendered("transcript.md")
+
+    replacement = tmp_path / "new.jsonl"
+    cc.write_jsonl(replacement, lines[:1])  # type: ignore[arg-type]
+    os.replace(replacement, path)
+    assert session.refresh() == -1 and session.entry_count() == 1
+
+    before = Path(path).read_bytes()
+    with pytest.raises(WriteRejected) as refused:
+        session.hydrated  # noqa: B018 -- the property is what a write asks for
+    assert refused.value.errno == errno.EROFS
+    assert session.manager is None and Path(path).read_bytes() == before

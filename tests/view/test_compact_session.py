@@ -159,6 +159,18 @@ def test_a_replaced_file_is_read_again(tmp_path: Path) -> None:
     assert_same(compact, parsed_session(path))
 
 
+def test_a_file_replaced_by_an_older_version_is_parsed_at_the_next_access(
+    tmp_path: Path,
+) -> None:
+    path = odd_session(tmp_path)
+    session = compact_session(path)
+    shutil.copyfile(fixture_files()[0], path.with_suffix(".new"))  # a v1 file
+    os.replace(path.with_suffix(".new"), path)
+    assert session.refresh() == -1 and not session.is_loaded  # not readable compact
+    assert session.rendered("context.json") == parsed_session(path).rendered("context.json")
+    assert isinstance(session.source, ManagerSource)
+
+
 def test_older_versions_and_writes_hold_the_parsed_session(tmp_path: Path) -> None:
     old = tmp_path / fixture_files()[0].name
     shutil.copyfile(fixture_files()[0], old)
