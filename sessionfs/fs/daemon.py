@@ -44,6 +44,7 @@ from sessionfs.fs.nodes import MountContext, RootDir
 from sessionfs.fs.ops import Invalidator, SessionFsOperations
 from sessionfs.fs.search_indexer import SearchIndexer
 from sessionfs.fs.send_log import SendLogs
+from sessionfs.fs.session_watch import SessionWatch
 from sessionfs.view.agent_index import AgentIndex
 from sessionfs.view.cache_dir import agent_cache_dir, default_cache_dir
 from sessionfs.view.history import HistoryView
@@ -229,9 +230,15 @@ async def _serve(
     ops: SessionFsOperations,
     ctx: MountContext,
     background: Callable[[], Awaitable[None]] | None = None,
+    watch_sessions: bool = False,
 ) -> None:
     cache = ctx.sessions
     async with trio.open_nursery() as nursery:
+        if watch_sessions:  # a local agent dir: its changes are seen as they happen
+            watch = SessionWatch(ctx.index.sessions_root, ops)
+            if watch.start():
+                ctx.watch = watch
+                nursery.start_soon(watch.run)
         if ctx.runs is not None:
             await nursery.start(ctx.runs.serve)
         nursery.start_soon(_unmount_on_signal, ctx.runs)
@@ -309,7 +316,10 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
     log.info("mounted %s at %s", opts.store or opts.agent_dir, opts.mountpoint)
     try:
         on_ready()
-        trio.run(_serve, ops, ctx, store.keep_refreshing if store is not None else None)
+        if store is not None:
+            trio.run(_serve, ops, ctx, store.keep_refreshing)
+        else:
+            trio.run(_serve, ops, ctx, None, True)
     finally:
         # The FUSE session is over (or failing): the kernel has nothing left to
         # invalidate, and telling it would only log errors.

@@ -252,8 +252,9 @@ class SessionFsOperations(pyfuse3.Operations):
         attrs = pyfuse3.EntryAttributes()
         attrs.st_ino = inode
         attrs.generation = 0
-        attrs.entry_timeout = node.tier.entry_timeout
-        attrs.attr_timeout = node.tier.attr_timeout if st.exact else 0
+        tier = node.kernel_tier()
+        attrs.entry_timeout = tier.entry_timeout
+        attrs.attr_timeout = tier.attr_timeout if st.exact else 0
         shown = await (node.listing_permissions() if listing else node.permissions())
         mode = node.mode & shown.mask
         if self.read_only or node.read_only_reason() is not None:
@@ -354,6 +355,29 @@ class SessionFsOperations(pyfuse3.Operations):
                 continue
             self._uncached.add(inode)
             self.invalidator.invalidate(inode, attr_only=node.kind is not Kind.FILE)
+
+    def key_changed(self, key: tuple[str, ...], name_too: bool) -> None:
+        """`sessionfs.fs.session_watch` listener: what ``key`` shows changed on disk,
+        so drop the kernel's attributes and pages of it, and its name when the file
+        was made, renamed or removed (a name the kernel holds may now be wrong)."""
+        if self.invalidator is None or self.invalidator.closing:
+            return
+        inode = self.table.by_key.get(key)
+        if inode is not None:
+            # Not skipped when already uncached: a reply racing the change may have
+            # been cached since (the watch's repeat is for exactly that).
+            self._uncached.add(inode)
+            self.invalidator.invalidate(inode, attr_only=False)
+        parent = self.table.by_key.get(key[:-1])
+        if name_too and parent is not None:
+            self.invalidator.invalidate_name(parent, os.fsencode(key[-1]))
+
+    def subtree_changed(self, prefix: tuple[str, ...]) -> None:
+        """`sessionfs.fs.session_watch` listener: anything below ``prefix`` may have
+        changed unseen (a watch was lost, events overflowed): drop all of it."""
+        depth = len(prefix)
+        for key in [k for k in self.table.by_key if len(k) > depth and k[:depth] == prefix]:
+            self.key_changed(key, name_too=True)
 
     def session_dehydrated(self, session: LoadedSession) -> None:
         """``SessionCache`` listener: a session left the parsed set, so let the kernel

@@ -47,6 +47,7 @@ __all__ = [
     "RENDERED",
     "STATIC",
     "VOLATILE",
+    "WATCHED",
     "AgentViews",
     "BytesHandle",
     "CacheTier",
@@ -59,6 +60,7 @@ __all__ = [
     "OpenFile",
     "Permissions",
     "Stat",
+    "WatchedProjects",
     "allow_truncate_to_zero",
     "derived_permissions",
     "exact_permissions",
@@ -104,12 +106,17 @@ class CacheTier:
 #             file of the same name is a new create, not an open of a stale inode. The
 #             open file's attributes may be kept: a writer's fstat (Python's open()
 #             does one) then costs no round trip.
+# WATCHED   - transcripts/<project>/<stem>.md while its project dir is watched
+#             (`sessionfs.fs.session_watch`): a change of the session file drops the
+#             kernel's copy at once, so names and attributes may be kept for long and
+#             a warm `grep -r` costs only the open and the page-cache reads.
 IMMUTABLE = CacheTier("immutable", 3600.0, 3600.0, keep_cache=True, direct_io=False)
 BLOB = CacheTier("blob", 3600.0, 1.0, keep_cache=True, direct_io=False)
 STATIC = CacheTier("static", 1.0, 1.0, keep_cache=False, direct_io=False)
 RENDERED = CacheTier("rendered", 1.0, 0.5, keep_cache=True, direct_io=False)
 VOLATILE = CacheTier("volatile", 1.0, 0.5, keep_cache=False, direct_io=True)
 DROPBOX = CacheTier("dropbox", 0.0, 1.0, keep_cache=False, direct_io=True)
+WATCHED = CacheTier("watched", 3600.0, 3600.0, keep_cache=True, direct_io=False)
 # PER_CALLER - search/<words>: what it holds depends on who reads it (`Node.per_caller`),
 #             so the kernel keeps no attributes (each caller's stat gets its own size)
 #             and no pages (one user's results never serve another).
@@ -123,6 +130,14 @@ class Stat:
     #: False for a listing's placeholder: the kernel is told not to cache it, so any
     #: ``stat`` asks again and gets the exact size (see ``Node.listing_stat``).
     exact: bool = True
+
+
+class WatchedProjects(Protocol):
+    """What nodes ask of the daemon's inotify watch (`sessionfs.fs.session_watch`)."""
+
+    def covers(self, project: str) -> bool:
+        """Whether every change to ``project``'s session files is seen at once."""
+        ...
 
 
 class AgentViews(Protocol):
@@ -173,6 +188,8 @@ class MountContext:
     #: the other agents shown under ``agents/`` (`sessionfs.fs.nodes.agents`); None:
     #: no ``agents/`` at all
     agents: AgentViews | None = None
+    #: which projects' session files are watched for changes (`WATCHED`); None: none
+    watch: WatchedProjects | None = None
 
     def record_root_refusal(self, exc: WriteRejected) -> None:
         """Keep a refused write's reason for the root ``ctl`` (``last_error``)."""
@@ -324,6 +341,11 @@ class Node:
 
     async def stat(self) -> Stat:
         return Stat(0, self.ctx.started_ns)
+
+    def kernel_tier(self) -> CacheTier:
+        """The tier whose timeouts the kernel is given now: ``tier``, unless the node
+        knows it is watched for changes (`WATCHED`)."""
+        return self.tier
 
     async def permissions(self) -> Permissions:
         """What this node may show at most, and whose it is. Nodes in a session dir

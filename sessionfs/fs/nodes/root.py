@@ -22,7 +22,7 @@ from sessionfs.fs.nodes.index import ByIdDir, RecentDir
 from sessionfs.fs.nodes.mount_paths import describe
 from sessionfs.fs.nodes.search import SearchDir
 from sessionfs.fs.nodes.session import SessionsDir
-from sessionfs.fs.nodes.transcripts import TranscriptsDir
+from sessionfs.fs.nodes.transcripts import TRANSCRIPTS, TranscriptsDir
 from sessionfs.view.render import status_text
 from sessionfs.writes.session_commands import parse_root_commands, run_root_command
 
@@ -130,7 +130,7 @@ class RootDir(DirNode):
         ".ignore": IgnoreFile,
         "ctl": RootCtl,
         "sessions": SessionsDir,
-        "transcripts": TranscriptsDir,
+        TRANSCRIPTS: TranscriptsDir,
         "by-id": ByIdDir,
         "recent": RecentDir,
         "history": HistoryDir,

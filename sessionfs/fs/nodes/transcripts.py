@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 import trio
@@ -25,7 +26,9 @@ import trio
 from sessionfs.fs.nodes.base import (
     RENDERED,
     STATIC,
+    WATCHED,
     BytesHandle,
+    CacheTier,
     DirNode,
     FileNode,
     MountContext,
@@ -46,14 +49,28 @@ from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.render_cache import CachedRender, FileIdentity
 
 __all__ = [
+    "TRANSCRIPTS",
     "TRANSCRIPT_SUFFIX",
     "TranscriptFile",
     "TranscriptsDir",
     "open_transcript",
+    "transcript_key",
     "transcript_record",
+    "transcripts_key",
 ]
 
 TRANSCRIPT_SUFFIX = ".md"
+TRANSCRIPTS = "transcripts"
+
+
+def transcripts_key(project: str) -> tuple[str, ...]:
+    """The key of the local ``transcripts/<project>/`` (`Node.key`)."""
+    return (TRANSCRIPTS, project)
+
+
+def transcript_key(project: str, stem: str) -> tuple[str, ...]:
+    """The key of the local ``transcripts/<project>/<stem>.md``."""
+    return (*transcripts_key(project), stem + TRANSCRIPT_SUFFIX)
 
 
 def _renders(ctx: MountContext) -> Prerenderer:
@@ -191,6 +208,20 @@ class TranscriptFile(FileNode):
     @property
     def path(self) -> Path:
         return self.ctx.index.session_path(self.project, self.stem)
+
+    def kernel_tier(self) -> CacheTier:
+        """`WATCHED` when every change to the session file raises an event the watch
+        sees: a local session of a watched project dir (not a sub-agent's, in an
+        artifacts dir), and a file of its own there (not a symlink to elsewhere)."""
+        watch = self.ctx.watch
+        if watch is None or self.ctx.prefix or "/" in self.stem or not watch.covers(self.project):
+            return self.tier
+        try:
+            if stat.S_ISREG(os.lstat(self.path).st_mode):
+                return WATCHED
+        except OSError:
+            pass
+        return self.tier
 
     def _identity(self) -> tuple[FileIdentity, FileAccess]:
         """The session file as it is now (one stat, on the event loop), its mode and owner."""

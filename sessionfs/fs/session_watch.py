@@ -1,0 +1,240 @@
+"""Watch the agent dir's project dirs with inotify, so the kernel may keep the names
+and attributes of ``transcripts/<project>/<stem>.md`` for long and drop them the
+moment the session file changes.
+
+Without it every file of a warm ``grep -r transcripts/`` costs a lookup and a getattr
+round trip, because the kernel may trust what it was told for a second at most. With
+it the kernel keeps both (`WATCHED`), and an append, a chmod, a rename or a delete of
+the session file is followed at once by an invalidation of what the kernel holds.
+
+One watch on ``<agent>/sessions`` (projects made, renamed, removed) and one per project
+dir (its session files). When inotify is missing, the watch limit is reached or a
+project dir cannot be watched, the project is simply not `covered` and its nodes keep
+the short timeouts. Sub-agent sessions (in artifacts dirs), the ``sessions/`` tree,
+``agents/`` and store mounts are not watched: they keep the short timeouts too. A
+session file that is a symlink, or that is written through a hard link outside its
+project dir, raises no event here: `TranscriptFile.kernel_tier` gives those the
+short timeouts as well (a symlink), or they show within the short timeouts of the
+next access after an event (hard links; agents do not make them).
+
+Invalidating is the `Invalidator` thread's job (pyfuse3's calls may block on the
+kernel); this module only decides what to drop. Each change is dropped twice: at
+once, and again `REPEAT_AFTER` seconds later, because a lookup or getattr that read
+the file just before the change may be answered just after the first drop and would
+then be cached for long.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import math
+import os
+import stat
+from pathlib import Path
+from typing import Protocol
+
+import trio
+
+from sessionfs.fs.inotify import (
+    IN_ATTRIB,
+    IN_CLOSE_WRITE,
+    IN_CREATE,
+    IN_DELETE,
+    IN_DONT_FOLLOW,
+    IN_IGNORED,
+    IN_ISDIR,
+    IN_MODIFY,
+    IN_MOVED_FROM,
+    IN_MOVED_TO,
+    IN_ONLYDIR,
+    IN_Q_OVERFLOW,
+    Event,
+    Inotify,
+)
+from sessionfs.fs.nodes.transcripts import transcript_key, transcripts_key
+from sessionfs.view import session_keys
+
+__all__ = ["REPEAT_AFTER", "ChangeSink", "SessionWatch"]
+
+log = logging.getLogger(__name__)
+
+#: seconds after a change when what it affects is dropped once more (see above)
+REPEAT_AFTER = 1.0
+
+_ROOT_MASK = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR | IN_DONT_FOLLOW
+_PROJECT_MASK = (
+    IN_MODIFY
+    | IN_CLOSE_WRITE
+    | IN_ATTRIB
+    | IN_CREATE
+    | IN_DELETE
+    | IN_MOVED_FROM
+    | IN_MOVED_TO
+    | IN_ONLYDIR
+    | IN_DONT_FOLLOW
+)
+#: events that change which names a project dir holds (else only a file's content/mode)
+_NAMESPACE = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO
+_SESSION_SUFFIX = ".jsonl"
+
+
+class ChangeSink(Protocol):
+    """What the watch tells (`SessionFsOperations`): mount keys whose kernel copies
+    are stale."""
+
+    def key_changed(self, key: tuple[str, ...], name_too: bool) -> None:
+        """Drop the attributes and pages of ``key`` (and its name when ``name_too``)."""
+
+    def subtree_changed(self, prefix: tuple[str, ...]) -> None:
+        """Drop everything the kernel holds below ``prefix``."""
+
+
+class SessionWatch:
+    """The inotify watches of one agent dir's sessions root and its project dirs."""
+
+    def __init__(self, sessions_root: Path, sink: ChangeSink) -> None:
+        self.sessions_root = sessions_root
+        self.sink = sink
+        self._inotify: Inotify | None = None
+        self._root_wd: int | None = None
+        self._projects: dict[str, int] = {}  # project -> wd
+        self._by_wd: dict[int, str] = {}  # wd -> project
+        #: changes seen in the events read last (a burst of appends: one drop per file)
+        self._batch: dict[tuple[str, ...], bool] = {}
+        #: changes to drop again: key -> (whether its name changed, when); in time order
+        self._repeat: dict[tuple[str, ...], tuple[bool, float]] = {}
+
+    def covers(self, project: str) -> bool:
+        """Whether changes to ``project``'s session files are seen as they happen."""
+        return project in self._projects
+
+    def start(self) -> bool:
+        """Watch the sessions root and every project dir in it; False (logged) when
+        inotify is unavailable or the sessions root cannot be watched."""
+        try:
+            self._inotify = Inotify()
+            self._root_wd = self._inotify.add_watch(self.sessions_root, _ROOT_MASK)
+        except OSError as exc:
+            log.info("not watching %s (short cache timeouts instead): %s", self.sessions_root, exc)
+            self.close()
+            return False
+        try:
+            with os.scandir(self.sessions_root) as entries:
+                names = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+        except OSError as exc:
+            log.info("cannot list %s: %s", self.sessions_root, exc)
+            names = []
+        for name in names:
+            self._watch_project(name)
+        return True
+
+    def close(self) -> None:
+        if self._inotify is not None:
+            self._inotify.close()
+        self._inotify = None
+        self._projects.clear()
+        self._by_wd.clear()
+
+    async def run(self) -> None:
+        """Follow the events until cancelled (the mount ends)."""
+        if self._inotify is None:
+            return
+        try:
+            while True:
+                with trio.move_on_at(self._next_repeat()):
+                    await trio.lowlevel.wait_readable(self._inotify.fd)
+                    for event in self._inotify.read_events():
+                        self._handle(event)
+                    self._send_batch()
+                self._send_repeats()
+        finally:
+            self.close()
+
+    # -- events ----------------------------------------------------------------------
+
+    def _handle(self, event: Event) -> None:
+        if event.mask & IN_Q_OVERFLOW:
+            # Events were lost: whatever may have changed is dropped.
+            log.info("inotify queue overflowed: dropping every watched transcript")
+            for watched in list(self._projects):
+                self._project_changed(watched)
+            return
+        if event.wd == self._root_wd:
+            self._root_event(event)
+            return
+        project = self._by_wd.get(event.wd)
+        if project is None:
+            return
+        if event.mask & IN_IGNORED:  # the dir was removed (or its watch was)
+            self._forget_project(project)
+            return
+        if event.name.endswith(_SESSION_SUFFIX) and not event.mask & IN_ISDIR:
+            stem = event.name[: -len(_SESSION_SUFFIX)]
+            if session_keys.is_valid_name(stem):
+                self._changed(transcript_key(project, stem), bool(event.mask & _NAMESPACE))
+
+    def _root_event(self, event: Event) -> None:
+        if not event.mask & IN_ISDIR or not session_keys.is_valid_name(event.name):
+            return
+        if event.mask & (IN_CREATE | IN_MOVED_TO):
+            self._watch_project(event.name)
+        elif event.mask & (IN_DELETE | IN_MOVED_FROM):
+            # A renamed dir keeps its watch under the new name's inode: stop it here.
+            wd = self._projects.get(event.name)
+            if wd is not None and self._inotify is not None:
+                self._inotify.remove_watch(wd)
+            self._forget_project(event.name)
+
+    def _watch_project(self, project: str) -> None:
+        if self._inotify is None or project in self._projects:
+            return
+        path = self.sessions_root / project
+        try:
+            wd = self._inotify.add_watch(path, _PROJECT_MASK)
+            st = os.lstat(path)
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                log.warning("inotify watch limit reached: %s keeps short cache timeouts", path)
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            return
+        # The kernel cached this project's names with short timeouts until now; from
+        # here on every change is seen, so long ones are safe.
+        self._projects[project] = wd
+        self._by_wd[wd] = project
+
+    def _forget_project(self, project: str) -> None:
+        wd = self._projects.pop(project, None)
+        if wd is not None:
+            self._by_wd.pop(wd, None)
+        self._project_changed(project)
+
+    def _project_changed(self, project: str) -> None:
+        self.sink.subtree_changed(transcripts_key(project))
+
+    def _changed(self, key: tuple[str, ...], name_too: bool) -> None:
+        self._batch[key] = self._batch.get(key, False) or name_too
+
+    def _send_batch(self) -> None:
+        batch, self._batch = self._batch, {}
+        for key, name_too in batch.items():
+            self._send(key, name_too)
+
+    def _send(self, key: tuple[str, ...], name_too: bool) -> None:
+        self.sink.key_changed(key, name_too)
+        earlier = self._repeat.pop(key, None)  # re-inserted last: the dict stays in time order
+        name_too = name_too or (earlier is not None and earlier[0])
+        self._repeat[key] = (name_too, trio.current_time() + REPEAT_AFTER)
+
+    def _next_repeat(self) -> float:
+        return next(iter(self._repeat.values()))[1] if self._repeat else math.inf
+
+    def _send_repeats(self) -> None:
+        now = trio.current_time()
+        while self._repeat:
+            key, (name_too, due) = next(iter(self._repeat.items()))
+            if due > now:
+                return
+            del self._repeat[key]
+            self.sink.key_changed(key, name_too)

@@ -1,0 +1,81 @@
+"""`SessionWatch` on a real directory with real inotify: which mount keys it reports
+stale for each change to an agent dir's sessions root (no FUSE involved)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import trio
+
+from sessionfs.fs.nodes.transcripts import transcript_key, transcripts_key
+from sessionfs.fs.session_watch import SessionWatch
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.keys: list[tuple[tuple[str, ...], bool]] = []
+        self.subtrees: list[tuple[str, ...]] = []
+
+    def key_changed(self, key: tuple[str, ...], name_too: bool) -> None:
+        self.keys.append((key, name_too))
+
+    def subtree_changed(self, prefix: tuple[str, ...]) -> None:
+        self.subtrees.append(prefix)
+
+
+async def _settle() -> None:
+    await trio.sleep(0.2)  # the events are queued by the time the write returns
+
+
+def test_changes_to_session_files_are_reported_as_transcript_keys(tmp_path: Path) -> None:
+    root = tmp_path / "sessions"
+    (root / "p").mkdir(parents=True)
+    (root / "p" / "s.jsonl").write_bytes(b"{}\n")
+    sink = Recorder()
+    watch = SessionWatch(root, sink)
+    assert watch.start()
+    assert watch.covers("p") and not watch.covers("q")
+
+    async def scenario() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch.run)
+            with open(root / "p" / "s.jsonl", "ab") as f:
+                f.write(b"{}\n")
+            await _settle()
+            assert sink.keys == [(transcript_key("p", "s"), False)]
+            sink.keys.clear()
+            os.chmod(root / "p" / "s.jsonl", 0o600)
+            (root / "p" / "s.jsonl").rename(root / "p" / "t.jsonl")
+            (root / "p" / "notes.txt").write_text("not a session")
+            await _settle()
+            assert dict(sink.keys) == {
+                transcript_key("p", "s"): True,
+                transcript_key("p", "t"): True,
+            }
+            sink.keys.clear()
+            await trio.sleep(1.2)  # each change is dropped once more a moment later
+            assert dict(sink.keys) == {
+                transcript_key("p", "s"): True,
+                transcript_key("p", "t"): True,
+            }
+            (root / "q").mkdir()
+            await _settle()
+            assert watch.covers("q")
+            (root / "q" / "u.jsonl").write_bytes(b"{}\n")
+            (root / "p" / "t.jsonl").unlink()
+            (root / "p" / "notes.txt").unlink()
+            (root / "p").rmdir()
+            await _settle()
+            assert (transcript_key("q", "u"), True) in sink.keys
+            assert transcripts_key("p") in sink.subtrees
+            assert not watch.covers("p") and watch.covers("q")
+            nursery.cancel_scope.cancel()
+
+    trio.run(scenario)
+
+
+def test_no_sessions_root_means_no_watch(tmp_path: Path) -> None:
+    watch = SessionWatch(tmp_path / "missing", Recorder())
+    assert not watch.start()
+    assert not watch.covers("p")

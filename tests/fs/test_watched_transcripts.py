@@ -1,0 +1,156 @@
+"""Acceptance: ``transcripts/<project>/<stem>.md`` is cached by the kernel for long
+(a warm ``grep -r`` costs no lookup or getattr per file), yet a change another process
+makes to the session file (append, chmod, rename, delete, a new file) shows at once,
+because the daemon watches the project dirs with inotify (`sessionfs.fs.session_watch`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pytest
+from support.mount import Mount, MountFactory, run
+
+pytestmark = pytest.mark.fuse
+
+#: The promise: a change shows within a second. Without the watch the kernel would
+#: keep the old names and attributes for an hour, so this cannot pass by timeout.
+WITHIN = 1.0
+#: Longer than every short timeout the mount gives (0.5-1 s): a request after it
+#: would reach the daemon if the kernel did not keep the transcript's attributes.
+PAST_SHORT_TIMEOUTS = 1.6
+
+APPEND = (
+    "import json, sys\n"
+    "path, text = sys.argv[1:3]\n"
+    "last = json.loads(open(path).read().splitlines()[-1])\n"
+    "entry = {'type': 'message', 'id': 'feedf00d', 'parentId': last['id'],\n"
+    "         'timestamp': '2026-01-01T00:00:00.000Z',\n"
+    "         'message': {'role': 'user', 'content': text, 'timestamp': 1767225600000}}\n"
+    "open(path, 'a').write(json.dumps(entry) + '\\n')\n"
+)
+
+
+def within(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WITHIN
+    while not check():
+        assert time.monotonic() < deadline, f"not seen within {WITHIN}s: {what}"
+        time.sleep(0.02)
+
+
+def a_transcript(mount: Mount) -> tuple[Path, Path]:
+    """The mount's ``transcripts/<project>/<stem>.md`` of a demo session, and its file."""
+    sessions = mount.agent_dir / "sessions"
+    file = min(p for p in sessions.glob("*/*.jsonl"))
+    return mount.path / "transcripts" / file.parent.name / f"{file.stem}.md", file
+
+
+def _stat_or_none(path: Path) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
+
+
+def test_the_kernel_keeps_a_watched_transcripts_name_and_attributes(
+    demo_agent: Path, mount_factory: MountFactory
+) -> None:
+    mount = mount_factory(demo_agent, "--debug")
+    transcript, _file = a_transcript(mount)
+    first = os.stat(transcript)
+    time.sleep(PAST_SHORT_TIMEOUTS)
+    seen = mount.log.stat().st_size
+    again = os.stat(transcript)
+    run("cat", transcript)
+    time.sleep(0.2)  # the daemon's log lines are written as requests arrive
+    requests = mount.log.read_bytes()[seen:].decode(errors="replace")
+    assert (again.st_ino, again.st_size) == (first.st_ino, first.st_size)
+    asked = re.findall(
+        rf"DEBUG (getattr|lookup)\((?:{first.st_ino}, |\d+, b'{transcript.name}')", requests
+    )
+    assert asked == [], f"the kernel asked again: {asked}"
+    assert f"DEBUG open({first.st_ino}, " in requests  # the log does show requests
+
+
+def test_an_append_by_another_process_shows_in_stat_and_cat_at_once(demo_mount: Mount) -> None:
+    transcript, file = a_transcript(demo_mount)
+    before = transcript.read_bytes()
+    size = os.stat(transcript).st_size
+    assert size == len(before)
+    subprocess.run([sys.executable, "-c", APPEND, file, "zugzwang arrives"], check=True, timeout=30)
+    within(lambda: os.stat(transcript).st_size > size, "the new size")
+    assert b"zugzwang arrives" in transcript.read_bytes()
+    assert os.stat(transcript).st_size == len(transcript.read_bytes())
+    assert run("grep", "-rl", "zugzwang arrives", demo_mount.path / "transcripts").split() == [
+        str(transcript)
+    ]
+
+
+def test_a_chmod_of_the_session_file_shows_in_stat_at_once(demo_mount: Mount) -> None:
+    transcript, file = a_transcript(demo_mount)
+    file.chmod(0o600)
+    time.sleep(PAST_SHORT_TIMEOUTS)
+    assert stat.S_IMODE(os.stat(transcript).st_mode) == 0o400  # read-only: no w bits
+    time.sleep(PAST_SHORT_TIMEOUTS)  # what the kernel has now it keeps for long
+    file.chmod(0o644)
+    within(lambda: stat.S_IMODE(os.stat(transcript).st_mode) == 0o444, "mode 0644")
+    file.chmod(0o600)
+    within(lambda: stat.S_IMODE(os.stat(transcript).st_mode) == 0o400, "mode 0600 again")
+
+
+def test_a_renamed_or_deleted_session_file_is_gone_from_the_mount_at_once(
+    demo_mount: Mount,
+) -> None:
+    transcript, file = a_transcript(demo_mount)
+    content = transcript.read_bytes()
+    time.sleep(PAST_SHORT_TIMEOUTS)
+    moved = file.with_name("renamed-session.jsonl")
+    file.rename(moved)
+    renamed = transcript.with_name("renamed-session.md")
+    within(lambda: _stat_or_none(transcript) is None, "the old name gone")
+    assert transcript.name not in os.listdir(transcript.parent)
+    assert renamed.read_bytes() == content
+    moved.unlink()
+    within(lambda: _stat_or_none(renamed) is None, "the deleted file gone")
+    assert renamed.name not in run("ls", transcript.parent).split()
+
+
+def test_a_file_replaced_by_a_rename_shows_its_new_content_at_once(demo_mount: Mount) -> None:
+    transcript, file = a_transcript(demo_mount)
+    transcript.read_bytes()
+    time.sleep(PAST_SHORT_TIMEOUTS)
+    lines = file.read_bytes().splitlines(keepends=True)
+    entry = orjson.loads(lines[-1])
+    entry["id"] = "c0ffee00"
+    entry["parentId"] = orjson.loads(lines[-1])["id"]
+    entry["message"] = {"role": "user", "content": "written whole", "timestamp": 1767225600000}
+    temporary = file.with_name(".tmp-replacement")
+    temporary.write_bytes(b"".join(lines) + orjson.dumps(entry) + b"\n")
+    temporary.rename(file)
+    within(lambda: b"written whole" in transcript.read_bytes(), "the replaced content")
+    assert os.stat(transcript).st_size == len(transcript.read_bytes())
+
+
+def test_a_session_in_a_new_project_is_watched_too(demo_mount: Mount) -> None:
+    transcript, file = a_transcript(demo_mount)
+    project = file.parent.with_name("--home-demo-new--")
+    project.mkdir()
+    copied = project / file.name
+    copied.write_bytes(file.read_bytes())
+    shown = demo_mount.path / "transcripts" / project.name / transcript.name
+    within(lambda: _stat_or_none(shown) is not None, "the new project's transcript")
+    size = os.stat(shown).st_size
+    time.sleep(PAST_SHORT_TIMEOUTS)
+    subprocess.run(
+        [sys.executable, "-c", APPEND, copied, "in a new project"], check=True, timeout=30
+    )
+    within(lambda: os.stat(shown).st_size > size, "the append in the new project")
+    assert b"in a new project" in shown.read_bytes()
