@@ -13,6 +13,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from support import waiting
 from support.mount import Mount
 
 pytestmark = pytest.mark.fuse
@@ -35,10 +36,7 @@ WRITER = textwrap.dedent(
 
 
 def eventually(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not check():
-        assert time.monotonic() < deadline, f"not seen within {DEADLINE}s: {what}"
-        time.sleep(0.05)
+    waiting.eventually(check, what, DEADLINE)
 
 
 def newest_session(mount: Mount) -> tuple[Path, Path]:

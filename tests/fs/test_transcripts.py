@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support import waiting
 from support.agent_messages import assistant, user
 from support.mount import Mount, MountFactory
 
@@ -33,10 +34,7 @@ WORD_SESSIONS = (
 
 
 def eventually(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not check():
-        assert time.monotonic() < deadline, f"not seen within {DEADLINE}s: {what}"
-        time.sleep(0.05)
+    waiting.eventually(check, what, DEADLINE)
 
 
 def add_sessions(agent_dir: Path) -> None:

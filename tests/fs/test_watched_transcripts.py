@@ -18,6 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 from support.mount import Mount, MountFactory, run
+from support.waiting import eventually
 
 pytestmark = pytest.mark.fuse
 
@@ -40,10 +41,7 @@ APPEND = (
 
 
 def within(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WITHIN
-    while not check():
-        assert time.monotonic() < deadline, f"not seen within {WITHIN}s: {what}"
-        time.sleep(0.02)
+    eventually(check, what, WITHIN, every=0.02)
 
 
 def a_transcript(mount: Mount) -> tuple[Path, Path]:
