@@ -324,6 +324,11 @@ class SessionSource(ABC):
         """Entry name -> label (only xcsh sessions have labels)."""
         return {}
 
+    def blob_shas(self) -> list[str]:
+        """The blobs the entries refer to, first reference first (only xcsh sessions
+        store images as blobs; the other agents' are inline data)."""
+        return []
+
     # -- the tree ---------------------------------------------------------------------
 
     @abstractmethod

@@ -27,6 +27,7 @@ from core.context import build_session_context, messages_with_sources, path_to_r
 from core.entry_text import describe_entry, kind_of
 from core.formats.base import SessionSource, TranscriptMessage
 from core.formats.xcsh_file import CompactSession, read_file
+from core.persist import blob_refs_in
 from core.safe_open import PathArg
 from core.tree import build_tree, leaf_count, tree_depth, usage_totals
 
@@ -174,6 +175,14 @@ class XcshReads(SessionSource):
     def entry_name(self, index: int) -> str:
         entry_id = self._id(index)
         return entry_id if isinstance(entry_id, str) else ""
+
+    def blob_shas(self) -> list[str]:
+        found: dict[str, None] = {}
+        with self.parsed_once():
+            for index in range(len(self)):
+                for sha in blob_refs_in(self.entry_view(index)):
+                    found.setdefault(sha, None)
+        return list(found)
 
     def entry_tree_name(self, index: int) -> str:
         return str(self._id(index))

@@ -40,7 +40,6 @@ from core.formats.base import SessionSource
 from core.formats.xcsh import XcshSession
 from core.formats.xcsh_file import CompactSession, NotCompact, read_file
 from core.formats.xcsh_parsed import PARSED_SIZE_FACTOR, ManagerSource
-from core.persist import blob_refs_in
 from core.storage import FileSessionStorage, PathArg, StorageStat
 from sessionfs.view import render
 from sessionfs.view.access import FileAccess
@@ -461,17 +460,7 @@ class LoadedSession:
         return ms * 1_000_000 if ms is not None else self.mtime_ns
 
     def blob_shas(self) -> list[str]:
-        """Blobs the entries refer to (only xcsh sessions store images as blobs: the
-        other agents' are inline data)."""
-        source = self._held()
-        if source.agent != "xcsh":
-            return []
-        found: dict[str, None] = {}
-        with source.parsed_once():
-            for index in range(len(source)):
-                for sha in blob_refs_in(source.entry_view(index)):
-                    found.setdefault(sha, None)
-        return list(found)
+        return self._held().blob_shas()
 
     # -- renderings, cached per version -----------------------------------------------
 
