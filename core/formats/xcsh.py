@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from core.context import build_session_context, messages_with_sources, path_to_root
 from core.entry_text import describe_entry, kind_of
 from core.formats.base import SessionSource, TranscriptMessage
-from core.formats.xcsh_file import CompactSession, read_file
+from core.formats.xcsh_file import CompactSession, FileLines, read_file
 from core.persist import blob_refs_in
 from core.safe_open import PathArg
 from core.tree import build_tree, leaf_count, tree_depth, usage_totals
@@ -40,7 +40,7 @@ class XcshIndex(Protocol):
     """A session file's bytes and per-entry index (``CompactSession`` provides it)."""
 
     @property
-    def data(self) -> bytes: ...
+    def data(self) -> bytes | FileLines: ...
     @property
     def header(self) -> dict[str, Any]: ...
     #: per entry: its line's span in ``data``, its raw ``id`` and ``parentId``
@@ -99,8 +99,8 @@ def session_stats(
     }
 
 
-def _compact_index(path: PathArg) -> XcshIndex:
-    return CompactSession.build(*read_file(path))[0]
+def _compact_index(path: PathArg, whole_up_to: int | None = None) -> XcshIndex:
+    return CompactSession.build(*read_file(path, whole_up_to))[0]
 
 
 def by_id_of(entries: Sequence[Entry]) -> dict[str, Entry]:
@@ -221,7 +221,8 @@ class XcshSession(XcshReads):
     when a catch-up finds the file replaced or shrunk); by default the compact index
     of a file at the current format version (`NotCompact` for any other file: an
     older version is migrated by the manager, in memory, ids and all). ``index``: one
-    just built from the file (the first load is then skipped).
+    just built from the file (the first load is then skipped). ``whole_up_to``: a
+    bigger file is read where it is, a line at a time (`read_file`).
 
     Entries are parsed from their lines when asked; inside `parsed_once` every entry
     is parsed once and shared by the work there (the renderings of one access), then
@@ -232,10 +233,11 @@ class XcshSession(XcshReads):
         path: PathArg,
         load: Callable[[], XcshIndex] | None = None,
         index: XcshIndex | None = None,
+        whole_up_to: int | None = None,
     ) -> None:
         super().__init__()
         self.path = path
-        self._load = load if load is not None else partial(_compact_index, path)
+        self._load = load if load is not None else partial(_compact_index, path, whole_up_to)
         self.index = index if index is not None else self._load()
         #: inside `parsed_once`: every entry, and by id once asked
         self._scratch: list[Entry] | None = None

@@ -4,7 +4,10 @@ A browse-loaded ``SessionManager`` holds every entry as parsed dicts: about five
 times the file's size in the daemon (issue 11), so ``--cache-mb 256`` held only ~45 MB
 of sessions. A session that is only *read* does not need that. It keeps:
 
-* ``data``: the file's bytes as read (one ``bytes`` object: its size is the file's);
+* ``data``: the file's bytes as read (one ``bytes`` object: its size is the file's), or
+  for a file bigger than the reader's budget a `FileLines`: the open file, read a line
+  at a time with ``pread`` (nothing of it stays in memory; the page cache is not the
+  daemon's RSS);
 * per entry: the byte span of its line, its id, its raw ``parentId`` and ``timestamp``;
 * the few indexes reads ask for without touching entries: id -> position (the last
   occurrence wins, as ``SessionState.by_id``), labels, the leaf, the header.
@@ -25,6 +28,7 @@ the mount) keep the full manager (`sessionfs.view.loaded_session`).
 from __future__ import annotations
 
 import os
+import weakref
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -40,13 +44,16 @@ from core.safe_open import open_regular
 from core.title_slot import TITLE_SLOT_BYTES, fold_title_slot, split_title_slot
 from core.tree import apply_label
 
-__all__ = ["ENTRY_INDEX_BYTES", "CompactSession", "NotCompact", "read_file"]
+__all__ = ["ENTRY_INDEX_BYTES", "CompactSession", "FileLines", "NotCompact", "read_file"]
 
 #: What the index holds per entry besides the line's bytes (two offsets, the id and
 #: parentId strings, the time, list slots, an id-index row), for the cache's budget.
 #: Measured with tracemalloc (tests/view/test_compact_session.py checks it stays an
 #: upper bound for corpus-shaped entries).
 ENTRY_INDEX_BYTES = 360
+#: How much of a `FileLines` file a scan reads at once: the scan's whole transient
+#: memory (a chunk, its split lines, one line's parse).
+SCAN_CHUNK_BYTES = 4 << 20
 #: A ``parentId`` that is absent (not the same as ``null``: `path_to_root` stops there).
 _ABSENT = object()
 
@@ -59,12 +66,65 @@ class NotCompact(Exception):
         self.not_a_session = not_a_session
 
 
-def read_file(path: str | os.PathLike[str]) -> tuple[bytes, os.stat_result]:
+def read_file(
+    path: str | os.PathLike[str], whole_up_to: int | None = None
+) -> tuple[bytes | FileLines, os.stat_result]:
     """The file's bytes and the stat of the very file they came from (a FIFO or other
-    non-file is refused without blocking, as core's storage does)."""
+    non-file is refused without blocking, as core's storage does). A file bigger than
+    ``whole_up_to`` bytes is not read: it comes back as a `FileLines` over it."""
     with open_regular(path) as f:
         st = os.fstat(f.fileno())
+        if whole_up_to is not None and st.st_size > whole_up_to:
+            return FileLines(f.fileno(), st.st_size), st
         return f.read(), st
+
+
+class FileLines:
+    """A session file too big to hold, read where it is: ``lines[a:b]`` is ``pread``
+    of those bytes (of the first ``size``: what was indexed, whatever was appended
+    since). Holds its own descriptor of the file, so a rename or a replacement of the
+    path does not change what it reads; closed when this is collected."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd = os.dup(fd)
+        self.size = size
+        self._closer = weakref.finalize(self, os.close, self.fd)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, span: slice) -> bytes:
+        start, stop, _ = span.indices(self.size)
+        return os.pread(self.fd, stop - start, start) if stop > start else b""
+
+    def complete_end(self, start: int) -> int:
+        """Where the complete lines from ``start`` on end: after the last ``\\n``
+        (``start`` when there is none), found reading back from the end."""
+        stop = self.size
+        while stop > start:
+            begin = max(start, stop - SCAN_CHUNK_BYTES)
+            newline = self[begin:stop].rfind(b"\n")
+            if newline >= 0:
+                return begin + newline + 1
+            stop = begin
+        return start
+
+    def pieces(self, start: int) -> Iterator[tuple[int, bytes]]:
+        """(offset, bytes) of every ``\\n``-separated piece from ``start`` on, read a
+        chunk at a time: the pieces ``data[start:].split(b"\\n")`` gives."""
+        pos = carry_at = start
+        carry = b""
+        while pos < self.size:
+            chunk = self[pos : min(pos + SCAN_CHUNK_BYTES, self.size)]
+            if not chunk:
+                break  # the file shrank under us: what is left is a tail
+            pos += len(chunk)
+            *lines, rest = (carry + chunk).split(b"\n")
+            for line in lines:
+                yield carry_at, line
+                carry_at += len(line) + 1
+            carry = rest
+        yield carry_at, carry
 
 
 def parse_line(line: bytes) -> dict[str, Any] | None:
@@ -77,17 +137,31 @@ def parse_line(line: bytes) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-def _object_lines(data: bytes, start: int = 0) -> Iterator[tuple[int, int, dict[str, Any]]]:
+def _object_lines(
+    data: bytes | FileLines, start: int = 0
+) -> Iterator[tuple[int, int, dict[str, Any]]]:
     """(start, end, object) of every line of ``data[start:]`` that is a JSON object,
     skipping what ``parse_jsonl_lenient`` skips."""
-    pos = start
-    for line in data[start:].split(b"\n"):
-        end = pos + len(line)
+    # A `FileLines` is read a chunk at a time; bytes are split at once (the hot path).
+    pieces = data.pieces(start) if isinstance(data, FileLines) else _split_pieces(data, start)
+    for pos, line in pieces:
         if line and not line.isspace():
             obj = parse_line(line)
             if obj is not None:
-                yield pos, end, obj
-        pos = end + 1
+                yield pos, pos + len(line), obj
+
+
+def _split_pieces(data: bytes, start: int) -> Iterator[tuple[int, bytes]]:
+    pos = start
+    for line in data[start:].split(b"\n"):
+        yield pos, line
+        pos += len(line) + 1
+
+
+def _consumed_length_of(data: FileLines) -> int:
+    """`consumed_length` of the whole file, reading only its end."""
+    end = data.complete_end(0)
+    return end + consumed_length(data[end:])
 
 
 def _starts_with_an_older_header(data: bytes, start: int) -> bool:
@@ -112,7 +186,7 @@ def _current_version(header: dict[str, Any]) -> bool:
 class CompactSession:
     """One session file's bytes plus a per-entry index (see the module docstring)."""
 
-    data: bytes
+    data: bytes | FileLines
     header: dict[str, Any]
     inode: int
     #: bytes of ``data`` that hold complete lines (a later catch-up reads from here)
@@ -135,12 +209,17 @@ class CompactSession:
     # -- building --------------------------------------------------------------------
 
     @classmethod
-    def build(cls, data: bytes, st: os.stat_result) -> tuple[CompactSession, list[dict[str, Any]]]:
-        """Index ``data`` (the file's bytes, ``st`` its stat). Returns the session and
-        the entries parsed on the way (a caller about to render uses them instead of
-        parsing again, then lets them go). `NotCompact` when it cannot be kept so."""
-        slot, body = split_title_slot(data)  # entry offsets stay offsets in the file
-        if _starts_with_an_older_header(data, body):
+    def build(
+        cls, data: bytes | FileLines, st: os.stat_result
+    ) -> tuple[CompactSession, list[dict[str, Any]] | None]:
+        """Index ``data`` (the file's bytes or a `FileLines` over it, ``st`` its stat).
+        Returns the session and the entries parsed on the way (a caller about to render
+        uses them instead of parsing again, then lets them go; ``None`` for a
+        `FileLines`: a file too big to hold is not held parsed either, even for a
+        moment). `NotCompact` when it cannot be kept so."""
+        head = data if isinstance(data, bytes) else data[:TITLE_SLOT_BYTES]
+        slot, body = split_title_slot(head)  # entry offsets stay offsets in the file
+        if isinstance(data, bytes) and _starts_with_an_older_header(data, body):
             raise NotCompact(not_a_session=False)  # before splitting every line
         lines = _object_lines(data, body)
         first = next(lines, None)
@@ -150,10 +229,15 @@ class CompactSession:
         if not _current_version(header):
             raise NotCompact(not_a_session=False)
         session = cls(data=data, header=header, inode=st.st_ino, title_slot=slot)
-        entries = [session._add(start, end, obj) for start, end, obj in lines]
-        session.consumed = consumed_length(data)
+        if isinstance(data, bytes):
+            entries = [session._add(start, end, obj) for start, end, obj in lines]
+            session.consumed = consumed_length(data)
+        else:
+            for start, end, obj in lines:
+                session._add(start, end, obj)
+            session.consumed = _consumed_length_of(data)
         session.leaf_id = next((i for i in reversed(session.ids) if isinstance(i, str)), None)
-        return session, entries
+        return session, entries if isinstance(data, bytes) else None
 
     def _add(self, start: int, end: int, entry: dict[str, Any]) -> dict[str, Any]:
         """Index one entry (as ``SessionState.index`` does for by_id and labels)."""
@@ -190,6 +274,8 @@ class CompactSession:
                 return None
             if st.st_size == self.consumed:
                 return 0
+            if isinstance(self.data, FileLines):
+                return self._catch_up_in_place(f.fileno(), st.st_size)
             f.seek(self.consumed)
             new = f.read()
         end = complete_prefix_length(new)
@@ -198,6 +284,22 @@ class CompactSession:
         base = self.consumed
         self.data = self.data[:base] + new[:end]
         self.consumed = base + end
+        return self._index_appended(base)
+
+    def _catch_up_in_place(self, fd: int, size: int) -> int:
+        """`catch_up` of a `FileLines`: the complete lines appended, read a chunk at a
+        time from the file as it is now (same inode: the indexed part is unchanged)."""
+        base = self.consumed
+        grown = FileLines(fd, size)
+        end = grown.complete_end(base)
+        if end == base:
+            return 0
+        grown.size = self.consumed = end
+        self.data = grown
+        return self._index_appended(base)
+
+    def _index_appended(self, base: int) -> int:
+        """Index the objects from ``base`` on (`catch_up`'s rules)."""
         known_before = len(self.ids)  # ids first seen in this batch are not "known"
         added = 0
         last = None
@@ -249,6 +351,7 @@ class CompactSession:
         return [e["position"] for e in path_to_root(leaf_id, stand_ins)]
 
     def memory_cost(self) -> int:
-        """Bytes this holds: the file's bytes plus the index (`ENTRY_INDEX_BYTES` an
-        entry, the parsed header counted as one more)."""
-        return len(self.data) + (len(self.ids) + 1) * ENTRY_INDEX_BYTES
+        """Bytes this holds: the file's bytes (none of a `FileLines`) plus the index
+        (`ENTRY_INDEX_BYTES` an entry, the parsed header counted as one more)."""
+        held = len(self.data) if isinstance(self.data, bytes) else 0
+        return held + (len(self.ids) + 1) * ENTRY_INDEX_BYTES

@@ -146,6 +146,9 @@ class LoadedSession:
     # is not in the file, so it is kept here until an append records it. A pinned
     # session is never unloaded or forgotten (that would lose the leaf).
     pinned_leaf: tuple[str | None] | None = None
+    #: an xcsh file bigger than this (bytes) is not read into memory but a line at a
+    #: time (`core.formats.xcsh_file.FileLines`): set by the cache from its budget
+    whole_read_limit: int | None = None
     last_result: str | None = None
     last_error: str | None = None
 
@@ -230,7 +233,7 @@ class LoadedSession:
         """Hold the xcsh file compact (True), or False when it must be parsed instead;
         renders ``warm`` from the entries the index's build parsed anyway."""
         try:
-            data, st = read_file(self.ref.path)
+            data, st = read_file(self.ref.path, self.whole_read_limit)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
             raise NotASessionError(f"{self.ref.path}: {exc.strerror}") from None
         try:
@@ -238,11 +241,11 @@ class LoadedSession:
         except NotCompact as exc:
             if exc.not_a_session:
                 raise NotASessionError(f"{self.ref.path} is not a session file") from None
-            self.ensure_loaded(read=(data, st))
+            self.ensure_loaded(read=(data, st) if isinstance(data, bytes) else None)
             return False
-        source = XcshSession(self.ref.path, index=compact)
+        source = XcshSession(self.ref.path, index=compact, whole_up_to=self.whole_read_limit)
         self._hold(source, st)
-        if warm is not None:
+        if warm is not None and entries is not None:
             with source.parsed_once(entries):  # parsed already: rendered from them
                 self.rendered(warm)
         return True

@@ -170,6 +170,7 @@ class SessionCache:
             # Too big to render: loaded (compact) without it; `render` says why.
             warming = warm if ref.size <= limit or not heavy else None
             session = self.new_session(ref)
+            session.whole_read_limit = limit  # bigger: not renderable, nor read whole
             session.pinned_leaf = self._dropped_pins.pop((project, stem), None)
             outcome = self._dropped_outcomes.pop((project, stem), (None, None))
             session.last_result, session.last_error = outcome

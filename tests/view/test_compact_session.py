@@ -19,6 +19,7 @@ from support.fixture_paths import fixture_files
 
 from core import SessionManager
 from core.formats.xcsh import XcshSession
+from core.formats import xcsh_file
 from core.formats.xcsh_file import CompactSession, read_file
 from core.formats.xcsh_parsed import ManagerSource
 from sessionfs.view.loaded_session import LoadedSession, open_browse
@@ -79,9 +80,24 @@ def ref_of(path: Path) -> SessionRef:
     return SessionRef(path.parent.name, path.stem, path, header, st.st_mtime_ns, st.st_size)
 
 
-def compact_session(path: Path) -> LoadedSession:
-    session = LoadedSession(ref=ref_of(path))
+#: How a compact session holds its file: read whole (bytes), or read where it is a
+#: line at a time (a `FileLines`, for files over the budget), scanned in chunks much
+#: smaller than a line so that lines across chunk boundaries are the rule.
+HOLDINGS = {"bytes": None, "file-lines": 0}
+
+
+@pytest.fixture(params=sorted(HOLDINGS))
+def holding(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if HOLDINGS[request.param] is not None:
+        monkeypatch.setattr(xcsh_file, "SCAN_CHUNK_BYTES", 7)
+    return str(request.param)
+
+
+def compact_session(path: Path, holding: str) -> LoadedSession:
+    session = LoadedSession(ref=ref_of(path), whole_read_limit=HOLDINGS[holding])
     session.load()
+    held = session.source.index.data if isinstance(session.source, XcshSession) else None
+    assert isinstance(held, bytes if HOLDINGS[holding] is None else xcsh_file.FileLines)
     assert isinstance(session.source, XcshSession) and session.manager is None
     return session
 
@@ -119,14 +135,14 @@ def sessions(tmp_path: Path) -> list[Path]:
     return [current_version_copy(f, tmp_path) for f in fixture_files()] + [odd_session(tmp_path)]
 
 
-def test_compact_serves_the_same_bytes_as_a_parsed_session(tmp_path: Path) -> None:
+def test_compact_serves_the_same_bytes_as_a_parsed_session(tmp_path: Path, holding: str) -> None:
     for path in sessions(tmp_path):
-        assert_same(compact_session(path), parsed_session(path))
+        assert_same(compact_session(path, holding), parsed_session(path))
 
 
-def test_appends_by_another_process_are_caught_up_as_core_does(tmp_path: Path) -> None:
+def test_appends_by_another_process_are_caught_up_as_core_does(tmp_path: Path, holding: str) -> None:
     path = odd_session(tmp_path)
-    compact, parsed = compact_session(path), parsed_session(path)
+    compact, parsed = compact_session(path, holding), parsed_session(path)
     with open(path, "ab") as f:  # completes the torn line, then more odd lines
         f.write(b'x","parentId":"d","timestamp":"t","message":{"role":"user","content":"t"}}\n')
         f.write(line(user_entry("a", "d", "known id: skipped")))
@@ -146,9 +162,9 @@ def test_appends_by_another_process_are_caught_up_as_core_does(tmp_path: Path) -
     assert_same(compact, parsed)
 
 
-def test_a_replaced_file_is_read_again(tmp_path: Path) -> None:
+def test_a_replaced_file_is_read_again(tmp_path: Path, holding: str) -> None:
     path = odd_session(tmp_path)
-    compact = compact_session(path)
+    compact = compact_session(path, holding)
     version = compact.version
     replacement = path.with_suffix(".new")
     header = {"type": "session", "version": 3, "id": "odd", "timestamp": "t", "cwd": "/"}
@@ -156,14 +172,16 @@ def test_a_replaced_file_is_read_again(tmp_path: Path) -> None:
     os.replace(replacement, path)
     assert compact.refresh() == -1 and compact.version > version
     assert compact.leaf_id() == "z" and isinstance(compact.source, XcshSession)
+    held = compact.source.index.data  # read again as it was held: whole, or line by line
+    assert isinstance(held, bytes if HOLDINGS[holding] is None else xcsh_file.FileLines)
     assert_same(compact, parsed_session(path))
 
 
 def test_a_file_replaced_by_an_older_version_is_parsed_at_the_next_access(
-    tmp_path: Path,
+    tmp_path: Path, holding: str
 ) -> None:
     path = odd_session(tmp_path)
-    session = compact_session(path)
+    session = compact_session(path, holding)
     shutil.copyfile(fixture_files()[0], path.with_suffix(".new"))  # a v1 file
     os.replace(path.with_suffix(".new"), path)
     assert session.refresh() == -1 and not session.is_loaded  # not readable compact
@@ -171,7 +189,7 @@ def test_a_file_replaced_by_an_older_version_is_parsed_at_the_next_access(
     assert isinstance(session.source, ManagerSource)
 
 
-def test_older_versions_and_writes_hold_the_parsed_session(tmp_path: Path) -> None:
+def test_older_versions_and_writes_hold_the_parsed_session(tmp_path: Path, holding: str) -> None:
     old = tmp_path / fixture_files()[0].name
     shutil.copyfile(fixture_files()[0], old)
     session = LoadedSession(ref=ref_of(old))
@@ -180,7 +198,7 @@ def test_older_versions_and_writes_hold_the_parsed_session(tmp_path: Path) -> No
     assert session.rendered("context.json") == parsed_session(old).rendered("context.json")
 
     path = odd_session(tmp_path)
-    session = compact_session(path)
+    session = compact_session(path, holding)
     before = session.rendered("context.json")
     assert session.hydrated.get_leaf_id() == "d"  # a write's view: parsed now
     assert isinstance(session.source, ManagerSource) and session.manager is not None
@@ -229,3 +247,28 @@ def test_footprint_is_near_the_file_size_and_counted_from_real_sizes(tmp_path: P
     assert compact_bytes <= 0.8 * manager_bytes
     assert compact_bytes <= compact.memory_cost() <= 1.3 * compact_bytes
     assert manager.entry_count() == len(compact)
+
+
+def test_a_file_over_the_budget_is_indexed_without_holding_it(tmp_path: Path) -> None:
+    """A `FileLines` index: the build's peak is a few scan chunks plus the index (read
+    whole, the file's bytes and every entry parsed would be held at once), and what
+    stays is the index alone (the file is read a line at a time)."""
+    path = tmp_path / "big.jsonl"
+    header = {"type": "session", "version": 3, "id": "big", "timestamp": "t", "cwd": "/"}
+    text = "lorem ipsum dolor sit amet " * 80
+    with open(path, "wb") as f:
+        f.write(line(header))
+        for i in range(8000):
+            f.write(line(user_entry(f"e{i}", f"e{i - 1}" if i else None, text)))
+    size = path.stat().st_size
+    gc.collect()
+    tracemalloc.start()
+    try:
+        compact, entries = CompactSession.build(*read_file(path, whole_up_to=size - 1))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert entries is None and isinstance(compact.data, xcsh_file.FileLines)
+    assert compact.memory_cost() < size / 4
+    assert peak <= 4 * xcsh_file.SCAN_CHUNK_BYTES + 2 * compact.memory_cost(), (peak, size)
+    assert compact.entry(len(compact) - 1)["id"] == "e7999" and compact.leaf_id == "e7999"
