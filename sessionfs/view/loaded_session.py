@@ -446,9 +446,14 @@ class LoadedSession:
         data = self._entry_bytes.get(index)
         if data is None:
             data = render.pretty_json(self._held().entry_view(index))
-            self._entry_bytes[index] = data
-            self._cached_bytes += len(data)
+            if not self._over_read_limit():  # kept, it would be the whole file again
+                self._entry_bytes[index] = data
+                self._cached_bytes += len(data)
         return data
+
+    def _over_read_limit(self) -> bool:
+        limit = self.whole_read_limit
+        return limit is not None and self.file_state[1] > limit
 
     def cached_entry_bytes(self, name: str) -> bytes | None:
         """The entry file's bytes if already rendered (no work: safe on the event loop)."""
