@@ -18,8 +18,8 @@ from support.agent_messages import user_entry
 from support.fixture_paths import fixture_files
 
 from core import SessionManager
-from core.formats.xcsh import XcshSession
 from core.formats import xcsh_file
+from core.formats.xcsh import XcshSession
 from core.formats.xcsh_file import CompactSession, read_file
 from core.formats.xcsh_parsed import ManagerSource
 from sessionfs.view.loaded_session import LoadedSession, open_browse
@@ -93,7 +93,7 @@ def holding(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     return str(request.param)
 
 
-def compact_session(path: Path, holding: str) -> LoadedSession:
+def compact_session(path: Path, holding: str = "bytes") -> LoadedSession:
     session = LoadedSession(ref=ref_of(path), whole_read_limit=HOLDINGS[holding])
     session.load()
     held = session.source.index.data if isinstance(session.source, XcshSession) else None
@@ -140,7 +140,9 @@ def test_compact_serves_the_same_bytes_as_a_parsed_session(tmp_path: Path, holdi
         assert_same(compact_session(path, holding), parsed_session(path))
 
 
-def test_appends_by_another_process_are_caught_up_as_core_does(tmp_path: Path, holding: str) -> None:
+def test_appends_by_another_process_are_caught_up_as_core_does(
+    tmp_path: Path, holding: str
+) -> None:
     path = odd_session(tmp_path)
     compact, parsed = compact_session(path, holding), parsed_session(path)
     with open(path, "ab") as f:  # completes the torn line, then more odd lines
