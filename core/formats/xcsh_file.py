@@ -53,7 +53,7 @@ __all__ = ["ENTRY_INDEX_BYTES", "CompactSession", "FileLines", "NotCompact", "re
 ENTRY_INDEX_BYTES = 360
 #: How much of a `FileLines` file a scan reads at once: the scan's whole transient
 #: memory (a chunk, its split lines, one line's parse).
-SCAN_CHUNK_BYTES = 4 << 20
+SCAN_CHUNK_BYTES = 1 << 20
 #: A ``parentId`` that is absent (not the same as ``null``: `path_to_root` stops there).
 _ABSENT = object()
 
