@@ -53,6 +53,7 @@ from sessionfs.fs.inotify import (
     Inotify,
 )
 from sessionfs.fs.nodes.transcripts import transcript_key, transcripts_key
+from sessionfs.fs.session_mtimes import SessionMtimes
 from sessionfs.view import session_keys
 
 __all__ = ["REPEAT_AFTER", "ChangeSink", "SessionWatch"]
@@ -100,14 +101,25 @@ class SessionWatch:
         self._root_wd: int | None = None
         self._projects: dict[str, int] = {}  # project -> wd
         self._by_wd: dict[int, str] = {}  # wd -> project
-        #: changes seen in the events read last (a burst of appends: one drop per file)
-        self._batch: dict[tuple[str, ...], bool] = {}
+        self._unwatched: set[str] = set()  # project dirs whose watch failed
+        #: every watched session file's mtime, for ``recent/``
+        self.mtimes = SessionMtimes(sessions_root)
+        #: session files changed in the events read last, (project, stem) -> whether
+        #: the name changed (a burst of appends: one drop per file)
+        self._batch: dict[tuple[str, str], bool] = {}
         #: changes to drop again: key -> (whether its name changed, when); in time order
         self._repeat: dict[tuple[str, ...], tuple[bool, float]] = {}
 
     def covers(self, project: str) -> bool:
         """Whether changes to ``project``'s session files are seen as they happen."""
         return project in self._projects
+
+    def newest_sessions(self) -> list[tuple[str, str]] | None:
+        """Every session file of the agent dir, newest first; None when some project
+        dir is not watched (then only a listing of every project knows)."""
+        if self._inotify is None or self._unwatched:
+            return None
+        return self.mtimes.newest_first()
 
     def start(self) -> bool:
         """Watch the sessions root and every project dir in it; False (logged) when
@@ -158,6 +170,8 @@ class SessionWatch:
             # Events were lost: whatever may have changed is dropped.
             log.info("inotify queue overflowed: dropping every watched transcript")
             for watched in list(self._projects):
+                self.mtimes.remove_project(watched)
+                self.mtimes.add_project(watched)
                 self._project_changed(watched)
             return
         if event.wd == self._root_wd:
@@ -172,7 +186,7 @@ class SessionWatch:
         if event.name.endswith(_SESSION_SUFFIX) and not event.mask & IN_ISDIR:
             stem = event.name[: -len(_SESSION_SUFFIX)]
             if session_keys.is_valid_name(stem):
-                self._changed(transcript_key(project, stem), bool(event.mask & _NAMESPACE))
+                self._changed((project, stem), bool(event.mask & _NAMESPACE))
 
     def _root_event(self, event: Event) -> None:
         if not event.mask & IN_ISDIR or not session_keys.is_valid_name(event.name):
@@ -180,6 +194,7 @@ class SessionWatch:
         if event.mask & (IN_CREATE | IN_MOVED_TO):
             self._watch_project(event.name)
         elif event.mask & (IN_DELETE | IN_MOVED_FROM):
+            self._unwatched.discard(event.name)
             # A renamed dir keeps its watch under the new name's inode: stop it here.
             wd = self._projects.get(event.name)
             if wd is not None and self._inotify is not None:
@@ -196,6 +211,8 @@ class SessionWatch:
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
                 log.warning("inotify watch limit reached: %s keeps short cache timeouts", path)
+            if exc.errno != errno.ENOENT:  # a dir that is gone again has no sessions
+                self._unwatched.add(project)
             return
         if not stat.S_ISDIR(st.st_mode):
             return
@@ -203,23 +220,27 @@ class SessionWatch:
         # here on every change is seen, so long ones are safe.
         self._projects[project] = wd
         self._by_wd[wd] = project
+        self._unwatched.discard(project)
+        self.mtimes.add_project(project)
 
     def _forget_project(self, project: str) -> None:
         wd = self._projects.pop(project, None)
         if wd is not None:
             self._by_wd.pop(wd, None)
+        self.mtimes.remove_project(project)
         self._project_changed(project)
 
     def _project_changed(self, project: str) -> None:
         self.sink.subtree_changed(transcripts_key(project))
 
-    def _changed(self, key: tuple[str, ...], name_too: bool) -> None:
-        self._batch[key] = self._batch.get(key, False) or name_too
+    def _changed(self, session: tuple[str, str], name_too: bool) -> None:
+        self._batch[session] = self._batch.get(session, False) or name_too
 
     def _send_batch(self) -> None:
         batch, self._batch = self._batch, {}
-        for key, name_too in batch.items():
-            self._send(key, name_too)
+        for (project, stem), name_too in batch.items():
+            self.mtimes.file_changed(project, stem)
+            self._send(transcript_key(project, stem), name_too)
 
     def _send(self, key: tuple[str, ...], name_too: bool) -> None:
         self.sink.key_changed(key, name_too)

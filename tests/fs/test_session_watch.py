@@ -79,3 +79,31 @@ def test_no_sessions_root_means_no_watch(tmp_path: Path) -> None:
     watch = SessionWatch(tmp_path / "missing", Recorder())
     assert not watch.start()
     assert not watch.covers("p")
+
+
+def test_the_newest_sessions_follow_appends_touches_and_removals(tmp_path: Path) -> None:
+    root = tmp_path / "sessions"
+    for project, stem, mtime in (("a", "old", 1), ("a", "mid", 2), ("b", "new", 3)):
+        (root / project).mkdir(parents=True, exist_ok=True)
+        (root / project / f"{stem}.jsonl").write_bytes(b"{}\n")
+        os.utime(root / project / f"{stem}.jsonl", ns=(mtime * 10**9, mtime * 10**9))
+    watch = SessionWatch(root, Recorder())
+    assert watch.start()
+    assert watch.newest_sessions() == [("b", "new"), ("a", "mid"), ("a", "old")]
+
+    async def scenario() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch.run)
+            with open(root / "a" / "old.jsonl", "ab") as f:  # now the newest
+                f.write(b"{}\n")
+            os.utime(root / "b" / "new.jsonl", ns=(0, 0))  # touched back to 1970
+            await _settle()
+            assert watch.newest_sessions() == [("a", "old"), ("a", "mid"), ("b", "new")]
+            (root / "a" / "mid.jsonl").unlink()
+            (root / "c").mkdir()
+            (root / "c" / "made.jsonl").write_bytes(b"{}\n")
+            await _settle()
+            assert watch.newest_sessions() == [("c", "made"), ("a", "old"), ("b", "new")]
+            nursery.cancel_scope.cancel()
+
+    trio.run(scenario)

@@ -33,7 +33,7 @@ APPEND = (
     "import json, sys\n"
     "path, text = sys.argv[1:3]\n"
     "last = json.loads(open(path).read().splitlines()[-1])\n"
-    "entry = {'type': 'message', 'id': 'feedf00d', 'parentId': last['id'],\n"
+    "entry = {'type': 'message', 'id': 'feedf00d', 'parentId': last.get('id'),\n"
     "         'timestamp': '2026-01-01T00:00:00.000Z',\n"
     "         'message': {'role': 'user', 'content': text, 'timestamp': 1767225600000}}\n"
     "open(path, 'a').write(json.dumps(entry) + '\\n')\n"
@@ -152,3 +152,21 @@ def test_a_session_in_a_new_project_is_watched_too(demo_mount: Mount) -> None:
     )
     within(lambda: os.stat(shown).st_size > size, "the append in the new project")
     assert b"in a new project" in shown.read_bytes()
+
+
+def test_recent_follows_another_process_appending_and_removing(demo_mount: Mount) -> None:
+    sessions = sorted((demo_mount.agent_dir / "sessions").glob("*/*.jsonl"), key=os.path.getmtime)
+    oldest = sessions[0]
+
+    def recent_1_is(file: Path) -> bool:
+        return os.readlink(demo_mount.path / "recent" / "1").endswith(f"/{file.stem}")
+
+    assert recent_1_is(sessions[-1])
+    subprocess.run([sys.executable, "-c", APPEND, oldest, "now the newest"], check=True, timeout=30)
+    # recent/1 is a name the kernel may keep for a second (a symlink's entry timeout)
+    eventually(lambda: recent_1_is(oldest), "the appended session as recent/1", 1.0 + WITHIN)
+    listed = sorted(os.listdir(demo_mount.path / "recent"), key=int)
+    assert len(listed) == len(sessions)
+    oldest.unlink()
+    eventually(lambda: recent_1_is(sessions[-1]), "the previous newest again", 1.0 + WITHIN)
+    assert len(os.listdir(demo_mount.path / "recent")) == len(sessions) - 1

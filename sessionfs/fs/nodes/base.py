@@ -139,6 +139,10 @@ class WatchedProjects(Protocol):
         """Whether every change to ``project``'s session files is seen at once."""
         ...
 
+    def newest_sessions(self) -> list[tuple[str, str]] | None:
+        """``(project, stem)`` of every session file, newest first; None: not known."""
+        ...
+
 
 class AgentViews(Protocol):
     """What ``agents/`` needs from the daemon's wiring: one context per other agent

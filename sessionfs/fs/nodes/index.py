@@ -51,24 +51,44 @@ class ByIdDir(DirNode):
 
 
 class RecentDir(DirNode):
-    """``recent/1..50``: sessions by file mtime, newest = 1."""
+    """``recent/1..50``: sessions by file mtime, newest = 1. While every project dir
+    is watched the order comes from the watch (`SessionWatch.newest_sessions`): a
+    lookup checks the newest few files, not a listing of every session."""
 
     __slots__ = ()
 
     tier = STATIC
 
     async def children(self) -> list[tuple[str, Node]]:
-        refs = await trio.to_thread.run_sync(self.ctx.index.all_sessions)
-        refs.sort(key=lambda r: r.mtime_ns, reverse=True)
+        refs = await self._newest_refs(RECENT_COUNT)
         return [
             (str(n), SessionLink(self.ctx, self.child_key(str(n)), ref))
-            for n, ref in enumerate(refs[:RECENT_COUNT], start=1)
+            for n, ref in enumerate(refs, start=1)
         ]
 
     async def lookup(self, name: str) -> Node | None:
         if not name.isdigit() or not 1 <= int(name) <= RECENT_COUNT or name != str(int(name)):
             return None
-        for child_name, node in await self.children():
-            if child_name == name:
-                return node
-        raise refuse(errno.ENOENT)
+        refs = await self._newest_refs(int(name))
+        if len(refs) < int(name):
+            raise refuse(errno.ENOENT)
+        return SessionLink(self.ctx, self.child_key(name), refs[-1])
+
+    async def _newest_refs(self, count: int) -> list[SessionRef]:
+        """The ``count`` newest sessions: from the watch's mtimes, checking only the
+        newest files until ``count`` are sessions; without a watch of every project
+        dir, by listing every session."""
+        watch = self.ctx.watch
+        order = watch.newest_sessions() if watch is not None else None
+        if order is None:
+            refs = await trio.to_thread.run_sync(self.ctx.index.all_sessions)
+            refs.sort(key=lambda r: r.mtime_ns, reverse=True)
+            return refs[:count]
+        found: list[SessionRef] = []
+        for project, stem in order:
+            ref = await self.ctx.sessions.ref(project, stem)
+            if ref is not None:  # not a session (no header): the next file
+                found.append(ref)
+                if len(found) == count:
+                    break
+        return found

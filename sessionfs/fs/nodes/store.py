@@ -115,6 +115,10 @@ class AllRecentDir(RecentDir):
         found.sort(key=lambda row: row[1].mtime_ns, reverse=True)
         return found[:RECENT_COUNT]
 
+    async def lookup(self, name: str) -> Node | None:
+        # Every machine's sessions: no watch knows them, so their listing decides.
+        return await DirNode.lookup(self, name)
+
     async def children(self) -> list[tuple[str, Node]]:
         newest = await trio.to_thread.run_sync(self._newest)
         return [

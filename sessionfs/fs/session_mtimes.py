@@ -1,0 +1,88 @@
+"""The mtime of every session file of the watched project dirs, kept current from the
+watch's events (`sessionfs.fs.session_watch`), so ``recent/N`` finds the newest
+sessions without listing and stat'ing every session on each lookup.
+
+Fed on the event loop: one scan of a project dir when its watch starts, then one
+``stat`` per changed file per batch of events. A session file that is a symlink raises
+no event when its target changes, so those few are stat'ed again whenever the order
+is asked for. Whether a file really is a session (a header) is not known here: callers
+check the candidates in order and skip the ones that are not.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from sessionfs.view import session_keys
+
+__all__ = ["SessionMtimes"]
+
+_SESSION_SUFFIX = ".jsonl"
+
+
+class SessionMtimes:
+    """``(project, stem) -> mtime_ns`` of the session files of the projects added."""
+
+    def __init__(self, sessions_root: Path) -> None:
+        self.sessions_root = sessions_root
+        self._mtimes: dict[tuple[str, str], int] = {}
+        self._links: set[tuple[str, str]] = set()  # the files that are symlinks
+        self._order: list[tuple[str, str]] | None = None  # newest first; None: changed
+
+    def add_project(self, project: str) -> None:
+        """Scan a project dir whose watch just started."""
+        try:
+            with os.scandir(self.sessions_root / project) as entries:
+                names = [e.name for e in entries if e.name.endswith(_SESSION_SUFFIX)]
+        except OSError:
+            return
+        for name in names:
+            self.file_changed(project, name[: -len(_SESSION_SUFFIX)])
+
+    def remove_project(self, project: str) -> None:
+        for key in [k for k in self._mtimes if k[0] == project]:
+            self._forget(key)
+
+    def file_changed(self, project: str, stem: str) -> None:
+        """The session file ``<project>/<stem>.jsonl`` was made, written, renamed,
+        removed or chmodded: take its mtime now, or forget it if it is gone (or is not
+        a regular file, or a symlink to one)."""
+        key = (project, stem)
+        if not session_keys.is_valid_name(stem):
+            return
+        path = session_keys.session_file(self.sessions_root, project, stem)
+        try:
+            st = os.stat(path)
+            linked = os.path.islink(path)
+        except OSError:
+            self._forget(key)
+            return
+        if not stat.S_ISREG(st.st_mode):
+            self._forget(key)
+            return
+        if self._mtimes.get(key) != st.st_mtime_ns:
+            self._mtimes[key] = st.st_mtime_ns
+            self._order = None
+        if linked:
+            self._links.add(key)
+        else:
+            self._links.discard(key)
+
+    def newest_first(self) -> list[tuple[str, str]]:
+        """Every known session file, newest first (ties in project and name order,
+        as a listing of every project sorted by mtime gives them)."""
+        for project, stem in list(self._links):
+            self.file_changed(project, stem)  # their targets change without an event
+        if self._order is None:
+            mtimes = self._mtimes
+            self._order = sorted(
+                mtimes, key=lambda key: (-mtimes[key], key[0], key[1] + _SESSION_SUFFIX)
+            )
+        return self._order
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        if self._mtimes.pop(key, None) is not None:
+            self._order = None
+        self._links.discard(key)
