@@ -2,11 +2,12 @@
 watch's events (`sessionfs.fs.session_watch`), so ``recent/N`` finds the newest
 sessions without listing and stat'ing every session on each lookup.
 
-Fed on the event loop: one scan of a project dir when its watch starts, then one
-``stat`` per changed file per batch of events. A session file that is a symlink raises
-no event when its target changes, so those few are stat'ed again whenever the order
-is asked for. Whether a file really is a session (a header) is not known here: callers
-check the candidates in order and skip the ones that are not.
+Fed on the event loop: one ``stat`` per changed file per batch of events, and one
+scan of a project dir the first time the order is asked for after its watch started
+(not at mount time: a first ``ls`` of a big agent dir would wait for it). A session
+file that is a symlink raises no event when its target changes, so those few are
+stat'ed again whenever the order is asked for. Whether a file really is a session (a
+header) is not known here: callers check the candidates in order and skip the others.
 """
 
 from __future__ import annotations
@@ -30,9 +31,13 @@ class SessionMtimes:
         self._mtimes: dict[tuple[str, str], int] = {}
         self._links: set[tuple[str, str]] = set()  # the files that are symlinks
         self._order: list[tuple[str, str]] | None = None  # newest first; None: changed
+        self._unscanned: set[str] = set()  # projects added and not scanned yet
 
     def add_project(self, project: str) -> None:
-        """Scan a project dir whose watch just started."""
+        """A project dir whose watch just started: scanned when the order is asked for."""
+        self._unscanned.add(project)
+
+    def _scan(self, project: str) -> None:
         try:
             with os.scandir(self.sessions_root / project) as entries:
                 names = [e.name for e in entries if e.name.endswith(_SESSION_SUFFIX)]
@@ -42,6 +47,7 @@ class SessionMtimes:
             self.file_changed(project, name[: -len(_SESSION_SUFFIX)])
 
     def remove_project(self, project: str) -> None:
+        self._unscanned.discard(project)
         for key in [k for k in self._mtimes if k[0] == project]:
             self._forget(key)
 
@@ -73,6 +79,8 @@ class SessionMtimes:
     def newest_first(self) -> list[tuple[str, str]]:
         """Every known session file, newest first (ties in project and name order,
         as a listing of every project sorted by mtime gives them)."""
+        while self._unscanned:
+            self._scan(self._unscanned.pop())
         for project, stem in list(self._links):
             self.file_changed(project, stem)  # their targets change without an event
         if self._order is None:
