@@ -30,6 +30,7 @@ from support.omp_files import (
     slot_line,
     write_omp_session,
 )
+from support.waiting import search_ready
 from support.write_setup import drop, errno_of, read_ctl, session_dir
 
 from core.title_slot import split_title_slot
@@ -112,6 +113,7 @@ def test_an_omp_agent_dir_lists_reads_and_greps(omp_mount: tuple[Mount, Path, Pa
     assert run("ls", mount.path / "blobs").split() == [
         name for name in os.listdir(agent / "blobs") if "." not in name
     ]
+    search_ready(mount.path)
     assert "How do I list files" in run("cat", mount.path / "search" / "list files")
 
 

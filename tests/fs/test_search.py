@@ -18,6 +18,7 @@ import orjson
 import pytest
 from support.file_snapshot import files_snapshot
 from support.mount import REPO, Mount, MountFactory, isolated_env, run
+from support.waiting import search_ready
 from support.write_setup import read_ctl
 
 from sessionfs.view.search_view import search_db_path
@@ -33,10 +34,6 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float = WAIT) -> Non
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
-
-
-def search_ready(mount: Mount) -> None:
-    wait_for(lambda: read_ctl(mount.path)["search"].startswith("ready"), "the search index")
 
 
 def cat_search(mount: Mount, query: str) -> list[list[str]]:
@@ -75,7 +72,7 @@ def searched(demo_agent: Path, mount_factory: MountFactory) -> Iterator[Mount]:
     but for what the test itself wrote (tests that write take their own snapshot)."""
     before = files_snapshot(demo_agent)
     mount = mount_factory(demo_agent)
-    search_ready(mount)
+    search_ready(mount.path)
     yield mount
     assert files_snapshot(demo_agent) == before
 
@@ -150,7 +147,7 @@ def test_an_append_by_another_process_is_found_within_seconds(
     demo_agent: Path, mount_factory: MountFactory
 ) -> None:
     mount = mount_factory(demo_agent)
-    search_ready(mount)
+    search_ready(mount.path)
     target = session_files(demo_agent)[0]
     append(target, user_line("zz-new-1", "the quokka migration is done"))
     wait_for(lambda: len(cat_search(mount, "quokka")) == 1, "the appended entry")
@@ -167,7 +164,7 @@ def test_truncated_replaced_and_deleted_files_leave_no_stale_hits(
     append(first, user_line("zz-trunc", "a wombat was here"))
     append(second, user_line("zz-gone", "an axolotl was here"))
     mount = mount_factory(demo_agent)
-    search_ready(mount)
+    search_ready(mount.path)
     assert len(cat_search(mount, "wombat")) == 1 and len(cat_search(mount, "axolotl")) == 1
 
     # Truncated back to what it was: the wombat line is gone.
@@ -199,13 +196,13 @@ def test_a_corrupt_or_deleted_cache_is_rebuilt(
     db.parent.mkdir(parents=True)
     db.write_bytes(b"this is not an sqlite database, just garbage\n" * 100)
     mount = mount_factory(demo_agent, "--cache-dir", str(cache))
-    search_ready(mount)
+    search_ready(mount.path)
     assert len(cat_search(mount, "redirect loop")) == 2
     assert db.read_bytes()[:16] == b"SQLite format 3\0"
 
     shutil.rmtree(cache)  # deleted under the running mount: rebuilt, not written unlinked
     wait_for(db.exists, "the index to be rebuilt")
-    search_ready(mount)
+    search_ready(mount.path)
     assert len(cat_search(mount, "redirect loop")) == 2
     assert files_snapshot(demo_agent) == before
 
