@@ -22,6 +22,7 @@ from pathlib import Path
 import orjson
 import pytest
 from support.mount import Mount, run, start_mount
+from support.waiting import search_ready
 
 from core.history import HistoryStorage
 
@@ -172,18 +173,11 @@ def mounted(tmp_path: Path, public_dir: Path) -> Iterator[tuple[Agent, Mount]]:
         mount.unmount()
 
 
-def wait_until_indexed(mount: Mount) -> None:
-    deadline = time.monotonic() + 60
-    while "search: ready" not in (mount.path / "ctl").read_text():
-        assert time.monotonic() < deadline, "the search index never got ready"
-        time.sleep(0.1)
-
-
 def test_another_user_reads_what_the_modes_allow_by_every_path(
     mounted: tuple[Agent, Mount],
 ) -> None:
     agent, mount = mounted
-    wait_until_indexed(mount)
+    search_ready(mount.path, within=60)
     # The owner (root) first: what it reads must not be served to the others.
     every = run("cat", mount.path / "search" / "common")
     assert {"private", "shared", "team"} <= {row.split("/")[2] for row in every.splitlines()}

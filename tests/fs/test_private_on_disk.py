@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.mount import run, sessionfs
+from support.waiting import search_ready
 from support.write_setup import make_agent, read_ctl
 
 pytestmark = pytest.mark.fuse
@@ -55,13 +55,6 @@ def inodes(root: Path) -> dict[str, int]:
     return {str(p): p.lstat().st_ino for p in [root, *root.rglob("*")]}
 
 
-def wait_for(condition: str, check: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT
-    while not check():
-        assert time.monotonic() < deadline, condition
-        time.sleep(0.1)
-
-
 def test_what_the_daemon_creates_is_private_under_umask_022(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, umask_022: None
 ) -> None:
@@ -78,7 +71,7 @@ def test_what_the_daemon_creates_is_private_under_umask_022(
     try:
         s = mountpoint / "sessions" / session.parent.name / session.stem
         run("grep", "-rl", "question", mountpoint / "transcripts")  # renders in the cache dir
-        wait_for("search ready", lambda: "search: ready" in (mountpoint / "ctl").read_text())
+        search_ready(mountpoint, within=READY_TIMEOUT)
         assert "question" in run("cat", mountpoint / "search" / "question")
         run("sh", "-c", f"echo 'private title' > '{s}/title'")  # a rewrite of the file
         run("sh", "-c", f"echo 'more' > '{s}/append/m.txt'")
