@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import platform
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -115,3 +116,18 @@ def omp_agent(omp_install: Path, fake_model: FakeModelServer, tmp_path: Path) ->
     """omp with its own HOME under tmp_path, agent dir ``~/.omp/agent``, talking to
     ``fake_model``."""
     return OmpAgent.at_home(tmp_path / "omp-home", fake_model.url, DEFAULT_MODEL, omp_install)
+
+
+@pytest.fixture
+def public_dir() -> Iterator[Path]:
+    """A dir other users can enter, for the mountpoint (tmp_path is root's only)."""
+    path = Path(tempfile.mkdtemp(prefix="sessionfs-allow-other-"))
+    path.chmod(0o755)
+    closed = [p for p in path.parents if not p.stat().st_mode & 0o001]
+    if closed:  # a private $TMPDIR: other users could not even reach the mount
+        shutil.rmtree(path)
+        pytest.skip(f"other users cannot enter {closed[0]} (the temp dir's parent)")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

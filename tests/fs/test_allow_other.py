@@ -13,7 +13,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -146,21 +145,6 @@ class Reader:
             assert b"Permission denied" in result.stderr, (path, result.stderr)
             return None
         return result.stdout
-
-
-@pytest.fixture
-def public_dir() -> Iterator[Path]:
-    """A dir other users can enter, for the mountpoint (tmp_path is root's only)."""
-    path = Path(tempfile.mkdtemp(prefix="sessionfs-allow-other-"))
-    path.chmod(0o755)
-    closed = [p for p in path.parents if not p.stat().st_mode & 0o001]
-    if closed:  # a private $TMPDIR: other users could not even reach the mount
-        shutil.rmtree(path)
-        pytest.skip(f"other users cannot enter {closed[0]} (the temp dir's parent)")
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

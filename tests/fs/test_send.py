@@ -22,7 +22,14 @@ import pytest
 import trio
 from support.agent_messages import file_objects
 from support.fake_agent import FAKE_AGENT, command
-from support.mount import Mount, MountFactory, background_mount, run, sessionfs
+from support.mount import (
+    Mount,
+    MountFactory,
+    background_mount,
+    run,
+    sessionfs,
+    start_mount,
+)
 from support.write_setup import PROJECT, errno_of, make_agent, read_ctl, session_dir
 
 from core.check import check_file
@@ -373,32 +380,37 @@ def test_send_on_a_read_only_mount_is_erofs(tmp_path: Path, mount_factory: Mount
     assert session_file.stat().st_size == size
 
 
+PYTHON_C = (sys.executable, "-c")
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
-def test_under_allow_other_only_the_owner_may_send(
-    tmp_path: Path, mount_factory: MountFactory
-) -> None:
-    _, directory, session_file = mount_with_agent(tmp_path, mount_factory, extra=("--allow-other",))
+def test_under_allow_other_only_the_owner_may_send(tmp_path: Path, public_dir: Path) -> None:
+    agent_dir, session_file = make_agent(tmp_path / "agent")
     session_file.chmod(0o644)
-    tmp_path.chmod(0o755)
-    nobody = subprocess.run(
-        [
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            sys.executable,
-            "-c",
-            f"import os\ntry:\n os.open({str(directory / 'send')!r}, os.O_WRONLY)\n"
-            "except OSError as e:\n print(e.errno)",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
-    # the kernel refuses first (send is 0644 at most, default_permissions); the
-    # daemon's own uid check behind it: test_ops_refuses_send_to_another_uid
-    assert nobody.stdout.strip() == str(errno.EACCES)
+    before = session_file.read_bytes()
+    mount = start_mount(agent_dir, public_dir / "mnt", "--agent-cmd", command(), "--allow-other")
+    try:
+        directory = session_dir(mount, session_file)
+        probe = (
+            "import os\n"
+            f"print(len(open({str(directory / 'transcript.md')!r}, 'rb').read()) > 0)\n"
+            f"try:\n os.open({str(directory / 'send')!r}, os.O_WRONLY)\n"
+            "except OSError as e:\n print(e.errno)"
+        )
+        nobody = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *PYTHON_C, probe],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+        # The other uid reaches and reads the (0644) session, so the refusal is send's:
+        # the kernel refuses first (send is 0644 at most, default_permissions); the
+        # daemon's own uid check behind it: test_ops_refuses_send_to_another_uid
+        assert nobody.stdout.split() == ["True", str(errno.EACCES)]
+        assert session_file.read_bytes() == before  # nothing ran, nothing was appended
+    finally:
+        mount.unmount()
 
 
 def test_ops_refuses_send_to_another_uid() -> None:
