@@ -16,19 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from core.private_files import ensure_private_file, make_private_dirs
+from core.private_files import make_private_dirs
 
 __all__ = [
     "PrivateTemp",
     "make_private_dirs",
-    "private_db_file",
     "private_temp",
     "replace_privately",
 ]
-
-#: a database file created ``0600`` before SQLite opens it: SQLite gives its ``-wal``
-#: and ``-shm`` the database file's mode, so all three stay private
-private_db_file = ensure_private_file
 
 
 class PrivateTemp:

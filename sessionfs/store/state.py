@@ -18,7 +18,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .private import make_private_dirs, private_db_file
+from core.private_files import ensure_private_file
+
+from .private import make_private_dirs
 
 __all__ = ["FileProgress", "StateLocked", "SyncState"]
 
@@ -61,7 +63,7 @@ class SyncState:
         self.store, self.machine = store_id, machine
         self._lock_file = self._take_lock(state_dir, store_id, machine)
         database = state_dir / "sync.sqlite"
-        private_db_file(database)  # its -wal and -shm get its 0600 from SQLite
+        ensure_private_file(database)  # its -wal and -shm get its 0600 from SQLite
         self._db = sqlite3.connect(database, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
