@@ -25,7 +25,7 @@ from core.search_index.hits import Hit, format_hit
 from core.search_index.index import MAX_LIMIT, SearchIndex, UpdateStats
 from core.search_index.query import QueryPlan, QueryTerm, build_match_query, parse_query, plan_query
 from core.search_index.schema import SCHEMA_VERSION
-from core.search_index.sources import session_file_keys
+from core.search_index.sources import session_file_keys, subagent_file_keys
 from core.search_index.text import MAX_INDEXED_CHARS, entry_search_text
 
 __all__ = [
@@ -43,4 +43,5 @@ __all__ = [
     "parse_query",
     "plan_query",
     "session_file_keys",
+    "subagent_file_keys",
 ]

@@ -1,4 +1,5 @@
-"""Which files under a sessions root are indexed: `session_file_keys`."""
+"""Which files under a sessions root are indexed: `session_file_keys`, and a single
+session's sub-agent files: `subagent_file_keys`."""
 
 from __future__ import annotations
 
@@ -61,3 +62,13 @@ def session_file_keys(root: str) -> Iterator[tuple[str, ...]]:
 
 def key_bytes(parts: Sequence[str]) -> bytes:
     return os.fsencode("/".join(parts))
+
+
+def subagent_file_keys(root: str, project: str, stem: str) -> Iterator[tuple[str, ...]]:
+    """The sub-agent session files in ``<project>/<stem>/`` (the artifacts dir of
+    ``<project>/<stem>.jsonl``, and its sub-agents' own dirs), as path parts relative
+    to ``root``; nothing when the session has no artifacts dir."""
+    artifacts = os.path.join(root, project, stem)
+    if os.path.islink(artifacts):
+        return  # never followed, as in the full scan
+    yield from _scan_sessions(artifacts, (project, stem), 1)

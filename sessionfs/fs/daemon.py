@@ -234,10 +234,11 @@ async def _serve(
 ) -> None:
     cache = ctx.sessions
     async with trio.open_nursery() as nursery:
+        session_watch: SessionWatch | None = None
         if watch_sessions:  # a local agent dir: its changes are seen as they happen
             watch = SessionWatch(ctx.index.sessions_root, ops)
             if watch.start():
-                ctx.watch = watch
+                ctx.watch = session_watch = watch
                 nursery.start_soon(watch.run)
         if ctx.runs is not None:
             await nursery.start(ctx.runs.serve)
@@ -254,8 +255,13 @@ async def _serve(
                     keep_render_cache_clean, each.renders, CLEAN_INTERVAL_SECONDS, ops.foreground
                 )
             if each.search is not None:  # one first build at a time, the local one first
-                previous = indexer = SearchIndexer(each.search, ops.foreground, after=previous)
+                watched = session_watch if each is ctx else None  # only the local dir's
+                previous = indexer = SearchIndexer(
+                    each.search, ops.foreground, after=previous, watch=watched
+                )
                 each.sessions.listeners.append(indexer.session_changed)
+                if watched is not None:
+                    watched.listeners.append(indexer)
                 nursery.start_soon(indexer.run)
         await pyfuse3.main(max_tasks=MAX_FUSE_TASKS)
         if ctx.runs is not None:  # unmounted from outside: no agent outlives the mount

@@ -56,7 +56,7 @@ from sessionfs.fs.nodes.transcripts import transcript_key, transcripts_key
 from sessionfs.fs.session_mtimes import SessionMtimes
 from sessionfs.view import session_keys
 
-__all__ = ["REPEAT_AFTER", "ChangeSink", "SessionWatch"]
+__all__ = ["REPEAT_AFTER", "ChangeSink", "SessionFileListener", "SessionWatch"]
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +91,24 @@ class ChangeSink(Protocol):
         """Drop everything the kernel holds below ``prefix``."""
 
 
+class SessionFileListener(Protocol):
+    """Who else wants to know (the search indexer): which session files changed."""
+
+    def session_file_changed(self, project: str, stem: str) -> None:
+        """``<project>/<stem>.jsonl`` was appended to, made, replaced, chmodded or removed."""
+
+    def sessions_moved(self) -> None:
+        """More than single files changed: a project dir came or went, or events
+        were lost (the listener must look at everything again)."""
+
+
 class SessionWatch:
     """The inotify watches of one agent dir's sessions root and its project dirs."""
 
     def __init__(self, sessions_root: Path, sink: ChangeSink) -> None:
         self.sessions_root = sessions_root
         self.sink = sink
+        self.listeners: list[SessionFileListener] = []
         self._inotify: Inotify | None = None
         self._root_wd: int | None = None
         self._projects: dict[str, int] = {}  # project -> wd
@@ -114,10 +126,15 @@ class SessionWatch:
         """Whether changes to ``project``'s session files are seen as they happen."""
         return project in self._projects
 
+    def covers_every_project(self) -> bool:
+        """Whether every change to a top-level session file of the agent dir is seen
+        (inotify running, no project dir left unwatched)."""
+        return self._inotify is not None and not self._unwatched
+
     def newest_sessions(self) -> list[tuple[str, str]] | None:
         """Every session file of the agent dir, newest first; None when some project
         dir is not watched (then only a listing of every project knows)."""
-        if self._inotify is None or self._unwatched:
+        if not self.covers_every_project():
             return None
         return self.mtimes.newest_first()
 
@@ -193,6 +210,10 @@ class SessionWatch:
             return
         if event.mask & (IN_CREATE | IN_MOVED_TO):
             self._watch_project(event.name)
+            # Files may have been made in it before its watch was (or it was moved in
+            # full): only a look at everything finds them.
+            for listener in self.listeners:
+                listener.sessions_moved()
         elif event.mask & (IN_DELETE | IN_MOVED_FROM):
             self._unwatched.discard(event.name)
             # A renamed dir keeps its watch under the new name's inode: stop it here.
@@ -232,6 +253,8 @@ class SessionWatch:
 
     def _project_changed(self, project: str) -> None:
         self.sink.subtree_changed(transcripts_key(project))
+        for listener in self.listeners:
+            listener.sessions_moved()
 
     def _changed(self, session: tuple[str, str], name_too: bool) -> None:
         self._batch[session] = self._batch.get(session, False) or name_too
@@ -241,6 +264,8 @@ class SessionWatch:
         for (project, stem), name_too in batch.items():
             self.mtimes.file_changed(project, stem)
             self._send(transcript_key(project, stem), name_too)
+            for listener in self.listeners:
+                listener.session_file_changed(project, stem)
 
     def _send(self, key: tuple[str, ...], name_too: bool) -> None:
         self.sink.key_changed(key, name_too)

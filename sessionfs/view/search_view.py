@@ -142,6 +142,12 @@ class SearchView:
         self._db_identity = _identity(self.db_path)
         return index
 
+    def wants_full_pass(self) -> bool:
+        """Whether the next update must look at every file, not only changed ones: the
+        index is not built (or its build failed), or its file was deleted or replaced
+        (one stat: cheap enough for the event loop)."""
+        return not self._built or _identity(self.db_path) != self._db_identity
+
     def _reopen_if_replaced(self) -> None:
         """A db file deleted or replaced behind our back (``rm -r`` of the cache dir):
         open (and so rebuild) it again rather than keep writing an unlinked inode."""

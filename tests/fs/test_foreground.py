@@ -10,6 +10,7 @@ import errno
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pyfuse3
@@ -30,8 +31,12 @@ class RecordingView:
     """A `SearchView` stand-in: when each refresh ran, in which thread, how nice."""
 
     def __init__(self) -> None:
+        self.sessions_root = Path("/nonexistent-sessions")
         self.calls: list[tuple[float, int, int]] = []
         self.refreshed = threading.Event()
+
+    def wants_full_pass(self) -> bool:
+        return False
 
     def refresh(self, changed: Any = None) -> None:
         thread = threading.get_native_id()
