@@ -42,14 +42,14 @@ from core.line_rewrite import NotASessionFileError, rewrite_session_lines
 from core.migrate import migrate_session_entries
 from core.paths import now_iso
 from core.persist import MAX_PERSIST_CHARS, prepare_for_persist, resolve_blob_refs
-from core.publish_lock import is_locked, publish_lock
+from core.publish_lock import is_locked, omp_has_published, publish_lock
 from core.rewrite import (
     SessionBusyError,
     SourceReplacedError,
     refuse_if_held_open,
     seems_unshared,
 )
-from core.session_files import permissions_source
+from core.session_files import in_omp_agent_dir, permissions_source
 from core.state import Entry, SessionState
 from core.storage import (
     FileSessionStorage,
@@ -99,8 +99,10 @@ class PersistencePipeline:
         self.error: PersistenceError | None = None
         #: appends as a guest in a file an agent may have open (the mount): each one is
         #: refused (`SessionBusyError`) while another process holds the file open for
-        #: writing, made inside omp's publish lock, fsynced, and the file closed again
+        #: writing, made inside omp's publish lock when omp may publish the file
+        #: (`_omp_may_publish`), fsynced, and the file closed again
         self.guest = False
+        self._in_omp_agent_dir: bool | None = None  # known once a guest write asked
         # A new file takes this file's mode and owner (a fork: its source's).
         self.permissions_model: str | None = None
         self._writer: SessionWriter | None = None
@@ -117,6 +119,7 @@ class PersistencePipeline:
         """Forget the current file: the state now is a new session for `file`."""
         self.close_writer()
         self.file = file
+        self._in_omp_agent_dir = None
         self.permissions_model = None
         self.on_disk = False
         self.needs_rewrite = False
@@ -332,17 +335,33 @@ class PersistencePipeline:
         except Exception as exc:
             self._latch(exc)
 
+    def _omp_may_publish(self, file: str) -> bool:
+        """Whether omp may publish ``file`` (append to it or replace it under its lock):
+        it has omp 18's title slot, lives in omp's agent dir, or omp's lock file or lock
+        sidecar is beside it. Only then is a guest write made inside omp's lock: the
+        lock file's create and unlink, and the directory changes the append's fsync
+        then commits too, cost more than the append itself; pi takes no such lock."""
+        if self.state.title_slot is not None:
+            return True
+        if self._in_omp_agent_dir is None:
+            self._in_omp_agent_dir = in_omp_agent_dir(file)
+        return self._in_omp_agent_dir or omp_has_published(file)
+
     def _guest_write(self, write: Callable[[str], None]) -> None:
         """Run ``write(file)`` as a guest: refused while another process holds the file
         open for writing (an agent running on it would find bytes it did not write),
-        else inside omp's publish lock, so omp waits for it. Our own descriptor is
-        closed first: only other processes count. Refusals are not latched."""
+        else inside omp's publish lock when omp may publish the file, so omp waits for
+        it. Our own descriptor is closed first: only other processes count. Refusals
+        are not latched."""
         file = self.file
         assert file is not None
         self.close_writer()
         refuse_if_held_open(file)
         try:
-            with publish_lock(file):
+            if self._omp_may_publish(file):
+                with publish_lock(file):
+                    write(file)
+            else:
                 write(file)
         except SessionBusyError:
             raise

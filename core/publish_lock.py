@@ -11,6 +11,10 @@ inside it is never interleaved with omp's own publishing: omp waits for it (at m
   than the wait;
 * poll every 2 ms for at most 500 ms, then give up (`PublishLockBusy`, ``EBUSY``);
 * remove the file when done.
+
+omp 18.2 also takes an OS lock on a sidecar, ``.<file name>.lock.os``, before the lock
+file, and keeps that sidecar for good: where it exists, omp has published the file.
+The lock file stays the protocol every omp version honours, so it is what we take.
 """
 
 from __future__ import annotations
@@ -24,7 +28,14 @@ from typing import Final
 
 from core.rewrite import SessionBusyError
 
-__all__ = ["LOCK_WAIT_SECONDS", "PublishLockBusy", "is_locked", "lock_path_for", "publish_lock"]
+__all__ = [
+    "LOCK_WAIT_SECONDS",
+    "PublishLockBusy",
+    "is_locked",
+    "lock_path_for",
+    "omp_has_published",
+    "publish_lock",
+]
 
 LOCK_WAIT_SECONDS: Final = 0.5
 _POLL_SECONDS: Final = 0.002
@@ -53,6 +64,13 @@ def lock_path_for(path: str) -> str:
 def is_locked(path: str | os.PathLike[str]) -> bool:
     """Whether ``path``'s lock file exists now (someone publishes, or crashed doing so)."""
     return os.path.lexists(lock_path_for(os.fspath(path)))
+
+
+def omp_has_published(path: str | os.PathLike[str]) -> bool:
+    """Whether omp's lock file or its OS lock's sidecar is beside ``path`` now: omp
+    publishes the file, or has (the sidecar stays), or crashed doing so."""
+    lock = lock_path_for(os.fspath(path))
+    return os.path.lexists(lock) or os.path.lexists(f"{lock}.os")
 
 
 def _read(lock: str) -> str | None:

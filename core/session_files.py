@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from core import discovery, paths
@@ -28,6 +29,8 @@ __all__ = [
     "branched_entries",
     "continue_dirs",
     "default_blob_store",
+    "in_omp_agent_dir",
+    "is_omp_agent_dir",
     "layout_of_session_dir",
     "move_artifacts",
     "move_destination",
@@ -155,12 +158,20 @@ def uses_title_slots(session_dir: str) -> bool:
                 return read_title_slot(newest) is not None
             except OSError:
                 return False
-    # No session yet: omp's own dir (by place), or a dir with the model configuration
-    # only omp reads.
-    if layout is None:
-        return False
-    agent = layout.agent_dir
+    # No session yet: omp's own dir.
+    return layout is not None and is_omp_agent_dir(layout.agent_dir)
+
+
+def is_omp_agent_dir(agent: Path) -> bool:
+    """omp's own agent dir (by place), or a dir with the model configuration only omp
+    reads."""
     return paths.agent_name(agent) == "oh-my-pi 18" or (agent / OMP_MODELS_FILE).is_file()
+
+
+def in_omp_agent_dir(file: str) -> bool:
+    """Whether the session file `file` lives in omp's agent dir (`is_omp_agent_dir`)."""
+    layout = paths.layout_of_session_file(file)
+    return layout is not None and is_omp_agent_dir(layout.agent_dir)
 
 
 # ------------------------------------------------------------------ new sessions

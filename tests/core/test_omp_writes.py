@@ -15,12 +15,21 @@ import time
 from pathlib import Path
 
 import pytest
-from support.omp_files import SLOT_BYTES, conversation, held_open, slot_line, write_omp_session
+from support.omp_files import (
+    SLOT_BYTES,
+    conversation,
+    held_open,
+    line,
+    omp_header,
+    slot_line,
+    write_omp_session,
+)
 
 from core import SessionManager, session_files
 from core.publish_lock import PublishLockBusy, lock_path_for, publish_lock
 from core.rewrite import SessionBusyError
 from core.title_slot import split_title_slot
+from sessionfs.fs.inotify import IN_CREATE, Inotify
 
 PROJECT = "-work-app"
 
@@ -206,6 +215,41 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path: Path) -> None:
         {"role": "user", "content": "x", "timestamp": 0}
     )
     assert not lock.exists()
+
+
+def files_created_by_an_append(path: Path) -> list[str]:
+    """The names created beside ``path`` (inotify) while a guest appends to it."""
+    watcher = Inotify()
+    try:
+        watcher.add_watch(path.parent, IN_CREATE)
+        SessionManager.open(path, guest=True).append_message(
+            {"role": "user", "content": "guest", "timestamp": 0}
+        )
+        return [event.name for event in watcher.read_events()]
+    finally:
+        watcher.close()
+
+
+@pytest.mark.parametrize("omps", ["title slot", "agent dir", "lock sidecar", "none"])
+def test_a_guest_takes_omps_lock_only_for_a_file_omp_may_publish(tmp_path: Path, omps: str) -> None:
+    """The lock file costs more than the append: a pi file (no slot, no sign of omp)
+    gets none; a file with omp's slot, in omp's agent dir, or with omp's lock sidecar
+    beside it (omp 18.2 leaves ``.<name>.lock.os`` for good) gets it."""
+    agent = tmp_path / "agent"
+    path = agent / "sessions" / PROJECT / "s.jsonl"
+    if omps == "title slot":
+        write_omp_session(path, conversation())
+    else:
+        path.parent.mkdir(parents=True)
+        path.write_bytes(line(omp_header()) + b"".join(line(e) for e in conversation()))
+    if omps == "agent dir":
+        (agent / session_files.OMP_MODELS_FILE).write_text("providers: {}\n")
+    if omps == "lock sidecar":
+        Path(f"{lock_path_for(str(path))}.os").touch()
+    created = files_created_by_an_append(path)
+    lock = os.path.basename(lock_path_for(str(path)))
+    assert (lock in created) == (omps != "none"), created
+    assert b'"guest"' in path.read_bytes() and not os.path.exists(lock_path_for(str(path)))
 
 
 def test_the_lock_file_holds_our_pid_while_held(tmp_path: Path) -> None:
