@@ -3,7 +3,8 @@
 Run from the repo root: ``python bench/bench_scale.py [--quick] [--sessions 1000]
 [--entries 400] [--cache-mb 256]``; ``python -m bench`` runs it at the full size.
 ``--only-fixture [--fixture-runs N]`` gives the fixture's ``context.json`` figure alone
-(N times), ``--only-by-id`` the by-id/ figures alone.
+(N times), ``--only-by-id`` the by-id/ figures alone, ``--only-listings`` the big
+listings (10,000 one-line sessions it makes itself).
 
 Corpus: ``bench/corpus.py`` (1,000 sessions x 400 entries, ~0.9 GB, cached between runs
 in the user cache dir; ``--quick`` = 100 x 400), plus a 60-session corpus for the
@@ -794,6 +795,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="only the first cat context.json of the 2.4 MB fixture (no corpus)",
     )
     parser.add_argument(
+        "--only-listings",
+        action="store_true",
+        help="only the big listings figures (10,000 one-line sessions, made here)",
+    )
+    parser.add_argument(
         "--fixture-runs", type=int, default=1, help="with --only-fixture: figures to print"
     )
     args = parser.parse_args(argv)
@@ -878,6 +884,8 @@ def main(argv: list[str] | None = None) -> int:
         return main_by_id(args)
     if args.only_fixture:
         return main_fixture(args)
+    if args.only_listings:
+        return main_one_step(args, "big listings", big_listings)
     if not (FIXTURES / FIXTURE).is_file():
         print(f"bench_scale: fixture {FIXTURE} not found in {FIXTURES}", file=sys.stderr)
         return 1
