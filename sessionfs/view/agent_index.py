@@ -1,8 +1,9 @@
 """The session files on disk, as listings see them: ``AgentIndex``.
 
-Listing reads one stat per file and the first 4 KiB of files it has not seen (the
-header is all a listing needs); headers are cached per inode, so an append never causes
-a re-read and a rewrite (new inode) does. Synchronous and thread-safe: the cache and
+Listing reads the first 4 KiB of files it has not seen (the header is all a listing
+needs; the stat comes with the read, and many files are read at once: `head_reads`)
+and one stat of each other file; headers are cached per inode, so an append never
+causes a re-read and a rewrite (new inode) does. Synchronous and thread-safe: the cache and
 the nodes call it from worker threads (or inline, when it is one stat).
 """
 
@@ -18,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from core import jsonl, paths
-from core.safe_open import open_regular
-from core.title_slot import fold_title_slot, read_title_slot, split_title_slot
-from sessionfs.view import session_keys
+from core.title_slot import TITLE_SLOT_BYTES, fold_title_slot, read_title_slot, split_title_slot
+from sessionfs.view import head_reads, session_keys
 from sessionfs.view.session_ids import RACY_NS, IdLookup, SessionIdIndex
 from sessionfs.view.session_ref import SessionRef
 
@@ -49,12 +49,17 @@ def read_header(path: Path, prefix: int = HEADER_PREFIX) -> dict[str, Any] | Non
     must be a header (after omp 18's title slot, whose title it takes). Only complete
     lines count, unless the file ends inside the prefix.
     """
-    with open_regular(path) as f:  # a FIFO or a directory named *.jsonl raises, never blocks
-        data = f.read(prefix)
-        at_eof = len(data) < prefix
-        if not at_eof and b"\n" not in data[split_title_slot(data)[1] :]:
-            data += f.read(16 * prefix)  # a very long header line: read a little more
-            at_eof = len(data) < 17 * prefix
+    # A FIFO or a directory named *.jsonl raises, never blocks.
+    return header_of(head_reads.read_head(path, prefix)[1], prefix, path)
+
+
+def header_of(data: bytes, prefix: int, path: Path) -> dict[str, Any] | None:
+    """`read_header` of a file whose first ``prefix`` bytes (all of it when shorter)
+    are ``data``; a header line longer than that is read again, a little further."""
+    at_eof = len(data) < prefix
+    if not at_eof and b"\n" not in data[split_title_slot(data)[1] :]:
+        data = head_reads.read_head(path, 17 * prefix)[1]  # a very long header line
+        at_eof = len(data) < 17 * prefix
     usable = data if at_eof else data[: jsonl.complete_prefix_length(data)]
     objects = jsonl.parse_session_lenient(usable)
     if objects and jsonl.is_header(objects[0]):
@@ -62,16 +67,14 @@ def read_header(path: Path, prefix: int = HEADER_PREFIX) -> dict[str, Any] | Non
     return None
 
 
+def has_title_slot(data: bytes) -> bool:
+    """Whether a file whose first bytes are ``data`` starts with a title slot."""
+    return split_title_slot(data[:TITLE_SLOT_BYTES])[0] is not None
+
+
 #: A listing's cached header: (inode, size seen, mtime seen, header or None when the
 #: file is not a session, the file starts with a title slot).
 _CachedHeader = tuple[int, int, int, dict[str, Any] | None, bool]
-
-
-def _has_title_slot(path: Path) -> bool:
-    try:
-        return read_title_slot(path) is not None
-    except OSError:
-        return False
 
 
 def _retitled(path: Path, header: dict[str, Any]) -> dict[str, Any]:
@@ -135,36 +138,38 @@ class AgentIndex:
             if cached_only:
                 return NEEDS_IO
             try:
-                header = read_header(path)
+                head = head_reads.read_head(path, HEADER_PREFIX)
             except OSError as exc:
                 self.skip(path, exc)
                 return None
-            if header is None:
-                self.skip(path, "no session header in its first line")
-            slotted = header is not None and _has_title_slot(path)
-            self._remember_header(path, (st.st_ino, st.st_size, st.st_mtime_ns, header, slotted))
-        elif cached[4] and cached[3] is not None and cached[2] != st.st_mtime_ns:
+            return self._ref_from_head(project, stem, path, head)
+        header: dict[str, Any] | None = cached[3]
+        if cached[4] and header is not None and cached[2] != st.st_mtime_ns:
             # omp renames by rewriting the title slot in place: read the slot again.
             if cached_only:
                 return NEEDS_IO
-            header = _retitled(path, cached[3])
+            header = _retitled(path, header)
             self._remember_header(path, (st.st_ino, st.st_size, st.st_mtime_ns, header, True))
         else:
             self._headers.move_to_end(path)
-            header = cached[3]
-        if header is None:
+        return None if header is None else _session_ref(project, stem, path, st, header)
+
+    def _ref_from_head(
+        self, project: str, stem: str, path: Path, head: head_reads.Head
+    ) -> SessionRef | None:
+        """The session a file whose stat and first bytes are ``head`` holds (if any),
+        its header remembered for the next listing."""
+        st, data = head
+        try:
+            header = header_of(data, HEADER_PREFIX, path)
+        except OSError as exc:
+            self.skip(path, exc)
             return None
-        return SessionRef(
-            project,
-            stem,
-            path,
-            header,
-            st.st_mtime_ns,
-            st.st_size,
-            stat.S_IMODE(st.st_mode),
-            st.st_uid,
-            st.st_gid,
-        )
+        if header is None:
+            self.skip(path, "no session header in its first line")
+        slotted = header is not None and has_title_slot(data)
+        self._remember_header(path, (st.st_ino, st.st_size, st.st_mtime_ns, header, slotted))
+        return None if header is None else _session_ref(project, stem, path, st, header)
 
     def _remember_header(self, path: Path, row: _CachedHeader) -> None:
         self._headers[path] = row
@@ -241,28 +246,36 @@ class AgentIndex:
     def _sessions_of_dir(
         self, project: str, parent_stem: str | None, directory: Path
     ) -> list[SessionRef]:
-        refs = []
         try:
             with os.scandir(directory) as it:
-                files = sorted((e for e in it if e.name.endswith(".jsonl")), key=lambda e: e.name)
-                for item in files:
-                    st = self._regular_stat(item)
-                    if st is None:
-                        continue
-                    name = item.name[: -len(".jsonl")]
-                    if not session_keys.is_valid_name(name):
-                        continue  # a file named just ".jsonl" names no session
-                    stem = (
-                        name if parent_stem is None else session_keys.child_stem(parent_stem, name)
-                    )
-                    ref = self._ref(project, stem, Path(item.path), st)
-                    if isinstance(ref, SessionRef):
-                        refs.append(ref)
+                files = sorted((e for e in it if _is_session_name(e.name)), key=lambda e: e.name)
         except (FileNotFoundError, NotADirectoryError):
             return []
         except OSError as exc:  # unreadable dir: that one listing is empty, logged once
             self.skip(directory, exc)
             return []
+        paths = [Path(item.path) for item in files]
+        # Files not seen before are read in one batch (their stat comes with the read);
+        # the rest cost a stat each, and a read only if they were rewritten.
+        unseen = [
+            item.path
+            for item, path in zip(files, paths, strict=True)
+            if path not in self._headers and _is_file_entry(item, follow_symlinks=False)
+        ]
+        heads = dict(zip(unseen, head_reads.read_heads(unseen, HEADER_PREFIX), strict=True))
+        refs = []
+        for item, path in zip(files, paths, strict=True):
+            name = item.name[: -len(".jsonl")]
+            stem = name if parent_stem is None else session_keys.child_stem(parent_stem, name)
+            head = heads.get(item.path)
+            ref: SessionRef | object | None
+            if isinstance(head, tuple):
+                ref = self._ref_from_head(project, stem, path, head)
+            else:  # known, not a plain file, or its quick read failed: as for one file
+                st = self._regular_stat(item)
+                ref = None if st is None else self._ref(project, stem, path, st)
+            if isinstance(ref, SessionRef):
+                refs.append(ref)
         return refs
 
     def _regular_stat(self, item: os.DirEntry[str]) -> os.stat_result | None:
@@ -335,11 +348,32 @@ class AgentIndex:
         return path if path.is_file() else None
 
 
-def _is_file_entry(entry: os.DirEntry[str]) -> bool:
+def _session_ref(
+    project: str, stem: str, path: Path, st: os.stat_result, header: dict[str, Any]
+) -> SessionRef:
+    return SessionRef(
+        project,
+        stem,
+        path,
+        header,
+        st.st_mtime_ns,
+        st.st_size,
+        stat.S_IMODE(st.st_mode),
+        st.st_uid,
+        st.st_gid,
+    )
+
+
+def _is_session_name(name: str) -> bool:
+    """``<name>.jsonl`` with a valid name (a file named just ``.jsonl`` names none)."""
+    return name.endswith(".jsonl") and session_keys.is_valid_name(name[: -len(".jsonl")])
+
+
+def _is_file_entry(entry: os.DirEntry[str], follow_symlinks: bool = True) -> bool:
     """``DirEntry.is_file`` that answers False for a symlink loop instead of raising
     (one bad name must not fail a whole listing)."""
     try:
-        return entry.is_file()
+        return entry.is_file(follow_symlinks=follow_symlinks)
     except OSError:
         return False
 

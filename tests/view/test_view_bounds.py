@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import os
 from pathlib import Path
 
 import orjson
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 from core import SessionManager
 from core.storage import MemorySessionStorage
-from sessionfs.view import agent_index, render
+from sessionfs.view import agent_index, head_reads, render
 from sessionfs.view.agent_index import AgentIndex
 from sessionfs.view.names import (
     NAME_MAX,
@@ -218,14 +219,14 @@ def test_unreadable_file_is_skipped_and_logged_once(
     project.mkdir(parents=True)
     session_file(project / "ok.jsonl", "ok")
     session_file(project / "secret.jsonl", "secret")
-    real = agent_index.read_header
+    real = head_reads.read_head
 
-    def read_header(path: Path, prefix: int = agent_index.HEADER_PREFIX) -> dict | None:
-        if path.name == "secret.jsonl":
+    def read_head(path: str | os.PathLike[str], size: int, follow: bool = True) -> head_reads.Head:
+        if Path(path).name == "secret.jsonl":
             raise PermissionError(errno.EACCES, "Permission denied", str(path))
-        return real(path, prefix)
+        return real(path, size, follow)
 
-    monkeypatch.setattr(agent_index, "read_header", read_header)
+    monkeypatch.setattr(head_reads, "read_head", read_head)
     index = AgentIndex(tmp_path)
     with caplog.at_level(logging.WARNING, logger="sessionfs.view.agent_index"):
         for _ in range(3):
