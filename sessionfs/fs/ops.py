@@ -238,6 +238,9 @@ class SessionFsOperations(pyfuse3.Operations):
         # it holds nothing to drop, so another change need not tell it again (a burst
         # of appends then costs one invalidation per file, not one per append).
         self._uncached: set[int] = set()
+        # inode -> the node and the readdirplus attributes made for it while it was
+        # `Node.listing_settled`: sent again while it is the same node and still settled
+        self._listed_attrs: dict[int, tuple[Node, pyfuse3.EntryAttributes]] = {}
         self._next_handle = 1
         self.invalidator: Invalidator | None = None
         self.foreground = Foreground()
@@ -268,6 +271,20 @@ class SessionFsOperations(pyfuse3.Operations):
         attrs.st_blksize = 4096
         attrs.st_blocks = (st.size + 511) // 512
         attrs.st_atime_ns = attrs.st_mtime_ns = attrs.st_ctime_ns = st.mtime_ns
+        return attrs
+
+    async def _listing_attrs(self, node: Node, inode: int) -> pyfuse3.EntryAttributes:
+        """`_attrs` for a readdirplus entry: those made last time for the same node
+        while it was settled (`Node.listing_settled`), else new ones."""
+        if not node.listing_settled():
+            self._listed_attrs.pop(inode, None)
+            return await self._attrs(node, inode, listing=True)
+        kept = self._listed_attrs.get(inode)
+        if kept is not None and kept[0] is node:
+            self._uncached.discard(inode)  # what _attrs does besides making them
+            return kept[1]
+        attrs = await self._attrs(node, inode, listing=True)
+        self._listed_attrs[inode] = (node, attrs)
         return attrs
 
     @staticmethod
@@ -427,6 +444,7 @@ class SessionFsOperations(pyfuse3.Operations):
             if inode not in self.table.nodes:
                 self._page_versions.pop(inode, None)
                 self._uncached.discard(inode)
+                self._listed_attrs.pop(inode, None)
 
     @_errno_guard
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
@@ -448,7 +466,7 @@ class SessionFsOperations(pyfuse3.Operations):
             name, node = handle.rows[offset]
             inode = self.table.inode_for(node)
             try:
-                attrs = await self._attrs(node, inode, listing=True)
+                attrs = await self._listing_attrs(node, inode)
             except pyfuse3.FUSEError:
                 continue  # vanished since the listing was taken
             if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, offset + 1):

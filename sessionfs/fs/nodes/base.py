@@ -20,7 +20,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -194,11 +195,33 @@ class MountContext:
     agents: AgentViews | None = None
     #: which projects' session files are watched for changes (`WATCHED`); None: none
     watch: WatchedProjects | None = None
+    #: per dir whose children are made from a reusable listing (``sessions/<project>/``):
+    #: that listing and the children made from it (`children_of_listing`)
+    listed_children: dict[tuple[str, ...], tuple[object, list[tuple[str, Node]]]] = field(
+        default_factory=dict
+    )
 
     def record_root_refusal(self, exc: WriteRejected) -> None:
         """Keep a refused write's reason for the root ``ctl`` (``last_error``)."""
         (self.root or self).root_last_error = exc.reason
         exc.recorded = True
+
+    def children_of_listing(
+        self,
+        key: tuple[str, ...],
+        listing: object,
+        make: Callable[[], list[tuple[str, Node]]],
+    ) -> list[tuple[str, Node]]:
+        """The children of the dir ``key``, made from ``listing`` by ``make``: the same
+        nodes again while the listing is the same object (one reused while the dir is
+        unchanged). A warm ``ls`` of 10,000 sessions then makes no node, and the nodes
+        keep what they worked out for the last listing (their attributes)."""
+        cached = self.listed_children.get(key)
+        if cached is not None and cached[0] is listing:
+            return cached[1]
+        rows = make()
+        self.listed_children[key] = (listing, rows)
+        return rows
 
     def mount_path(self, *parts: str) -> str:
         """A path in the mount (``parts`` from this agent dir's tree): absolute when
@@ -372,6 +395,13 @@ class Node:
         costly to know override this to answer a non-caching placeholder: ``find`` and
         ``grep -r`` only need names and types, and ``ls -l`` stats again anyway."""
         return await self.stat()
+
+    def listing_settled(self) -> bool:
+        """Whether `listing_stat` and `listing_permissions` answer now what they
+        answered for this node's last listing, without a look at anything: ``ops``
+        then sends the attributes it made then once more (a warm ``ls`` of 10,000
+        session dirs makes none)."""
+        return False
 
     def display_path(self, *names: str) -> str:
         """This node's path in the mount (or a child's), as refusals name it."""

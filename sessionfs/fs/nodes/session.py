@@ -436,7 +436,7 @@ class SessionDir(InSession, DirNode):
     (a temporary link renamed over ``leaf``: see `PendingLink`), ``rm leaf``.
     """
 
-    __slots__ = ("ref", "ref_at")
+    __slots__ = ("_session_key", "ref", "ref_at")
 
     tier = STATIC
     mode = 0o755
@@ -452,6 +452,14 @@ class SessionDir(InSession, DirNode):
         self.ref = ref
         # a lookup's ref answers the stat right after it; a listing's is as old as it
         self.ref_at = time.monotonic() if ref_at is None else ref_at
+        self._session_key: tuple[str, str] | None = None
+
+    @property
+    def session_key(self) -> tuple[str, str]:
+        # Parsed from the node's key once: every readdir of its project asks for it.
+        if self._session_key is None:
+            self._session_key = super().session_key
+        return self._session_key
 
     async def stat(self) -> Stat:
         loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
@@ -484,6 +492,15 @@ class SessionDir(InSession, DirNode):
         if self.ref is None:
             return await self.permissions()
         return derived_permissions(self.ref.access)
+
+    def listing_settled(self) -> bool:
+        # The listing's stat is past FRESH_INTERVAL (shown inexact, for good), and the
+        # session is not loaded (which would answer from memory instead).
+        return (
+            self.ref is not None
+            and time.monotonic() - self.ref_at > FRESH_INTERVAL
+            and self.ctx.sessions.peek(*self.session_key) is None
+        )
 
     async def _has_leaf(self) -> bool:
         session = await self.session()
@@ -643,10 +660,14 @@ class ProjectDir(DirNode):
     async def children(self) -> list[tuple[str, Node]]:
         listing = await trio.to_thread.run_sync(self.ctx.index.listing_of, self.local_key[1])
         at = listing.listed_at
-        return [
-            (r.stem, self.session_dir(self.ctx, self.child_key(r.stem), r, at))
-            for r in listing.refs
-        ]
+        return self.ctx.children_of_listing(
+            self.key,
+            listing,
+            lambda: [
+                (r.stem, self.session_dir(self.ctx, self.child_key(r.stem), r, at))
+                for r in listing.refs
+            ],
+        )
 
     async def lookup(self, name: str) -> Node | None:
         loaded = self.ctx.sessions.loaded_fresh(self.local_key[1], name)

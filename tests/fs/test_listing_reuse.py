@@ -1,0 +1,121 @@
+"""A warm listing of ``sessions/<project>/`` (issue 19, big listings): while the project
+dir is unchanged the same session-dir nodes are handed out again, and once their
+listing's stat is past `FRESH_INTERVAL` the ops layer sends the readdirplus attributes
+it made for them before; a session loaded since, or a changed dir, gets new ones."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pyfuse3
+import trio
+from support.agent_messages import write_header_session
+
+from sessionfs.fs.nodes.base import MountContext, Node
+from sessionfs.fs.nodes.session import ProjectDir, SessionDir
+from sessionfs.fs.ops import SessionFsOperations
+from sessionfs.view.agent_index import AgentIndex
+from sessionfs.view.history import HistoryView
+from sessionfs.view.loaded_session import FRESH_INTERVAL
+from sessionfs.view.session_cache import SessionCache
+from sessionfs.view.session_ids import RACY_NS
+
+PROJECT = "--work-p--"
+
+
+def settled_project(agent: Path, sessions: int) -> Path:
+    project = agent / "sessions" / PROJECT
+    for n in range(sessions):
+        write_header_session(project, f"s{n}", f"id-{n}")
+    old = time.time_ns() - 2 * RACY_NS
+    os.utime(project, ns=(old, old))
+    return project
+
+
+def context(agent: Path) -> MountContext:
+    index = AgentIndex(agent)
+    return MountContext(
+        index=index,
+        sessions=SessionCache(index, 1 << 20),
+        history=HistoryView(agent / "history.db"),
+        started_ns=time.time_ns(),
+    )
+
+
+def session_dirs(rows: list[tuple[str, Node]]) -> list[SessionDir]:
+    dirs = [node for _, node in rows]
+    assert all(isinstance(node, SessionDir) for node in dirs)
+    return dirs  # type: ignore[return-value]
+
+
+def age(dirs: list[SessionDir]) -> None:
+    """As if the listing had been taken longer than `FRESH_INTERVAL` ago."""
+    for node in dirs:
+        node.ref_at -= 2 * FRESH_INTERVAL
+
+
+def test_an_unchanged_project_hands_out_the_same_nodes(tmp_path: Path) -> None:
+    project = settled_project(tmp_path, 3)
+    ctx = context(tmp_path)
+    listed = ProjectDir(ctx, ("sessions", PROJECT))
+
+    async def scenario() -> None:
+        first = await listed.children()
+        assert [name for name, _ in first] == ["s0", "s1", "s2"]
+        assert await listed.children() is first
+        assert await ProjectDir(ctx, ("sessions", PROJECT)).children() is first
+        write_header_session(project, "s3", "id-3")
+        again = await listed.children()
+        assert [name for name, _ in again] == ["s0", "s1", "s2", "s3"]
+        assert not {id(node) for _, node in again} & {id(node) for _, node in first}
+
+    trio.run(scenario)
+
+
+def test_a_session_dir_is_settled_once_its_listing_is_old_and_while_not_loaded(
+    tmp_path: Path,
+) -> None:
+    settled_project(tmp_path, 2)
+    ctx = context(tmp_path)
+
+    async def scenario() -> None:
+        dirs = session_dirs(await ProjectDir(ctx, ("sessions", PROJECT)).children())
+        assert not any(node.listing_settled() for node in dirs)  # exact for a moment
+        age(dirs)
+        assert all(node.listing_settled() for node in dirs)
+        await ctx.sessions.get(PROJECT, "s1")
+        assert [node.listing_settled() for node in dirs] == [True, False]
+        looked_up = SessionDir(ctx, ("sessions", PROJECT, "s0"), None)
+        assert not looked_up.listing_settled()  # no listing's stat to stand by
+
+    trio.run(scenario)
+
+
+def test_ops_sends_the_attributes_it_made_for_a_settled_node_again(tmp_path: Path) -> None:
+    settled_project(tmp_path, 2)
+    ctx = context(tmp_path)
+    listed = ProjectDir(ctx, ("sessions", PROJECT))
+    ops = SessionFsOperations(listed, read_only=True)
+
+    async def attrs(node: Node) -> pyfuse3.EntryAttributes:
+        return await ops._listing_attrs(node, ops.table.inode_for(node))
+
+    async def scenario() -> None:
+        s0, s1 = session_dirs(await listed.children())
+        fresh = await attrs(s0)
+        assert fresh.attr_timeout > 0  # the listing's own stat, exact for a moment
+        assert await attrs(s0) is not fresh
+        age([s0, s1])
+        kept = await attrs(s0)
+        assert kept.attr_timeout == 0  # past FRESH_INTERVAL: the kernel asks again
+        assert s0.ref is not None and kept.st_mtime_ns == s0.ref.mtime_ns
+        assert await attrs(s0) is kept
+        other = SessionDir(ctx, s0.key, s0.ref, s0.ref_at)  # a lookup's newer node
+        assert await attrs(other) is not kept
+        first_s1 = await attrs(s1)
+        await ctx.sessions.get(PROJECT, "s1")  # loaded: answers from memory
+        assert await attrs(s1) is not first_s1
+
+    trio.run(scenario)
