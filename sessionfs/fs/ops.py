@@ -250,7 +250,11 @@ class SessionFsOperations(pyfuse3.Operations):
     async def _attrs(
         self, node: Node, inode: int, listing: bool = False
     ) -> pyfuse3.EntryAttributes:
-        st = await (node.listing_stat() if listing else node.stat())
+        if listing:
+            st, shown = await node.listing_view()
+        else:
+            st = await node.stat()
+            shown = await node.permissions()
         self._uncached.discard(inode)
         attrs = pyfuse3.EntryAttributes()
         attrs.st_ino = inode
@@ -258,7 +262,6 @@ class SessionFsOperations(pyfuse3.Operations):
         tier = node.kernel_tier()
         attrs.entry_timeout = tier.entry_timeout
         attrs.attr_timeout = tier.attr_timeout if st.exact else 0
-        shown = await (node.listing_permissions() if listing else node.permissions())
         mode = node.mode & shown.mask
         if self.read_only or node.read_only_reason() is not None:
             mode &= ~WRITE_BITS

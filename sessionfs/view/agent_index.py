@@ -95,6 +95,10 @@ class ProjectListing:
     listed_at: float
     #: the dir's mtime when listed, None when it may change again unseen (racy)
     settled_mtime_ns: int | None
+    #: the names of the real dirs in the project dir when listed (the sessions'
+    #: artifacts dirs; making or removing one moves the dir's mtime, so a reused
+    #: listing keeps them right); None: not known, ask `may_have_subagents`
+    dirs: frozenset[str] | None = None
 
 
 class AgentIndex:
@@ -220,10 +224,12 @@ class AgentIndex:
         if cached is not None and mtime is not None and cached.settled_mtime_ns == mtime:
             return cached
         started_ns = time.time_ns()
+        dirs: set[str] = set()
         listing = ProjectListing(
-            self.sessions_in(project),
+            self._sessions_of_dir(project, None, self.sessions_root / project, dirs),
             time.monotonic(),
             mtime if mtime is not None and mtime < started_ns - RACY_NS else None,
+            frozenset(dirs),
         )
         if mtime is None:
             self._listings.pop(project, None)
@@ -244,11 +250,20 @@ class AgentIndex:
         return self._sessions_of_dir(project, stem, directory)
 
     def _sessions_of_dir(
-        self, project: str, parent_stem: str | None, directory: Path
+        self,
+        project: str,
+        parent_stem: str | None,
+        directory: Path,
+        dirs: set[str] | None = None,
     ) -> list[SessionRef]:
+        """The sessions of one dir; the names of the real dirs in it are added to
+        ``dirs`` when given (the same listing: no stat)."""
         try:
             with os.scandir(directory) as it:
-                files = sorted((e for e in it if _is_session_name(e.name)), key=lambda e: e.name)
+                entries = list(it)
+            files = sorted((e for e in entries if _is_session_name(e.name)), key=lambda e: e.name)
+            if dirs is not None:
+                dirs.update(e.name for e in entries if _is_dir_entry(e))
         except (FileNotFoundError, NotADirectoryError):
             return []
         except OSError as exc:  # unreadable dir: that one listing is empty, logged once
@@ -367,6 +382,14 @@ def _session_ref(
 def _is_session_name(name: str) -> bool:
     """``<name>.jsonl`` with a valid name (a file named just ``.jsonl`` names none)."""
     return name.endswith(".jsonl") and session_keys.is_valid_name(name[: -len(".jsonl")])
+
+
+def _is_dir_entry(entry: os.DirEntry[str]) -> bool:
+    """A real dir (not a symlink to one), from the listing's file type when it has one."""
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
 
 
 def _is_file_entry(entry: os.DirEntry[str], follow_symlinks: bool = True) -> bool:

@@ -48,3 +48,28 @@ def test_a_reused_listing_shows_changes_at_once(tmp_path: Path, mount_factory: M
     write_header_session(project, "s3", "id-3")
     files[0].unlink()
     assert run("ls", listed).split() == ["s1", "s2", "s3"]
+
+
+def test_a_reused_transcripts_listing_shows_subagents_and_sessions_at_once(
+    tmp_path: Path, mount_factory: MountFactory
+):
+    agent = tmp_path / "agent"
+    project = agent / "sessions" / PROJECT
+    for n in range(3):
+        write_header_session(project, f"s{n}", f"id-{n}")
+    (project / "s1").mkdir()  # an artifacts dir with no sub-agent session in it yet
+    settle(project)
+    mount = mount_factory(agent)
+    listed = mount.path / "transcripts" / PROJECT
+    assert run("ls", listed).split() == ["s0.md", "s1.md", "s2.md"]
+    assert run("ls", listed).split() == ["s0.md", "s1.md", "s2.md"]  # the reused listing
+
+    settled = project.stat().st_mtime_ns
+    write_header_session(project / "s1", "0-Explore", "id-sub")
+    assert project.stat().st_mtime_ns == settled  # only the artifacts dir changed
+    assert run("ls", listed).split() == ["s0.md", "s1", "s1.md", "s2.md"]
+    assert run("ls", listed / "s1").split() == ["0-Explore.md"]
+
+    write_header_session(project, "s3", "id-3")
+    (project / "s0.jsonl").unlink()
+    assert run("ls", listed).split() == ["s1", "s1.md", "s2.md", "s3.md"]

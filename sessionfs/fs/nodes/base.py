@@ -20,7 +20,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
@@ -197,7 +197,7 @@ class MountContext:
     watch: WatchedProjects | None = None
     #: per dir whose children are made from a reusable listing (``sessions/<project>/``):
     #: that listing and the children made from it (`children_of_listing`)
-    listed_children: dict[tuple[str, ...], tuple[object, list[tuple[str, Node]]]] = field(
+    listed_children: dict[tuple[str, ...], tuple[object, Hashable, list[tuple[str, Node]]]] = field(
         default_factory=dict
     )
 
@@ -211,16 +211,18 @@ class MountContext:
         key: tuple[str, ...],
         listing: object,
         make: Callable[[], list[tuple[str, Node]]],
+        variant: Hashable = None,
     ) -> list[tuple[str, Node]]:
         """The children of the dir ``key``, made from ``listing`` by ``make``: the same
         nodes again while the listing is the same object (one reused while the dir is
-        unchanged). A warm ``ls`` of 10,000 sessions then makes no node, and the nodes
-        keep what they worked out for the last listing (their attributes)."""
+        unchanged) and ``variant`` (what else ``make`` depends on) is equal. A warm
+        ``ls`` of 10,000 sessions then makes no node, and the nodes keep what they
+        worked out for the last listing (their attributes)."""
         cached = self.listed_children.get(key)
-        if cached is not None and cached[0] is listing:
-            return cached[1]
+        if cached is not None and cached[0] is listing and cached[1] == variant:
+            return cached[2]
         rows = make()
-        self.listed_children[key] = (listing, rows)
+        self.listed_children[key] = (listing, variant, rows)
         return rows
 
     def mount_path(self, *parts: str) -> str:
@@ -395,6 +397,11 @@ class Node:
         costly to know override this to answer a non-caching placeholder: ``find`` and
         ``grep -r`` only need names and types, and ``ls -l`` stats again anyway."""
         return await self.stat()
+
+    async def listing_view(self) -> tuple[Stat, Permissions]:
+        """`listing_stat` and `listing_permissions`, for one readdirplus entry (a node
+        that learns both from one look at its file overrides this)."""
+        return await self.listing_stat(), await self.listing_permissions()
 
     def listing_settled(self) -> bool:
         """Whether `listing_stat` and `listing_permissions` answer now what they

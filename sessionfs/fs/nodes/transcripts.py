@@ -42,7 +42,7 @@ from sessionfs.fs.nodes.base import (
 from sessionfs.fs.nodes.in_session import opened_for_writing
 from sessionfs.fs.nodes.projects import ProjectsDir
 from sessionfs.view.access import NO_ACCESS, FileAccess
-from sessionfs.view.agent_index import AgentIndex, SessionRef
+from sessionfs.view.agent_index import AgentIndex, ProjectListing, SessionRef
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.prerender import Prerenderer, RenderFailed
 from sessionfs.view.refusal import WriteRejected
@@ -115,25 +115,36 @@ class TranscriptProjectDir(DirNode):
     async def children(self) -> list[tuple[str, Node]]:
         index, project, parent = self.ctx.index, self.project, self.parent_stem
 
-        def listing() -> list[tuple[SessionRef, bool]]:
-            refs = (
-                index.sessions_in(project)
-                if parent is None
-                else index.subagents_of(project, parent)
+        def listing() -> tuple[ProjectListing | None, list[SessionRef], frozenset[str]]:
+            if parent is not None:
+                refs = index.subagents_of(project, parent)
+                return None, refs, frozenset(r.stem for r in refs if _runs_subagents(index, r))
+            # The project's own: its listing is reused while the dir is unchanged, and
+            # it names the artifacts dirs, so most sessions cost nothing here.
+            found = index.listing_of(project)
+            return (
+                found,
+                found.refs,
+                frozenset(r.stem for r in found.refs if _runs_subagents(index, r, found.dirs)),
             )
-            return [(ref, _runs_subagents(index, ref)) for ref in refs]
 
-        rows = await trio.to_thread.run_sync(listing)
-        _renders(self.ctx).listed([ref.path for ref, _ in rows])
-        children: list[tuple[str, Node]] = []
-        for ref, has_subagents in rows:
-            name = _file_name(ref)
-            children.append((name, TranscriptFile(self.ctx, self.child_key(name))))
-            if has_subagents:
-                children.append(
-                    (ref.name, TranscriptSubagentsDir(self.ctx, self.child_key(ref.name)))
-                )
-        return children
+        found, refs, running = await trio.to_thread.run_sync(listing)
+        _renders(self.ctx).listed([ref.path for ref in refs])
+
+        def make() -> list[tuple[str, Node]]:
+            children: list[tuple[str, Node]] = []
+            for ref in refs:
+                name = _file_name(ref)
+                children.append((name, TranscriptFile(self.ctx, self.child_key(name), ref.path)))
+                if ref.stem in running:
+                    children.append(
+                        (ref.name, TranscriptSubagentsDir(self.ctx, self.child_key(ref.name)))
+                    )
+            return children
+
+        if found is None:
+            return make()
+        return self.ctx.children_of_listing(self.key, found, make, running)
 
     async def lookup(self, name: str) -> Node | None:
         if "/" in name or name in (".", ".."):
@@ -171,10 +182,14 @@ class TranscriptSubagentsDir(TranscriptProjectDir):
         return derived_permissions(ref.access if ref is not None else NO_ACCESS)
 
 
-def _runs_subagents(index: AgentIndex, ref: SessionRef) -> bool:
-    """Whether a session has sub-agent sessions: one lstat for most sessions (no
-    artifacts dir), a listing of the artifacts dir for the others."""
-    if not index.may_have_subagents(ref):
+def _runs_subagents(index: AgentIndex, ref: SessionRef, dirs: frozenset[str] | None = None) -> bool:
+    """Whether a session has sub-agent sessions: for most sessions nothing (``dirs``,
+    the project dir's real dirs when it was listed, has no artifacts dir of theirs) or
+    one lstat, a listing of the artifacts dir for the others."""
+    if dirs is not None:
+        if ref.stem not in dirs:
+            return False
+    elif not index.may_have_subagents(ref):
         return False
     return bool(index.subagents_of(ref.project, ref.stem))
 
@@ -186,28 +201,39 @@ def _file_name(ref: SessionRef) -> str:
 class TranscriptFile(FileNode):
     """``transcripts/<project>/<stem>.md``: the session's transcript, read-only."""
 
-    __slots__ = ()
+    __slots__ = ("_path", "_session")
 
     tier = RENDERED
 
+    def __init__(self, ctx: MountContext, key: tuple[str, ...], path: Path | None = None) -> None:
+        super().__init__(ctx, key)
+        # Both worked out once per node (a listing's node is handed out again while its
+        # project dir is unchanged, and each readdirplus entry asks for them 3-4 times).
+        self._path = path  # the session file, when the listing that made it knows it
+        self._session: tuple[str, str] | None = None
+
     @property
     def project(self) -> str:
-        return self.local_key[1]
+        return self.session_key[0]
 
     @property
     def stem(self) -> str:
         """``transcripts/<project>/<stem>.md``, or ``<stem>/<name>.md`` for a sub-agent's."""
-        *parents, name = self.local_key[2:]
-        return "/".join((*parents, name[: -len(TRANSCRIPT_SUFFIX)]))
+        return self.session_key[1]
 
     @property
     def session_key(self) -> tuple[str, str]:
         # Grouped with the session: a change the cache sees drops the kernel's copy too.
-        return (self.project, self.stem)
+        if self._session is None:
+            project, *parents, name = self.local_key[1:]
+            self._session = (project, "/".join((*parents, name[: -len(TRANSCRIPT_SUFFIX)])))
+        return self._session
 
     @property
     def path(self) -> Path:
-        return self.ctx.index.session_path(self.project, self.stem)
+        if self._path is None:
+            self._path = self.ctx.index.session_path(self.project, self.stem)
+        return self._path
 
     def kernel_tier(self) -> CacheTier:
         """`WATCHED` when every change to the session file raises an event the watch
@@ -247,7 +273,13 @@ class TranscriptFile(FileNode):
         return Stat(record.transcript_size, identity.mtime_ns)
 
     async def listing_stat(self) -> Stat:
-        identity, _access = self._identity()
+        return self._listed(self._identity()[0])
+
+    async def listing_view(self) -> tuple[Stat, Permissions]:
+        identity, access = self._identity()  # one stat for both
+        return self._listed(identity), derived_permissions(access)
+
+    def _listed(self, identity: FileIdentity) -> Stat:
         record = _renders(self.ctx).known(self.path, identity)
         if record is None or self._moved_leaf() is not None:
             return Stat(0, identity.mtime_ns, exact=False)  # a listing renders nothing
