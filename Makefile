@@ -12,8 +12,10 @@ run: setup
 umount:
 	@.venv/bin/sessionfs umount "$(MOUNTPOINT)"
 
+# Two worker processes (pytest-xdist), tests handed out as workers free up: most tests
+# wait on a mount, an fsync or an agent, so two share a 2-core machine well.
 test: setup
-	.venv/bin/python -m pytest -q
+	.venv/bin/python -m pytest -q -n 2 --dist worksteal
 
 lint: setup
 	.venv/bin/ruff check core sessionfs tests bench contrib

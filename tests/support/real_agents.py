@@ -22,12 +22,14 @@ failure fails CI instead of turning into skipped tests).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
@@ -147,10 +149,21 @@ def _npm_install(root: Path, package: str, version: str, manifest_name: str) -> 
         raise InstallFailed(f"npm reported success but {package}@{version} is not in {root}")
 
 
+@contextlib.contextmanager
+def _install_lock(cache: Path) -> Iterator[None]:
+    """One installer per cache dir at a time: `make test` runs two pytest workers, and
+    both may find the agent missing at once."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".install.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def install_pi(cache: Path | None = None) -> Path:
     """The pinned pi in ``cache`` (installed unless it is already there); the cache."""
     cache = cache or pi_cache_dir()
-    _npm_install(cache, PI_PACKAGE, PI_VERSION, "sessionfs-pi-interop")
+    with _install_lock(cache):
+        _npm_install(cache, PI_PACKAGE, PI_VERSION, "sessionfs-pi-interop")
     if shutil.which("node") is None:  # installed earlier, but nothing here can run it
         raise AgentUnavailable("node is not installed: pi runs on Node 20 (CI installs it)")
     return cache
@@ -177,10 +190,16 @@ def install_omp(cache: Path | None = None) -> Path:
     download cache inside ``cache``.
     """
     cache = cache or omp_cache_dir()
+    with _install_lock(cache):
+        _install_omp(cache)
+    return cache
+
+
+def _install_omp(cache: Path) -> None:
     _npm_install(cache, BUN_PACKAGE, BUN_VERSION, "sessionfs-bun")
     project = cache / "omp"
     if _installed_version(project, OMP_PACKAGE) == OMP_VERSION:
-        return cache
+        return
     _ensure_manifest(project, "sessionfs-omp-interop")
     bun = bun_executable(cache)
     env = {
@@ -198,7 +217,6 @@ def install_omp(cache: Path | None = None) -> Path:
         raise InstallFailed(
             f"bun reported success but {OMP_PACKAGE}@{OMP_VERSION} is not in {project}"
         )
-    return cache
 
 
 def bun_executable(omp_cache: Path) -> Path:
