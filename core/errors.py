@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["EntryNotFoundError", "NotASessionError", "PersistenceError"]
+__all__ = ["EntryNotFoundError", "GuestWriteWouldWait", "NotASessionError", "PersistenceError"]
 
 
 class NotASessionError(Exception):
@@ -11,6 +11,12 @@ class NotASessionError(Exception):
 
 class PersistenceError(Exception):
     """Writing the session file failed; the cause is chained (`__cause__`)."""
+
+
+class GuestWriteWouldWait(Exception):
+    """A guest write told not to wait (`SessionManager.refusing_waits`) would have had
+    to: another process holds the file open for writing, or omp's lock is taken.
+    Nothing was written; the caller may do the write again where waiting is fine."""
 
 
 class EntryNotFoundError(KeyError):

@@ -293,11 +293,19 @@ class SessionManager:
     def is_on_disk(self) -> bool:
         return self._pipeline.on_disk
 
-    def write_may_wait(self) -> bool:
-        """Whether a write of this guest session may wait now (another process holds the
-        file open for writing, or omp's lock file is there): quick probes only."""
+    @contextlib.contextmanager
+    def refusing_waits(self) -> Iterator[None]:
+        """Inside the block a guest write that would have to wait (another process
+        holds the file open for writing, or omp's lock is taken) raises
+        `GuestWriteWouldWait` instead, before anything is written (a batch is rolled
+        back): for a caller that must not block, an event loop, which then does the
+        write again from a thread. The write's own probe decides, so it is made once."""
         with self.lock:
-            return self._pipeline.guest_write_would_wait()
+            self._pipeline.refuse_waits = True
+            try:
+                yield
+            finally:
+                self._pipeline.refuse_waits = False
 
     def get_header(self) -> Entry:
         return self._state.header

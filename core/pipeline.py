@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from core.blobs import BlobStore, may_contain_blob_refs
-from core.errors import PersistenceError
+from core.errors import GuestWriteWouldWait, PersistenceError
 from core.jsonl import (
     complete_prefix_length,
     consumed_length,
@@ -42,7 +42,13 @@ from core.line_rewrite import NotASessionFileError, rewrite_session_lines
 from core.migrate import migrate_session_entries
 from core.paths import now_iso
 from core.persist import MAX_PERSIST_CHARS, prepare_for_persist, resolve_blob_refs
-from core.publish_lock import is_locked, omp_has_published, publish_lock
+from core.publish_lock import (
+    LOCK_WAIT_SECONDS,
+    PublishLockBusy,
+    is_locked,
+    omp_has_published,
+    publish_lock,
+)
 from core.rewrite import (
     SessionBusyError,
     SourceReplacedError,
@@ -103,6 +109,8 @@ class PersistencePipeline:
         #: (`_omp_may_publish`), fsynced, and the file closed again
         self.guest = False
         self._in_omp_agent_dir: bool | None = None  # known once a guest write asked
+        #: a guest write that would wait raises `GuestWriteWouldWait` instead
+        self.refuse_waits = False
         # A new file takes this file's mode and owner (a fork: its source's).
         self.permissions_model: str | None = None
         self._writer: SessionWriter | None = None
@@ -352,31 +360,30 @@ class PersistencePipeline:
         open for writing (an agent running on it would find bytes it did not write),
         else inside omp's publish lock when omp may publish the file, so omp waits for
         it. Our own descriptor is closed first: only other processes count. Refusals
-        are not latched."""
+        are not latched. With `refuse_waits`, finding a writer or the lock taken raises
+        `GuestWriteWouldWait` at once (one quick probe, no /proc scan, no waiting)."""
         file = self.file
         assert file is not None
         self.close_writer()
-        refuse_if_held_open(file)
+        locked = self._omp_may_publish(file)
+        if not self.refuse_waits:
+            refuse_if_held_open(file)
+        elif (locked and is_locked(file)) or not seems_unshared(file):
+            raise GuestWriteWouldWait(file)
         try:
-            if self._omp_may_publish(file):
-                with publish_lock(file):
+            if locked:
+                with publish_lock(file, wait=0 if self.refuse_waits else LOCK_WAIT_SECONDS):
                     write(file)
             else:
                 write(file)
+        except PublishLockBusy:
+            if self.refuse_waits:  # taken between our look and our claim
+                raise GuestWriteWouldWait(file) from None
+            raise
         except SessionBusyError:
             raise
         except Exception as exc:
             self._latch(exc)
-
-    def guest_write_would_wait(self) -> bool:
-        """For a caller that must not block (an event loop): True when a guest write
-        now may wait, for a writer that holds the file or for omp's lock (quick
-        probes, no waiting; the write itself checks again)."""
-        file = self.file
-        if not self.guest or file is None or not isinstance(self.storage, FileSessionStorage):
-            return False
-        self.close_writer()
-        return is_locked(file) or not seems_unshared(file)
 
     def _append_as_guest(self, data: bytes) -> None:
         def append(file: str) -> None:

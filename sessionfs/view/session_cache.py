@@ -23,6 +23,7 @@ from typing import Literal, TypeVar
 import trio
 
 from core import NotASessionError, SessionManager
+from core.errors import GuestWriteWouldWait
 from sessionfs.view.agent_index import NEEDS_IO, AgentIndex, SessionRef
 from sessionfs.view.loaded_session import FRESH_INTERVAL, LoadedSession, parses_entries
 from sessionfs.view.refusal import WriteRejected
@@ -339,8 +340,11 @@ class SessionCache:
         ``small`` (an append of a few entries) may run on the event loop instead: the
         thread hop costs more than the append and its fsync (~200 us against ~150 us
         here), and a ``close()`` in ``append/`` waits for both. Only when nothing but
-        that can happen (`_can_write_inline`) and while recent small writes stayed under
-        `INLINE_WRITE_LIMIT`, so a slow disk never stalls the other requests for long.
+        that can happen (`_can_write_inline`), while recent small writes (timed
+        wherever they ran) stayed under `INLINE_WRITE_LIMIT`, so a slow disk never
+        stalls the other requests for long, and never waiting for an agent that holds
+        the file or for omp's lock: such a write stops before writing anything
+        (`SessionManager.refusing_waits`) and is done again in a worker thread.
 
         A `WriteRejected` is recorded as ``last_error`` and re-raised; with
         ``reload_session`` (core latched a persistence error) the session is dropped,
@@ -352,19 +356,28 @@ class SessionCache:
             session.ensure_loaded()
             manager = session.hydrated
             count = manager.entry_count()
+            started = time.perf_counter()
             try:
-                return fn(manager)
+                result = fn(manager)
             finally:
                 # Even a refused write may have caught up with the file.
                 moved_only = leaf == "moved" and manager.entry_count() == count
                 session.after_write(entries_changed=not moved_only)
+            if small:  # (a refusal says nothing about the disk)
+                self._small_write_took(time.perf_counter() - started)
+            return result
 
         cost_before = session.memory_cost()
         async with session.lock:
             try:
-                if small and self._can_write_inline(session):
-                    result = self._timed_small_write(apply)
-                else:
+                inline = small and self._can_write_inline(session)
+                if inline:
+                    try:
+                        with session.hydrated.refusing_waits():
+                            result = apply()
+                    except GuestWriteWouldWait:
+                        inline = False  # nothing was written: wait in a thread
+                if not inline:
                     result = await trio.to_thread.run_sync(apply)
             except WriteRejected as exc:
                 session.record_refusal(exc)
@@ -385,8 +398,8 @@ class SessionCache:
     def _can_write_inline(self, session: LoadedSession) -> bool:
         """True when a small write can only append and fsync: parsed, already on disk
         with no migration rewrite pending, the file as last seen (no catch-up or
-        reload), the disk fast lately, and no agent holding the file or omp's lock
-        (the write would wait for it)."""
+        reload), and the disk fast lately. (An agent holding the file or omp's lock is
+        found by the write itself, which then stops: see `write`.)"""
         manager = session.manager
         return (
             manager is not None
@@ -394,16 +407,11 @@ class SessionCache:
             and not manager.needs_rewrite
             and self.small_write_seconds <= INLINE_WRITE_LIMIT
             and session.unchanged_on_disk()
-            and not manager.write_may_wait()  # an agent on the file: wait in a thread
         )
 
-    def _timed_small_write(self, apply: Callable[[], T]) -> T:
-        started = time.perf_counter()
-        try:
-            return apply()
-        finally:
-            took = time.perf_counter() - started
-            self.small_write_seconds += _INLINE_WEIGHT * (took - self.small_write_seconds)
+    def _small_write_took(self, seconds: float) -> None:
+        # From worker threads too: losing one update of an average does no harm.
+        self.small_write_seconds += _INLINE_WEIGHT * (seconds - self.small_write_seconds)
 
     def loaded(self) -> list[LoadedSession]:
         return list(self._sessions.values())

@@ -3,6 +3,7 @@ nothing but an append and its fsync can happen; otherwise it goes to a worker th
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,11 @@ import orjson
 import pytest
 import trio
 from support.agent_messages import make_session, user
+from support.omp_files import held_open
 
 from core import SessionManager
 from sessionfs.view.agent_index import AgentIndex
+from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.session_cache import INLINE_WRITE_LIMIT, SessionCache
 from sessionfs.writes import session_writer
 from sessionfs.writes.append_parse import parse_append
@@ -49,6 +52,8 @@ def test_small_appends_run_inline_only_when_safe(
         # Read so far: held compact. The first write parses it (in a worker thread)...
         await cache.write(session, append("first"), leaf="recorded", small=True)
         assert hops == ["apply"] and session.manager is not None
+        # (timed too: a loaded machine's slow fsync would send the next one to a thread)
+        cache.small_write_seconds = 0.0
         hops.clear()
         await cache.write(session, append("inline"), leaf="recorded", small=True)
         assert hops == []  # ...then: parsed, on disk, unchanged: no thread hop
@@ -69,11 +74,50 @@ def test_small_appends_run_inline_only_when_safe(
         last = SessionManager.open(file, browse=True).get_entries()[-1]
         assert last["parentId"] == outside
 
-        # Recent small writes were slow (a slow disk): back to the thread.
+        # Recent small writes were slow (a slow disk): back to the thread, where they
+        # are timed too, so the average comes down again once the disk is fast.
         cache.small_write_seconds = INLINE_WRITE_LIMIT * 10
         hops.clear()
         await cache.write(session, append("slow disk"), leaf="recorded", small=True)
         assert hops == ["apply"]
         assert "slow disk" in disk_texts()[-1]
+        assert cache.small_write_seconds < INLINE_WRITE_LIMIT * 10
+
+    trio.run(scenario)
+
+
+def test_a_small_write_into_a_file_held_open_stops_and_waits_in_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent holds the file open: the inline attempt finds it with its own probe and
+    stops before writing (memory rolled back); the worker thread then waits for the
+    writer and refuses (EBUSY), leaving the file and the session as they were."""
+    agent = tmp_path / "agent"
+    file = make_session(agent, project="--p--")
+    cache = SessionCache(AgentIndex(agent), budget_bytes=64 << 20)
+    hops: list[str] = []
+    real_run_sync = trio.to_thread.run_sync
+
+    async def counting_run_sync(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        hops.append(getattr(fn, "__name__", "?"))
+        return await real_run_sync(fn, *args, **kw)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counting_run_sync)
+
+    async def scenario() -> None:
+        session = await cache.get("--p--", file.stem)
+        await cache.write(session, append("first"), leaf="recorded", small=True)
+        cache.small_write_seconds = 0.0
+        manager = session.hydrated
+        count, before = manager.entry_count(), file.read_bytes()
+        with held_open(file):
+            hops.clear()
+            with pytest.raises(WriteRejected) as refused:
+                await cache.write(session, append("refused"), leaf="recorded", small=True)
+            assert refused.value.errno == errno.EBUSY and hops == ["apply"]
+        assert file.read_bytes() == before and manager.entry_count() == count
+        hops.clear()
+        await cache.write(session, append("later"), leaf="recorded", small=True)
+        assert hops == [] and b'"later"' in file.read_bytes()
 
     trio.run(scenario)
