@@ -62,8 +62,11 @@ LeafEffect = Literal["moved", "recorded", "kept"]
 
 
 #: Writes that may run on the event loop (``small=True``) do so only while the recent
-#: ones took at most this long (seconds): a slow disk sends them back to a worker thread.
-INLINE_WRITE_LIMIT = 0.002
+#: ones took at most this long (seconds): a slow disk (a spinning one, a network file
+#: system) sends them back to a worker thread. An fsync on a busy SSD or VM disk takes
+#: 1-5 ms, and a thread hop costs 0.2-0.7 ms more on top; other requests wait behind an
+#: inline append no longer than a human notices.
+INLINE_WRITE_LIMIT = 0.010
 #: Weight of the newest duration in the running average of small writes.
 _INLINE_WEIGHT = 0.2
 #: A write that grew the session's estimated cost by less than this skips the RSS read.
