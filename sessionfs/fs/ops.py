@@ -74,6 +74,15 @@ def _errno_guard(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _absent_entry(timeout: float) -> pyfuse3.EntryAttributes:
+    """A lookup's answer that the name does not exist, which the kernel may remember
+    for ``timeout`` seconds (inode 0: a negative entry; ENOENT is never remembered)."""
+    attrs = pyfuse3.EntryAttributes()
+    attrs.st_ino = 0
+    attrs.entry_timeout = timeout
+    return attrs
+
+
 class InodeTable:
     """key <-> inode number and the live node per inode, with kernel lookup counts.
 
@@ -434,6 +443,8 @@ class SessionFsOperations(pyfuse3.Operations):
         else:
             child = await parent.lookup(text)
         if child is None:
+            if parent.absent_timeout:
+                return _absent_entry(parent.absent_timeout)
             raise pyfuse3.FUSEError(errno.ENOENT)
         return await self._reply_entry(self._as_seen_by(child, ctx))
 

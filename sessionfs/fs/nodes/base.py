@@ -437,6 +437,9 @@ class DirNode(Node):
 
     kind = Kind.DIR
     mode = 0o555
+    #: How long the kernel may remember that a name is not here (seconds): only for
+    #: a dir where no name ever exists (``append/``), so remembering is always right.
+    absent_timeout = 0.0
 
     async def children(self) -> list[tuple[str, Node]]:
         """The listing, in display order."""

@@ -334,6 +334,9 @@ class AppendDir(InSession, DirNode):
 
     tier = VOLATILE
     mode = 0o755
+    # The kernel looks a new name up twice before it creates it (the second time to
+    # revalidate what the first found); a remembered absence answers the second.
+    absent_timeout = 1.0
 
     async def lookup(self, name: str) -> Node | None:
         return None
