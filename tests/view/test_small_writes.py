@@ -27,12 +27,8 @@ def append(text: str) -> Callable[[SessionManager], Any]:
     return lambda manager: session_writer.append_ops(manager, parse_append("m.json", data))
 
 
-def test_small_appends_run_inline_only_when_safe(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    agent = tmp_path / "agent"
-    file = make_session(agent, project="--p--")
-    cache = SessionCache(AgentIndex(agent), budget_bytes=64 << 20)
+def thread_hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the functions run in worker threads from now on, in order."""
     hops: list[str] = []
     real_run_sync = trio.to_thread.run_sync
 
@@ -41,6 +37,16 @@ def test_small_appends_run_inline_only_when_safe(
         return await real_run_sync(fn, *args, **kw)
 
     monkeypatch.setattr(trio.to_thread, "run_sync", counting_run_sync)
+    return hops
+
+
+def test_small_appends_run_inline_only_when_safe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = tmp_path / "agent"
+    file = make_session(agent, project="--p--")
+    cache = SessionCache(AgentIndex(agent), budget_bytes=64 << 20)
+    hops = thread_hops(monkeypatch)
 
     def disk_texts() -> list[str]:
         manager = SessionManager.open(file, browse=True)
@@ -95,14 +101,7 @@ def test_a_small_write_into_a_file_held_open_stops_and_waits_in_a_thread(
     agent = tmp_path / "agent"
     file = make_session(agent, project="--p--")
     cache = SessionCache(AgentIndex(agent), budget_bytes=64 << 20)
-    hops: list[str] = []
-    real_run_sync = trio.to_thread.run_sync
-
-    async def counting_run_sync(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-        hops.append(getattr(fn, "__name__", "?"))
-        return await real_run_sync(fn, *args, **kw)
-
-    monkeypatch.setattr(trio.to_thread, "run_sync", counting_run_sync)
+    hops = thread_hops(monkeypatch)
 
     async def scenario() -> None:
         session = await cache.get("--p--", file.stem)
