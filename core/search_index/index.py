@@ -351,8 +351,8 @@ class SearchIndex:
     ) -> None:
         conn = self._writer_conn()
         self._reset_if_needed(conn, root, stats)
-        states = load_states(conn)
         if paths is None:
+            states = load_states(conn)
             wanted = {key_bytes(parts): parts for parts in self.file_format.file_keys(root)}
             gone = [key for key in states if key not in wanted]
         else:
@@ -364,6 +364,9 @@ class SearchIndex:
                     continue
                 parts = tuple(Path(relative).parts)
                 wanted[key_bytes(parts)] = parts
+            # Only the states of these files: an update of the one file an agent just
+            # appended to must not cost a row per session on disk.
+            states = {key: state for key in wanted if (state := load_state(conn, key))}
             gone = []
         changed, new_bytes = self._changed_files(root, wanted, states, stats, gone)
         if gone:
