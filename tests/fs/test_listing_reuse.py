@@ -10,13 +10,14 @@ import time
 from pathlib import Path
 
 import pyfuse3
+import pytest
 import trio
 from support.agent_messages import write_header_session
 
 from sessionfs.fs.nodes.base import MountContext, Node
 from sessionfs.fs.nodes.session import ProjectDir, SessionDir
 from sessionfs.fs.ops import SessionFsOperations
-from sessionfs.view.agent_index import AgentIndex
+from sessionfs.view.agent_index import AgentIndex, SessionRef
 from sessionfs.view.history import HistoryView
 from sessionfs.view.loaded_session import FRESH_INTERVAL
 from sessionfs.view.session_cache import SessionCache
@@ -117,5 +118,32 @@ def test_ops_sends_the_attributes_it_made_for_a_settled_node_again(tmp_path: Pat
         first_s1 = await attrs(s1)
         await ctx.sessions.get(PROJECT, "s1")  # loaded: answers from memory
         assert await attrs(s1) is not first_s1
+
+    trio.run(scenario)
+
+
+def test_a_getattr_looks_at_the_session_file_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = settled_project(tmp_path, 1)
+    ctx = context(tmp_path)
+    looked: list[str] = []
+    real = ctx.sessions.ref
+
+    async def ref(project: str, stem: str) -> SessionRef | None:
+        looked.append(stem)
+        return await real(project, stem)
+
+    monkeypatch.setattr(ctx.sessions, "ref", ref)
+
+    async def scenario() -> None:
+        (s0,) = session_dirs(await ProjectDir(ctx, ("sessions", PROJECT)).children())
+        age([s0])
+        (project / "s0.jsonl").chmod(0o600)
+        st = await s0.stat()
+        shown = await s0.permissions()
+        assert looked == ["s0"]  # one stat for both, not the listing's old one
+        assert st.mtime_ns == (project / "s0.jsonl").stat().st_mtime_ns
+        assert shown.mask & 0o077 == 0  # the mode as it is now
 
     trio.run(scenario)

@@ -42,6 +42,7 @@ from sessionfs.fs.nodes.projects import ProjectsDir
 from sessionfs.fs.nodes.send import SendFile, SendLogFile
 from sessionfs.fs.nodes.transcripts import open_transcript, transcript_record
 from sessionfs.fs.nodes.write_handles import BufferedWriteHandle, LineBatchHandle
+from sessionfs.view.access import NO_ACCESS
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN
 from sessionfs.view.refusal import WriteRejected
@@ -439,7 +440,7 @@ class SessionDir(InSession, DirNode):
     (a temporary link renamed over ``leaf``: see `PendingLink`), ``rm leaf``.
     """
 
-    __slots__ = ("_session_key", "ref", "ref_at")
+    __slots__ = ("_seen", "_session_key", "ref", "ref_at")
 
     tier = STATIC
     mode = 0o755
@@ -456,6 +457,8 @@ class SessionDir(InSession, DirNode):
         # a lookup's ref answers the stat right after it; a listing's is as old as it
         self.ref_at = time.monotonic() if ref_at is None else ref_at
         self._session_key: tuple[str, str] | None = None
+        # the last stat `_fresh_ref` took, and when
+        self._seen: tuple[SessionRef | None, float] | None = None
 
     @property
     def session_key(self) -> tuple[str, str]:
@@ -468,17 +471,31 @@ class SessionDir(InSession, DirNode):
         loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
         if loaded is not None:
             return Stat(0, loaded.mtime_ns)
-        ref = self.ref
-        if ref is None or time.monotonic() - self.ref_at > FRESH_INTERVAL:
-            ref = await self.ctx.sessions.ref(self.project, self.stem)
+        ref = await self._fresh_ref()
         if ref is None:
             raise refuse(errno.ENOENT)
         return Stat(0, ref.mtime_ns)
 
     async def permissions(self) -> Permissions:
-        if self.ref is not None and time.monotonic() - self.ref_at <= FRESH_INTERVAL:
-            return derived_permissions(self.ref.access)  # the listing's stat: fresh enough
-        return await super().permissions()
+        loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
+        if loaded is not None:
+            return derived_permissions(loaded.access)
+        ref = await self._fresh_ref()
+        return derived_permissions(ref.access if ref is not None else NO_ACCESS)
+
+    async def _fresh_ref(self) -> SessionRef | None:
+        """The session file as of at most `FRESH_INTERVAL` ago: the listing's stat, the
+        last one taken here, else a new one (one stat serves a getattr's stat and
+        permissions, instead of one each)."""
+        now = time.monotonic()
+        if self.ref is not None and now - self.ref_at <= FRESH_INTERVAL:
+            return self.ref  # the listing's stat: fresh enough
+        seen = self._seen
+        if seen is not None and now - seen[1] <= FRESH_INTERVAL:
+            return seen[0]
+        ref = await self.ctx.sessions.ref(self.project, self.stem)
+        self._seen = (ref, now)
+        return ref
 
     # A listing of 2,000 sessions takes longer than FRESH_INTERVAL to send: its entries
     # answer from the stat the listing took (no second and third stat of each file), and
