@@ -335,6 +335,19 @@ class SearchIndex:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
+    def file_totals(self) -> tuple[int, int] | None:
+        """How many session files the index holds and their bytes as last indexed (one
+        query, not a stat per file); None when the index cannot be read now."""
+        with self._write_lock:
+            conn = self._writer
+            if conn is None or self._closed:
+                return None
+            try:
+                count, size = conn.execute("SELECT count(*), total(size) FROM files").fetchone()
+            except sqlite3.Error:
+                return None
+        return int(count), int(size)
+
     def fold_log(self) -> None:
         """Copy the write-ahead log into the index and shrink it (after a big update,
         or a build made of many small ones). Best effort: a reader mid-query only

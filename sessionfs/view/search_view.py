@@ -222,15 +222,15 @@ class SearchView:
         return stats
 
     def _count_files(self) -> None:
-        files = list(self.file_format.file_keys(str(self.sessions_root)))
-        self.progress.files_total = self.progress.files_indexed = len(files)
-        total = 0
-        for parts in files:
-            try:
-                total += os.stat(os.path.join(self.sessions_root, *parts)).st_size
-            except OSError:
-                continue
-        self.progress.bytes_total = self.progress.bytes_indexed = total
+        """The ``ready, N files, X MB`` of ``ctl``, from the index's own rows: after an
+        append, a stat of every session file (in a thread beside the requests) would
+        cost as much as a full pass."""
+        totals = self._index.file_totals()
+        if totals is None:
+            return
+        files, size = totals
+        self.progress.files_total = self.progress.files_indexed = files
+        self.progress.bytes_total = self.progress.bytes_indexed = size
 
     def _note(self, stats: UpdateStats) -> None:
         progress = self.progress

@@ -120,6 +120,10 @@ def test_appends_are_indexed_from_the_watch_without_full_passes(tmp_path: Path) 
         await trio.sleep(3 * FULL_PASS_INTERVAL)
         # the first build and the one look at everything the new project dir asked for
         assert indexer.full_passes == 2
+        # ctl's "ready, N files, X MB" counts what is on disk now (from the index's rows)
+        on_disk = list(sessions.rglob("*.jsonl"))
+        assert view.progress.files_total == len(on_disk) == 8
+        assert view.progress.bytes_total == sum(path.stat().st_size for path in on_disk)
 
     run_indexer(tmp_path, watched=True, scenario=scenario)
 
