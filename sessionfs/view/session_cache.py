@@ -335,6 +335,7 @@ class SessionCache:
         *,
         leaf: LeafEffect = "kept",
         small: bool = False,
+        memory_only: bool = False,
     ) -> T:
         """Apply one write through the mount: ``fn(manager)`` (a `session_writer` call)
         in a worker thread under the session's lock. Afterwards the renderings are
@@ -348,6 +349,8 @@ class SessionCache:
         stalls the other requests for long, and never waiting for an agent that holds
         the file or for omp's lock: such a write stops before writing anything
         (`SessionManager.refusing_waits`) and is done again in a worker thread.
+        ``memory_only`` (a leaf move: no disk I/O but the catch-up's stat) runs on the
+        event loop under the same conditions except the disk's speed, and is not timed.
 
         A `WriteRejected` is recorded as ``last_error`` and re-raised; with
         ``reload_session`` (core latched a persistence error) the session is dropped,
@@ -373,7 +376,9 @@ class SessionCache:
         cost_before = session.memory_cost()
         async with session.lock:
             try:
-                inline = small and self._can_write_inline(session)
+                inline = (small or memory_only) and self._can_write_inline(
+                    session, disk=small
+                )
                 if inline:
                     try:
                         with session.hydrated.refusing_waits():
@@ -398,17 +403,18 @@ class SessionCache:
         self._evict(keep=session, rss=session.memory_cost() - cost_before > _RSS_CHECK_GROWTH)
         return result
 
-    def _can_write_inline(self, session: LoadedSession) -> bool:
-        """True when a small write can only append and fsync: parsed, already on disk
-        with no migration rewrite pending, the file as last seen (no catch-up or
-        reload), and the disk fast lately. (An agent holding the file or omp's lock is
-        found by the write itself, which then stops: see `write`.)"""
+    def _can_write_inline(self, session: LoadedSession, *, disk: bool) -> bool:
+        """True when a small write can only append and fsync (a leaf move: change
+        memory): parsed, already on disk with no migration rewrite pending, the file as
+        last seen (no catch-up or reload), and with ``disk``, the disk fast lately. (An
+        agent holding the file or omp's lock is found by the write itself, which then
+        stops: see `write`.)"""
         manager = session.manager
         return (
             manager is not None
             and manager.is_on_disk
             and not manager.needs_rewrite
-            and self.small_write_seconds <= INLINE_WRITE_LIMIT
+            and (not disk or self.small_write_seconds <= INLINE_WRITE_LIMIT)
             and session.unchanged_on_disk()
         )
 

@@ -120,3 +120,32 @@ def test_a_small_write_into_a_file_held_open_stops_and_waits_in_a_thread(
         assert hops == [] and b'"later"' in file.read_bytes()
 
     trio.run(scenario)
+
+
+def test_a_leaf_move_runs_inline_untimed_even_when_the_disk_was_slow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ln -sfn``'s rename over ``leaf`` changes memory only: on the event loop once
+    the session is parsed and unchanged on disk, whatever the disk's speed, and it
+    does not count as a (fast) write of the disk."""
+    agent = tmp_path / "agent"
+    file = make_session(agent, project="--p--")
+    cache = SessionCache(AgentIndex(agent), budget_bytes=64 << 20)
+    hops = thread_hops(monkeypatch)
+
+    async def scenario() -> None:
+        session = await cache.get("--p--", file.stem)
+        await cache.write(session, append("first"), leaf="recorded", small=True)
+        root = session.hydrated.get_entries()[0]["id"]
+        cache.small_write_seconds = slow = INLINE_WRITE_LIMIT * 10
+        hops.clear()
+        await cache.write(
+            session,
+            lambda m: session_writer.set_leaf_from_link(m, f"entries/{root}.json"),
+            leaf="moved",
+            memory_only=True,
+        )
+        assert hops == [] and session.leaf_id() == root
+        assert cache.small_write_seconds == slow
+
+    trio.run(scenario)

@@ -574,6 +574,7 @@ class SessionDir(InSession, DirNode):
         entry_id = await self.apply_write(
             lambda m: session_writer.set_leaf_from_link(m, target, session_dirs=dirs),
             leaf="moved",
+            memory_only=True,
         )
         (await self.session()).last_result = f"leaf: {entry_id}"
 
@@ -621,7 +622,9 @@ class SessionDir(InSession, DirNode):
 
     async def unlink(self, name: str) -> None:
         if name == "leaf":
-            await self.apply_write(session_writer.reset_leaf, leaf="moved", done="leaf: none")
+            await self.apply_write(
+                session_writer.reset_leaf, leaf="moved", done="leaf: none", memory_only=True
+            )
         elif name in self.ctx.sessions.pending_links(self.project, self.stem):
             self.ctx.sessions.set_pending_link(self.project, self.stem, name, None)
         elif name in session_children():
