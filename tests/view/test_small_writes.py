@@ -16,6 +16,7 @@ from support.omp_files import held_open
 
 from core import SessionManager
 from sessionfs.view.agent_index import AgentIndex
+from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.session_cache import INLINE_WRITE_LIMIT, SessionCache
 from sessionfs.writes import session_writer
@@ -25,6 +26,20 @@ from sessionfs.writes.append_parse import parse_append
 def append(text: str) -> Callable[[SessionManager], Any]:
     data = orjson.dumps(user(text))
     return lambda manager: session_writer.append_ops(manager, parse_append("m.json", data))
+
+
+def new_cache(tmp_path: Path) -> tuple[Path, SessionCache]:
+    """A session file in an agent dir, and a cache over that dir."""
+    agent = tmp_path / "agent"
+    file = make_session(agent, project="--p--")
+    return file, SessionCache(AgentIndex(agent), budget_bytes=64 << 20)
+
+
+async def parsed(cache: SessionCache, file: Path) -> LoadedSession:
+    """The session, parsed by a first append (in a worker thread)."""
+    session = await cache.get("--p--", file.stem)
+    await cache.write(session, append("first"), leaf="recorded", small=True)
+    return session
 
 
 def thread_hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -43,9 +58,7 @@ def thread_hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_small_appends_run_inline_only_when_safe(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    agent = tmp_path / "agent"
-    file = make_session(agent, project="--p--")
-    cache = SessionCache(AgentIndex(agent), budget_bytes=64 << 20)
+    file, cache = new_cache(tmp_path)
     hops = thread_hops(monkeypatch)
 
     def disk_texts() -> list[str]:
@@ -98,14 +111,11 @@ def test_a_small_write_into_a_file_held_open_stops_and_waits_in_a_thread(
     """An agent holds the file open: the inline attempt finds it with its own probe and
     stops before writing (memory rolled back); the worker thread then waits for the
     writer and refuses (EBUSY), leaving the file and the session as they were."""
-    agent = tmp_path / "agent"
-    file = make_session(agent, project="--p--")
-    cache = SessionCache(AgentIndex(agent), budget_bytes=64 << 20)
+    file, cache = new_cache(tmp_path)
     hops = thread_hops(monkeypatch)
 
     async def scenario() -> None:
-        session = await cache.get("--p--", file.stem)
-        await cache.write(session, append("first"), leaf="recorded", small=True)
+        session = await parsed(cache, file)
         cache.small_write_seconds = 0.0
         manager = session.hydrated
         count, before = manager.entry_count(), file.read_bytes()
@@ -128,14 +138,11 @@ def test_a_leaf_move_runs_inline_untimed_even_when_the_disk_was_slow(
     """``ln -sfn``'s rename over ``leaf`` changes memory only: on the event loop once
     the session is parsed and unchanged on disk, whatever the disk's speed, and it
     does not count as a (fast) write of the disk."""
-    agent = tmp_path / "agent"
-    file = make_session(agent, project="--p--")
-    cache = SessionCache(AgentIndex(agent), budget_bytes=64 << 20)
+    file, cache = new_cache(tmp_path)
     hops = thread_hops(monkeypatch)
 
     async def scenario() -> None:
-        session = await cache.get("--p--", file.stem)
-        await cache.write(session, append("first"), leaf="recorded", small=True)
+        session = await parsed(cache, file)
         root = session.hydrated.get_entries()[0]["id"]
         cache.small_write_seconds = slow = INLINE_WRITE_LIMIT * 10
         hops.clear()
