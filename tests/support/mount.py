@@ -110,16 +110,23 @@ def wait_for_mount(
 
 
 def stop_mount(path: Path, process: subprocess.Popen[bytes], timeout: float = 10) -> None:
-    """Unmount ``path`` and reap its daemon, whatever state they are in."""
-    if os.path.ismount(path):
+    """Unmount ``path`` and reap its daemon, whatever state they are in (a killed
+    daemon leaves a stale mount, which ``os.path.ismount`` does not see: its stat fails)."""
+    if _mounted(path):
         subprocess.run(["fusermount3", "-u", str(path)], check=False, timeout=COMMAND_TIMEOUT)
     try:
         process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=timeout)
-    if os.path.ismount(path):
+    if _mounted(path):
         subprocess.run(["fusermount3", "-u", "-z", str(path)], check=False, timeout=COMMAND_TIMEOUT)
+
+
+def _mounted(path: Path) -> bool:
+    from sessionfs.fs.daemon import is_stale_mount  # the daemon's own test, loaded late
+
+    return os.path.ismount(path) or is_stale_mount(path)
 
 
 @dataclass
