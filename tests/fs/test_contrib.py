@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.mount import is_mounted
 
 from core import SessionManager, build_session_context
 
@@ -122,7 +123,7 @@ def test_systemd_unit_commands_mount_and_unmount(tmp_path, demo_agent):
         if daemon.poll() is None:
             daemon.kill()
             daemon.wait(timeout=10)
-        if os.path.ismount(mountpoint):
+        if is_mounted(mountpoint):
             subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], timeout=30)
 
 

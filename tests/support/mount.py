@@ -78,7 +78,7 @@ def background_mount(
     try:
         yield mountpoint, sessionfs("mount", mountpoint, "--agent-dir", agent_dir)
     finally:
-        if os.path.ismount(mountpoint):
+        if is_mounted(mountpoint):
             subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], timeout=COMMAND_TIMEOUT)
 
 
@@ -112,18 +112,19 @@ def wait_for_mount(
 def stop_mount(path: Path, process: subprocess.Popen[bytes], timeout: float = 10) -> None:
     """Unmount ``path`` and reap its daemon, whatever state they are in (a killed
     daemon leaves a stale mount, which ``os.path.ismount`` does not see: its stat fails)."""
-    if _mounted(path):
+    if is_mounted(path):
         subprocess.run(["fusermount3", "-u", str(path)], check=False, timeout=COMMAND_TIMEOUT)
     try:
         process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=timeout)
-    if _mounted(path):
+    if is_mounted(path):
         subprocess.run(["fusermount3", "-u", "-z", str(path)], check=False, timeout=COMMAND_TIMEOUT)
 
 
-def _mounted(path: Path) -> bool:
+def is_mounted(path: Path) -> bool:
+    """A live mount or a stale one (its daemon gone): either needs a ``fusermount3 -u``."""
     from sessionfs.fs.daemon import is_stale_mount  # the daemon's own test, loaded late
 
     return os.path.ismount(path) or is_stale_mount(path)
