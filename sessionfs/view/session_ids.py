@@ -48,6 +48,16 @@ RACY_NS = 2_000_000_000
 _DirKey = tuple[str, str | None]
 
 
+class ProjectSessions(Protocol):
+    """What the map reads of a project's listing (`agent_index.ProjectListing`)."""
+
+    @property
+    def refs(self) -> list[SessionRef]: ...
+
+    @property
+    def dirs(self) -> frozenset[str] | None: ...
+
+
 class SessionLister(Protocol):
     """What the map needs of `sessionfs.view.agent_index.AgentIndex` (which owns it)."""
 
@@ -56,7 +66,7 @@ class SessionLister(Protocol):
 
     def projects(self) -> list[str]: ...
 
-    def sessions_in(self, project: str) -> list[SessionRef]: ...
+    def listing_of(self, project: str) -> ProjectSessions: ...
 
     def subagents_of(self, project: str, stem: str) -> list[SessionRef]: ...
 
@@ -251,12 +261,15 @@ class SessionIdIndex:
         """List one dir again; returns the artifacts dirs that are new in it."""
         self.listings += 1
         project, parent = key
-        refs = (
-            self._index.sessions_in(project)
-            if parent is None
-            else self._index.subagents_of(project, parent)
-        )
-        with_artifacts = {ref.stem for ref in refs if self._has_subagent_dir(ref)}
+        dirs: frozenset[str] | None = None
+        if parent is None:
+            # The listing `ls` uses too (reused while the dir is unchanged): it names
+            # the real dirs in the project dir, so no session costs a stat here.
+            listing = self._index.listing_of(project)
+            refs, dirs = listing.refs, listing.dirs
+        else:
+            refs = self._index.subagents_of(project, parent)
+        with_artifacts = {ref.stem for ref in refs if self._has_subagent_dir(ref, dirs)}
         for gone in state.with_artifacts - with_artifacts:
             self._drop((project, gone))
         new: list[_DirKey] = [(project, s) for s in with_artifacts - state.with_artifacts]
@@ -267,11 +280,14 @@ class SessionIdIndex:
         self._listing = None
         return new
 
-    def _has_subagent_dir(self, ref: SessionRef) -> bool:
-        """Whether a session has an artifacts dir the index follows (one stat: most
-        sessions have none)."""
+    def _has_subagent_dir(self, ref: SessionRef, dirs: frozenset[str] | None) -> bool:
+        """Whether a session has an artifacts dir the index follows: in ``dirs`` (the
+        real dirs its dir's listing saw) when known, else one stat (most sessions
+        have none)."""
         if ref.stem.count("/") + 1 >= session_keys.MAX_STEM_PARTS:
             return False
+        if dirs is not None:
+            return ref.stem in dirs
         directory = session_keys.artifacts_dir(self._index.sessions_root, ref.project, ref.stem)
         return os.path.isdir(directory) and not os.path.islink(directory)
 
