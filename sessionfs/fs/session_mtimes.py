@@ -38,13 +38,23 @@ class SessionMtimes:
         self._unscanned.add(project)
 
     def _scan(self, project: str) -> None:
+        """Every session file of one project dir: one ``stat`` each (whether it is a
+        symlink comes with the listing), on the event loop that asks."""
         try:
-            with os.scandir(self.sessions_root / project) as entries:
-                names = [e.name for e in entries if e.name.endswith(_SESSION_SUFFIX)]
+            with os.scandir(self.sessions_root / project) as it:
+                files = [e for e in it if e.name.endswith(_SESSION_SUFFIX)]
         except OSError:
             return
-        for name in names:
-            self.file_changed(project, name[: -len(_SESSION_SUFFIX)])
+        for entry in files:
+            stem = entry.name[: -len(_SESSION_SUFFIX)]
+            if not session_keys.is_valid_name(stem):
+                continue
+            try:
+                st, linked = entry.stat(), entry.is_symlink()
+            except OSError:
+                self._forget((project, stem))
+                continue
+            self._record((project, stem), st, linked)
 
     def remove_project(self, project: str) -> None:
         self._unscanned.discard(project)
@@ -65,6 +75,10 @@ class SessionMtimes:
         except OSError:
             self._forget(key)
             return
+        self._record(key, st, linked)
+
+    def _record(self, key: tuple[str, str], st: os.stat_result, linked: bool) -> None:
+        """A session file's stat (following a symlink) as taken now."""
         if not stat.S_ISREG(st.st_mode):
             self._forget(key)
             return
