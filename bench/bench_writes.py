@@ -4,13 +4,15 @@
    the entry is fsynced) vs a Python loop doing open + ``O_APPEND`` write + fsync +
    close of a JSONL line on the same disk. Target: at least 50% of the baseline rate.
    Also the same appends as lines written to one open ``append/feed.stream`` (each
-   ``write()`` returns once its line is fsynced), and the floor a
+   ``write()`` returns once its line is fsynced; aim, issue 19: at least 0.4x the
+   baseline), and the floor a
    FUSE daemon cannot go below: a bare pyfuse3 filesystem's round trip, measured in
    the same run, times the five requests a file costs (lookup, create, write, flush,
    and the getattr of ``append/`` that the create makes the next path walk need); the
    files are written with a shell's system calls (no ``isatty`` ioctl), and the
-   baseline, the files and the round trips are taken in alternating slices, so the
-   appends against the floor (aim: 0.9) compare figures of the same moments.
+   baseline, the files, the stream's lines and the round trips are taken in
+   alternating slices, so the appends against the floor (aim: 0.9) and the stream
+   against the baseline compare figures of the same moments.
 2. Branch switches with GNU ``ln -sfn``'s system calls (symlink to a temp name, rename
    over ``leaf``) through the mount. Target: at least 1,000 switches/s. The baseline is
    the same calls in a plain directory on the same disk.
@@ -97,11 +99,18 @@ def mount_appends(append_dir: Path, count: int, start: int = 0) -> None:
             os.close(fd)
 
 
-def stream_appends(append_dir: Path, count: int) -> None:
+def stream_appends(fd: int, count: int, start: int = 0) -> None:
+    """Lines written to an open ``append/*.stream``: each ``write()`` returns once its
+    line is fsynced."""
+    for n in range(start, start + count):
+        os.write(fd, message_line(n))
+
+
+@contextlib.contextmanager
+def open_stream(append_dir: Path) -> Iterator[int]:
     fd = os.open(append_dir / "feed.stream", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        for n in range(count):
-            os.write(fd, message_line(n))
+        yield fd
     finally:
         os.close(fd)
 
@@ -131,18 +140,20 @@ def bare_filesystem(root: Path) -> Iterator[Callable[[int], float]]:
 
 def interleaved_appends(
     plain: Path, append_dir: Path, round_trips: Callable[[int], float]
-) -> tuple[float, float, float]:
-    """Seconds of `APPENDS` baseline appends, `APPENDS` files into ``append_dir`` and
-    `ROUND_TRIPS` bare round trips, taken in `ROUNDS` alternating slices: on a shared
-    machine the load drifts within seconds, and a ratio of figures taken at different
-    moments measures the drift."""
-    base_s = ours_s = trips_s = 0.0
+) -> tuple[float, float, float, float]:
+    """Seconds of `APPENDS` baseline appends, `APPENDS` files into ``append_dir``,
+    `APPENDS` lines into one open stream there and `ROUND_TRIPS` bare round trips,
+    taken in `ROUNDS` alternating slices: on a shared machine the load drifts within
+    seconds, and a ratio of figures taken at different moments measures the drift."""
+    base_s = ours_s = stream_s = trips_s = 0.0
     bounds = [APPENDS * slice_ // ROUNDS for slice_ in range(ROUNDS + 1)]
-    for start, stop in itertools.pairwise(bounds):
-        base_s += timed(functools.partial(baseline_appends, plain, stop - start, start))[0]
-        ours_s += timed(functools.partial(mount_appends, append_dir, stop - start, start))[0]
-        trips_s += round_trips(ROUND_TRIPS // ROUNDS)
-    return base_s, ours_s, trips_s
+    with open_stream(append_dir) as stream:
+        for start, stop in itertools.pairwise(bounds):
+            base_s += timed(functools.partial(baseline_appends, plain, stop - start, start))[0]
+            ours_s += timed(functools.partial(mount_appends, append_dir, stop - start, start))[0]
+            stream_s += timed(functools.partial(stream_appends, stream, stop - start, start))[0]
+            trips_s += round_trips(ROUND_TRIPS // ROUNDS)
+    return base_s, ours_s, stream_s, trips_s
 
 
 def switch_leaf(directory: Path, targets: list[str], count: int) -> None:
@@ -175,10 +186,9 @@ def main() -> int:
             ids = [name[: -len(".json")] for name in os.listdir(session / "entries")]
             targets = [f"entries/{entry_id}.json" for entry_id in ids[:10]]
 
-            base_s, ours_s, trips_s = interleaved_appends(
+            base_s, ours_s, stream_s, trips_s = interleaved_appends(
                 plain / "baseline.jsonl", session / "append", round_trips
             )
-            stream_s, _ = timed(lambda: stream_appends(session / "append", APPENDS))
             entries_after = len(os.listdir(session / "entries"))
 
             os.symlink(targets[0], plain / "leaf")
@@ -216,8 +226,8 @@ def main() -> int:
                 f"{stream_rate:,.0f}/s",
                 f"{base_rate:,.0f}/s open+write+fsync+close",
                 stream_rate / base_rate,
-                ">= 0.50",
-                stream_rate / base_rate >= 0.5,
+                ">= 0.40",
+                stream_rate / base_rate >= 0.4,
             ),
             Row(
                 f"floor for files: baseline + {REQUESTS_PER_FILE} bare pyfuse3 round trips",
