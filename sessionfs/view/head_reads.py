@@ -92,6 +92,15 @@ def _read_run(paths: Sequence[str], size: int) -> list[Head | OSError]:
     return heads
 
 
+def _forget_readers() -> None:
+    """In a forked child the pool's threads do not exist: it starts its own if asked."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_readers)
+
+
 def _readers() -> ThreadPoolExecutor:
     """The threads `read_heads` uses, started on first use and shared by every agent's
     index (idle ones cost nothing: they wait on a queue)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 from pathlib import Path
 
 from support.agent_messages import write_header_session
@@ -70,3 +71,18 @@ def test_a_big_project_lists_every_session_in_order(tmp_path: Path) -> None:
     st = (project / "s0100.jsonl").stat()
     assert (by_stem["s0100"].size, by_stem["s0100"].mtime_ns) == (st.st_size, st.st_mtime_ns)
     assert [ref.stem for ref in index.sessions_in("p")] == [ref.stem for ref in refs]
+
+
+def test_a_forked_child_reads_with_threads_of_its_own(tmp_path: Path) -> None:
+    paths = []
+    for n in range(MANY):
+        (tmp_path / f"{n}").write_bytes(b"head")
+        paths.append(str(tmp_path / f"{n}"))
+    assert len(head_reads.read_heads(paths, 4)) == MANY  # the parent's pool is started
+    pid = os.fork()
+    if pid == 0:  # the child: exit code 0 only if its batch read worked
+        signal.alarm(30)  # a pool left without threads would wait for ever
+        ok = [h[1] for h in head_reads.read_heads(paths, 4) if isinstance(h, tuple)]
+        os._exit(0 if ok == [b"head"] * MANY else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
