@@ -6,6 +6,7 @@ it made for them before; a session loaded since, or a changed dir, gets new ones
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -71,6 +72,9 @@ def test_an_unchanged_project_hands_out_the_same_nodes(tmp_path: Path) -> None:
         again = await listed.children()
         assert [name for name, _ in again] == ["s0", "s1", "s2", "s3"]
         assert not {id(node) for _, node in again} & {id(node) for _, node in first}
+        shutil.rmtree(project)
+        assert await listed.children() == []
+        assert listed.key not in ctx.listed_children  # a removed project pins no node
 
     trio.run(scenario)
 

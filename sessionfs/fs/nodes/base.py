@@ -222,7 +222,10 @@ class MountContext:
         if cached is not None and cached[0] is listing and cached[1] == variant:
             return cached[2]
         rows = make()
-        self.listed_children[key] = (listing, variant, rows)
+        if rows:
+            self.listed_children[key] = (listing, variant, rows)
+        else:  # nothing worth keeping (a project dir removed must not pin its last nodes)
+            self.listed_children.pop(key, None)
         return rows
 
     def mount_path(self, *parts: str) -> str:
