@@ -562,12 +562,13 @@ class SessionManager:
         return self._append("mode_change", body)
 
     @contextlib.contextmanager
-    def batch(self) -> Iterator[SessionManager]:
+    def batch(self, *, caught_up: bool = False) -> Iterator[SessionManager]:
         """Appends inside go to disk as one write on exit, all or nothing.
 
-        The file is caught up first, so new entries chain onto what other processes
-        wrote. If the block raises or the write fails, every entry appended inside is
-        removed from memory and the leaf restored. Nested batches join the outer one.
+        The file is caught up first (``caught_up``: the caller did, holding `lock`
+        since), so new entries chain onto what other processes wrote. If the block
+        raises or the write fails, every entry appended inside is removed from memory
+        and the leaf restored. Nested batches join the outer one.
         """
         with self.lock:
             if self._batch_depth:
@@ -579,7 +580,7 @@ class SessionManager:
                 return
             pipeline = self._pipeline
             pipeline.check_error()
-            if pipeline.enabled:
+            if pipeline.enabled and not caught_up:
                 pipeline.catch_up()
             mark = self._state.mark()
             self._batch_depth = 1

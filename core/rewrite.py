@@ -165,9 +165,11 @@ def _refuse_if_held_open(
 
 def seems_unshared(path: PathArg) -> bool:
     """The quick probe alone (no /proc scan, no wait): True when no process has
-    ``path`` open for writing right now; False when one has, or when it cannot tell."""
+    ``path`` open for writing right now; False when one has, or when it cannot tell
+    (a lease is granted on a regular file only). Opened as `open_regular_fd` opens,
+    but left non-blocking: nothing is read."""
     try:
-        fd = open_regular_fd(path)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False
     try:

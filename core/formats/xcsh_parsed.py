@@ -44,10 +44,10 @@ class ManagerSource(XcshReads):
         self._index_of_id: dict[str, int] | None = None
         self._file_size = self._size_on_disk()
 
-    def _changed(self) -> None:
+    def _changed(self, size: int | None = None) -> None:
         super()._changed()
         self._entries = self._by_id = self._index_of_id = None
-        self._file_size = self._size_on_disk()
+        self._file_size = self._size_on_disk() if size is None else size
 
     def _size_on_disk(self) -> int:
         path = self.manager.get_session_file()
@@ -56,10 +56,11 @@ class ManagerSource(XcshReads):
         except OSError:
             return 0
 
-    def changed(self) -> None:
+    def changed(self, size: int | None = None) -> None:
         """The manager changed (a write through it, a leaf moved): forget what was
-        derived from what it held."""
-        self._changed()
+        derived from what it held. ``size``: the file's size, when the caller has just
+        taken it (else a ``stat`` here)."""
+        self._changed(size)
 
     def _held(self) -> list[Entry]:
         if self._entries is None:

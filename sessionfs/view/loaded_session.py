@@ -336,18 +336,23 @@ class LoadedSession:
         """A write through the mount changed memory (and maybe the file): renderings
         are stale, and the file as it is now is what we have seen. A leaf move that
         added no entry keeps the per-entry tables (rebuilding them is O(entries))."""
+        try:
+            st: os.stat_result | None = os.stat(self.ref.path)
+        except OSError:
+            st = None
         if entries_changed:
-            if isinstance(self.source, ManagerSource):
-                self.source.changed()
+            source = self.source
+            if isinstance(source, ManagerSource):
+                # One stat for both (the source's size is its file's: ours).
+                same = st is not None and source.manager.get_session_file() == self.ref.path
+                source.changed(st.st_size if same and st is not None else None)
             self._forget_renders()
         else:
             self.version += 1
             self._renders = {}
             self._cached_bytes = sum(len(v) for v in self._entry_bytes.values())
             self.listings = {}
-        try:
-            st = os.stat(self.ref.path)
-        except OSError:
+        if st is None:
             return
         self.file_state = self._saw(st)
         self.checked_at = time.monotonic()

@@ -132,9 +132,10 @@ def append_ops(manager: SessionManager, ops: Sequence[AppendOp]) -> AppendResult
         for op in ops:
             for field, entry_id in op.referenced_ids():
                 _require_entry(manager, f"line {op.line}: {field}", entry_id)
-        # Migration rewrite (v1/v2 browse load) or first write of a new session.
+        # Migration rewrite (v1/v2 browse load) or first write of a new session; a
+        # rewrite catches up with the lines it carried over itself.
         manager.ensure_on_disk()
-        with manager.batch():
+        with manager.batch(caught_up=True):  # by _write_step, under the same lock
             new_ids = tuple(op.apply(manager) for op in ops)
         _durable(manager)
         return AppendResult(new_ids)
