@@ -70,8 +70,11 @@ class SessionMtimes:
             return
         path = session_keys.session_file(self.sessions_root, project, stem)
         try:
-            st = os.stat(path)
-            linked = os.path.islink(path)
+            # One system call for the usual regular file; a symlink is followed after.
+            st = os.lstat(path)
+            linked = stat.S_ISLNK(st.st_mode)
+            if linked:
+                st = os.stat(path)
         except OSError:
             self._forget(key)
             return

@@ -343,8 +343,11 @@ class LoadedSession:
         if entries_changed:
             source = self.source
             if isinstance(source, ManagerSource):
-                # One stat for both (the source's size is its file's: ours).
-                same = st is not None and source.manager.get_session_file() == self.ref.path
+                # One stat for both (the source's size is its file's: ours). The
+                # manager names its file as a str, the ref as a Path.
+                same = st is not None and source.manager.get_session_file() == os.fspath(
+                    self.ref.path
+                )
                 source.changed(st.st_size if same and st is not None else None)
             self._forget_renders()
         else:

@@ -4,6 +4,7 @@ nothing but an append and its fsync can happen; otherwise it goes to a worker th
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -154,5 +155,33 @@ def test_a_leaf_move_runs_inline_untimed_even_when_the_disk_was_slow(
         )
         assert hops == [] and session.leaf_id() == root
         assert cache.small_write_seconds == slow
+
+    trio.run(scenario)
+
+
+def test_an_inline_append_stats_its_file_three_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every system call of an append is paid before ``close()`` returns. An inline one
+    stats the session file three times: the freshness check, the catch-up's look for
+    lines of other writers, and the after-write bookkeeping (whose size also serves
+    the parsed source, which used to stat again for it)."""
+    file, cache = new_cache(tmp_path)
+    stats: list[str] = []
+    real_stat = os.stat
+
+    def counting_stat(path: Any, *args: Any, **kw: Any) -> os.stat_result:
+        if os.fspath(path) == str(file):
+            stats.append(os.fspath(path))
+        return real_stat(path, *args, **kw)
+
+    async def scenario() -> None:
+        session = await parsed(cache, file)
+        cache.small_write_seconds = 0.0
+        monkeypatch.setattr(os, "stat", counting_stat)
+        await cache.write(session, append("counted"), leaf="recorded", small=True)
+        monkeypatch.undo()
+        assert len(stats) == 3
+        assert session.unchanged_on_disk()  # and what it saw is the file as it is now
 
     trio.run(scenario)
