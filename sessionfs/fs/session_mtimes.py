@@ -28,6 +28,7 @@ class SessionMtimes:
 
     def __init__(self, sessions_root: Path) -> None:
         self.sessions_root = sessions_root
+        self._root = os.fspath(sessions_root)
         self._mtimes: dict[tuple[str, str], int] = {}
         self._links: set[tuple[str, str]] = set()  # the files that are symlinks
         self._order: list[tuple[str, str]] | None = None  # newest first; None: changed
@@ -68,7 +69,8 @@ class SessionMtimes:
         key = (project, stem)
         if not session_keys.is_valid_name(stem):
             return
-        path = session_keys.session_file(self.sessions_root, project, stem)
+        # Joined as a str: a Path join costs more than the lstat (once per event).
+        path = os.path.join(self._root, project, stem + _SESSION_SUFFIX)
         try:
             # One system call for the usual regular file; a symlink is followed after.
             st = os.lstat(path)
