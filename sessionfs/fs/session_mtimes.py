@@ -2,9 +2,11 @@
 watch's events (`sessionfs.fs.session_watch`), so ``recent/N`` finds the newest
 sessions without listing and stat'ing every session on each lookup.
 
-Fed on the event loop: one ``stat`` per changed file per batch of events, and one
-scan of a project dir the first time the order is asked for after its watch started
-(not at mount time: a first ``ls`` of a big agent dir would wait for it). A session
+Fed on the event loop: a changed file is only noted, and stat'ed once when the order
+is next asked for (an append through ``append/`` raises events of its own, and a
+``stat`` per event would be paid by every append while ``recent/`` is rarely read);
+one scan of a project dir the first time the order is asked for after its watch
+started (not at mount time: a first ``ls`` of a big agent dir would wait for it). A session
 file that is a symlink raises no event when its target changes, so those few are
 stat'ed again whenever the order is asked for. Whether a file really is a session (a
 header) is not known here: callers check the candidates in order and skip the others.
@@ -33,6 +35,7 @@ class SessionMtimes:
         self._links: set[tuple[str, str]] = set()  # the files that are symlinks
         self._order: list[tuple[str, str]] | None = None  # newest first; None: changed
         self._unscanned: set[str] = set()  # projects added and not scanned yet
+        self._changed: set[tuple[str, str]] = set()  # files to stat again when asked
 
     def add_project(self, project: str) -> None:
         """A project dir whose watch just started: scanned when the order is asked for."""
@@ -59,17 +62,21 @@ class SessionMtimes:
 
     def remove_project(self, project: str) -> None:
         self._unscanned.discard(project)
+        self._changed = {k for k in self._changed if k[0] != project}
         for key in [k for k in self._mtimes if k[0] == project]:
             self._forget(key)
 
     def file_changed(self, project: str, stem: str) -> None:
         """The session file ``<project>/<stem>.jsonl`` was made, written, renamed,
-        removed or chmodded: take its mtime now, or forget it if it is gone (or is not
-        a regular file, or a symlink to one)."""
+        removed or chmodded: looked at when the order is next asked for."""
+        if session_keys.is_valid_name(stem):
+            self._changed.add((project, stem))
+
+    def _look(self, project: str, stem: str) -> None:
+        """Take the mtime of ``<project>/<stem>.jsonl`` now, or forget it if it is gone
+        (or is not a regular file, or a symlink to one)."""
         key = (project, stem)
-        if not session_keys.is_valid_name(stem):
-            return
-        # Joined as a str: a Path join costs more than the lstat (once per event).
+        # Joined as a str: a Path join costs more than the lstat.
         path = os.path.join(self._root, project, stem + _SESSION_SUFFIX)
         try:
             # One system call for the usual regular file; a symlink is followed after.
@@ -100,8 +107,10 @@ class SessionMtimes:
         as a listing of every project sorted by mtime gives them)."""
         while self._unscanned:
             self._scan(self._unscanned.pop())
-        for project, stem in list(self._links):
-            self.file_changed(project, stem)  # their targets change without an event
+        # Symlinks too: their targets change without an event.
+        changed, self._changed = self._changed | self._links, set()
+        for project, stem in changed:
+            self._look(project, stem)
         if self._order is None:
             mtimes = self._mtimes
             self._order = sorted(
