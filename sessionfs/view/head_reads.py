@@ -12,14 +12,12 @@ read, close; no file object, no second stat.
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from core.safe_open import NotRegularFileError
+from core.safe_open import open_regular_with_stat
 
 __all__ = ["Head", "read_head", "read_heads"]
 
@@ -43,13 +41,8 @@ def read_head(path: str | os.PathLike[str], size: int, follow: bool = True) -> H
     file at ``path``. Opened without blocking, so a FIFO named ``*.jsonl`` raises
     `NotRegularFileError` instead of hanging; ``follow=False`` refuses a symlink
     (``ELOOP``) for callers that know the name was a regular file."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
-    fd = os.open(path, flags)
+    fd, st = open_regular_with_stat(path, follow=follow, blocking=False)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            code = errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL
-            raise NotRegularFileError(code, "not a regular file", os.fspath(path))
         return st, _read_prefix(fd, min(size, st.st_size))
     finally:
         os.close(fd)

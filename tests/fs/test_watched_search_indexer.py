@@ -11,24 +11,19 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import orjson
 import pytest
 import trio
+from support.agent_messages import user_entry, write_header_session
 
 from sessionfs.fs.search_indexer import FULL_PASS_INTERVAL, SearchIndexer
 from sessionfs.fs.session_watch import SessionWatch
 from sessionfs.view.search_view import SearchView
 
 pytestmark = pytest.mark.timeout(60)
-
-HEADER = {
-    "type": "session",
-    "version": 3,
-    "timestamp": "2027-01-01T00:00:00.000Z",
-    "cwd": "/work/p",
-}
 
 
 class NoSink:
@@ -42,20 +37,13 @@ class NoSink:
 
 
 def user_line(entry_id: str, text: str) -> bytes:
-    entry = {
-        "type": "message",
-        "id": entry_id,
-        "parentId": None,
-        "timestamp": "2027-01-01T00:00:01.000Z",
-        "message": {"role": "user", "content": [{"type": "text", "text": text}]},
-    }
-    return orjson.dumps(entry)
+    return orjson.dumps(user_entry(entry_id, None, text))
 
 
 def write_session(path: Path, session_id: str, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    header = orjson.dumps({**HEADER, "id": session_id})
-    path.write_bytes(header + b"\n" + user_line(f"{session_id}-1", text) + b"\n")
+    write_header_session(path.parent, path.stem, session_id)
+    with open(path, "ab") as f:
+        f.write(user_line(f"{session_id}-1", text) + b"\n")
 
 
 def append_by_another_process(path: Path, line: bytes) -> None:
@@ -86,7 +74,10 @@ async def wait_for_hit(view: SearchView, word: str, seconds: float) -> float:
     return time.monotonic() - started
 
 
-def run_indexer(tmp_path: Path, watched: bool, scenario) -> None:  # type: ignore[no-untyped-def]
+Scenario = Callable[[Path, SearchView, SearchIndexer], Awaitable[None]]
+
+
+def run_indexer(tmp_path: Path, watched: bool, scenario: Scenario) -> None:
     agent = agent_dir(tmp_path)
     view = SearchView(tmp_path / "cache", agent)
     watch = SessionWatch(agent / "sessions", NoSink())
