@@ -59,6 +59,7 @@ from core.session_files import in_omp_agent_dir, permissions_source
 from core.state import Entry, SessionState
 from core.storage import (
     FileSessionStorage,
+    FileSessionWriter,
     SessionStorage,
     SessionWriter,
     StorageStat,
@@ -117,6 +118,9 @@ class PersistencePipeline:
         # What was read from disk (catch_up compares against it).
         self._file_inode: int | None = None
         self._loaded_offset = 0
+        # `_loaded_offset` when it is the end of a line this pipeline appended itself
+        # (so the file's byte before it is a newline); else None.
+        self._own_end: int | None = None
         # How many leading entries have their line in the file; the rest are unwritten
         # (a deferred session, or appends waiting for a pending migration rewrite).
         self.disk_entries = 0
@@ -134,10 +138,12 @@ class PersistencePipeline:
         self.disk_entries = 0
         self._file_inode = None
         self._loaded_offset = 0
+        self._own_end = None
 
     def _remember_file(self, st: StorageStat, offset: int) -> None:
         self._file_inode = st.inode
         self._loaded_offset = offset
+        self._own_end = None
 
     def restore_file_identity(self) -> None:
         """After a failed move: look at the (unmoved) file again."""
@@ -388,6 +394,8 @@ class PersistencePipeline:
     def _append_as_guest(self, data: bytes) -> None:
         def append(file: str) -> None:
             writer = self._open_writer()
+            if self._own_end == self._loaded_offset and isinstance(writer, FileSessionWriter):
+                writer.continue_at(self._loaded_offset)
             try:
                 before = self._loaded_offset
                 writer.write(data)
@@ -443,7 +451,7 @@ class PersistencePipeline:
         # written in between (then our write started exactly where we had read to).
         span = getattr(writer, "last_write_span", None)
         if span is not None and span[0] == before:
-            self._loaded_offset = span[1]
+            self._loaded_offset = self._own_end = span[1]
 
     # ------------------------------------------------------------------ whole file
 
@@ -519,6 +527,7 @@ class PersistencePipeline:
         self.disk_entries = len(self.state.entries)
         self._file_inode = result.inode
         self._loaded_offset = reflected
+        self._own_end = None
         self.catch_up()  # the lines carried over (and whatever came after them)
 
     def title_slot_now(self) -> Slot | None:

@@ -98,6 +98,14 @@ class FileSessionWriter:
     def error(self) -> BaseException | None:
         return self._error
 
+    def continue_at(self, end: int) -> None:
+        """The caller knows the file ended at ``end`` right after a line it appended
+        itself: the first single-line write is then checked after the fact, like later
+        ones (an ``lseek``), instead of an ``fstat`` and a read of the last byte first. A
+        guest append opens a new writer every time, so this is its hot path."""
+        if self._mode == "a" and self._expected_end < 0:
+            self._expected_end = end
+
     def _fd_or_raise(self) -> int:
         if self._error is not None:
             raise self._error

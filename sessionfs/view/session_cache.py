@@ -82,6 +82,28 @@ RENDER_HEADROOM = 64 * 1024 * 1024
 _MB = 1024 * 1024
 
 
+class _Held:
+    """``async with _Held(lock)``: ``async with lock``, except that a free lock is taken
+    without a checkpoint. trio's ``acquire`` always yields to the scheduler (a whole
+    pass of the event loop, an ``epoll_wait`` included) even when nobody holds the
+    lock; a write through ``append/`` takes it once per file, on the path that a
+    ``close()`` waits for."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: trio.Lock) -> None:
+        self._lock = lock
+
+    async def __aenter__(self) -> None:
+        if self._lock.locked():
+            await self._lock.acquire()
+        else:
+            self._lock.acquire_nowait()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
 class SessionCache:
     """Loaded sessions, LRU-bounded by an estimate of their memory (async API)."""
 
@@ -374,7 +396,7 @@ class SessionCache:
             return result
 
         cost_before = session.memory_cost()
-        async with session.lock:
+        async with _Held(session.lock):
             try:
                 inline = (small or memory_only) and self._can_write_inline(
                     session, disk=small
