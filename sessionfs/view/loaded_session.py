@@ -352,8 +352,10 @@ class LoadedSession:
             self._forget_renders()
         else:
             self.version += 1
+            # The renderings go, the entry files stay: subtract the few renderings
+            # rather than add up every entry file again (a leaf move is O(1)).
+            self._cached_bytes -= sum(len(v) for v in self._renders.values())
             self._renders = {}
-            self._cached_bytes = sum(len(v) for v in self._entry_bytes.values())
             self.listings = {}
         if st is None:
             return

@@ -125,19 +125,20 @@ class InSession:
         fn: Callable[[Any], T],
         *,
         leaf: LeafEffect = "kept",
-        done: str | None = None,
+        done: str | Callable[[T], str] | None = None,
         small: bool = False,
         memory_only: bool = False,
     ) -> T:
-        """One write through ``SessionCache.write``; ``done`` becomes ``last_result``.
-        A refusal propagates as `WriteRejected` (``ops`` turns it into its errno)."""
+        """One write through ``SessionCache.write``; ``done`` (or ``done(result)``)
+        becomes ``last_result``. A refusal propagates as `WriteRejected` (``ops`` turns
+        it into its errno)."""
         self.refuse_while_agent_runs()
         session = await self.session()
         result = await self.ctx.sessions.write(
             session, fn, leaf=leaf, small=small, memory_only=memory_only
         )
         if done is not None:
-            session.last_result = done
+            session.last_result = done if isinstance(done, str) else done(result)
         return result
 
     def refuse_while_agent_runs(self) -> None:

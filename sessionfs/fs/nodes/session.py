@@ -182,8 +182,9 @@ class TitleFile(RenderedFile):
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise WriteRejected(errno.EINVAL, "title: not UTF-8 text") from None
-        title = await self.apply_write(lambda m: session_writer.set_title(m, text))
-        (await self.session()).last_result = f"title: {title}"
+        await self.apply_write(
+            lambda m: session_writer.set_title(m, text), done=lambda title: f"title: {title}"
+        )
 
 
 def _title_too_big(size: int) -> None:
@@ -293,8 +294,9 @@ class SessionCtl(InSession, CommandFile):
             def run(manager: Any, command: SessionCommand = command) -> CommandResult:
                 return run_session_command(manager, command, session_dirs=dirs)
 
-            result = await self.apply_write(run, leaf=_leaf_effect(command))
-            (await self.session()).last_result = describe(result, self.ctx)
+            await self.apply_write(
+                run, leaf=_leaf_effect(command), done=lambda result: describe(result, self.ctx)
+            )
 
 
 def _leaf_effect(command: SessionCommand) -> LeafEffect:
@@ -382,17 +384,17 @@ class AppendFile(InSession, FileNode):
 
     async def _commit(self, data: bytes) -> None:
         name = self.key[-1]
-        result = await self.apply_write(
+        await self.apply_write(
             lambda m: session_writer.append_ops(m, parse_append(name, data)),
             leaf="recorded",
             small=len(data) <= SMALL_APPEND_BYTES,
+            done=_appended,
         )
-        count = len(result.new_ids)
-        (
-            await self.session()
-        ).last_result = (
-            f"appended {count} {'entry' if count == 1 else 'entries'}; leaf: {result.leaf_id}"
-        )
+
+
+def _appended(result: session_writer.AppendResult) -> str:
+    count = len(result.new_ids)
+    return f"appended {count} {'entry' if count == 1 else 'entries'}; leaf: {result.leaf_id}"
 
 
 class PendingLink(InSession, LinkNode):
@@ -571,12 +573,12 @@ class SessionDir(InSession, DirNode):
 
     async def _branch(self, target: str) -> None:
         dirs = self.session_dirs(target)
-        entry_id = await self.apply_write(
+        await self.apply_write(
             lambda m: session_writer.set_leaf_from_link(m, target, session_dirs=dirs),
             leaf="moved",
             memory_only=True,
+            done=lambda entry_id: f"leaf: {entry_id}",
         )
-        (await self.session()).last_result = f"leaf: {entry_id}"
 
     async def _check_target(self, target: str) -> None:
         await self.resolve_target(target, SESSION_DIR)
