@@ -71,6 +71,11 @@ INLINE_WRITE_LIMIT = 0.010
 _INLINE_WEIGHT = 0.2
 #: A write that grew the session's estimated cost by less than this skips the RSS read.
 _RSS_CHECK_GROWTH = 1024 * 1024
+#: Writes look at the whole cache's size (a sum over every loaded session) only once
+#: they have grown it by this much since the last look (at most 1/64 of the budget): an
+#: append adds a few hundred bytes, and the cost of a write must not grow with the
+#: number of sessions loaded.
+_EVICT_CHECK_GROWTH = 256 * 1024
 #: What parsing a session and rendering it costs at its peak, per byte of its file, on
 #: top of what the cache holds of it (tracemalloc on corpus sessions: 4.8x for
 #: ``context.json``, 4.3x ``transcript.md``; allocator slack on top). The cache makes
@@ -128,6 +133,9 @@ class SessionCache:
         self.after_eviction = after_eviction
         self._sessions: OrderedDict[tuple[str, str], LoadedSession] = OrderedDict()
         self._loading: dict[tuple[str, str], trio.Lock] = {}
+        #: bytes writes added to the estimate since `_evict` last looked (see
+        #: `_EVICT_CHECK_GROWTH`)
+        self._growth_unchecked = 0
         self.listeners: list[ChangeListener] = []
         #: called with a session about to be dehydrated, while its listings still exist
         self.dehydrate_listeners: list[Callable[[LoadedSession], None]] = []
@@ -422,7 +430,10 @@ class SessionCache:
                 session.pinned_leaf = (session.leaf_id(),)
             elif leaf == "recorded":
                 session.pinned_leaf = None
-        self._evict(keep=session, rss=session.memory_cost() - cost_before > _RSS_CHECK_GROWTH)
+        grown = session.memory_cost() - cost_before
+        self._growth_unchecked += max(grown, 0)
+        if self._growth_unchecked > min(_EVICT_CHECK_GROWTH, self.budget // 64):
+            self._evict(keep=session, rss=grown > _RSS_CHECK_GROWTH)
         return result
 
     def _can_write_inline(self, session: LoadedSession, *, disk: bool) -> bool:
@@ -457,6 +468,7 @@ class SessionCache:
         (`RssBound`), letting go least recently used sessions first; ``keep`` (the
         session being served) always stays. ``rss=False`` skips the RSS read (a small
         write grew nothing worth it)."""
+        self._growth_unchecked = 0
         total = sum(s.memory_cost() for s in self._sessions.values())
         freed = self._free(keep, total - self.budget) if total > self.budget else False
         bound = self.rss_bound if rss else None
