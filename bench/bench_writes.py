@@ -8,11 +8,14 @@
    baseline), and the floor a
    FUSE daemon cannot go below: a bare pyfuse3 filesystem's round trip, measured in
    the same run, times the five requests a file costs (lookup, create, write, flush,
-   and the getattr of ``append/`` that the create makes the next path walk need); the
-   files are written with a shell's system calls (no ``isatty`` ioctl), and the
-   baseline, the files, the stream's lines and the round trips are taken in
-   alternating slices, so the appends against the floor (aim: 0.9) and the stream
-   against the baseline compare figures of the same moments.
+   and the getattr of ``append/`` that the create makes the next path walk need).
+   Beside them the ceiling of any pyfuse3 daemon: the same files into
+   `bench.minimal_append_fs`, which answers those requests and appends each file with
+   an fdatasync but checks, parses and keeps nothing. The files are written with a
+   shell's system calls (no ``isatty`` ioctl), and the baseline, the files, the
+   ceiling's files, the stream's lines and the round trips are taken in alternating
+   slices, so the appends against the floor (aim: 0.9) and the stream against the
+   baseline compare figures of the same moments.
 2. Branch switches with GNU ``ln -sfn``'s system calls (symlink to a temp name, rename
    over ``leaf``) through the mount. Target: at least 1,000 switches/s. The baseline is
    the same calls in a plain directory on the same disk.
@@ -33,11 +36,12 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import bench_mount
+from bench import bench_mount, minimal_append_fs
 from bench.common import Row, mounted, print_table, sessionfs_args, timed
 from core import SessionManager
 from core.jsonl import dumps_line
@@ -138,22 +142,48 @@ def bare_filesystem(root: Path) -> Iterator[Callable[[int], float]]:
         yield round_trips
 
 
+@contextlib.contextmanager
+def minimal_append_filesystem(root: Path) -> Iterator[Path]:
+    """`bench.minimal_append_fs` mounted for the block, appending to a file in ``root``;
+    yields its ``append/`` dir."""
+    target = root / "minimal-target.jsonl"
+    target.write_bytes(b"")
+    mountpoint = root / "minimal"
+    args = [sys.executable, minimal_append_fs.__file__, str(mountpoint), str(target)]
+    with mounted(args, mountpoint):
+        yield mountpoint / "append"
+
+
+@dataclass
+class AppendSeconds:
+    """Seconds each kind of append took in total (`interleaved_appends`)."""
+
+    baseline: float = 0.0
+    ours: float = 0.0
+    ceiling: float = 0.0
+    stream: float = 0.0
+    round_trips: float = 0.0
+
+
 def interleaved_appends(
-    plain: Path, append_dir: Path, round_trips: Callable[[int], float]
-) -> tuple[float, float, float, float]:
-    """Seconds of `APPENDS` baseline appends, `APPENDS` files into ``append_dir``,
-    `APPENDS` lines into one open stream there and `ROUND_TRIPS` bare round trips,
-    taken in `ROUNDS` alternating slices: on a shared machine the load drifts within
-    seconds, and a ratio of figures taken at different moments measures the drift."""
-    base_s = ours_s = stream_s = trips_s = 0.0
+    plain: Path, append_dir: Path, ceiling_dir: Path, round_trips: Callable[[int], float]
+) -> AppendSeconds:
+    """`APPENDS` baseline appends, `APPENDS` files into ``append_dir`` and as many into
+    ``ceiling_dir``, `APPENDS` lines into one open stream in ``append_dir``, and
+    `ROUND_TRIPS` bare round trips, taken in `ROUNDS` alternating slices: on a shared
+    machine the load drifts within seconds, and a ratio of figures taken at different
+    moments measures the drift."""
+    took = AppendSeconds()
     bounds = [APPENDS * slice_ // ROUNDS for slice_ in range(ROUNDS + 1)]
     with open_stream(append_dir) as stream:
         for start, stop in itertools.pairwise(bounds):
-            base_s += timed(functools.partial(baseline_appends, plain, stop - start, start))[0]
-            ours_s += timed(functools.partial(mount_appends, append_dir, stop - start, start))[0]
-            stream_s += timed(functools.partial(stream_appends, stream, stop - start, start))[0]
-            trips_s += round_trips(ROUND_TRIPS // ROUNDS)
-    return base_s, ours_s, stream_s, trips_s
+            count = stop - start
+            took.baseline += timed(functools.partial(baseline_appends, plain, count, start))[0]
+            took.ours += timed(functools.partial(mount_appends, append_dir, count, start))[0]
+            took.ceiling += timed(functools.partial(mount_appends, ceiling_dir, count, start))[0]
+            took.stream += timed(functools.partial(stream_appends, stream, count, start))[0]
+            took.round_trips += round_trips(ROUND_TRIPS // ROUNDS)
+    return took
 
 
 def switch_leaf(directory: Path, targets: list[str], count: int) -> None:
@@ -181,13 +211,14 @@ def main() -> int:
         with (
             mounted(sessionfs_args(mountpoint, agent), mountpoint),
             bare_filesystem(root) as round_trips,
+            minimal_append_filesystem(root) as ceiling_dir,
         ):
             (session,) = (mountpoint / "sessions" / "--bench-writes--").iterdir()
             ids = [name[: -len(".json")] for name in os.listdir(session / "entries")]
             targets = [f"entries/{entry_id}.json" for entry_id in ids[:10]]
 
-            base_s, ours_s, stream_s, trips_s = interleaved_appends(
-                plain / "baseline.jsonl", session / "append", round_trips
+            took = interleaved_appends(
+                plain / "baseline.jsonl", session / "append", ceiling_dir, round_trips
             )
             entries_after = len(os.listdir(session / "entries"))
 
@@ -199,7 +230,7 @@ def main() -> int:
             plain_ln_s, _ = timed(lambda: ln_commands(plain, targets, LN_COMMANDS))
             mount_ln_s, _ = timed(lambda: ln_commands(session, targets, LN_COMMANDS))
 
-        round_trip = trips_s / (ROUND_TRIPS // ROUNDS * ROUNDS)
+        round_trip = took.round_trips / (ROUND_TRIPS // ROUNDS * ROUNDS)
         if entries_after != len(ids) + 2 * APPENDS:
             print(f"error: {entries_after} entries, expected {len(ids) + 2 * APPENDS}")
             return 1
@@ -207,9 +238,9 @@ def main() -> int:
             print(f"error: leaf is {leaf_now}")
             return 1
 
-        append_rate, base_rate = APPENDS / ours_s, APPENDS / base_s
-        stream_rate = APPENDS / stream_s
-        floor_rate = 1 / (base_s / APPENDS + REQUESTS_PER_FILE * round_trip)
+        append_rate, base_rate = APPENDS / took.ours, APPENDS / took.baseline
+        stream_rate, ceiling_rate = APPENDS / took.stream, APPENDS / took.ceiling
+        floor_rate = 1 / (took.baseline / APPENDS + REQUESTS_PER_FILE * round_trip)
         switch_rate, plain_switch_rate = SWITCHES / mount_switch_s, SWITCHES / plain_switch_s
         ln_rate, plain_ln_rate = LN_COMMANDS / mount_ln_s, LN_COMMANDS / plain_ln_s
         rows = [
@@ -234,6 +265,22 @@ def main() -> int:
                 f"{floor_rate:,.0f}/s",
                 f"{round_trip * 1e6:.0f} us a round trip",
                 floor_rate / base_rate,
+                "(info)",
+                True,
+            ),
+            Row(
+                "the same files into a minimal pyfuse3 append fs (the ceiling)",
+                f"{ceiling_rate:,.0f}/s",
+                f"{floor_rate:,.0f}/s floor",
+                ceiling_rate / floor_rate,
+                "(info)",
+                True,
+            ),
+            Row(
+                f"durable appends ({APPENDS} files into append/) against the ceiling",
+                f"{append_rate:,.0f}/s",
+                f"{ceiling_rate:,.0f}/s ceiling",
+                append_rate / ceiling_rate,
                 "(info)",
                 True,
             ),
