@@ -6,10 +6,15 @@ would go to the old, replaced inode and be lost:
 
 * while the temp file is written: lines appended to the source since it was read. They
   are absorbed into the temp file right before the rename;
-* after the rename: a writer that opened the old path just before it may still write.
-  A descriptor on the old inode is kept, and while any other process holds that inode
-  open for writing (a ``/proc`` scan, bounded in time) its new complete lines are
-  appended to the new file.
+* after the rename: a writer that opened the old path just before it may still write,
+  and so may one whose open() got the old inode before the rename but returns only
+  later (it had to wait for a lease, then for a CPU). A descriptor on the old inode is
+  kept, and while any other process holds that inode open for writing or is still
+  opening it (a read lease is granted only when none does; where leases are not
+  granted, a ``/proc`` scan, which cannot see an open() in progress), its new complete
+  lines are appended to the new file, for at most `CARRY_SECONDS`. One window remains:
+  an open() that got the old inode before the rename and is held up, before it counts
+  as a writer, for longer than the carry (see "When may the carry stop?").
 
 A process that keeps the file open for writing for good (not just for one append)
 would keep writing to the old inode after the rename, so such a rewrite is refused
@@ -350,7 +355,9 @@ def _carrying_rewrite(
 # kernel makes every other open() of the new file wait, so the writer's next line
 # cannot be written before the carry has copied the old inode's last lines. The lease
 # is held only for the carry (milliseconds), and the kernel breaks it by itself after
-# /proc/sys/fs/lease-break-time should this process stall.
+# /proc/sys/fs/lease-break-time should this process stall. A writer made to wait may
+# run again only after the next rewrite has begun replacing the file: that rewrite's
+# carry waits for it (see "When may the carry stop?" below).
 
 _F_SETLEASE: Final = getattr(fcntl, "F_SETLEASE", 1024)
 _F_SETSIG: Final = getattr(fcntl, "F_SETSIG", 10)
@@ -385,35 +392,96 @@ def _release_opens(fd: int) -> None:
         fcntl.fcntl(fd, _F_SETLEASE, fcntl.F_UNLCK)
 
 
+# ---------------------------------------------------------------------------
+# When may the carry stop?
+# ---------------------------------------------------------------------------
+#
+# Two kinds of process may still write the old inode: one holding it open for
+# writing, and one whose open() of the path got the old inode before the rename but
+# has not returned yet. The second has no descriptor in /proc until its open()
+# returns, and that can take long: an open() that had to wait for a lease break (the
+# previous rewrite's write lease on this very file) is let go when that lease is
+# released, but on a loaded machine it may not run again for tens of milliseconds,
+# time enough for the next rewrite to rename and finish its carry; its line then went
+# to an inode nobody reads (a /proc scan alone saw nobody). The kernel counts such an
+# open() as a writer of the inode before it can wait, and grants no read lease while
+# any writer exists. So the carry ends only with a read lease on the old inode:
+# granted, nobody has it open for writing or is opening it; held, an open() for
+# writing that gets there waits for us, and we see it waiting (`_lease_broken`) and
+# carry on. The last read is done while the lease is held.
+#
+# What remains: an open() that got the old inode before the rename but reaches the
+# point where it counts as a writer (a few microseconds of kernel work that normally
+# waits for nothing) only after the carry's last look, at least `_SPIN_SECONDS` after
+# the rename: only a CPU taken away right there (a preemptible kernel, a hypervisor)
+# stretches it that long, and its line would go to the old inode unseen. Where a lease
+# cannot tell (not granted on this file system, or this process holds the old inode
+# for writing: its own descriptors refuse the lease too), the /proc scan decides, and
+# an open() in progress is not seen at all.
+
+_F_GETLEASE: Final = getattr(fcntl, "F_GETLEASE", 1025)
+
+
+def _leases_tell_writers(fd: int, st: os.stat_result) -> bool:
+    """Whether a read lease on ``fd`` (the old inode, opened read-only) tells if
+    anybody writes the inode (see above)."""
+    refused = _take_lease(fd, fcntl.F_RDLCK)
+    if refused is None:
+        _release_opens(fd)
+        return True
+    own = str(os.getpid())
+    return refused.errno == errno.EAGAIN and not _holds_for_writing(own, st.st_dev, st.st_ino)
+
+
+def _lease_broken(fd: int) -> bool:
+    """True when an open() for writing waits for our read lease on ``fd`` (the kernel
+    then reports the lease as already gone)."""
+    try:
+        return bool(fcntl.fcntl(fd, _F_GETLEASE) != fcntl.F_RDLCK)
+    except OSError:
+        return True
+
+
 def _carry_after_rename(source: int, offset: int, st: os.stat_result, appender: int) -> int:
-    """Copy lines that still land in the old inode to the new file, while another
-    process holds the old inode open for writing (at most `CARRY_SECONDS`)."""
+    """Copy lines that still land in the old inode to the new file while another
+    process holds it open for writing or is opening it (at most `CARRY_SECONDS`)."""
     # A writer that opened the old path just before the rename writes within
     # microseconds, and its line must reach the new file before the writer's next
     # line (opened by path, so written to the new file) does. So the old inode is read
-    # in a tight loop (a pread costs microseconds), and the /proc scan, which costs
-    # milliseconds, only decides when to stop.
+    # in a tight loop (a pread costs microseconds); a lease (microseconds) or the /proc
+    # scan (milliseconds) only decides when to stop.
     start = time.monotonic()
     deadline = start + CARRY_SECONDS
-    spin_until = start + _SPIN_SECONDS
-    next_scan = spin_until
+    next_look = start + _SPIN_SECONDS
+    by_lease: bool | None = None  # known at the first look
     carried = 0
     while True:
         lines, offset = _lines_since(source, offset, final=False)
-        if lines:
-            _write_all(appender, lines)
-            carried += len(lines)
+        _write_all(appender, lines)
+        carried += len(lines)
         now = time.monotonic()
-        if now >= next_scan:
-            # Scan first, read after: a writer absent from the scan has either finished
-            # (its line is visible to the read below) or will open the path, i.e. the
-            # new file.
-            still_writing = bool(writers_of_inode(st.st_dev, st.st_ino))
-            if not still_writing or now >= deadline:
-                lines, offset = _lines_since(source, offset, final=True)
-                _write_all(appender, lines)
-                if still_writing:
-                    log.warning("a writer still holds a replaced session file open; giving up")
-                return carried + len(lines)
-            next_scan = time.monotonic() + _POLL_SECONDS
+        if now >= next_look:
+            if by_lease is None:
+                by_lease = _leases_tell_writers(source, st)
+            if by_lease:
+                quiet = _take_lease(source, fcntl.F_RDLCK) is None  # held when granted
+            else:
+                # Scan first, read after: a writer absent from the scan has finished
+                # (its line is visible to the read below), will open the new file,
+                # or is inside an open() of the old inode (not seen: see above).
+                quiet = not writers_of_inode(st.st_dev, st.st_ino)
+            if quiet or now >= deadline:
+                try:
+                    lines, offset = _lines_since(source, offset, final=True)
+                    _write_all(appender, lines)
+                    carried += len(lines)
+                    opening = by_lease and quiet and _lease_broken(source)
+                finally:
+                    if by_lease and quiet:
+                        _release_opens(source)
+                if not opening:
+                    if not quiet:
+                        log.warning("a writer still holds a replaced session file; giving up")
+                    return carried
+            next_look = now if by_lease else time.monotonic() + _POLL_SECONDS
         time.sleep(_SPIN_POLL_SECONDS)

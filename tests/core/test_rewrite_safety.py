@@ -10,10 +10,12 @@ agent that keeps its descriptor open makes the rewrite refuse with SessionBusyEr
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,9 +27,9 @@ import orjson
 import pytest
 from support.agent_simulator import agent_line, agent_numbers, running_agent
 
-from core import MemorySessionStorage, SessionManager
+from core import FileSessionStorage, MemorySessionStorage, SessionManager
 from core.check import fix_file
-from core.rewrite import SessionBusyError
+from core.rewrite import SessionBusyError, rewrite_file
 
 RATE = 500  # lines per second, as an agent streaming tool output
 SESSION_ID = "rewrite-safety"
@@ -334,3 +336,51 @@ def test_the_carry_lease_makes_other_opens_wait_until_it_is_released(tmp_path: P
     finally:
         os.close(fd)
     assert new_file.read_bytes() == b"carried\nx\n"
+
+
+def test_a_writer_still_inside_open_after_the_rename_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rare "agent lines lost" under CPU load: the agent's open() of the path had to
+    # wait in the kernel (a lease break: the previous rewrite's write lease on this very
+    # file) and, once let go, was not scheduled again before the next rewrite had
+    # renamed and ended its carry. Such an open already counts as a writer of the inode
+    # (no read lease is granted on it) but has no descriptor in /proc yet, so the scan
+    # saw nobody and the line went to the replaced inode. A read lease the test holds
+    # keeps the agent's open() waiting in the same way, until 0.2 s after the rename.
+    from core.rewrite import _release_opens, _take_lease
+
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"type":"session"}\n')
+    append = (
+        "import os, sys\n"
+        "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)\n"
+        "os.write(fd, b'{\"late\":1}\\n')\n"
+        "os.close(fd)\n"
+    )
+    gate = os.open(path, os.O_RDONLY)
+    let_go = threading.Timer(0.2, _release_opens, (gate,))
+    storage = FileSessionStorage()
+    rename = storage.rename
+
+    def rename_then_let_go(source: str, destination: str) -> None:
+        rename(source, destination)
+        let_go.start()
+
+    monkeypatch.setattr(storage, "rename", rename_then_let_go)
+    try:
+        assert _take_lease(gate, fcntl.F_RDLCK) is None, "this file system grants no lease"
+        agent = subprocess.Popen([sys.executable, "-c", append, str(path)])
+        waited = time.monotonic() + 10
+        while fcntl.fcntl(gate, fcntl.F_GETLEASE) != fcntl.F_UNLCK:  # its open() waits
+            assert agent.poll() is None and time.monotonic() < waited
+            time.sleep(0.005)
+        rewrite_file(storage, path, lambda data: data)
+        assert agent.wait(timeout=10) == 0
+    finally:
+        let_go.cancel()
+        if let_go.is_alive():
+            let_go.join()
+        _release_opens(gate)
+        os.close(gate)
+    assert path.read_bytes() == b'{"type":"session"}\n{"late":1}\n'
