@@ -384,3 +384,21 @@ def test_a_writer_still_inside_open_after_the_rename_loses_nothing(
         _release_opens(gate)
         os.close(gate)
     assert path.read_bytes() == b'{"type":"session"}\n{"late":1}\n'
+
+
+def test_our_own_descriptor_on_the_file_does_not_hold_the_carry_up(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Our own write descriptors refuse the read lease the carry ends with, as another
+    # process's would; they never count as a writer to wait for (another session of
+    # this process may have the file open), so the /proc scan decides then.
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"type":"session"}\n')
+    own = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        with caplog.at_level("WARNING", logger="core.rewrite"):
+            rewrite_file(FileSessionStorage(), path, lambda data: data + b'{"new":1}\n')
+    finally:
+        os.close(own)
+    assert path.read_bytes() == b'{"type":"session"}\n{"new":1}\n'
+    assert "giving up" not in caplog.text
