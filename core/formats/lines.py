@@ -16,16 +16,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Final
+from typing import Any, BinaryIO
 
 from core.jsonl import consumed_length, parse_object_line
 from core.safe_open import PathArg, open_regular
+from core.zstd_files import ZSTD_CHUNK, ZSTD_SUFFIX, zstd_stream
 
 __all__ = ["ZSTD_SUFFIX", "Line", "LineFile", "read_zstd_prefix"]
-
-ZSTD_SUFFIX: Final = ".zst"
-#: decompressed bytes asked of the zstd stream per read
-_ZSTD_CHUNK: Final = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,19 +36,12 @@ class Line:
     obj: dict[str, Any] | None
 
 
-def _zstd_stream(raw: BinaryIO) -> BinaryIO:
-    import zstandard  # only archived Codex sessions need it
-
-    reader: BinaryIO = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-    return reader
-
-
 def _read_zstd(raw: BinaryIO, limit: int | None = None) -> bytes:
     """The decompressed text of ``raw``, read chunk by chunk (at most ``limit`` bytes)."""
     out = bytearray()
-    with _zstd_stream(raw) as stream:
+    with zstd_stream(raw) as stream:
         while limit is None or len(out) < limit:
-            want = _ZSTD_CHUNK if limit is None else min(_ZSTD_CHUNK, limit - len(out))
+            want = ZSTD_CHUNK if limit is None else min(ZSTD_CHUNK, limit - len(out))
             chunk = stream.read(want)
             if not chunk:
                 break

@@ -15,8 +15,8 @@ appended since, and the text of one line read back for a snippet.
   output) and ``compacted`` summary, never the ``event_msg`` copies of the same text;
   the entry id is the line's ``entries/`` name (``NNNNNN-<kind>[-<payload type>]``),
   which counts lines from the start, so a changed rollout is read whole again.
-  Archived ``.jsonl.zst`` rollouts are not indexed (the index reads lines back by
-  offset, which a compressed file does not have).
+  Archived ``.jsonl.zst`` rollouts are indexed through zstd, whole; their rows'
+  offsets are offsets in the decompressed text (`core.search_index.rows`).
 """
 
 from __future__ import annotations
@@ -201,15 +201,18 @@ CLAUDE: Final = FileFormat(
 
 
 def _codex_keys(root: str) -> Iterator[tuple[str, ...]]:
-    """``sessions/YYYY/MM/DD/rollout-*.jsonl`` and ``archived_sessions/rollout-*.jsonl``."""
+    """``sessions/YYYY/MM/DD/rollout-*.jsonl`` and ``archived_sessions/rollout-*.jsonl``
+    (or ``.jsonl.zst``)."""
     sessions = os.path.join(root, "sessions")
     for year in _dirs(sessions):
         for month in _dirs(year.path):
             for day in _dirs(month.path):
                 for name in _files(day.path, "rollout-"):
                     yield ("sessions", year.name, month.name, day.name, name)
-    for name in _files(os.path.join(root, "archived_sessions"), "rollout-"):
-        yield ("archived_sessions", name)
+    archive = os.path.join(root, "archived_sessions")
+    for suffix in (".jsonl", ".jsonl.zst"):
+        for name in _files(archive, "rollout-", suffix):
+            yield ("archived_sessions", name)
 
 
 def _codex_item(obj: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]]:

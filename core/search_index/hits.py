@@ -89,7 +89,11 @@ def format_hit(hit: Hit, entry_path: str) -> str:
 
 
 def split_key(key: bytes) -> tuple[str, str]:
-    """(project, stem) for display, undecodable bytes replaced."""
+    """(project, stem) for display, undecodable bytes replaced; the stem without
+    ``.jsonl`` (or an archived rollout's ``.jsonl.zst``)."""
     text = key.decode("utf-8", "replace")
     project, _, rest = text.partition("/")
-    return project, rest[: -len(".jsonl")] if rest.endswith(".jsonl") else rest
+    for suffix in (".jsonl", ".jsonl.zst"):
+        if rest.endswith(suffix):
+            return project, rest[: -len(suffix)]
+    return project, rest

@@ -38,6 +38,7 @@ from core.search_index.rows import (
     ChunkedLines,
     FileState,
     fingerprints,
+    is_compressed,
     update_action,
 )
 from core.search_index.scan import LineReader, Verifier, newest_matches
@@ -67,6 +68,7 @@ from core.search_index.terms import (
     rebuild_terms,
     terms_complete,
 )
+from core.zstd_files import zstd_chunks
 
 log = logging.getLogger(__name__)
 
@@ -490,7 +492,9 @@ class SearchIndex:
             st = os.fstat(fd)
             # Re-read under the write lock: another indexer may have just done it.
             state = load_state(conn, key)
-            action = update_action(state, st, fd)
+            # A compressed file is read whole whenever its stat changed (an archived
+            # rollout does not grow; its offsets are in the decompressed text).
+            action = "full" if is_compressed(key) else update_action(state, st, fd)
             if action == "touch" and state is not None:
                 conn.execute(
                     "UPDATE files SET size = ?, mtime_ns = ? WHERE id = ?",
@@ -522,7 +526,12 @@ class SearchIndex:
         """Index the file from its start (``whole``; its old rows die) or its new lines
         only; returns the bytes read."""
         start = 0 if whole or state is None else state.indexed_to
-        lines = ChunkedLines(fd, start, st.st_size)
+        compressed = is_compressed(key)
+        lines = (
+            ChunkedLines(zstd_chunks(fd))
+            if compressed
+            else ChunkedLines.of_file(fd, start, st.st_size)
+        )
         if whole or state is None:
             mode, rows = self.file_format.whole_file_rows(lines)
         else:
@@ -530,9 +539,15 @@ class SearchIndex:
         if whole and state is not None:
             kill_rows(conn, state.file_id)
         file_id = state.file_id if state is not None else new_file(conn, key)
-        stats.entries_indexed += insert_all(conn, file_id, rows, sink)
+        try:
+            stats.entries_indexed += insert_all(conn, file_id, rows, sink)
+        except ValueError as exc:  # a compressed file that is not zstd data after all
+            # Its rows so far die, and its stat is kept: not read again until it changes.
+            kill_rows(conn, file_id)
+            stats.skipped.append(f"{os.fsdecode(key)}: {exc}")
+            mode = MODE_NOT_SESSION
         indexed_to = 0 if mode == MODE_NOT_SESSION else lines.complete_to
-        head, tail = fingerprints(fd, indexed_to)
+        head, tail = (0, 0) if compressed else fingerprints(fd, indexed_to)
         stat = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         save_state(conn, file_id, (*stat, indexed_to, head, tail, mode))
         if whole:

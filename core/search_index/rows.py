@@ -25,6 +25,7 @@ from core.paths import iso_to_ms
 from core.search_index.rowids import MAX_MS
 from core.search_index.text import entry_search_text, rename_hook_message
 from core.title_slot import parse_title_slot
+from core.zstd_files import ZSTD_SUFFIX, zstd_chunks
 
 FINGERPRINT_BYTES: Final = 4096
 
@@ -117,22 +118,35 @@ def _row(entry: dict[str, Any], offset: int, line: bytes) -> Row | None:
     return Row(entry_ms(entry), entry_id, role, offset, len(line), zlib.crc32(line), text)
 
 
-class ChunkedLines:
-    """The complete lines of a file region, read a chunk at a time so that a huge
-    session file never has to fit in memory."""
+def _file_chunks(fd: int, start: int, end: int) -> Iterator[bytes]:
+    offset = start
+    while offset < end:
+        chunk = os.pread(fd, min(_READ_CHUNK, end - offset), offset)
+        if not chunk:
+            return
+        offset += len(chunk)
+        yield chunk
 
-    def __init__(self, fd: int, start: int, end: int) -> None:
-        self.fd, self.start, self.end = fd, start, end
-        #: the end of the last complete line read so far (a file offset)
+
+class ChunkedLines:
+    """The complete lines of a stream of chunks, one chunk at a time so that a huge
+    session file never has to fit in memory: a file region (`of_file`), or the
+    decompressed text of an archived ``.jsonl.zst`` (offsets are then offsets in that
+    text: `read_decompressed_at` reads a line back)."""
+
+    def __init__(self, chunks: Iterable[bytes], start: int = 0) -> None:
+        self.chunks, self.start = chunks, start
+        #: the end of the last complete line read so far (an offset in the stream)
         self.complete_to = start
         self.bytes_read = 0
 
+    @classmethod
+    def of_file(cls, fd: int, start: int, end: int) -> ChunkedLines:
+        return cls(_file_chunks(fd, start, end), start)
+
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
         offset, carry = self.start, b""
-        while offset < self.end:
-            chunk = os.pread(self.fd, min(_READ_CHUNK, self.end - offset), offset)
-            if not chunk:
-                break
+        for chunk in self.chunks:
             self.bytes_read += len(chunk)
             data = carry + chunk if carry else chunk
             base = offset - len(carry)
@@ -142,6 +156,26 @@ class ChunkedLines:
             if cut:
                 yield from _lines(data[:cut], base)
                 self.complete_to = base + cut
+
+
+def read_decompressed_at(fd: int, offset: int, length: int) -> bytes:
+    """``length`` bytes at ``offset`` of the decompressed text of the ``.zst`` file open
+    at ``fd``: decompressed from its start as a stream, only the chunks that hold them
+    kept (an archived rollout has no offsets of its own to read at)."""
+    wanted, position, end = [], 0, offset + length
+    for chunk in zstd_chunks(fd):
+        following = position + len(chunk)
+        if following > offset:
+            wanted.append(chunk[max(0, offset - position) : end - position])
+        position = following
+        if position >= end:
+            break
+    return b"".join(wanted)
+
+
+def is_compressed(key: bytes) -> bool:
+    """A ``.jsonl.zst`` file (archived Codex rollouts): read through zstd, whole."""
+    return key.endswith(ZSTD_SUFFIX.encode())
 
 
 def whole_file_rows(lines: Iterable[tuple[int, bytes]]) -> tuple[int, Iterator[Row]]:

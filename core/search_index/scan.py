@@ -13,7 +13,7 @@ from typing import Any
 
 from core.safe_open import open_regular_fd
 from core.search_index.rowids import SEQ_BITS
-from core.search_index.rows import parse_object, read_at
+from core.search_index.rows import is_compressed, parse_object, read_at, read_decompressed_at
 from core.search_index.schema import FTS_OPTIONS
 from core.search_index.text import clean_text
 
@@ -126,9 +126,10 @@ class LineReader:
         if opened is None:
             return None
         fd, now = opened
+        read = read_decompressed_at if is_compressed(key) else read_at
         try:
-            line = read_at(fd, offset, length)
-        except OSError:
+            line = read(fd, offset, length)
+        except (OSError, ValueError):  # ValueError: not zstd data (any more)
             return None
         if len(line) != length or (now != list(indexed) and zlib.crc32(line) != crc):
             return None

@@ -29,6 +29,7 @@ from core.formats.claude import ClaudeSession
 from core.formats.codex import ARCHIVE_DIR, CodexSession
 from core.search_index import Hit
 from core.search_index.formats import FORMATS
+from core.zstd_files import ZSTD_SUFFIX
 from sessionfs.view.other_agent_index import AgentCatalog, Listed, OtherAgentIndex
 from sessionfs.view.search_view import SearchView, entry_mount_path
 from sessionfs.view.session_keys import AGENTS_DIR, child_stem, is_valid_name
@@ -138,7 +139,9 @@ def agent_search_view(cache_dir: Path, index: OtherAgentIndex) -> SearchView:
     root = index.catalog.root
 
     def entry_path(hit: Hit) -> str | None:
-        ref = index.ref_of_path(root / hit.project / f"{hit.stem}.jsonl")
+        file = root / hit.project / f"{hit.stem}.jsonl"
+        # an archived Codex rollout may be compressed: `split_key` took both suffixes off
+        ref = index.ref_of_path(file) or index.ref_of_path(file.with_name(file.name + ZSTD_SUFFIX))
         if ref is None:
             return None
         within = entry_mount_path(hit._replace(project=ref.project, stem=ref.stem))

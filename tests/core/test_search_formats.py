@@ -78,3 +78,71 @@ def test_claude_rows_index_tool_calls_and_follow_appends(tmp_path: Path) -> None
     assert [(h.entry_id, h.role, h.project, h.stem) for h in hits] == [
         ("u-1", "assistant", "projects", "-w/s1")
     ]
+
+
+def test_archived_zst_rollouts_are_indexed_through_zstd(tmp_path: Path) -> None:
+    # Codex's archived rollouts may be zstd-compressed: they are indexed from their
+    # decompressed text, and a hit's snippet is read back from it (offsets in that text).
+    import zstandard
+
+    root = tmp_path / "codex"
+
+    def archive(name: str, text: str, frames: int = 1) -> Path:
+        lines = [
+            {
+                "timestamp": "2026-03-01T10:00:00.000Z",
+                "type": "session_meta",
+                "payload": {"id": "t2", "cwd": "/w"},
+            },
+            {
+                "timestamp": "2026-03-01T10:00:01.000Z",
+                "type": "response_item",
+                "payload": {
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": "x " * 5000}],
+                },
+            },
+            {
+                "timestamp": "2026-03-01T10:00:02.000Z",
+                "type": "response_item",
+                "payload": {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": text}],
+                },
+            },
+        ]
+        data = "".join(json.dumps(x) + "\n" for x in lines).encode()
+        cut = len(data) // frames  # several frames, one after another, as zstd allows
+        compress = zstandard.ZstdCompressor().compress
+        path = root / "archived_sessions" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"".join(compress(data[i : i + cut]) for i in range(0, len(data), cut)))
+        return path
+
+    path = archive("rollout-a-t2.jsonl.zst", "wombat answer", frames=3)
+    with SearchIndex(tmp_path / "db", file_format=CODEX) as index:
+        index.update(str(root))
+        hits = index.search("wombat")
+        assert [(h.project, h.stem, h.role) for h in hits] == [
+            ("archived_sessions", "rollout-a-t2", "assistant")
+        ]
+        assert "wombat answer" in hits[0].snippet  # read back through zstd
+        source = CodexSession(path)
+        assert hits[0].entry_id == source.entry_name(len(source) - 1)  # as entries/ names it
+
+        archive("rollout-a-t2.jsonl.zst", "numbat answer")  # replaced: read whole again
+        index.update(str(root))
+        assert index.search("wombat") == []
+        assert [h.stem for h in index.search("numbat")] == ["rollout-a-t2"]
+
+        # Not zstd data: skipped with a reason, the rest of the update done, and not
+        # read again while it stays as it is.
+        bad = root / "archived_sessions" / "rollout-b-t3.jsonl.zst"
+        bad.write_bytes(b"\x28\xb5\x2f\xfd" + b"garbage" * 100)
+        stats = index.update(str(root))
+        assert any("rollout-b-t3.jsonl.zst" in reason for reason in stats.skipped), stats
+        assert [h.stem for h in index.search("numbat")] == ["rollout-a-t2"]
+        again = index.update(str(root))
+        assert again.bytes_read == 0 and not again.skipped

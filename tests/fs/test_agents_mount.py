@@ -280,6 +280,11 @@ def test_one_search_spans_every_agent(mounted: Mount, trees: AgentTrees, tmp_pat
         p.startswith("agents/codex/sessions/--home-me-tool--/") for p in codex_paths
     )
     assert len([p for p in codex_paths if "Renamed" in (mounted.path / p).read_text()]) == 1
+    # an archived, zstd-compressed rollout is searched too; its hit opens as any other
+    archived = run("cat", mounted.path / "search" / "zstandard streams").splitlines()
+    archived_stem = trees.codex_archived.name.removesuffix(".jsonl.zst")
+    assert [line.split("\t")[1].split("/")[4] for line in archived] == [archived_stem]
+    assert "zstandard streams" in (mounted.path / archived[0].split("\t")[1]).read_text()
     times = [
         line.split("\t")[0] for line in run("cat", mounted.path / "search" / "the").splitlines()
     ]
