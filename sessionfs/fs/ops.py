@@ -389,9 +389,11 @@ class SessionFsOperations(pyfuse3.Operations):
         """`sessionfs.fs.session_watch` listener: what ``key`` shows changed on disk,
         so drop the kernel's attributes and pages of it, and its name when the file
         was made, renamed or removed (a name the kernel holds may now be wrong)."""
+        inode = self.table.by_key.get(key)
+        if inode is not None:
+            self._listed_attrs.pop(inode, None)  # made before the change: never again
         if self.invalidator is None or self.invalidator.closing:
             return
-        inode = self.table.by_key.get(key)
         if inode is not None:
             # Not skipped when already uncached: a reply racing the change may have
             # been cached since (the watch's repeat is for exactly that).

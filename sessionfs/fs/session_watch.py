@@ -1,21 +1,26 @@
 """Watch the agent dir's project dirs with inotify, so the kernel may keep the names
-and attributes of ``transcripts/<project>/<stem>.md`` for long and drop them the
-moment the session file changes.
+and attributes of ``transcripts/<project>/<stem>.md`` and ``sessions/<project>/<stem>/``
+for long and drop them the moment the session file changes.
 
-Without it every file of a warm ``grep -r transcripts/`` costs a lookup and a getattr
-round trip, because the kernel may trust what it was told for a second at most. With
-it the kernel keeps both (`WATCHED`), and an append, a chmod, a rename or a delete of
-the session file is followed at once by an invalidation of what the kernel holds.
+Without it every file of a warm ``grep -r transcripts/`` (every session dir of a warm
+``ls -l sessions/<project>/``) costs a lookup and a getattr round trip, because the
+kernel may trust what it was told for a second at most. With it the kernel keeps both
+(`WATCHED`), and an append, a chmod, a rename or a delete of the session file is
+followed at once by an invalidation of what the kernel holds.
 
 One watch on ``<agent>/sessions`` (projects made, renamed, removed) and one per project
 dir (its session files). When inotify is missing, the watch limit is reached or a
 project dir cannot be watched, the project is simply not `covered` and its nodes keep
-the short timeouts. Sub-agent sessions (in artifacts dirs), the ``sessions/`` tree,
-``agents/`` and store mounts are not watched: they keep the short timeouts too. A
+the short timeouts. Sub-agent sessions (in artifacts dirs), what is inside a session
+dir, ``agents/`` and store mounts are not watched: they keep the short timeouts too. A
 session file that is a symlink, or that is written through a hard link outside its
-project dir, raises no event here: `TranscriptFile.kernel_tier` gives those the
-short timeouts as well (a symlink), or they show within the short timeouts of the
-next access after an event (hard links; agents do not make them).
+project dir, raises no event here: the nodes' ``kernel_tier`` gives those the short
+timeouts as well (a symlink), or they show within the short timeouts of the next
+access after an event (hard links; agents do not make them).
+
+Besides dropping, the watch remembers when it last saw each session file change
+(`unchanged_since`): a stat of the file taken after that is still the file as it is,
+so a session dir answers from its listing's stat without a look at the file.
 
 Invalidating is the `Invalidator` thread's job (pyfuse3's calls may block on the
 kernel); this module only decides what to drop. Each change is dropped twice: at
@@ -31,6 +36,7 @@ import logging
 import math
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Protocol
 
@@ -52,6 +58,7 @@ from sessionfs.fs.inotify import (
     Event,
     Inotify,
 )
+from sessionfs.fs.nodes.session import project_key, session_dir_key
 from sessionfs.fs.nodes.transcripts import transcript_key, transcripts_key
 from sessionfs.fs.session_mtimes import SessionMtimes
 from sessionfs.view import session_keys
@@ -120,6 +127,12 @@ class SessionWatch:
         self._projects: dict[str, int] = {}  # project -> wd
         self._by_wd: dict[int, str] = {}  # wd -> project
         self._unwatched: set[str] = set()  # project dirs whose watch failed
+        #: project -> ``time.monotonic()`` since when every change in it is known
+        #: (its watch started, or events were lost last)
+        self._known_since: dict[str, float] = {}
+        #: (project, stem) -> ``time.monotonic()`` when a change of its file was last
+        #: read (an upper bound of when it happened: the event came after it)
+        self._changed_at: dict[tuple[str, str], float] = {}
         #: every watched session file's mtime, for ``recent/``
         self.mtimes = SessionMtimes(sessions_root)
         #: session files changed in the events read last, (project, stem) -> whether
@@ -131,6 +144,16 @@ class SessionWatch:
     def covers(self, project: str) -> bool:
         """Whether changes to ``project``'s session files are seen as they happen."""
         return project in self._projects
+
+    def unchanged_since(self, project: str, stem: str, since: float) -> bool:
+        """Whether ``<project>/<stem>.jsonl`` surely did not change after the moment
+        ``since`` (``time.monotonic()``): its project was watched from before then and
+        no change of it has been read since. A change not read yet is the race every
+        watched node has; the watch drops it again `REPEAT_AFTER` later for that."""
+        known = self._known_since.get(project)
+        if known is None or known >= since or project not in self._projects:
+            return False
+        return self._changed_at.get((project, stem), -math.inf) < since
 
     def covers_every_project(self) -> bool:
         """Whether every change to a top-level session file of the agent dir is seen
@@ -170,6 +193,8 @@ class SessionWatch:
         self._inotify = None
         self._projects.clear()
         self._by_wd.clear()
+        self._known_since.clear()
+        self._changed_at.clear()
 
     async def run(self) -> None:
         """Follow the events until cancelled (the mount ends)."""
@@ -195,10 +220,12 @@ class SessionWatch:
     def _handle(self, event: Event) -> None:
         if event.mask & IN_Q_OVERFLOW:
             # Events were lost: whatever may have changed is dropped.
-            log.info("inotify queue overflowed: dropping every watched transcript")
+            log.info("inotify queue overflowed: dropping every watched session's nodes")
             for watched in list(self._projects):
                 self.mtimes.remove_project(watched)
                 self.mtimes.add_project(watched)
+                self._forget_changes(watched)
+                self._known_since[watched] = time.monotonic()
                 self._project_changed(watched)
             return
         if event.wd == self._root_wd:
@@ -252,17 +279,25 @@ class SessionWatch:
         self._projects[project] = wd
         self._by_wd[wd] = project
         self._unwatched.discard(project)
+        self._known_since[project] = time.monotonic()
         self.mtimes.add_project(project)
 
     def _forget_project(self, project: str) -> None:
         wd = self._projects.pop(project, None)
         if wd is not None:
             self._by_wd.pop(wd, None)
+        self._known_since.pop(project, None)
+        self._forget_changes(project)
         self.mtimes.remove_project(project)
         self._project_changed(project)
 
+    def _forget_changes(self, project: str) -> None:
+        for key in [k for k in self._changed_at if k[0] == project]:
+            del self._changed_at[key]
+
     def _project_changed(self, project: str) -> None:
         self.sink.subtree_changed(transcripts_key(project))
+        self.sink.subtree_changed(project_key(project))
         for listener in self.listeners:
             listener.sessions_moved()
 
@@ -271,9 +306,12 @@ class SessionWatch:
 
     def _send_batch(self) -> None:
         batch, self._batch = self._batch, {}
+        read_at = time.monotonic()  # after the events were read: later than their changes
         for (project, stem), name_too in batch.items():
+            self._changed_at[(project, stem)] = read_at
             self.mtimes.file_changed(project, stem)
             self._send(transcript_key(project, stem), name_too)
+            self._send(session_dir_key(project, stem), name_too)
             for listener in self.listeners:
                 listener.session_file_changed(project, stem)
 

@@ -91,7 +91,7 @@ class ProjectListing:
     """One listing of a project dir (`AgentIndex.listing_of`)."""
 
     refs: list[SessionRef]
-    #: ``time.monotonic()`` when it was taken: the refs' stats are that old
+    #: ``time.monotonic()`` when it was started: the refs' stats are no older
     listed_at: float
     #: the dir's mtime when listed, None when it may change again unseen (racy)
     settled_mtime_ns: int | None
@@ -99,6 +99,9 @@ class ProjectListing:
     #: artifacts dirs; making or removing one moves the dir's mtime, so a reused
     #: listing keeps them right); None: not known, ask `may_have_subagents`
     dirs: frozenset[str] | None = None
+    #: the stems whose session file is a symlink (the listing tells, no stat): a
+    #: change of its target raises no event in the project dir
+    links: frozenset[str] = frozenset()
 
 
 class AgentIndex:
@@ -223,13 +226,15 @@ class AgentIndex:
         cached = self._listings.get(project)
         if cached is not None and mtime is not None and cached.settled_mtime_ns == mtime:
             return cached
-        started_ns = time.time_ns()
+        started_ns, started = time.time_ns(), time.monotonic()
         dirs: set[str] = set()
+        links: set[str] = set()
         listing = ProjectListing(
-            self._sessions_of_dir(project, None, self.sessions_root / project, dirs),
-            time.monotonic(),
+            self._sessions_of_dir(project, None, self.sessions_root / project, dirs, links),
+            started,
             mtime if mtime is not None and mtime < started_ns - RACY_NS else None,
             frozenset(dirs),
+            frozenset(links),
         )
         if mtime is None:
             self._listings.pop(project, None)
@@ -255,15 +260,19 @@ class AgentIndex:
         parent_stem: str | None,
         directory: Path,
         dirs: set[str] | None = None,
+        links: set[str] | None = None,
     ) -> list[SessionRef]:
         """The sessions of one dir; the names of the real dirs in it are added to
-        ``dirs`` when given (the same listing: no stat)."""
+        ``dirs``, the stems of the symlinks among its files to ``links``, when given
+        (the same listing: no stat)."""
         try:
             with os.scandir(directory) as it:
                 entries = list(it)
             files = sorted((e for e in entries if _is_session_name(e.name)), key=lambda e: e.name)
             if dirs is not None:
                 dirs.update(e.name for e in entries if _is_dir_entry(e))
+            if links is not None:
+                links.update(e.name[: -len(".jsonl")] for e in files if _is_link_entry(e))
         except (FileNotFoundError, NotADirectoryError):
             return []
         except OSError as exc:  # unreadable dir: that one listing is empty, logged once
@@ -390,6 +399,15 @@ def _is_dir_entry(entry: os.DirEntry[str]) -> bool:
         return entry.is_dir(follow_symlinks=False)
     except OSError:
         return False
+
+
+def _is_link_entry(entry: os.DirEntry[str]) -> bool:
+    """A symlink, from the listing's file type when it has one; True when that cannot
+    be told (a file not known to be its own is treated as one that may not be)."""
+    try:
+        return entry.is_symlink()
+    except OSError:
+        return True
 
 
 def _is_file_entry(entry: os.DirEntry[str], follow_symlinks: bool = True) -> bool:

@@ -15,9 +15,10 @@ import pytest
 import trio
 from support.agent_messages import write_header_session
 
-from sessionfs.fs.nodes.base import MountContext, Node
+from sessionfs.fs.nodes.base import WATCHED, MountContext, Node
 from sessionfs.fs.nodes.session import ProjectDir, SessionDir
 from sessionfs.fs.ops import SessionFsOperations
+from sessionfs.fs.session_watch import SessionWatch
 from sessionfs.view.agent_index import AgentIndex, SessionRef
 from sessionfs.view.history import HistoryView
 from sessionfs.view.loaded_session import FRESH_INTERVAL
@@ -149,5 +150,56 @@ def test_a_getattr_looks_at_the_session_file_once(
         assert looked == ["s0"]  # one stat for both, not the listing's old one
         assert st.mtime_ns == (project / "s0.jsonl").stat().st_mtime_ns
         assert shown.mask & 0o077 == 0  # the mode as it is now
+
+    trio.run(scenario)
+
+
+def test_a_watched_session_dir_answers_from_its_listing_until_its_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = settled_project(tmp_path, 2)
+    ctx = context(tmp_path)
+    listed = ProjectDir(ctx, ("sessions", PROJECT))
+    ops = SessionFsOperations(listed, read_only=True)
+    watch = SessionWatch(ctx.index.sessions_root, ops)
+    assert watch.start()
+    ctx.watch = watch
+    looked: list[str] = []
+    real = ctx.sessions.ref
+
+    async def ref(project: str, stem: str) -> SessionRef | None:
+        looked.append(stem)
+        return await real(project, stem)
+
+    monkeypatch.setattr(ctx.sessions, "ref", ref)
+
+    async def attrs(node: Node) -> pyfuse3.EntryAttributes:
+        return await ops._listing_attrs(node, ops.table.inode_for(node))
+
+    async def scenario() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch.run)
+            s0, s1 = session_dirs(await listed.children())
+            assert s0.kernel_tier() is WATCHED and s0.listing_settled()
+            kept = await attrs(s0)
+            assert kept.attr_timeout == WATCHED.attr_timeout  # exact, kept for long
+            kept_s1 = await attrs(s1)
+            await trio.sleep(FRESH_INTERVAL)  # past it: makes no difference now
+            assert await attrs(s0) is kept and looked == []
+            with open(project / "s0.jsonl", "ab") as f:
+                f.write(b"\n")
+            (project / "s0.jsonl").chmod(0o600)
+            await trio.sleep(0.2)  # the watch reads the events
+            assert not s0.listing_settled()
+            changed = await attrs(s0)
+            assert looked == ["s0"]  # one stat of the changed file
+            assert changed.st_mtime_ns == (project / "s0.jsonl").stat().st_mtime_ns
+            assert changed.st_mode & 0o077 == 0 and changed.attr_timeout == WATCHED.attr_timeout
+            assert s0.listing_settled()  # the new stat stands while the file stays
+            again = await attrs(s0)
+            assert again.st_mtime_ns == changed.st_mtime_ns and looked == ["s0"]
+            assert await attrs(s0) is again  # kept again
+            assert await attrs(s1) is kept_s1  # the other file did not change
+            nursery.cancel_scope.cancel()
 
     trio.run(scenario)

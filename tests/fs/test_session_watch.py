@@ -4,10 +4,12 @@ stale for each change to an agent dir's sessions root (no FUSE involved)."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import trio
 
+from sessionfs.fs.nodes.session import project_key, session_dir_key
 from sessionfs.fs.nodes.transcripts import transcript_key, transcripts_key
 from sessionfs.fs.session_watch import SessionWatch
 
@@ -28,7 +30,14 @@ async def _settle() -> None:
     await trio.sleep(0.2)  # the events are queued by the time the write returns
 
 
-def test_changes_to_session_files_are_reported_as_transcript_keys(tmp_path: Path) -> None:
+def _both(project: str, stem: str, name_too: bool) -> dict[tuple[str, ...], bool]:
+    """A session file's change as reported: its transcript and its session dir."""
+    return {transcript_key(project, stem): name_too, session_dir_key(project, stem): name_too}
+
+
+def test_changes_to_session_files_are_reported_as_transcript_and_session_dir_keys(
+    tmp_path: Path,
+) -> None:
     root = tmp_path / "sessions"
     (root / "p").mkdir(parents=True)
     (root / "p" / "s.jsonl").write_bytes(b"{}\n")
@@ -43,22 +52,16 @@ def test_changes_to_session_files_are_reported_as_transcript_keys(tmp_path: Path
             with open(root / "p" / "s.jsonl", "ab") as f:
                 f.write(b"{}\n")
             await _settle()
-            assert sink.keys == [(transcript_key("p", "s"), False)]
+            assert sink.keys == list(_both("p", "s", False).items())
             sink.keys.clear()
             os.chmod(root / "p" / "s.jsonl", 0o600)
             (root / "p" / "s.jsonl").rename(root / "p" / "t.jsonl")
             (root / "p" / "notes.txt").write_text("not a session")
             await _settle()
-            assert dict(sink.keys) == {
-                transcript_key("p", "s"): True,
-                transcript_key("p", "t"): True,
-            }
+            assert dict(sink.keys) == _both("p", "s", True) | _both("p", "t", True)
             sink.keys.clear()
             await trio.sleep(1.2)  # each change is dropped once more a moment later
-            assert dict(sink.keys) == {
-                transcript_key("p", "s"): True,
-                transcript_key("p", "t"): True,
-            }
+            assert dict(sink.keys) == _both("p", "s", True) | _both("p", "t", True)
             (root / "q").mkdir()
             await _settle()
             assert watch.covers("q")
@@ -68,7 +71,9 @@ def test_changes_to_session_files_are_reported_as_transcript_keys(tmp_path: Path
             (root / "p").rmdir()
             await _settle()
             assert (transcript_key("q", "u"), True) in sink.keys
+            assert (session_dir_key("q", "u"), True) in sink.keys
             assert transcripts_key("p") in sink.subtrees
+            assert project_key("p") in sink.subtrees
             assert not watch.covers("p") and watch.covers("q")
             nursery.cancel_scope.cancel()
 
@@ -104,6 +109,43 @@ def test_the_newest_sessions_follow_appends_touches_and_removals(tmp_path: Path)
             (root / "c" / "made.jsonl").write_bytes(b"{}\n")
             await _settle()
             assert watch.newest_sessions() == [("c", "made"), ("a", "old"), ("b", "new")]
+            nursery.cancel_scope.cancel()
+
+    trio.run(scenario)
+
+
+def test_a_stat_is_vouched_for_until_the_watch_reads_a_change_of_its_file(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "sessions"
+    (root / "p").mkdir(parents=True)
+    (root / "p" / "s.jsonl").write_bytes(b"{}\n")
+    (root / "p" / "other.jsonl").write_bytes(b"{}\n")
+    before_watch = time.monotonic()
+    watch = SessionWatch(root, Recorder())
+    assert watch.start()
+
+    async def scenario() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch.run)
+            taken = time.monotonic()
+            # a stat taken before the watch started may miss a change: never vouched for
+            assert not watch.unchanged_since("p", "s", before_watch)
+            assert watch.unchanged_since("p", "s", taken)
+            assert not watch.unchanged_since("q", "s", taken)  # not watched
+            with open(root / "p" / "s.jsonl", "ab") as f:
+                f.write(b"{}\n")
+            await _settle()
+            assert not watch.unchanged_since("p", "s", taken)
+            assert watch.unchanged_since("p", "other", taken)  # only the changed file
+            assert watch.unchanged_since("p", "s", time.monotonic())  # a new stat is
+            os.chmod(root / "p" / "other.jsonl", 0o600)
+            await _settle()
+            assert not watch.unchanged_since("p", "other", taken)
+            taken = time.monotonic()
+            (root / "p").rename(root / "moved")
+            await _settle()
+            assert not watch.unchanged_since("p", "s", taken)  # no longer watched
             nursery.cancel_scope.cancel()
 
     trio.run(scenario)

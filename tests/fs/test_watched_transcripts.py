@@ -7,41 +7,27 @@ because the daemon watches the project dirs with inotify (`sessionfs.fs.session_
 from __future__ import annotations
 
 import os
-import re
 import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 import pytest
 from support.mount import Mount, MountFactory, run
 from support.waiting import eventually
-
-pytestmark = pytest.mark.fuse
-
-#: The promise: a change shows within a second. Without the watch the kernel would
-#: keep the old names and attributes for an hour, so this cannot pass by timeout.
-WITHIN = 1.0
-#: Longer than every short timeout the mount gives (0.5-1 s): a request after it
-#: would reach the daemon if the kernel did not keep the transcript's attributes.
-PAST_SHORT_TIMEOUTS = 1.6
-
-APPEND = (
-    "import json, sys\n"
-    "path, text = sys.argv[1:3]\n"
-    "last = json.loads(open(path).read().splitlines()[-1])\n"
-    "entry = {'type': 'message', 'id': 'feedf00d', 'parentId': last.get('id'),\n"
-    "         'timestamp': '2026-01-01T00:00:00.000Z',\n"
-    "         'message': {'role': 'user', 'content': text, 'timestamp': 1767225600000}}\n"
-    "open(path, 'a').write(json.dumps(entry) + '\\n')\n"
+from support.watched import (
+    APPEND,
+    PAST_SHORT_TIMEOUTS,
+    WITHIN,
+    asked_about,
+    requests_during,
+    stat_or_none,
+    within,
 )
 
-
-def within(check: Callable[[], bool], what: str) -> None:
-    eventually(check, what, WITHIN, every=0.02)
+pytestmark = pytest.mark.fuse
 
 
 def a_transcript(mount: Mount) -> tuple[Path, Path]:
@@ -51,13 +37,6 @@ def a_transcript(mount: Mount) -> tuple[Path, Path]:
     return mount.path / "transcripts" / file.parent.name / f"{file.stem}.md", file
 
 
-def _stat_or_none(path: Path) -> os.stat_result | None:
-    try:
-        return os.stat(path)
-    except FileNotFoundError:
-        return None
-
-
 def test_the_kernel_keeps_a_watched_transcripts_name_and_attributes(
     demo_agent: Path, mount_factory: MountFactory
 ) -> None:
@@ -65,15 +44,16 @@ def test_the_kernel_keeps_a_watched_transcripts_name_and_attributes(
     transcript, _file = a_transcript(mount)
     first = os.stat(transcript)
     time.sleep(PAST_SHORT_TIMEOUTS)
-    seen = mount.log.stat().st_size
-    again = os.stat(transcript)
-    run("cat", transcript)
-    time.sleep(0.2)  # the daemon's log lines are written as requests arrive
-    requests = mount.log.read_bytes()[seen:].decode(errors="replace")
+    seen: list[os.stat_result] = []
+
+    def stat_and_cat() -> None:
+        seen.append(os.stat(transcript))
+        run("cat", transcript)
+
+    requests = requests_during(mount, stat_and_cat)
+    again = seen[0]
     assert (again.st_ino, again.st_size) == (first.st_ino, first.st_size)
-    asked = re.findall(
-        rf"DEBUG (getattr|lookup)\((?:{first.st_ino}, |\d+, b'{transcript.name}')", requests
-    )
+    asked = asked_about(requests, first.st_ino, transcript.name)
     assert asked == [], f"the kernel asked again: {asked}"
     assert f"DEBUG open({first.st_ino}, " in requests  # the log does show requests
 
@@ -113,11 +93,11 @@ def test_a_renamed_or_deleted_session_file_is_gone_from_the_mount_at_once(
     moved = file.with_name("renamed-session.jsonl")
     file.rename(moved)
     renamed = transcript.with_name("renamed-session.md")
-    within(lambda: _stat_or_none(transcript) is None, "the old name gone")
+    within(lambda: stat_or_none(transcript) is None, "the old name gone")
     assert transcript.name not in os.listdir(transcript.parent)
     assert renamed.read_bytes() == content
     moved.unlink()
-    within(lambda: _stat_or_none(renamed) is None, "the deleted file gone")
+    within(lambda: stat_or_none(renamed) is None, "the deleted file gone")
     assert renamed.name not in run("ls", transcript.parent).split()
 
 
@@ -144,7 +124,7 @@ def test_a_session_in_a_new_project_is_watched_too(demo_mount: Mount) -> None:
     copied = project / file.name
     copied.write_bytes(file.read_bytes())
     shown = demo_mount.path / "transcripts" / project.name / transcript.name
-    within(lambda: _stat_or_none(shown) is not None, "the new project's transcript")
+    within(lambda: stat_or_none(shown) is not None, "the new project's transcript")
     size = os.stat(shown).st_size
     time.sleep(PAST_SHORT_TIMEOUTS)
     subprocess.run(

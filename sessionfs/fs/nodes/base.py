@@ -107,10 +107,11 @@ class CacheTier:
 #             file of the same name is a new create, not an open of a stale inode. The
 #             open file's attributes may be kept: a writer's fstat (Python's open()
 #             does one) then costs no round trip.
-# WATCHED   - transcripts/<project>/<stem>.md while its project dir is watched
-#             (`sessionfs.fs.session_watch`): a change of the session file drops the
-#             kernel's copy at once, so names and attributes may be kept for long and
-#             a warm `grep -r` costs only the open and the page-cache reads.
+# WATCHED   - transcripts/<project>/<stem>.md and sessions/<project>/<stem>/ while
+#             their project dir is watched (`sessionfs.fs.session_watch`): a change of
+#             the session file drops the kernel's copy at once, so names and
+#             attributes may be kept for long: a warm `grep -r` costs only the open
+#             and the page-cache reads, a warm `ls -l` of a project nothing.
 IMMUTABLE = CacheTier("immutable", 3600.0, 3600.0, keep_cache=True, direct_io=False)
 BLOB = CacheTier("blob", 3600.0, 1.0, keep_cache=True, direct_io=False)
 STATIC = CacheTier("static", 1.0, 1.0, keep_cache=False, direct_io=False)
@@ -142,6 +143,11 @@ class WatchedProjects(Protocol):
 
     def newest_sessions(self) -> list[tuple[str, str]] | None:
         """``(project, stem)`` of every session file, newest first; None: not known."""
+        ...
+
+    def unchanged_since(self, project: str, stem: str, since: float) -> bool:
+        """Whether ``<project>/<stem>.jsonl`` surely did not change after ``since``
+        (``time.monotonic()``): a stat taken then still tells the file as it is."""
         ...
 
 

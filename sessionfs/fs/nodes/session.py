@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import errno
+import math
 import os
+import stat
 import time
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -16,7 +18,9 @@ from sessionfs.fs.nodes.base import (
     RENDERED,
     STATIC,
     VOLATILE,
+    WATCHED,
     BytesHandle,
+    CacheTier,
     DirNode,
     FileNode,
     LinkNode,
@@ -435,14 +439,31 @@ def session_children() -> dict[str, type[Node]]:
     }
 
 
+def project_key(project: str) -> tuple[str, ...]:
+    """The key of the local ``sessions/<project>/`` (`Node.key`)."""
+    return ("sessions", project)
+
+
+def session_dir_key(project: str, stem: str) -> tuple[str, ...]:
+    """The key of the local ``sessions/<project>/<stem>/`` of a top-level session."""
+    return (*project_key(project), stem)
+
+
 class SessionDir(InSession, DirNode):
     """``sessions/<project>/<stem>/``. Its stat comes from the listing (no full load).
+
+    Its attributes are all the session file's: mtime, and the mode and owner
+    (`derived_permissions`); a leaf moved through the mount changes none of them (the
+    file is not written: the loaded session's mtime and mode stay the file's). So
+    while the daemon's inotify watch sees every change of the file (`kernel_tier`),
+    the kernel may keep them for long: a warm ``ls -l`` of 10,000 sessions then asks
+    the daemon nothing.
 
     Writes here move the leaf: ``ln -s <target> leaf`` (no leaf yet), GNU ``ln -sfn``
     (a temporary link renamed over ``leaf``: see `PendingLink`), ``rm leaf``.
     """
 
-    __slots__ = ("_seen", "_session_key", "ref", "ref_at")
+    __slots__ = ("_linked", "_seen", "_session_key", "ref", "ref_at")
 
     tier = STATIC
     mode = 0o755
@@ -453,6 +474,7 @@ class SessionDir(InSession, DirNode):
         key: tuple[str, ...],
         ref: SessionRef | None,
         ref_at: float | None = None,
+        linked: bool | None = None,
     ) -> None:
         super().__init__(ctx, key)
         self.ref = ref
@@ -461,6 +483,8 @@ class SessionDir(InSession, DirNode):
         self._session_key: tuple[str, str] | None = None
         # the last stat `_fresh_ref` took, and when
         self._seen: tuple[SessionRef | None, float] | None = None
+        # whether the session file is a symlink (the listing tells; None: not known yet)
+        self._linked = linked
 
     @property
     def session_key(self) -> tuple[str, str]:
@@ -468,6 +492,25 @@ class SessionDir(InSession, DirNode):
         if self._session_key is None:
             self._session_key = super().session_key
         return self._session_key
+
+    def kernel_tier(self) -> CacheTier:
+        """`WATCHED` when every change to the session file raises an event the watch
+        sees (as for ``transcripts/<project>/<stem>.md``): a local top-level session
+        of a watched project dir whose file is its own there, not a symlink. Its
+        attributes are then made from a stat the watch vouches for (`_fresh_ref`)."""
+        return WATCHED if self._watched() else self.tier
+
+    def _watched(self) -> bool:
+        watch = self.ctx.watch
+        if watch is None or self.ctx.prefix or "/" in self.stem or not watch.covers(self.project):
+            return False
+        if self._linked is None:  # made by a lookup: one lstat, once per node
+            path = self.ctx.index.session_path(self.project, self.stem)
+            try:
+                self._linked = not stat.S_ISREG(os.lstat(path).st_mode)
+            except OSError:
+                return False  # gone: nothing to keep
+        return not self._linked
 
     async def stat(self) -> Stat:
         loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
@@ -486,23 +529,52 @@ class SessionDir(InSession, DirNode):
         return derived_permissions(ref.access if ref is not None else NO_ACCESS)
 
     async def _fresh_ref(self) -> SessionRef | None:
-        """The session file as of at most `FRESH_INTERVAL` ago: the listing's stat, the
-        last one taken here, else a new one (one stat serves a getattr's stat and
-        permissions, instead of one each)."""
-        now = time.monotonic()
-        if self.ref is not None and now - self.ref_at <= FRESH_INTERVAL:
-            return self.ref  # the listing's stat: fresh enough
-        seen = self._seen
-        if seen is not None and now - seen[1] <= FRESH_INTERVAL:
-            return seen[0]
+        """The session file as it is (`_known_ref`), else a new stat (one stat serves
+        a getattr's stat and permissions, instead of one each)."""
+        known = self._known_ref()
+        if known is not None:
+            return known[0]
+        now = time.monotonic()  # before the stat: a change after it is seen as later
         ref = await self.ctx.sessions.ref(self.project, self.stem)
         self._seen = (ref, now)
         return ref
+
+    def _known_ref(self) -> tuple[SessionRef | None] | None:
+        """The session file's stat this node holds if it still tells the file as it is,
+        without a look: the listing's or the last one taken here, while the watch saw
+        no change of the file since (`kernel_tier` `WATCHED`), else while it is at
+        most `FRESH_INTERVAL` old. None when it has to look."""
+        if self._watched():
+            watch = self.ctx.watch
+            assert watch is not None
+            seen = self._seen
+            if seen is not None and watch.unchanged_since(self.project, self.stem, seen[1]):
+                return (seen[0],)
+            if self.ref is not None and watch.unchanged_since(self.project, self.stem, self.ref_at):
+                return (self.ref,)
+            return None
+        now = time.monotonic()
+        if self.ref is not None and now - self.ref_at <= FRESH_INTERVAL:
+            return (self.ref,)  # the listing's stat: fresh enough
+        seen = self._seen
+        if seen is not None and now - seen[1] <= FRESH_INTERVAL:
+            return (seen[0],)
+        return None
 
     # A listing of 2,000 sessions takes longer than FRESH_INTERVAL to send: its entries
     # answer from the stat the listing took (no second and third stat of each file), and
     # once that is older than FRESH_INTERVAL the kernel is told not to cache it, so a
     # `stat` (`ls -l`) asks again and gets the file as it is now.
+
+    #
+    # A watched one (`kernel_tier`) answers from the listing's stat for as long as the
+    # watch saw no change of the file, exactly: the kernel keeps it, and the watch
+    # drops it when the file changes.
+
+    async def listing_view(self) -> tuple[Stat, Permissions]:
+        if self._watched():
+            return await self.stat(), await self.permissions()
+        return await self.listing_stat(), await self.listing_permissions()
 
     async def listing_stat(self) -> Stat:
         if self.ref is None or self.ctx.sessions.loaded_fresh(self.project, self.stem):
@@ -516,13 +588,14 @@ class SessionDir(InSession, DirNode):
         return derived_permissions(self.ref.access)
 
     def listing_settled(self) -> bool:
-        # The listing's stat is past FRESH_INTERVAL (shown inexact, for good), and the
-        # session is not loaded (which would answer from memory instead).
-        return (
-            self.ref is not None
-            and time.monotonic() - self.ref_at > FRESH_INTERVAL
-            and self.ctx.sessions.peek(*self.session_key) is None
-        )
+        # The session is not loaded (which would answer from memory instead), and the
+        # stat it answers from is still the file's (watched), or is past
+        # FRESH_INTERVAL (shown inexact, for good).
+        if self.ctx.sessions.peek(*self.session_key) is not None:
+            return False
+        if self._watched():
+            return self._known_ref() is not None
+        return self.ref is not None and time.monotonic() - self.ref_at > FRESH_INTERVAL
 
     async def _has_leaf(self) -> bool:
         session = await self.session()
@@ -684,12 +757,12 @@ class ProjectDir(DirNode):
 
     async def children(self) -> list[tuple[str, Node]]:
         listing = await trio.to_thread.run_sync(self.ctx.index.listing_of, self.local_key[1])
-        at = listing.listed_at
+        at, links = listing.listed_at, listing.links
         return self.ctx.children_of_listing(
             self.key,
             listing,
             lambda: [
-                (r.stem, self.session_dir(self.ctx, self.child_key(r.stem), r, at))
+                (r.stem, self.session_dir(self.ctx, self.child_key(r.stem), r, at, r.stem in links))
                 for r in listing.refs
             ],
         )
@@ -697,11 +770,13 @@ class ProjectDir(DirNode):
     async def lookup(self, name: str) -> Node | None:
         loaded = self.ctx.sessions.loaded_fresh(self.local_key[1], name)
         if loaded is not None:
-            return self.session_dir(self.ctx, self.child_key(name), loaded.ref)
+            # Its ref is as old as the load: never taken for the file as it is now.
+            return self.session_dir(self.ctx, self.child_key(name), loaded.ref, -math.inf)
+        before = time.monotonic()  # the ref's stat is no older than this
         ref = await self.ctx.sessions.ref(self.local_key[1], name)
         if ref is None:
             return None
-        return self.session_dir(self.ctx, self.child_key(name), ref)
+        return self.session_dir(self.ctx, self.child_key(name), ref, before)
 
 
 SubagentsDir.session_dir = SessionDir  # defined after it: a session dir lists its sub-agents
