@@ -59,6 +59,19 @@ def age(dirs: list[SessionDir]) -> None:
         node.ref_at -= 2 * FRESH_INTERVAL
 
 
+def stats_taken(ctx: MountContext, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The stems whose session file the nodes stat from now on (`SessionCache.ref`)."""
+    looked: list[str] = []
+    real = ctx.sessions.ref
+
+    async def ref(project: str, stem: str) -> SessionRef | None:
+        looked.append(stem)
+        return await real(project, stem)
+
+    monkeypatch.setattr(ctx.sessions, "ref", ref)
+    return looked
+
+
 def test_an_unchanged_project_hands_out_the_same_nodes(tmp_path: Path) -> None:
     project = settled_project(tmp_path, 3)
     ctx = context(tmp_path)
@@ -132,14 +145,7 @@ def test_a_getattr_looks_at_the_session_file_once(
 ) -> None:
     project = settled_project(tmp_path, 1)
     ctx = context(tmp_path)
-    looked: list[str] = []
-    real = ctx.sessions.ref
-
-    async def ref(project: str, stem: str) -> SessionRef | None:
-        looked.append(stem)
-        return await real(project, stem)
-
-    monkeypatch.setattr(ctx.sessions, "ref", ref)
+    looked = stats_taken(ctx, monkeypatch)
 
     async def scenario() -> None:
         (s0,) = session_dirs(await ProjectDir(ctx, ("sessions", PROJECT)).children())
@@ -164,14 +170,7 @@ def test_a_watched_session_dir_answers_from_its_listing_until_its_file_changes(
     watch = SessionWatch(ctx.index.sessions_root, ops)
     assert watch.start()
     ctx.watch = watch
-    looked: list[str] = []
-    real = ctx.sessions.ref
-
-    async def ref(project: str, stem: str) -> SessionRef | None:
-        looked.append(stem)
-        return await real(project, stem)
-
-    monkeypatch.setattr(ctx.sessions, "ref", ref)
+    looked = stats_taken(ctx, monkeypatch)
 
     async def attrs(node: Node) -> pyfuse3.EntryAttributes:
         return await ops._listing_attrs(node, ops.table.inode_for(node))

@@ -30,6 +30,15 @@ async def _settle() -> None:
     await trio.sleep(0.2)  # the events are queued by the time the write returns
 
 
+def sessions_root(tmp_path: Path, *stems: str) -> Path:
+    """A sessions root whose project ``p`` holds a one-line file per stem."""
+    root = tmp_path / "sessions"
+    (root / "p").mkdir(parents=True)
+    for stem in stems:
+        (root / "p" / f"{stem}.jsonl").write_bytes(b"{}\n")
+    return root
+
+
 def _both(project: str, stem: str, name_too: bool) -> dict[tuple[str, ...], bool]:
     """A session file's change as reported: its transcript and its session dir."""
     return {transcript_key(project, stem): name_too, session_dir_key(project, stem): name_too}
@@ -38,9 +47,7 @@ def _both(project: str, stem: str, name_too: bool) -> dict[tuple[str, ...], bool
 def test_changes_to_session_files_are_reported_as_transcript_and_session_dir_keys(
     tmp_path: Path,
 ) -> None:
-    root = tmp_path / "sessions"
-    (root / "p").mkdir(parents=True)
-    (root / "p" / "s.jsonl").write_bytes(b"{}\n")
+    root = sessions_root(tmp_path, "s")
     sink = Recorder()
     watch = SessionWatch(root, sink)
     assert watch.start()
@@ -117,10 +124,7 @@ def test_the_newest_sessions_follow_appends_touches_and_removals(tmp_path: Path)
 def test_a_stat_is_vouched_for_until_the_watch_reads_a_change_of_its_file(
     tmp_path: Path,
 ) -> None:
-    root = tmp_path / "sessions"
-    (root / "p").mkdir(parents=True)
-    (root / "p" / "s.jsonl").write_bytes(b"{}\n")
-    (root / "p" / "other.jsonl").write_bytes(b"{}\n")
+    root = sessions_root(tmp_path, "s", "other")
     before_watch = time.monotonic()
     watch = SessionWatch(root, Recorder())
     assert watch.start()
