@@ -311,9 +311,22 @@ class SessionWatch:
             self._changed_at[(project, stem)] = read_at
             self.mtimes.file_changed(project, stem)
             self._send(transcript_key(project, stem), name_too)
-            self._send(session_dir_key(project, stem), name_too)
+            # A session dir's inode is its path's: while its file is there (replaced by
+            # a rename, say) the kernel's name of it stays right, and dropping it would
+            # cut the dir loose under a shell whose cwd it is (getcwd then fails).
+            gone = name_too and not self._is_session_file(project, stem)
+            self._send(session_dir_key(project, stem), gone)
             for listener in self.listeners:
                 listener.session_file_changed(project, stem)
+
+    def _is_session_file(self, project: str, stem: str) -> bool:
+        """Whether ``<project>/<stem>.jsonl`` is a file of its own now (one lstat, for
+        names made, renamed or removed only: appends cost none)."""
+        path = os.path.join(self.sessions_root, project, stem + _SESSION_SUFFIX)
+        try:
+            return stat.S_ISREG(os.lstat(path).st_mode)
+        except OSError:
+            return False
 
     def _send(self, key: tuple[str, ...], name_too: bool) -> None:
         self.sink.key_changed(key, name_too)

@@ -148,6 +148,32 @@ def test_a_renamed_or_removed_session_file_moves_its_dir_at_once(watched_mount: 
     assert renamed.name not in run("ls", session.parent).split()
 
 
+def test_a_file_replaced_by_a_rename_leaves_a_shell_inside_its_dir_where_it_is(
+    watched_mount: Mount,
+) -> None:
+    session, file = a_session(watched_mount)
+    listed_long(session.parent)
+    shell = subprocess.Popen(
+        [sys.executable, "-c", "import os, sys; sys.stdin.readline(); print(os.getcwd())"],
+        cwd=session,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        replacement = file.with_name(".replacement")
+        replacement.write_bytes(file.read_bytes())
+        os.utime(replacement, ns=(0, 0))
+        replacement.rename(file)
+        within(lambda: os.stat(session).st_mtime_ns == 0, "the replaced file's mtime")
+        time.sleep(REPEAT_AFTER + 0.2)  # and the watch's second drop
+        out, _ = shell.communicate("\n", timeout=30)
+    finally:
+        shell.kill()
+        shell.wait(timeout=30)
+    assert shell.returncode == 0 and out.strip() == str(session)
+
+
 def test_a_sub_agents_and_a_symlinked_sessions_dirs_keep_short_timeouts(
     demo_agent: Path, mount_factory: MountFactory, tmp_path: Path
 ) -> None:

@@ -564,12 +564,10 @@ class SessionDir(InSession, DirNode):
     # A listing of 2,000 sessions takes longer than FRESH_INTERVAL to send: its entries
     # answer from the stat the listing took (no second and third stat of each file), and
     # once that is older than FRESH_INTERVAL the kernel is told not to cache it, so a
-    # `stat` (`ls -l`) asks again and gets the file as it is now.
-
-    #
-    # A watched one (`kernel_tier`) answers from the listing's stat for as long as the
-    # watch saw no change of the file, exactly: the kernel keeps it, and the watch
-    # drops it when the file changes.
+    # `stat` (`ls -l`) asks again and gets the file as it is now. A watched one
+    # (`kernel_tier`) answers from the listing's stat, exactly, for as long as the watch
+    # saw no change of the file: the kernel keeps it, and the watch drops it when the
+    # file changes (a warm `ls -l` of 10,000 sessions then asks the daemon nothing).
 
     async def listing_view(self) -> tuple[Stat, Permissions]:
         if self._watched():
