@@ -174,6 +174,25 @@ def test_a_file_replaced_by_a_rename_leaves_a_shell_inside_its_dir_where_it_is(
     assert shell.returncode == 0 and out.strip() == str(session)
 
 
+def test_a_leaf_moved_through_the_mount_changes_none_of_the_session_dirs_attributes(
+    watched_mount: Mount,
+) -> None:
+    """A leaf move is held in memory, the file unwritten: the dir's mtime and mode
+    (the file's) stay, so what the kernel keeps of it stays right with no drop."""
+    session, file = a_session(watched_mount)
+    listed_long(session.parent)
+    before, on_disk = kept_stat(watched_mount, session), os.stat(file)
+    first_entry = min(os.listdir(session / "entries"))
+    assert os.readlink(session / "leaf") != f"entries/{first_entry}"
+    run("ln", "-sfn", f"entries/{first_entry}", "leaf", cwd=session)
+    assert os.readlink(session / "leaf") == f"entries/{first_entry}"
+    assert os.stat(file).st_mtime_ns == on_disk.st_mtime_ns  # held in memory only
+    listed_long(session.parent)
+    after = kept_stat(watched_mount, session)
+    assert (after.st_mtime_ns, after.st_mode) == (before.st_mtime_ns, before.st_mode)
+    assert after.st_mtime_ns == on_disk.st_mtime_ns
+
+
 def test_a_sub_agents_and_a_symlinked_sessions_dirs_keep_short_timeouts(
     demo_agent: Path, mount_factory: MountFactory, tmp_path: Path
 ) -> None:
