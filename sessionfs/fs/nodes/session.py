@@ -46,7 +46,7 @@ from sessionfs.fs.nodes.projects import ProjectsDir
 from sessionfs.fs.nodes.send import SendFile, SendLogFile
 from sessionfs.fs.nodes.transcripts import open_transcript, transcript_record
 from sessionfs.fs.nodes.write_handles import BufferedWriteHandle, LineBatchHandle
-from sessionfs.view.access import NO_ACCESS
+from sessionfs.view.access import NO_ACCESS, FileAccess
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN
 from sessionfs.view.refusal import WriteRejected
@@ -463,7 +463,7 @@ class SessionDir(InSession, DirNode):
     (a temporary link renamed over ``leaf``: see `PendingLink`), ``rm leaf``.
     """
 
-    __slots__ = ("_linked", "_seen", "_session_key", "ref", "ref_at")
+    __slots__ = ("_linked", "_seen", "_session_key", "_watchable", "ref", "ref_at")
 
     tier = STATIC
     mode = 0o755
@@ -485,6 +485,9 @@ class SessionDir(InSession, DirNode):
         self._seen: tuple[SessionRef | None, float] | None = None
         # whether the session file is a symlink (the listing tells; None: not known yet)
         self._linked = linked
+        # whether its file's changes raise events a watch sees (`_watched`); None: not
+        # worked out yet
+        self._watchable: bool | None = None
 
     @property
     def session_key(self) -> tuple[str, str]:
@@ -501,32 +504,51 @@ class SessionDir(InSession, DirNode):
         return WATCHED if self._watched() else self.tier
 
     def _watched(self) -> bool:
+        # Asked several times per readdirplus entry: what cannot change is worked out
+        # once per node, only whether the watch covers the project each time.
         watch = self.ctx.watch
-        if watch is None or self.ctx.prefix or "/" in self.stem or not watch.covers(self.project):
+        if watch is None:
             return False
-        if self._linked is None:  # made by a lookup: one lstat, once per node
-            path = self.ctx.index.session_path(self.project, self.stem)
-            try:
-                self._linked = not stat.S_ISREG(os.lstat(path).st_mode)
-            except OSError:
+        watchable = self._watchable
+        if watchable is None:
+            watchable = self._own_local_file()
+            if watchable is None:
                 return False  # gone: nothing to keep
+            self._watchable = watchable
+        return watchable and watch.covers(self.session_key[0])
+
+    def _own_local_file(self) -> bool | None:
+        """Whether the session is a top-level one of the local agent dir whose file is
+        its own (not a symlink: one lstat unless the listing told); None: no file."""
+        project, stem = self.session_key
+        if self.ctx.prefix or "/" in stem:
+            return False
+        if self._linked is None:  # made by a lookup
+            try:
+                mode = os.lstat(self.ctx.index.session_path(project, stem)).st_mode
+            except OSError:
+                return None
+            self._linked = not stat.S_ISREG(mode)
         return not self._linked
 
     async def stat(self) -> Stat:
-        loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
-        if loaded is not None:
-            return Stat(0, loaded.mtime_ns)
-        ref = await self._fresh_ref()
-        if ref is None:
+        now = await self._file_now()
+        if now is None:
             raise refuse(errno.ENOENT)
-        return Stat(0, ref.mtime_ns)
+        return Stat(0, now[0])
 
     async def permissions(self) -> Permissions:
+        now = await self._file_now()
+        return derived_permissions(now[1] if now is not None else NO_ACCESS)
+
+    async def _file_now(self) -> tuple[int, FileAccess] | None:
+        """The session file's mtime, mode and owner as they are: the loaded session's
+        if it is fresh, else `_fresh_ref`'s; None when there is no file."""
         loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
         if loaded is not None:
-            return derived_permissions(loaded.access)
+            return loaded.mtime_ns, loaded.access
         ref = await self._fresh_ref()
-        return derived_permissions(ref.access if ref is not None else NO_ACCESS)
+        return None if ref is None else (ref.mtime_ns, ref.access)
 
     async def _fresh_ref(self) -> SessionRef | None:
         """The session file as it is (`_known_ref`), else a new stat (one stat serves
@@ -547,10 +569,11 @@ class SessionDir(InSession, DirNode):
         if self._watched():
             watch = self.ctx.watch
             assert watch is not None
+            project, stem = self.session_key
             seen = self._seen
-            if seen is not None and watch.unchanged_since(self.project, self.stem, seen[1]):
+            if seen is not None and watch.unchanged_since(project, stem, seen[1]):
                 return (seen[0],)
-            if self.ref is not None and watch.unchanged_since(self.project, self.stem, self.ref_at):
+            if self.ref is not None and watch.unchanged_since(project, stem, self.ref_at):
                 return (self.ref,)
             return None
         now = time.monotonic()
@@ -570,9 +593,12 @@ class SessionDir(InSession, DirNode):
     # file changes (a warm `ls -l` of 10,000 sessions then asks the daemon nothing).
 
     async def listing_view(self) -> tuple[Stat, Permissions]:
-        if self._watched():
-            return await self.stat(), await self.permissions()
-        return await self.listing_stat(), await self.listing_permissions()
+        if not self._watched():
+            return await self.listing_stat(), await self.listing_permissions()
+        now = await self._file_now()  # one look for both
+        if now is None:
+            raise refuse(errno.ENOENT)
+        return Stat(0, now[0]), derived_permissions(now[1])
 
     async def listing_stat(self) -> Stat:
         if self.ref is None or self.ctx.sessions.loaded_fresh(self.project, self.stem):
