@@ -377,8 +377,10 @@ class SessionFsOperations(pyfuse3.Operations):
                 continue
             if node.kind is Kind.DIR and not full_reload:
                 # A dir's only changing attribute is its mtime, trusted for at most
-                # its attr timeout anyway; dropping it would cost a getattr before
-                # every later request below it (permission checks).
+                # its attr timeout anyway, or (a watched session dir) dropped by the
+                # watch when the write reaches the file (a leaf move changes none of
+                # its attributes); dropping it here would cost a getattr before every
+                # later request below it (permission checks).
                 continue
             if inode in self._uncached:
                 continue
