@@ -199,6 +199,13 @@ def test_a_watched_session_dir_answers_from_its_listing_until_its_file_changes(
             assert again.st_mtime_ns == changed.st_mtime_ns and looked == ["s0"]
             assert await attrs(s0) is again  # kept again
             assert await attrs(s1) is kept_s1  # the other file did not change
+            await ctx.sessions.get(PROJECT, "s1")  # loaded: the file's attributes still
+            assert s1.listing_settled() and await attrs(s1) is kept_s1
+            with open(project / "s1.jsonl", "ab") as f:
+                f.write(b"\n")
+            await trio.sleep(0.2)
+            assert (await s1.stat()).mtime_ns == (project / "s1.jsonl").stat().st_mtime_ns
+            assert await attrs(s1) is not kept_s1
             nursery.cancel_scope.cancel()
 
     trio.run(scenario)

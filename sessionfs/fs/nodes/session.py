@@ -542,11 +542,15 @@ class SessionDir(InSession, DirNode):
         return derived_permissions(now[1] if now is not None else NO_ACCESS)
 
     async def _file_now(self) -> tuple[int, FileAccess] | None:
-        """The session file's mtime, mode and owner as they are: the loaded session's
-        if it is fresh, else `_fresh_ref`'s; None when there is no file."""
-        loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
-        if loaded is not None:
-            return loaded.mtime_ns, loaded.access
+        """The session file's mtime, mode and owner as they are: `_fresh_ref`'s, or the
+        loaded session's if it is fresh; None when there is no file. A watched one
+        always answers from the file's stat the watch vouches for: a loaded session
+        shows the same (the file's, as its last check saw it), and its check may be
+        up to `FRESH_INTERVAL` older than a change the watch has seen already."""
+        if not self._watched():
+            loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
+            if loaded is not None:
+                return loaded.mtime_ns, loaded.access
         ref = await self._fresh_ref()
         return None if ref is None else (ref.mtime_ns, ref.access)
 
@@ -612,14 +616,16 @@ class SessionDir(InSession, DirNode):
         return derived_permissions(self.ref.access)
 
     def listing_settled(self) -> bool:
-        # The session is not loaded (which would answer from memory instead), and the
-        # stat it answers from is still the file's (watched), or is past
-        # FRESH_INTERVAL (shown inexact, for good).
-        if self.ctx.sessions.peek(*self.session_key) is not None:
-            return False
+        # Watched: the stat it answers from is still the file's, loaded or not.
+        # Else: the listing's stat is past FRESH_INTERVAL (shown inexact, for good), and
+        # the session is not loaded (which would answer from memory instead).
         if self._watched():
             return self._known_ref() is not None
-        return self.ref is not None and time.monotonic() - self.ref_at > FRESH_INTERVAL
+        return (
+            self.ref is not None
+            and time.monotonic() - self.ref_at > FRESH_INTERVAL
+            and self.ctx.sessions.peek(*self.session_key) is None
+        )
 
     async def _has_leaf(self) -> bool:
         session = await self.session()
