@@ -532,32 +532,32 @@ class SessionDir(InSession, DirNode):
         return not self._linked
 
     async def stat(self) -> Stat:
-        now = await self._file_now()
+        now = await self._file_now(self._watched())
         if now is None:
             raise refuse(errno.ENOENT)
         return Stat(0, now[0])
 
     async def permissions(self) -> Permissions:
-        now = await self._file_now()
+        now = await self._file_now(self._watched())
         return derived_permissions(now[1] if now is not None else NO_ACCESS)
 
-    async def _file_now(self) -> tuple[int, FileAccess] | None:
+    async def _file_now(self, watched: bool) -> tuple[int, FileAccess] | None:
         """The session file's mtime, mode and owner as they are: `_fresh_ref`'s, or the
         loaded session's if it is fresh; None when there is no file. A watched one
         always answers from the file's stat the watch vouches for: a loaded session
         shows the same (the file's, as its last check saw it), and its check may be
         up to `FRESH_INTERVAL` older than a change the watch has seen already."""
-        if not self._watched():
+        if not watched:
             loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
             if loaded is not None:
                 return loaded.mtime_ns, loaded.access
-        ref = await self._fresh_ref()
+        ref = await self._fresh_ref(watched)
         return None if ref is None else (ref.mtime_ns, ref.access)
 
-    async def _fresh_ref(self) -> SessionRef | None:
+    async def _fresh_ref(self, watched: bool) -> SessionRef | None:
         """The session file as it is (`_known_ref`), else a new stat (one stat serves
         a getattr's stat and permissions, instead of one each)."""
-        known = self._known_ref()
+        known = self._known_ref(watched)
         if known is not None:
             return known[0]
         now = time.monotonic()  # before the stat: a change after it is seen as later
@@ -565,12 +565,13 @@ class SessionDir(InSession, DirNode):
         self._seen = (ref, now)
         return ref
 
-    def _known_ref(self) -> tuple[SessionRef | None] | None:
+    def _known_ref(self, watched: bool) -> tuple[SessionRef | None] | None:
         """The session file's stat this node holds if it still tells the file as it is,
         without a look: the listing's or the last one taken here, while the watch saw
         no change of the file since (`kernel_tier` `WATCHED`), else while it is at
-        most `FRESH_INTERVAL` old. None when it has to look."""
-        if self._watched():
+        most `FRESH_INTERVAL` old. None when it has to look. ``watched``: `_watched`
+        (asked once per request by the caller: several of these make one answer)."""
+        if watched:
             watch = self.ctx.watch
             assert watch is not None
             project, stem = self.session_key
@@ -599,7 +600,7 @@ class SessionDir(InSession, DirNode):
     async def listing_view(self) -> tuple[Stat, Permissions]:
         if not self._watched():
             return await self.listing_stat(), await self.listing_permissions()
-        now = await self._file_now()  # one look for both
+        now = await self._file_now(True)  # one look for both
         if now is None:
             raise refuse(errno.ENOENT)
         return Stat(0, now[0]), derived_permissions(now[1])
@@ -620,7 +621,7 @@ class SessionDir(InSession, DirNode):
         # Else: the listing's stat is past FRESH_INTERVAL (shown inexact, for good), and
         # the session is not loaded (which would answer from memory instead).
         if self._watched():
-            return self._known_ref() is not None
+            return self._known_ref(True) is not None
         return (
             self.ref is not None
             and time.monotonic() - self.ref_at > FRESH_INTERVAL
