@@ -6,7 +6,8 @@ Fed on the event loop: a changed file is only noted, and stat'ed once when the o
 is next asked for (an append through ``append/`` raises events of its own, and a
 ``stat`` per event would be paid by every append while ``recent/`` is rarely read);
 one scan of a project dir the first time the order is asked for after its watch
-started (not at mount time: a first ``ls`` of a big agent dir would wait for it). A session
+started (not at mount time: a first ``ls`` of a big agent dir would wait for it), in a
+worker thread (`SessionWatch.scan_new_projects`: a stat per session file). A session
 file that is a symlink raises no event when its target changes, so those few are
 stat'ed again whenever the order is asked for. Whether a file really is a session (a
 header) is not known here: callers check the candidates in order and skip the others.
@@ -23,6 +24,8 @@ from sessionfs.view import session_keys
 __all__ = ["SessionMtimes"]
 
 _SESSION_SUFFIX = ".jsonl"
+#: what a scan saw of one session file: its stem, its stat (None: gone), a symlink?
+_Seen = tuple[str, os.stat_result | None, bool]
 
 
 class SessionMtimes:
@@ -41,24 +44,46 @@ class SessionMtimes:
         """A project dir whose watch just started: scanned when the order is asked for."""
         self._unscanned.add(project)
 
-    def _scan(self, project: str) -> None:
-        """Every session file of one project dir: one ``stat`` each (whether it is a
-        symlink comes with the listing), on the event loop that asks."""
+    def unscanned(self) -> list[str]:
+        """The projects added and not scanned yet (`scan`, then `take_scan`)."""
+        return list(self._unscanned)
+
+    def scan(self, projects: list[str]) -> list[tuple[str, list[_Seen]]]:
+        """Every session file of ``projects``: one ``stat`` each (whether it is a
+        symlink comes with the listing). Reads only: safe in a worker thread while the
+        event loop goes on (`take_scan` then keeps what is still wanted)."""
+        return [(project, self._read_project(project)) for project in projects]
+
+    def take_scan(self, scanned: list[tuple[str, list[_Seen]]]) -> None:
+        """Keep what `scan` found for the projects still waiting for their scan (one
+        removed meanwhile is not brought back; a file changed meanwhile is looked at
+        again anyway: its event is in ``_changed``)."""
+        for project, seen in scanned:
+            if project not in self._unscanned:
+                continue
+            self._unscanned.discard(project)
+            for stem, st, linked in seen:
+                if st is None:
+                    self._forget((project, stem))
+                else:
+                    self._record((project, stem), st, linked)
+
+    def _read_project(self, project: str) -> list[_Seen]:
         try:
             with os.scandir(self.sessions_root / project) as it:
                 files = [e for e in it if e.name.endswith(_SESSION_SUFFIX)]
         except OSError:
-            return
+            return []
+        seen: list[_Seen] = []
         for entry in files:
             stem = entry.name[: -len(_SESSION_SUFFIX)]
             if not session_keys.is_valid_name(stem):
                 continue
             try:
-                st, linked = entry.stat(), entry.is_symlink()
+                seen.append((stem, entry.stat(), entry.is_symlink()))
             except OSError:
-                self._forget((project, stem))
-                continue
-            self._record((project, stem), st, linked)
+                seen.append((stem, None, False))
+        return seen
 
     def remove_project(self, project: str) -> None:
         self._unscanned.discard(project)
@@ -105,8 +130,8 @@ class SessionMtimes:
     def newest_first(self) -> list[tuple[str, str]]:
         """Every known session file, newest first (ties in project and name order,
         as a listing of every project sorted by mtime gives them)."""
-        while self._unscanned:
-            self._scan(self._unscanned.pop())
+        if self._unscanned:  # not scanned in a thread first (`scan`): here, then
+            self.take_scan(self.scan(self.unscanned()))
         # Symlinks too: their targets change without an event.
         changed, self._changed = self._changed | self._links, set()
         for project, stem in changed:

@@ -160,6 +160,14 @@ class SessionWatch:
         (inotify running, no project dir left unwatched)."""
         return self._inotify is not None and not self._unwatched
 
+    async def scan_new_projects(self) -> None:
+        """Scan the project dirs whose files were never looked at (a stat per session
+        file: 0.2 s at 10,000 sessions) in a worker thread, so the first ``recent/``
+        lookup does not hold every other request up for it."""
+        if self.mtimes.unscanned():
+            scanned = await trio.to_thread.run_sync(self.mtimes.scan, self.mtimes.unscanned())
+            self.mtimes.take_scan(scanned)
+
     def newest_sessions(self) -> list[tuple[str, str]] | None:
         """Every session file of the agent dir, newest first; None when some project
         dir is not watched (then only a listing of every project knows)."""

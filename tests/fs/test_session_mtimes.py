@@ -65,3 +65,22 @@ def test_a_symlinked_session_follows_its_target_and_a_removed_project_is_dropped
     mtimes.file_changed("--p--", "a")
     mtimes.remove_project("--p--")
     assert mtimes.newest_first() == []
+
+
+def test_a_scan_made_in_a_thread_keeps_only_what_is_still_wanted(tmp_path: Path) -> None:
+    # `SessionWatch.scan_new_projects` scans in a worker thread while the event loop
+    # goes on: a project removed meanwhile stays gone, a file changed meanwhile is
+    # looked at again.
+    a = session_file(tmp_path, "--p--", "a", 1_000)
+    session_file(tmp_path, "--p--", "b", 2_000)
+    session_file(tmp_path, "--q--", "c", 5_000)
+    mtimes = SessionMtimes(tmp_path)
+    mtimes.add_project("--p--")
+    mtimes.add_project("--q--")
+    scanned = mtimes.scan(sorted(mtimes.unscanned()))  # what the thread does
+    os.utime(a, (3_000, 3_000))  # meanwhile, on the event loop: events
+    mtimes.file_changed("--p--", "a")
+    mtimes.remove_project("--q--")
+    mtimes.take_scan(scanned)
+    assert mtimes.unscanned() == []
+    assert mtimes.newest_first() == [("--p--", "a"), ("--p--", "b")]

@@ -158,3 +158,37 @@ def test_a_stat_is_vouched_for_until_the_watch_reads_a_change_of_its_file(
             nursery.cancel_scope.cancel()
 
     trio.run(scenario)
+
+
+def test_projects_never_looked_at_are_scanned_off_the_event_loop(tmp_path: Path) -> None:
+    # The first `recent/` lookup stats every session file of every project (0.2 s at
+    # 10,000 sessions): in a worker thread, while the event loop serves on.
+    root = tmp_path / "sessions"
+    (root / "--p--").mkdir(parents=True)
+    (root / "--p--" / "a.jsonl").write_text('{"type":"session"}\n')
+    watch = SessionWatch(root, Recorder())
+    watch.mtimes.add_project("--p--")
+    scan = watch.mtimes.scan
+
+    def slow_scan(projects: list[str]) -> object:
+        time.sleep(0.3)
+        return scan(projects)
+
+    watch.mtimes.scan = slow_scan  # type: ignore[method-assign,assignment]
+    ticks: list[float] = []
+
+    async def main() -> None:
+        async def tick() -> None:
+            while True:
+                ticks.append(trio.current_time())
+                await trio.sleep(0.01)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(tick)
+            await watch.scan_new_projects()
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert len(ticks) >= 10  # the loop ran while the scan slept in its thread
+    assert watch.mtimes.unscanned() == []
+    assert watch.mtimes.newest_first() == [("--p--", "a")]

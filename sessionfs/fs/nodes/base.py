@@ -141,6 +141,10 @@ class WatchedProjects(Protocol):
         """Whether every change to ``project``'s session files is seen at once."""
         ...
 
+    async def scan_new_projects(self) -> None:
+        """Look at the files of project dirs never looked at, off the event loop."""
+        ...
+
     def newest_sessions(self) -> list[tuple[str, str]] | None:
         """``(project, stem)`` of every session file, newest first; None: not known."""
         ...

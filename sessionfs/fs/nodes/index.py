@@ -79,6 +79,8 @@ class RecentDir(DirNode):
         newest files until ``count`` are sessions; without a watch of every project
         dir, by listing every session."""
         watch = self.ctx.watch
+        if watch is not None:
+            await watch.scan_new_projects()
         order = watch.newest_sessions() if watch is not None else None
         if order is None:
             refs = await trio.to_thread.run_sync(self.ctx.index.all_sessions)
