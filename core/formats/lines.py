@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 
 from core.jsonl import consumed_length, parse_object_line
 from core.safe_open import PathArg, open_regular
-from core.zstd_files import ZSTD_CHUNK, ZSTD_SUFFIX, zstd_stream
+from core.zstd_files import ZSTD_CHUNK, ZSTD_SUFFIX, read_chunks
 
 __all__ = ["ZSTD_SUFFIX", "Line", "LineFile", "read_zstd_prefix"]
 
@@ -37,15 +37,13 @@ class Line:
 
 
 def _read_zstd(raw: BinaryIO, limit: int | None = None) -> bytes:
-    """The decompressed text of ``raw``, read chunk by chunk (at most ``limit`` bytes)."""
+    """The decompressed text of ``raw``, read chunk by chunk (at most ``limit`` bytes);
+    `NotZstdData` when it is not zstd data."""
     out = bytearray()
-    with zstd_stream(raw) as stream:
-        while limit is None or len(out) < limit:
-            want = ZSTD_CHUNK if limit is None else min(ZSTD_CHUNK, limit - len(out))
-            chunk = stream.read(want)
-            if not chunk:
-                break
-            out += chunk
+    for chunk in read_chunks(raw, ZSTD_CHUNK if limit is None else min(ZSTD_CHUNK, limit)):
+        out += chunk
+        if limit is not None and len(out) >= limit:
+            return bytes(out[:limit])
     return bytes(out)
 
 

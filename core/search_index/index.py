@@ -68,7 +68,7 @@ from core.search_index.terms import (
     rebuild_terms,
     terms_complete,
 )
-from core.zstd_files import zstd_chunks
+from core.zstd_files import NotZstdData, zstd_chunks
 
 log = logging.getLogger(__name__)
 
@@ -541,7 +541,7 @@ class SearchIndex:
         file_id = state.file_id if state is not None else new_file(conn, key)
         try:
             stats.entries_indexed += insert_all(conn, file_id, rows, sink)
-        except ValueError as exc:  # a compressed file that is not zstd data after all
+        except NotZstdData as exc:  # a compressed file that does not decompress
             # Its rows so far die, and its stat is kept: not read again until it changes.
             kill_rows(conn, file_id)
             stats.skipped.append(f"{os.fsdecode(key)}: {exc}")

@@ -129,7 +129,7 @@ class LineReader:
         read = read_decompressed_at if is_compressed(key) else read_at
         try:
             line = read(fd, offset, length)
-        except (OSError, ValueError):  # ValueError: not zstd data (any more)
+        except OSError:  # gone, or (a .zst) not zstd data any more
             return None
         if len(line) != length or (now != list(indexed) and zlib.crc32(line) != crc):
             return None

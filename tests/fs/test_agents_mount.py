@@ -179,6 +179,27 @@ def test_codex_session_renderings(mounted: Mount, trees: AgentTrees) -> None:
     assert "Three callers" in (session / "subagents" / sub_stem / "transcript.md").read_text()
 
 
+def test_a_corrupt_zst_archive_takes_nothing_down(
+    trees: AgentTrees, demo_agent: Path, mount_factory: MountFactory
+) -> None:
+    # Another agent's files are untrusted: an archived rollout that does not decompress
+    # (it made `ls agents/codex/sessions` fail with EIO) is left out of the listing and
+    # of the search index; everything else shows and is found.
+    bad = trees.codex_archived.with_name(
+        "rollout-2025-01-03T00-00-00-0199b000-0000-7000-8000-00000000a0ff.jsonl.zst"
+    )
+    bad.write_bytes(b"\x28\xb5\x2f\xfd" + b"garbage" * 100)  # a zstd magic, then junk
+    mount = mount_factory(demo_agent, env=home_env(trees.home))
+    sessions = mount.path / "agents" / "codex" / "sessions"
+    stems = run("ls", sessions / CODEX_PROJECT).split()
+    assert trees.codex_archived.name.removesuffix(".jsonl.zst") in stems
+    assert not any(stem.endswith("a0ff") for stem in stems)
+    _wait_for_search(mount)
+    hits = run("cat", mount.path / "search" / "zstandard streams").splitlines()
+    assert len(hits) == 1 and "agents/codex/sessions/" in hits[0]
+    assert mount.alive()
+
+
 def test_codex_archived_zst_and_2025_format(mounted: Mount, trees: AgentTrees) -> None:
     archived = _codex(mounted, trees.codex_archived.name.removesuffix(".jsonl.zst"))
     assert _json(archived / "header.json")["archived"] is True

@@ -3,12 +3,15 @@ reloaded, ``.zst`` decompressed as a stream."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
+import pytest
 import zstandard
 
 from core.formats.lines import LineFile, read_zstd_prefix
+from core.zstd_files import NotZstdData
 
 
 def _numbers_and_objects(lines: list) -> list[tuple[int, object]]:
@@ -61,3 +64,15 @@ def test_zst_is_read_as_a_stream(tmp_path: Path) -> None:
     assert list(held.read_new() or [None]) == []
     os.utime(path, ns=(1, 1))
     assert held.read_new() is None  # an archive that changed at all is read again
+
+
+def test_a_zst_that_is_not_zstd_data_is_an_unreadable_file(tmp_path: Path) -> None:
+    # Another agent's file, untrusted: an OSError (EBADMSG) every reader already
+    # treats as an unreadable file, never the binding's own exception.
+    path = tmp_path / "s.jsonl.zst"
+    path.write_bytes(b"\x28\xb5\x2f\xfd" + b"garbage" * 50)  # a zstd magic, then junk
+    with pytest.raises(NotZstdData) as raised:
+        list(LineFile(path).load())
+    assert isinstance(raised.value, OSError) and raised.value.errno == errno.EBADMSG
+    with pytest.raises(NotZstdData):
+        read_zstd_prefix(path, 1024)
