@@ -58,7 +58,7 @@ from sessionfs.fs.inotify import (
     Event,
     Inotify,
 )
-from sessionfs.fs.nodes.session import project_key, session_dir_key
+from sessionfs.fs.nodes.session import project_key
 from sessionfs.fs.nodes.transcripts import transcript_key, transcripts_key
 from sessionfs.fs.session_mtimes import SessionMtimes
 from sessionfs.view import session_keys
@@ -323,7 +323,7 @@ class SessionWatch:
             # a rename, say) the kernel's name of it stays right, and dropping it would
             # cut the dir loose under a shell whose cwd it is (getcwd then fails).
             gone = name_too and not self._is_session_file(project, stem)
-            self._send(session_dir_key(project, stem), gone)
+            self._send(session_keys.mount_parts(project, stem), gone)
             for listener in self.listeners:
                 listener.session_file_changed(project, stem)
 

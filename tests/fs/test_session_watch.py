@@ -9,9 +9,10 @@ from pathlib import Path
 
 import trio
 
-from sessionfs.fs.nodes.session import project_key, session_dir_key
+from sessionfs.fs.nodes.session import project_key
 from sessionfs.fs.nodes.transcripts import transcript_key, transcripts_key
 from sessionfs.fs.session_watch import SessionWatch
+from sessionfs.view.session_keys import mount_parts
 
 
 class Recorder:
@@ -41,7 +42,7 @@ def sessions_root(tmp_path: Path, *stems: str) -> Path:
 
 def _both(project: str, stem: str, name_too: bool) -> dict[tuple[str, ...], bool]:
     """A session file's change as reported: its transcript and its session dir."""
-    return {transcript_key(project, stem): name_too, session_dir_key(project, stem): name_too}
+    return {transcript_key(project, stem): name_too, mount_parts(project, stem): name_too}
 
 
 def test_changes_to_session_files_are_reported_as_transcript_and_session_dir_keys(
@@ -68,7 +69,7 @@ def test_changes_to_session_files_are_reported_as_transcript_and_session_dir_key
             # the session dir of a file that is there keeps its name (its inode is
             # its path's); the one whose file is gone loses it
             renamed = _both("p", "s", True) | _both("p", "t", True)
-            renamed[session_dir_key("p", "t")] = False
+            renamed[mount_parts("p", "t")] = False
             assert dict(sink.keys) == renamed
             sink.keys.clear()
             await trio.sleep(1.2)  # each change is dropped once more a moment later
@@ -82,8 +83,8 @@ def test_changes_to_session_files_are_reported_as_transcript_and_session_dir_key
             (root / "p").rmdir()
             await _settle()
             assert (transcript_key("q", "u"), True) in sink.keys
-            assert (session_dir_key("q", "u"), False) in sink.keys
-            assert (session_dir_key("p", "t"), True) in sink.keys
+            assert (mount_parts("q", "u"), False) in sink.keys
+            assert (mount_parts("p", "t"), True) in sink.keys
             assert transcripts_key("p") in sink.subtrees
             assert project_key("p") in sink.subtrees
             assert not watch.covers("p") and watch.covers("q")

@@ -440,13 +440,9 @@ def session_children() -> dict[str, type[Node]]:
 
 
 def project_key(project: str) -> tuple[str, ...]:
-    """The key of the local ``sessions/<project>/`` (`Node.key`)."""
+    """The key of the local ``sessions/<project>/`` (`Node.key`; a session dir's is
+    `session_keys.mount_parts`)."""
     return ("sessions", project)
-
-
-def session_dir_key(project: str, stem: str) -> tuple[str, ...]:
-    """The key of the local ``sessions/<project>/<stem>/`` of a top-level session."""
-    return (*project_key(project), stem)
 
 
 class SessionDir(InSession, DirNode):
