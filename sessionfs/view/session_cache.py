@@ -12,6 +12,7 @@ session are serialised and a reader never sees half of one.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import time
@@ -223,7 +224,7 @@ class SessionCache:
         if not session.lock.locked() and session.unchanged_on_disk():
             return  # the common case: one stat on the event loop, no thread hop
         async with session.lock:
-            if time.monotonic() - session.checked_at <= FRESH_INTERVAL:
+            if session.unchanged_on_disk():
                 return  # another task refreshed it while we waited
             try:
                 changed = await trio.to_thread.run_sync(session.refresh)
@@ -235,15 +236,24 @@ class SessionCache:
             for listener in self.listeners:
                 listener(session, changed < 0)
 
+    async def recheck(self, project: str, stem: str) -> None:
+        """Check a loaded session against its file now, even inside `FRESH_INTERVAL`:
+        for a caller that knows the file has just changed (an agent run has ended), so
+        that the very next read shows the change."""
+        session = self._sessions.get((project, stem))
+        if session is not None:  # not loaded: its next access reads the file anyway
+            await self._recheck(session)
+
     async def recheck_loaded(self) -> None:
         """Check every loaded session against its file now, not at its next access (the
         store mount calls it after a refresh changed files): a change reaches the
         listeners, which drop what the kernel cached of it."""
         for session in list(self._sessions.values()):
-            try:
-                await self._refresh(session)
-            except NotASession:
-                continue  # gone from disk: dropped by _refresh
+            await self._recheck(session)
+
+    async def _recheck(self, session: LoadedSession) -> None:
+        with contextlib.suppress(NotASession):  # gone from disk: dropped by _refresh
+            await self._refresh(session)
 
     async def run(self, session: LoadedSession, fn: Callable[[], T]) -> T:
         """Run ``fn`` (core work on this session) in a worker thread under its lock."""
@@ -406,9 +416,7 @@ class SessionCache:
         cost_before = session.memory_cost()
         async with _Held(session.lock):
             try:
-                inline = (small or memory_only) and self._can_write_inline(
-                    session, disk=small
-                )
+                inline = (small or memory_only) and self._can_write_inline(session, disk=small)
                 if inline:
                     try:
                         with session.hydrated.refusing_waits():

@@ -20,6 +20,7 @@ from typing import Any, cast
 
 import pytest
 import trio
+from support import quick_agent
 from support.agent_messages import file_objects
 from support.fake_agent import FAKE_AGENT, command
 from support.mount import (
@@ -150,6 +151,28 @@ def test_send_runs_from_the_leaf_the_user_chose(
     assert prompt["parentId"] == branch["id"] and answer["parentId"] == prompt["id"]
     # the agent continued the chosen branch and nothing of the other one
     assert agent_report(directory)["context"] == FIRST_BRANCH
+    assert check_errors(session_file) == []
+
+
+def test_once_cat_send_returns_the_transcript_shows_the_run(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """The README's loop: back to one entry, send, wait, copy the transcript. The fake
+    agent is done in well under the mount's freshness window (0.2 s), so only a look at
+    the file when the run ends can show its answer in the very next read."""
+    agent_dir, session_file = make_agent(tmp_path / "agent")
+    mount = mount_factory(agent_dir, "--agent-cmd", quick_agent.command())
+    directory = session_dir(mount, session_file)
+    start = file_objects(session_file)[4]["id"]
+    script = (
+        "for n in 1 2 3 4 5 6; do"
+        f" ln -sfn entries/{start}.json leaf;"
+        ' echo "idea $n" > send; cat send > /dev/null;'
+        ' grep -c "answer to idea $n" transcript.md || echo "idea $n: not shown";'
+        " done"
+    )
+    shown = run("bash", "-c", script, cwd=directory)
+    assert shown.split() == ["1"] * 6, shown
     assert check_errors(session_file) == []
 
 

@@ -131,6 +131,8 @@ class SendFile(InSession, FileNode):
         runs = self.ctx.runs
         if runs is not None and not flags & os.O_NONBLOCK:
             await runs.wait_idle(self.session_key)
+            # What the run wrote shows from the next read on, not a moment later.
+            await self.ctx.sessions.recheck(*self.session_key)
         return BytesHandle((self._now_text() + "\n").encode("utf-8"))
 
     async def setattr(self, attr: Any, fields: Any) -> None:
