@@ -260,6 +260,7 @@ async def _serve(
                     each.search, ops.foreground, after=previous, watch=watched
                 )
                 each.sessions.listeners.append(indexer.session_changed)
+                ctx.search_indexers.append(indexer)  # the root search/ reads every index
                 if watched is not None:
                     watched.listeners.append(indexer)
                 nursery.start_soon(indexer.run)

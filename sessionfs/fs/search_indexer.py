@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from typing import Protocol
 
 import trio
@@ -50,10 +51,12 @@ from sessionfs.view.search_view import SearchView
 
 __all__ = [
     "ACTIVE_SECONDS",
+    "FIRST_BUILD_WAIT_SECONDS",
     "FULL_PASS_INTERVAL",
     "WATCHED_FULL_PASS_INTERVAL",
     "SearchIndexer",
     "WatchedSessions",
+    "wait_for_first_builds",
 ]
 
 log = logging.getLogger(__name__)
@@ -65,6 +68,10 @@ WATCHED_FULL_PASS_INTERVAL = 30.0
 #: How long after its parent session last changed a session's sub-agent files are
 #: looked at on every tick (they are not watched).
 ACTIVE_SECONDS = 600.0
+#: The longest a search waits for the first build of the index (`wait_for_first_builds`):
+#: enough for an agent dir of hundreds of sessions; a bigger one answers from what is
+#: indexed by then (``ctl`` shows the progress).
+FIRST_BUILD_WAIT_SECONDS = 3.0
 #: Seconds a change waits for more before its update runs: a burst of appends through
 #: the mount then costs one update instead of one per append (each competes with the
 #: appends for the CPU and the GIL).
@@ -106,6 +113,18 @@ class SearchIndexer:
         self._active: dict[tuple[str, str], float] = {}
         self._full_pass_wanted = False
         self._wake = trio.Event()
+        #: a search waits for the first build: it no longer waits for a quiet moment
+        self._hurried = False
+        self._quiet_wait: trio.CancelScope | None = None
+
+    def hurry(self) -> None:
+        """A search is waiting for the first build: start it now. (Waiting for the mount
+        to be quiet would wait for that very search's request to end.)"""
+        if self.built.is_set():
+            return
+        self._hurried = True
+        if self._quiet_wait is not None:
+            self._quiet_wait.cancel()
 
     def session_changed(self, session: LoadedSession, replaced: bool) -> None:
         self._changed.add(str(session.ref.path))
@@ -168,8 +187,10 @@ class SearchIndexer:
     ) -> None:
         """Index ``changed`` and the sub-agent files of the ``active`` sessions, or
         every file when ``changed`` is None."""
-        if self.foreground is not None:
-            await self.foreground.quiet()
+        if self.foreground is not None and not (self._hurried and not self.built.is_set()):
+            with trio.CancelScope() as self._quiet_wait:
+                await self.foreground.quiet()
+            self._quiet_wait = None
         if changed is None:
             self.full_passes += 1
         root = str(self.view.sessions_root)
@@ -193,3 +214,17 @@ class SearchIndexer:
         except Exception as exc:
             log.exception("search indexer: update failed")
             self.view.progress.last_error = f"{type(exc).__name__}: {exc}"
+
+
+async def wait_for_first_builds(indexers: Sequence[SearchIndexer], timeout: float) -> None:
+    """Wait (at most ``timeout`` seconds) until every indexer's first build is done, so
+    that a search made right after mounting sees every session of a small agent dir
+    instead of an index still empty."""
+    waiting = [indexer for indexer in indexers if not indexer.built.is_set()]
+    if not waiting:
+        return
+    for indexer in waiting:
+        indexer.hurry()
+    with trio.move_on_after(timeout):
+        for indexer in waiting:
+            await indexer.built.wait()

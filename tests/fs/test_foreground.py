@@ -20,7 +20,7 @@ import trio
 from sessionfs.fs.foreground import Foreground, run_in_background_thread
 from sessionfs.fs.nodes.base import DirNode, Node
 from sessionfs.fs.ops import SessionFsOperations
-from sessionfs.fs.search_indexer import SearchIndexer
+from sessionfs.fs.search_indexer import SearchIndexer, wait_for_first_builds
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -149,6 +149,51 @@ def test_the_indexer_first_build_waits_while_requests_are_served() -> None:
                 while not view.calls:
                     await trio.sleep(0.01)
             assert view.calls[0][0] >= ended + QUIET - 0.01
+            nursery.cancel_scope.cancel()
+
+    trio.run(scenario)
+
+
+def test_a_search_waiting_for_the_first_build_starts_it_at_once() -> None:
+    """The search's own request keeps the mount from being quiet: waiting for a quiet
+    moment would cost the search the whole ``max_defer``."""
+    view = RecordingView()
+    foreground = Foreground(quiet_seconds=QUIET, max_defer=10)
+    indexer = SearchIndexer(view, foreground)  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        async with trio.open_nursery() as nursery:
+            foreground.started()  # the search's lookup, in flight while it waits
+            nursery.start_soon(indexer.run)
+            await trio.sleep(0.3)
+            assert view.calls == []
+            started = time.monotonic()
+            await wait_for_first_builds([indexer], timeout=5)
+            assert indexer.built.is_set() and len(view.calls) == 1
+            assert time.monotonic() - started < 3  # not the 10 s of max_defer
+            nursery.cancel_scope.cancel()
+
+    trio.run(scenario)
+
+
+def test_a_search_waits_for_a_long_first_build_only_so_long() -> None:
+    view = RecordingView()
+    gate = threading.Event()  # the build goes on until the test lets it end
+    recorded = view.refresh
+    view.refresh = lambda changed=None: (recorded(changed), gate.wait(20))  # type: ignore[method-assign]
+    indexer = SearchIndexer(view, Foreground(quiet_seconds=QUIET, max_defer=10))  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(indexer.run)
+            started = time.monotonic()
+            await wait_for_first_builds([indexer], timeout=0.3)
+            waited = time.monotonic() - started
+            assert 0.3 - 0.01 <= waited < 2.3 and not indexer.built.is_set()
+            assert view.calls  # it was started, and still runs
+            gate.set()
+            with trio.fail_after(5):
+                await indexer.built.wait()
             nursery.cancel_scope.cancel()
 
     trio.run(scenario)

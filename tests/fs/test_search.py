@@ -96,6 +96,18 @@ def test_cat_search_lists_hits_newest_first_and_their_paths_read_back(searched: 
     assert run("ls", "-A", searched.path / "search") == ""  # lookup-only: lists empty
 
 
+def test_a_search_right_after_mounting_waits_for_the_first_build(
+    demo_agent: Path, mount_factory: MountFactory
+) -> None:
+    """A script that mounts and searches at once: the index of a small agent dir is
+    built within moments, so the first search waits for it rather than answer from a
+    half-built (here: empty) index."""
+    mount = mount_factory(demo_agent)
+    hits = cat_search(mount, "redirect loop")  # the very first request after mounting
+    assert len(hits) == 2, hits
+    assert read_ctl(mount.path)["search"].startswith("ready")
+
+
 def test_the_command_line_prints_what_the_mount_shows(searched: Mount, tmp_path: Path) -> None:
     options = ["--agent-dir", str(searched.agent_dir), "--cache-dir", str(tmp_path / "cli")]
     out = subprocess.run(

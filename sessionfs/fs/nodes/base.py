@@ -32,6 +32,7 @@ from sessionfs.view.refusal import WriteRejected
 if TYPE_CHECKING:
     from sessionfs.fs.agent_command import AgentCommand
     from sessionfs.fs.agent_runs import AgentRuns
+    from sessionfs.fs.search_indexer import SearchIndexer
     from sessionfs.view.access import Caller, FileAccess
     from sessionfs.view.agent_index import AgentIndex
     from sessionfs.view.history import HistoryView
@@ -186,6 +187,9 @@ class MountContext:
     renders: Prerenderer | None = None
     #: ``search/``'s index and the indexer's progress (root ``ctl``); None: no search
     search: SearchView | None = None
+    #: the indexers of every index the root ``search/`` reads (set by the daemon): a
+    #: search waits briefly for their first builds
+    search_indexers: list[SearchIndexer] = field(default_factory=list)
     #: where this agent dir's tree starts in the mount: ``()`` for a local mount,
     #: ``("machines", <name>)`` for one machine of a store mount (`Node.local_key`)
     prefix: tuple[str, ...] = ()

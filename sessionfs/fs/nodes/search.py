@@ -6,7 +6,8 @@ hit, newest first: ``<iso time>\\t<entry path in the mount>\\t<role>\\t<snippet>
 content depends on who asks, so the kernel keeps neither its pages nor its attributes
 (``PER_CALLER``). The size is exact for each reader: the result is rendered at
 lookup and reused for a few seconds per reader, so ``stat`` and ``read`` agree. While
-the index is still being built the hits come from what is indexed so far; the
+the index is still being built a search waits for the build a few seconds
+(`FIRST_BUILD_WAIT_SECONDS`), then hits come from what is indexed so far; the
 progress is in the root ``ctl``, never in the results.
 """
 
@@ -18,6 +19,7 @@ import trio
 
 from sessionfs.fs.nodes.base import PER_CALLER, FileNode, MountContext, Node
 from sessionfs.fs.nodes.lookup_only import QueryDir
+from sessionfs.fs.search_indexer import FIRST_BUILD_WAIT_SECONDS, wait_for_first_builds
 from sessionfs.view.access import Caller
 from sessionfs.view.search_view import merge_results
 
@@ -58,6 +60,7 @@ class SearchFile(FileNode):
     async def content(self) -> bytes:
         if self.caller is None:  # asked by no one in particular: shows nothing
             return b""
+        await wait_for_first_builds(self.ctx.search_indexers, FIRST_BUILD_WAIT_SECONDS)
         return await trio.to_thread.run_sync(self.search, self.query, self.caller)
 
 
