@@ -204,7 +204,11 @@ class StoreMount:
     def ctl_items(self) -> list[tuple[str, Any]]:
         return [
             *self.refresher.ctl_items(),
-            *((f"search_{name}", view.progress.ctl_items()[0][1]) for name, view in self._views()),
+            *(
+                item
+                for name, view in self._views()
+                for item in view.progress.ctl_items(f"search_{name}")
+            ),
         ]
 
     def search(self, query: str, caller: Caller) -> bytes:

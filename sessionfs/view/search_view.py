@@ -95,7 +95,9 @@ class SearchProgress:
     reason: str | None = None  # why unavailable
     last_error: str | None = None  # the last update's trouble (skipped files, busy db)
 
-    def ctl_items(self) -> list[tuple[str, object]]:
+    def ctl_items(self, name: str = "search") -> list[tuple[str, object]]:
+        """``name: <state>`` and ``name_last_error: <trouble>`` (another agent's or
+        machine's index: ``search_<agent>``)."""
         if self.state == "building":
             summary = (
                 f"building {self.files_indexed}/{self.files_total} files, "
@@ -105,7 +107,7 @@ class SearchProgress:
             summary = f"ready, {self.files_total} files, {self.bytes_total / _MB:.1f} MB"
         else:
             summary = f"unavailable: {self.reason}"
-        return [("search", summary), ("search_last_error", self.last_error)]
+        return [(name, summary), (f"{name}_last_error", self.last_error)]
 
 
 class SearchView:

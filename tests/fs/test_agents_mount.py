@@ -22,6 +22,7 @@ from support.other_agents import (
     home_env,
     load_demo_agents,
 )
+from support.write_setup import read_ctl
 
 pytestmark = pytest.mark.fuse
 
@@ -197,6 +198,10 @@ def test_a_corrupt_zst_archive_takes_nothing_down(
     _wait_for_search(mount)
     hits = run("cat", mount.path / "search" / "zstandard streams").splitlines()
     assert len(hits) == 1 and "agents/codex/sessions/" in hits[0]
+    # the root ctl says which file the codex index skipped, and why
+    skipped = read_ctl(mount.path)["search_codex_last_error"]
+    assert "1 file(s) skipped" in skipped and bad.name in skipped, skipped
+    assert read_ctl(mount.path)["search_claude_last_error"] == ""
     assert mount.alive()
 
 

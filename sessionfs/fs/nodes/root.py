@@ -98,10 +98,8 @@ class RootCtl(CommandFile):
     async def content(self) -> bytes:
         search = self.ctx.search.progress.ctl_items() if self.ctx.search is not None else []
         if self.ctx.agents is not None:
-            search += [
-                (f"search_{name}", view.progress.ctl_items()[0][1])
-                for name, view in self.ctx.agents.search_views()
-            ]
+            for name, view in self.ctx.agents.search_views():
+                search += view.progress.ctl_items(f"search_{name}")
         return status_text(
             [
                 ("last_result", self.ctx.root_last_result),
