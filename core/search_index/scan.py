@@ -16,6 +16,7 @@ from core.search_index.rowids import SEQ_BITS
 from core.search_index.rows import is_compressed, parse_object, read_at, read_decompressed_at
 from core.search_index.schema import FTS_OPTIONS
 from core.search_index.text import clean_text
+from core.zstd_files import zstd_chunks
 
 _SEARCH_SQL = """
 SELECT e.rowid, e.ts, e.entry_id, e.role, e.line_offset, e.line_length, e.line_crc, f.key,
@@ -26,6 +27,11 @@ ORDER BY fts.rowid DESC
 """
 
 _Rows = list[Any]
+
+#: The most decompressed text of archived ``.jsonl.zst`` files one search keeps, so that
+#: many hits in one archive decompress it once; past it, each hit's line is read by
+#: decompressing its archive from the start (`read_decompressed_at`).
+DECOMPRESSED_KEEP = 32 * 1024 * 1024
 
 
 def newest_matches(
@@ -112,6 +118,9 @@ class LineReader:
         self.line_text = line_text
         # key -> (descriptor, its (dev, ino, size, mtime_ns)), None: cannot be read
         self.files: dict[bytes, tuple[int, list[int]] | None] = {}
+        # key of a .zst -> its decompressed text, None: too big to keep (`DECOMPRESSED_KEEP`)
+        self._archives: dict[bytes, bytes | None] = {}
+        self._archived_bytes = 0
 
     def text(
         self, key: bytes, offset: int, length: int, crc: int, indexed: Sequence[int]
@@ -126,9 +135,11 @@ class LineReader:
         if opened is None:
             return None
         fd, now = opened
-        read = read_decompressed_at if is_compressed(key) else read_at
         try:
-            line = read(fd, offset, length)
+            if is_compressed(key):
+                line = self._read_archived(key, fd, offset, length)
+            else:
+                line = read_at(fd, offset, length)
         except OSError:  # gone, or (a .zst) not zstd data any more
             return None
         if len(line) != length or (now != list(indexed) and zlib.crc32(line) != crc):
@@ -137,6 +148,27 @@ class LineReader:
         if entry is None:
             return None
         return self.line_text(entry)
+
+    def _read_archived(self, key: bytes, fd: int, offset: int, length: int) -> bytes:
+        if key not in self._archives:
+            self._archives[key] = self._decompress(fd)
+        text = self._archives[key]
+        if text is None:
+            return read_decompressed_at(fd, offset, length)
+        return text[offset : offset + length]
+
+    def _decompress(self, fd: int) -> bytes | None:
+        """The whole decompressed text of the archive at ``fd``, or None when it would
+        take the kept text past `DECOMPRESSED_KEEP`."""
+        room = DECOMPRESSED_KEEP - self._archived_bytes
+        chunks, size = [], 0
+        for chunk in zstd_chunks(fd):
+            size += len(chunk)
+            if size > room:
+                return None
+            chunks.append(chunk)
+        self._archived_bytes += size
+        return b"".join(chunks)
 
     def _open(self, key: bytes) -> tuple[int, list[int]] | None:
         try:

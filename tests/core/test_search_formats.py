@@ -5,10 +5,14 @@ indexed, and a growing Claude file read from where the index stopped."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from core.formats.codex import CodexSession
-from core.search_index import SearchIndex
+from core.search_index import SearchIndex, scan
 from core.search_index.formats import CLAUDE, CODEX
 
 CLAUDE_LINE = {
@@ -80,11 +84,62 @@ def test_claude_rows_index_tool_calls_and_follow_appends(tmp_path: Path) -> None
     ]
 
 
+def _write_archive(path: Path, lines: list[dict[str, Any]], frames: int = 1) -> Path:
+    """``lines`` as an archived Codex rollout: JSONL compressed in ``frames`` zstd frames,
+    one after another, as zstd allows."""
+    import zstandard
+
+    data = "".join(json.dumps(x) + "\n" for x in lines).encode()
+    cut = len(data) // frames
+    compress = zstandard.ZstdCompressor().compress
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(compress(data[i : i + cut]) for i in range(0, len(data), cut)))
+    return path
+
+
+def _codex_answer(n: int, text: str) -> dict[str, Any]:
+    return {
+        "timestamp": f"2026-03-01T10:{n // 60:02d}:{n % 60:02d}.000Z",
+        "type": "response_item",
+        "payload": {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": text}],
+        },
+    }
+
+
+def test_many_hits_in_one_archive_decompress_it_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Snippets of an archive are read from its decompressed text: once per search,
+    # not once per hit (up to DECOMPRESSED_KEEP; past it, each hit reads its own line).
+    root = tmp_path / "codex"
+    meta = {"timestamp": "2026-03-01T10:00:00.000Z", "type": "session_meta",
+            "payload": {"id": "t9", "cwd": "/w"}}  # fmt: skip
+    answers = [_codex_answer(n, f"quokka number {n} " + "pad " * 2000) for n in range(30)]
+    _write_archive(root / "archived_sessions" / "rollout-q-t9.jsonl.zst", [meta, *answers], 2)
+    decompressions = []
+    real_chunks = scan.zstd_chunks
+
+    def counted(fd: int) -> Iterator[bytes]:
+        decompressions.append(fd)
+        return real_chunks(fd)
+
+    monkeypatch.setattr(scan, "zstd_chunks", counted)
+    with SearchIndex(tmp_path / "db", file_format=CODEX) as index:
+        index.update(str(root))
+        decompressions.clear()
+        hits = index.search("quokka", limit=50)
+        assert [h.snippet.split()[2] for h in hits] == [str(n) for n in reversed(range(30))]
+        assert len(decompressions) == 1
+        monkeypatch.setattr(scan, "DECOMPRESSED_KEEP", 1000)  # too big to keep: still right
+        assert [h.snippet for h in index.search("quokka", limit=50)] == [h.snippet for h in hits]
+
+
 def test_archived_zst_rollouts_are_indexed_through_zstd(tmp_path: Path) -> None:
     # Codex's archived rollouts may be zstd-compressed: they are indexed from their
     # decompressed text, and a hit's snippet is read back from it (offsets in that text).
-    import zstandard
-
     root = tmp_path / "codex"
 
     def archive(name: str, text: str, frames: int = 1) -> Path:
@@ -113,13 +168,7 @@ def test_archived_zst_rollouts_are_indexed_through_zstd(tmp_path: Path) -> None:
                 },
             },
         ]
-        data = "".join(json.dumps(x) + "\n" for x in lines).encode()
-        cut = len(data) // frames  # several frames, one after another, as zstd allows
-        compress = zstandard.ZstdCompressor().compress
-        path = root / "archived_sessions" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"".join(compress(data[i : i + cut]) for i in range(0, len(data), cut)))
-        return path
+        return _write_archive(root / "archived_sessions" / name, lines, frames)
 
     path = archive("rollout-a-t2.jsonl.zst", "wombat answer", frames=3)
     with SearchIndex(tmp_path / "db", file_format=CODEX) as index:
