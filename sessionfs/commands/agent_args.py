@@ -21,7 +21,9 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         help="other agents whose sessions to show read-only under agents/, comma "
         f"separated (default: {','.join(OTHER_AGENTS)}; one without a directory is absent)",
     )
-    parser.add_argument("--no-agents", action="store_true", help="show no other agent's sessions")
+    parser.add_argument(
+        "--no-agents", action="store_true", help="show no other agent's sessions"
+    )
     parser.add_argument(
         "--claude-dir",
         type=Path,
@@ -53,3 +55,5 @@ def chosen_agent_homes(args: argparse.Namespace) -> list[AgentHome]:
         if path is not None
     }
     return present_homes(args.agents, overrides)
+
+

@@ -110,12 +110,8 @@ class CodexCatalog:
                     yield from self._with_sub_agents(index, project, rollout, rollout.stem, 0)
 
     def _with_sub_agents(
-        self,
-        index: codex_dirs.CodexIndex,
-        project: str,
-        rollout: codex_dirs.CodexRollout,
-        stem: str,
-        depth: int,
+        self, index: codex_dirs.CodexIndex, project: str, rollout: codex_dirs.CodexRollout,
+        stem: str, depth: int,
     ) -> Iterator[Listed]:
         yield Listed(project, stem, rollout.path, {"id": rollout.id})
         if depth < MAX_SUBAGENT_DEPTH:

@@ -42,7 +42,8 @@ def test_default_agent_dir_honours_env(monkeypatch, tmp_path):
 def test_file_names():
     assert file_timestamp("2026-02-16T10:20:30.000Z") == "2026-02-16T10-20-30-000Z"
     assert (
-        session_file_name("2026-02-16T10:20:30.000Z", "abc") == "2026-02-16T10-20-30-000Z_abc.jsonl"
+        session_file_name("2026-02-16T10:20:30.000Z", "abc")
+        == "2026-02-16T10-20-30-000Z_abc.jsonl"
     )
 
 
