@@ -1,0 +1,251 @@
+"""The mount's writes against the real oh-my-pi 18 writing the same session (`omp -p
+--resume FILE`, offline against the fake model server), through a real mount with
+real ``cp``, ``ln -sfn`` and ``cat``:
+
+* while omp is in the middle of a turn it holds the session file open (``O_APPEND``):
+  every write through the mount is ``EBUSY``, ``ctl`` names omp's pid, the file is
+  untouched, and omp's own writes of that turn all land;
+* once omp has exited, the mount's leaf move, append, label and title land inside
+  omp's publish lock (no lock file is left), and the next real omp run continues from
+  them: the model is sent what the mount appended, omp keeps every byte the mount
+  wrote (it rewrites a file only when it finds a line it cannot take as it is, and it
+  would drop that line) and reports no persistence error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from support.agent_messages import file_objects
+from support.fake_model_server import FakeModelServer, ModelRequest, message_text
+from support.mount import MountFactory, run
+from support.omp_files import SLOT_BYTES
+from support.real_agents import AgentResult, OmpAgent, finish, kill
+from support.waiting import eventually
+from support.write_setup import read_ctl, session_dir
+
+from core.check import check_file
+from core.title_slot import split_title_slot
+from sessionfs.fs.inotify import IN_CREATE, IN_DELETE, IN_MODIFY, Event, Inotify
+
+pytestmark = pytest.mark.fuse
+
+#: What omp prints when it cannot persist its session (`SessionWriteConflictError`,
+#: `SessionLockError` and the persistence-failure notice all say one of these).
+PERSISTENCE_TROUBLE = ("persist", "publish lock", "Session write conflict", "was not modified")
+
+
+def holds_for_writing(pid: int, file: Path) -> bool:
+    """Whether process ``pid`` has ``file`` open for writing now (its /proc fd table)."""
+    want = file.stat()
+    fd_dir = Path(f"/proc/{pid}/fd")
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            st = os.stat(fd_dir / fd)
+            flags = Path(f"/proc/{pid}/fdinfo/{fd}").read_text().split("flags:")[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if (st.st_dev, st.st_ino) == (want.st_dev, want.st_ino) and int(flags, 8) & (
+            os.O_WRONLY | os.O_RDWR
+        ):
+            return True
+    return False
+
+
+def shell(command: str, cwd: Path) -> tuple[int, str]:
+    """A real shell command in ``cwd``: its exit status and stderr."""
+    done = subprocess.run(
+        ["sh", "-c", command], cwd=cwd, capture_output=True, text=True, timeout=60, check=False
+    )
+    return done.returncode, done.stderr
+
+
+def clean_run(result: AgentResult) -> AgentResult:
+    """``result`` after checking omp exited 0 without a word about persistence trouble."""
+    result.check()
+    trouble = [w for w in PERSISTENCE_TROUBLE if w in result.stdout + result.stderr]
+    assert not trouble, (trouble, result.stderr[-3000:])
+    return result
+
+
+def lock_files(file: Path) -> list[str]:
+    return sorted(n for n in os.listdir(file.parent) if n.startswith(".") and ".lock" in n)
+
+
+def lock_use(events: list[Event], file: Path) -> tuple[int, int]:
+    """(how often omp's lock file beside ``file`` was created, how many changes to
+    ``file`` were made while it did not exist), from the inotify events of their
+    directory, in order. (The kernel merges back-to-back changes into one event.)"""
+    lock = f".{file.name}.lock"
+    held, taken, outside = False, 0, 0
+    for event in events:
+        if event.name == lock:
+            taken += bool(event.mask & IN_CREATE)
+            held = bool(event.mask & IN_CREATE) or (held and not event.mask & IN_DELETE)
+        elif event.name == file.name and event.mask & IN_MODIFY:
+            outside += not held
+    return taken, outside
+
+
+def conversation(request: ModelRequest) -> list[str]:
+    return [message_text(m) for m in request.messages if m.get("role") in ("user", "assistant")]
+
+
+def two_turns(omp_agent: OmpAgent, fake_model: FakeModelServer, work: Path) -> Path:
+    """A session real omp wrote: two turns, so it has a user message to branch at."""
+    fake_model.reply_with("first answer", "second answer")
+    clean_run(omp_agent.run("first question", cwd=work))
+    (session_file,) = omp_agent.sessions()
+    clean_run(omp_agent.run("second question", session=session_file, cwd=work))
+    return session_file
+
+
+def entry_ids(session_file: Path, role: str) -> list[str]:
+    return [
+        e["id"]
+        for e in file_objects(session_file)
+        if e.get("type") == "message" and e["message"]["role"] == role
+    ]
+
+
+def test_writes_during_an_omp_turn_are_ebusy_and_omps_turn_lands(
+    omp_agent: OmpAgent, fake_model: FakeModelServer, mount_factory: MountFactory, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    session_file = two_turns(omp_agent, fake_model, work)
+    mount = mount_factory(omp_agent.agent_dir)
+    d = session_dir(mount, session_file)
+    first_answer = entry_ids(session_file, "assistant")[0]
+    (tmp_path / "msg.json").write_text(json.dumps({"role": "user", "content": "from the mount"}))
+    (tmp_path / "title.txt").write_text("Renamed by the mount\n")
+    fake_model.reply_with("third answer")
+    with fake_model.hold():
+        omp = omp_agent.start("third question", session=session_file, cwd=work)
+        try:
+            fake_model.wait_for_requests(3, timeout=120)  # omp waits for its model now
+            eventually(lambda: holds_for_writing(omp.pid, session_file), "omp holding its file", 60)
+            during = session_file.read_bytes()
+            assert b"third question" in during  # omp appended its prompt before asking
+            writes = {
+                "append": f"cp {tmp_path / 'msg.json'} append/",
+                "leaf move, then append": f"ln -sfn entries/{first_answer}.json leaf"
+                f" && cp {tmp_path / 'msg.json'} append/",
+                "title": f"cp {tmp_path / 'title.txt'} title",
+                "label": f"ln -s ../entries/{first_answer}.json labels/mark",
+            }
+            for what, command in writes.items():
+                status, stderr = shell(command, d)
+                assert status != 0 and "Device or resource busy" in stderr, (what, stderr)
+                error = read_ctl(d)["last_error"]
+                assert f"held open for writing by pid {omp.pid}" in error, (what, error)
+                assert session_file.read_bytes() == during, what
+            assert lock_files(session_file) == []
+        except BaseException:
+            kill(omp)
+            raise
+    result = clean_run(finish(omp))
+    assert "third answer" in result.stdout
+    after = session_file.read_bytes()
+    assert after.startswith(during)  # omp only appended, after all the refusals
+    added = [json.loads(line) for line in after[len(during) :].splitlines()]
+    assert [e["message"]["content"][0]["text"] for e in added if e["type"] == "message"] == [
+        "third answer"
+    ]
+    assert b"from the mount" not in after and b"Renamed by the mount" not in after
+    assert check_file(session_file).clean, check_file(session_file).problems
+    assert lock_files(session_file) == []
+    # The mount sees omp's whole turn; omp's lines end the leaf chosen through the
+    # mount (the `ln -sfn` above): the leaf is omp's last entry again.
+    eventually(
+        lambda: "third answer" in (d / "transcript.md").read_text(), "omp's answer shown", 30
+    )
+    assert os.readlink(d / "leaf") == f"entries/{added[-1]['id']}.json"
+    # It writes again now that omp is gone.
+    assert shell(f"cp {tmp_path / 'msg.json'} append/", d) == (0, "")
+    assert session_file.read_bytes().startswith(after)
+
+
+def test_omp_continues_what_the_mount_wrote_after_it_exited(
+    omp_agent: OmpAgent, fake_model: FakeModelServer, mount_factory: MountFactory, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    session_file = two_turns(omp_agent, fake_model, work)
+    inode = session_file.stat().st_ino
+    mount = mount_factory(omp_agent.agent_dir)
+    d = session_dir(mount, session_file)
+    first_answer = entry_ids(session_file, "assistant")[0]
+    note = tmp_path / "note.md"
+    note.write_text("Remember the code word PAPAYA.\n")
+    title = tmp_path / "title.txt"
+    title.write_text("Code words\n")
+    watcher = Inotify()
+    try:
+        watcher.add_watch(session_file.parent, IN_CREATE | IN_DELETE | IN_MODIFY)
+        run("ln", "-sfn", f"entries/{first_answer}.json", "leaf", cwd=d)
+        run("cp", note, d / "append/")
+        appended = read_ctl(d)["leaf"]
+        run("ln", "-s", f"../entries/{appended}.json", "labels/code-word", cwd=d)
+        run("cp", title, d / "title")
+        events = watcher.read_events()
+    finally:
+        watcher.close()
+    assert read_ctl(d)["last_error"] == ""
+    # The append, the label, and the title's two steps (its `title_change` line, then
+    # the slot in place): each made inside omp's publish lock.
+    assert lock_use(events, session_file) == (4, 0), events
+    assert lock_files(session_file) == []  # and it was released each time
+    written = session_file.read_bytes()
+    assert session_file.stat().st_ino == inode  # appends and an in-place slot, no rewrite
+    slot, body = split_title_slot(written)
+    assert slot is not None and (slot["title"], slot["source"], body) == (
+        "Code words", "user", SLOT_BYTES
+    )  # fmt: skip
+    assert check_file(session_file).clean, check_file(session_file).problems
+
+    fake_model.reply_with("It is PAPAYA.")
+    result = clean_run(omp_agent.run("What is the code word?", session=session_file, cwd=work))
+    assert "It is PAPAYA." in result.stdout
+    (request,) = [r for r in fake_model.requests if r.mentions("What is the code word?")]
+    texts = conversation(request)
+    assert texts[0].endswith("first question")  # omp puts a system reminder before it
+    assert texts[1:] == [
+        "first answer",
+        "Remember the code word PAPAYA.",
+        "What is the code word?",
+    ], texts  # the branch the mount chose, with what it appended, nothing else
+    assert not request.mentions("second question")
+    after = session_file.read_bytes()
+    # omp kept every byte the mount wrote: it only appended (a line it could not take
+    # as it is would have made it rewrite the file, dropping that line).
+    assert session_file.stat().st_ino == inode and after.startswith(written)
+    assert after[:SLOT_BYTES] == written[:SLOT_BYTES]  # omp read and kept the mount's title
+    added = [json.loads(line) for line in after[len(written) :].splitlines()]
+    replies = [e for e in added if e["type"] == "message"]
+    assert [e["message"]["role"] for e in replies] == ["user", "assistant"]
+    assert replies[0]["parentId"] == read_ctl_leaf_of_title(written)
+    assert check_file(session_file).clean, check_file(session_file).problems
+    assert lock_files(session_file) == []
+    eventually(
+        lambda: (
+            run("cat", d / "title") == "Code words\n"
+            and "It is PAPAYA." in (d / "transcript.md").read_text()
+        ),
+        "omp's turn shown under the mount's title",
+        30,
+    )
+
+
+def read_ctl_leaf_of_title(written: bytes) -> str:
+    """The id of the last line the mount wrote (its ``title_change``): omp continues
+    from the last line of the file."""
+    last = json.loads(written.rstrip(b"\n").rsplit(b"\n", 1)[1])
+    assert last["type"] == "title_change"
+    return str(last["id"])
