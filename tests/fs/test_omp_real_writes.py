@@ -24,6 +24,7 @@ from support.agent_messages import file_objects
 from support.fake_model_server import FakeModelServer, ModelRequest, message_text
 from support.mount import MountFactory, run
 from support.omp_files import SLOT_BYTES
+from support.omp_rpc import OmpRpc
 from support.real_agents import AgentResult, OmpAgent, finish, kill
 from support.waiting import eventually
 from support.write_setup import read_ctl, session_dir
@@ -249,3 +250,53 @@ def read_ctl_leaf_of_title(written: bytes) -> str:
     last = json.loads(written.rstrip(b"\n").rsplit(b"\n", 1)[1])
     assert last["type"] == "title_change"
     return str(last["id"])
+
+
+def test_an_omp_kept_running_holds_its_file_between_turns_and_titles_go_both_ways(
+    omp_agent: OmpAgent, fake_model: FakeModelServer, mount_factory: MountFactory, tmp_path: Path
+) -> None:
+    """``omp --mode rpc`` (an editor integration, or a long interactive session) keeps
+    its file open from its first append until it exits, idle turns included: the mount
+    refuses to write all that time. A title goes both ways: omp reads the one the mount
+    wrote into the slot, and the mount shows the one omp renames the session to."""
+    work = tmp_path / "work"
+    session_file = two_turns(omp_agent, fake_model, work)
+    mount = mount_factory(omp_agent.agent_dir)
+    d = session_dir(mount, session_file)
+    (tmp_path / "title.txt").write_text("Named by the mount\n")
+    run("cp", tmp_path / "title.txt", d / "title")
+    message = tmp_path / "msg.json"
+    message.write_text(json.dumps({"role": "user", "content": "from the mount"}))
+    omp = OmpRpc(omp_agent, session_file, work)
+    try:
+        assert omp.request("get_state")["data"]["sessionName"] == "Named by the mount"
+        fake_model.reply_with("third answer")
+        omp.prompt("third question")
+        eventually(lambda: holds_for_writing(omp.pid, session_file), "omp holding its file", 60)
+        idle = session_file.read_bytes()
+        status, stderr = shell(f"cp {message} append/", d)
+        assert status != 0 and "Device or resource busy" in stderr, stderr
+        assert f"held open for writing by pid {omp.pid}" in read_ctl(d)["last_error"]
+        assert session_file.read_bytes() == idle
+
+        omp.request("set_session_name", name="Named by omp")
+        renamed = session_file.read_bytes()
+        slot, body = split_title_slot(renamed)
+        assert slot is not None and (slot["title"], body) == ("Named by omp", SLOT_BYTES)
+        assert renamed[SLOT_BYTES : len(idle)] == idle[SLOT_BYTES:]  # omp: in place, + a line
+        (change,) = [json.loads(line) for line in renamed[len(idle) :].splitlines()]
+        assert (change["type"], change["title"]) == ("title_change", "Named by omp")
+        eventually(
+            lambda: run("cat", d / "title") == "Named by omp\n", "omp's title in the mount", 30
+        )
+        assert os.readlink(d / "leaf") == f"entries/{change['id']}.json"
+        assert holds_for_writing(omp.pid, session_file)  # still open, idle between turns
+    finally:
+        stderr = omp.close()
+    trouble = [w for w in PERSISTENCE_TROUBLE if w in stderr]
+    assert omp.process.returncode == 0 and not trouble, stderr[-3000:]
+    closed = session_file.read_bytes()
+    assert b"from the mount" not in closed
+    assert shell(f"cp {message} append/", d) == (0, "")  # omp is gone: the mount writes
+    assert session_file.read_bytes().startswith(closed)
+    assert check_file(session_file).clean, check_file(session_file).problems
