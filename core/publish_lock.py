@@ -12,9 +12,11 @@ inside it is never interleaved with omp's own publishing: omp waits for it (at m
 * poll every 2 ms for at most 500 ms, then give up (`PublishLockBusy`, ``EBUSY``);
 * remove the file when done.
 
-omp 18.2 also takes an OS lock on a sidecar, ``.<file name>.lock.os``, before the lock
-file, and keeps that sidecar for good: where it exists, omp has published the file.
-The lock file stays the protocol every omp version honours, so it is what we take.
+omp 18.2 also takes an OS lock before the lock file. On Linux that is an abstract Unix
+socket (``@omp-file-lock-<hash>``, traced from omp 18.2.3): nothing on disk. Where omp's
+OS lock is a file lock it is taken on a sidecar, ``.<file name>.lock.os``, which stays:
+where that exists, omp has published the file. The lock file stays the protocol every
+omp version honours on every platform, so it is what we take.
 """
 
 from __future__ import annotations

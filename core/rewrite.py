@@ -186,7 +186,8 @@ def seems_unshared(path: PathArg) -> bool:
 def refuse_if_held_open(path: PathArg, harm: str = APPEND_HARM) -> None:
     """`SessionBusyError` (``EBUSY``, the pids named) when another process keeps
     ``path`` open for writing: a running agent (omp keeps an ``O_APPEND`` descriptor
-    for its whole run) must not find bytes it did not write in its file. A writer that
+    from its first append of a run until it exits) must not find bytes it did not write
+    in its file. A writer that
     appends by path holds it for microseconds and is waited for (`BUSY_RETRY_SECONDS`).
     This process's own descriptors never count (close them first for the quick probe)."""
     fd = open_regular_fd(path)

@@ -234,7 +234,7 @@ def files_created_by_an_append(path: Path) -> list[str]:
 def test_a_guest_takes_omps_lock_only_for_a_file_omp_may_publish(tmp_path: Path, omps: str) -> None:
     """The lock file costs more than the append: a pi file (no slot, no sign of omp)
     gets none; a file with omp's slot, in omp's agent dir, or with omp's lock sidecar
-    beside it (omp 18.2 leaves ``.<name>.lock.os`` for good) gets it."""
+    beside it (omp 18.2 leaves ``.<name>.lock.os`` where its OS lock is a file lock) gets it."""
     agent = tmp_path / "agent"
     path = agent / "sessions" / PROJECT / "s.jsonl"
     if omps == "title slot":

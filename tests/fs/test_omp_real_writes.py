@@ -300,3 +300,39 @@ def test_an_omp_kept_running_holds_its_file_between_turns_and_titles_go_both_way
     assert shell(f"cp {message} append/", d) == (0, "")  # omp is gone: the mount writes
     assert session_file.read_bytes().startswith(closed)
     assert check_file(session_file).clean, check_file(session_file).problems
+
+
+def test_a_write_before_omps_first_append_is_not_refused_and_kept_beside_its_turn(
+    omp_agent: OmpAgent, fake_model: FakeModelServer, mount_factory: MountFactory, tmp_path: Path
+) -> None:
+    """The limit docs/mount.md states: an omp that has loaded the session but not
+    appended to it yet holds no descriptor on it, so the mount cannot tell it is there
+    and does not refuse. What it writes then is kept, byte for byte; omp continues
+    from the entry it had last, so the write is a branch beside omp's turn."""
+    work = tmp_path / "work"
+    session_file = two_turns(omp_agent, fake_model, work)
+    mount = mount_factory(omp_agent.agent_dir)
+    d = session_dir(mount, session_file)
+    message = tmp_path / "msg.json"
+    message.write_text(json.dumps({"role": "user", "content": "from the mount"}))
+    omp = OmpRpc(omp_agent, session_file, work)
+    try:
+        omp.request("get_state")  # loaded and answering
+        assert not holds_for_writing(omp.pid, session_file)
+        assert shell(f"cp {message} append/", d) == (0, "")
+        kept = session_file.read_bytes()
+        ours = json.loads(kept.rstrip(b"\n").rsplit(b"\n", 1)[1])
+        fake_model.reply_with("third answer")
+        omp.prompt("third question")
+    finally:
+        stderr = omp.close()
+    trouble = [w for w in PERSISTENCE_TROUBLE if w in stderr]
+    assert omp.process.returncode == 0 and not trouble, stderr[-3000:]
+    (request,) = [r for r in fake_model.requests if r.mentions("third question")]
+    assert not request.mentions("from the mount")  # omp's context: its own last entry on
+    after = session_file.read_bytes()
+    assert after.startswith(kept)  # nothing the mount wrote is lost
+    added = [json.loads(line) for line in after[len(kept) :].splitlines()]
+    omps_prompt = next(e for e in added if e["type"] == "message")
+    assert omps_prompt["parentId"] == ours["parentId"]  # beside the mount's entry
+    assert check_file(session_file).clean, check_file(session_file).problems

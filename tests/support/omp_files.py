@@ -142,7 +142,7 @@ def conversation() -> list[dict[str, Any]]:
 @contextmanager
 def held_open(path: Path) -> Iterator[subprocess.Popen[bytes]]:
     """Another process keeping ``path`` open with ``O_APPEND`` for the block, as omp
-    does for its whole run; killed and reaped after."""
+    does from its first append of a run until it exits; killed and reaped after."""
     code = (
         "import os, sys, time\n"
         "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)\n"
