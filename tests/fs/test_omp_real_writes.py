@@ -30,6 +30,7 @@ from support.waiting import eventually
 from support.write_setup import read_ctl, session_dir
 
 from core.check import check_file
+from core.rewrite import writers_of_inode
 from core.title_slot import split_title_slot
 from sessionfs.fs.inotify import IN_CREATE, IN_DELETE, IN_MODIFY, Event, Inotify
 
@@ -42,23 +43,8 @@ PERSISTENCE_TROUBLE = ("persist", "publish lock", "Session write conflict", "was
 
 def holds_for_writing(pid: int, file: Path) -> bool:
     """Whether process ``pid`` has ``file`` open for writing now (its /proc fd table)."""
-    want = file.stat()
-    fd_dir = Path(f"/proc/{pid}/fd")
-    try:
-        fds = os.listdir(fd_dir)
-    except OSError:
-        return False
-    for fd in fds:
-        try:
-            st = os.stat(fd_dir / fd)
-            flags = Path(f"/proc/{pid}/fdinfo/{fd}").read_text().split("flags:")[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if (st.st_dev, st.st_ino) == (want.st_dev, want.st_ino) and int(flags, 8) & (
-            os.O_WRONLY | os.O_RDWR
-        ):
-            return True
-    return False
+    st = file.stat()
+    return pid in writers_of_inode(st.st_dev, st.st_ino)
 
 
 def shell(command: str, cwd: Path) -> tuple[int, str]:

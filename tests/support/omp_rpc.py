@@ -24,16 +24,7 @@ class OmpRpc:
 
     def __init__(self, agent: OmpAgent, session: Path, cwd: Path) -> None:
         argv = [a for a in agent.command("", session) if a not in ("-p", "")]
-        cwd.mkdir(parents=True, exist_ok=True)
-        self.process = subprocess.Popen(
-            [*argv, "--mode", "rpc"],
-            cwd=cwd,
-            env=agent.env(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        self.process = agent.spawn([*argv, "--mode", "rpc"], cwd, stdin=subprocess.PIPE)
         self._lines: queue.Queue[str | None] = queue.Queue()
         # A reader thread: a blocking readline could not honour a deadline.
         threading.Thread(target=self._read, daemon=True).start()

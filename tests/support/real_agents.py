@@ -321,13 +321,19 @@ class RealAgent:
         """Start one print-mode turn: ``session`` continues that file (from its last
         entry); without it the agent creates a new session for ``cwd`` (or does what
         ``options``, more command-line options, say)."""
-        cwd = cwd or self.home
+        return self.spawn(self.command(prompt, session, options), cwd or self.home)
+
+    def spawn(
+        self, argv: list[str], cwd: Path, stdin: int = subprocess.DEVNULL
+    ) -> subprocess.Popen[str]:
+        """``argv`` in this agent's environment, in ``cwd`` (made if missing), its
+        output captured as text; ``stdin`` a pipe for an agent driven over it."""
         cwd.mkdir(parents=True, exist_ok=True)
         return subprocess.Popen(
-            self.command(prompt, session, options),
+            argv,
             cwd=cwd,
             env=self.env(),
-            stdin=subprocess.DEVNULL,
+            stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
