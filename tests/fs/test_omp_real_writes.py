@@ -9,7 +9,13 @@ real ``cp``, ``ln -sfn`` and ``cat``:
   omp's publish lock (no lock file is left), and the next real omp run continues from
   them: the model is sent what the mount appended, omp keeps every byte the mount
   wrote (it rewrites a file only when it finds a line it cannot take as it is, and it
-  would drop that line) and reports no persistence error.
+  would drop that line) and reports no persistence error;
+* omp kept running (``--mode rpc``) holds the file between turns: refused all that
+  time; titles go both ways (omp reads the mount's slot, the mount shows omp's);
+* omp's own full rewrite (its rename of a file without a slot) after the mount's
+  writes succeeds and keeps every entry the mount wrote;
+* the limit: an omp that has loaded a session but not appended yet holds nothing the
+  mount can see, so a write then is not refused (it is kept, beside omp's turn).
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ pytestmark = pytest.mark.fuse
 
 #: What omp prints when it cannot persist its session (`SessionWriteConflictError`,
 #: `SessionLockError` and the persistence-failure notice all say one of these).
-PERSISTENCE_TROUBLE = ("persist", "publish lock", "Session write conflict", "was not modified")
+PERSISTENCE_TROUBLE = ("persist", "publish lock", "changed before rewrite", "was not modified")
 
 
 def holds_for_writing(pid: int, file: Path) -> bool:
@@ -101,6 +107,21 @@ def entry_ids(session_file: Path, role: str) -> list[str]:
         for e in file_objects(session_file)
         if e.get("type") == "message" and e["message"]["role"] == role
     ]
+
+
+def branch_note_label_title(d: Path, session_file: Path, tmp_path: Path, title: str) -> None:
+    """Through the mount, with ``ln`` and ``cp``: the leaf back to omp's first answer,
+    a note (a user message) appended there, labelled, and the session retitled."""
+    first_answer = entry_ids(session_file, "assistant")[0]
+    note = tmp_path / "note.md"
+    note.write_text("Remember the code word PAPAYA.\n")
+    title_file = tmp_path / "title.txt"
+    title_file.write_text(f"{title}\n")
+    run("ln", "-sfn", f"entries/{first_answer}.json", "leaf", cwd=d)
+    run("cp", note, d / "append/")
+    appended = read_ctl(d)["leaf"]
+    run("ln", "-s", f"../entries/{appended}.json", "labels/code-word", cwd=d)
+    run("cp", title_file, d / "title")
 
 
 def test_writes_during_an_omp_turn_are_ebusy_and_omps_turn_lands(
@@ -168,19 +189,10 @@ def test_omp_continues_what_the_mount_wrote_after_it_exited(
     inode = session_file.stat().st_ino
     mount = mount_factory(omp_agent.agent_dir)
     d = session_dir(mount, session_file)
-    first_answer = entry_ids(session_file, "assistant")[0]
-    note = tmp_path / "note.md"
-    note.write_text("Remember the code word PAPAYA.\n")
-    title = tmp_path / "title.txt"
-    title.write_text("Code words\n")
     watcher = Inotify()
     try:
         watcher.add_watch(session_file.parent, IN_CREATE | IN_DELETE | IN_MODIFY)
-        run("ln", "-sfn", f"entries/{first_answer}.json", "leaf", cwd=d)
-        run("cp", note, d / "append/")
-        appended = read_ctl(d)["leaf"]
-        run("ln", "-s", f"../entries/{appended}.json", "labels/code-word", cwd=d)
-        run("cp", title, d / "title")
+        branch_note_label_title(d, session_file, tmp_path, "Code words")
         events = watcher.read_events()
     finally:
         watcher.close()
@@ -322,3 +334,51 @@ def test_a_write_before_omps_first_append_is_not_refused_and_kept_beside_its_tur
     omps_prompt = next(e for e in added if e["type"] == "message")
     assert omps_prompt["parentId"] == ours["parentId"]  # beside the mount's entry
     assert check_file(session_file).clean, check_file(session_file).problems
+
+
+def test_omps_own_rewrite_after_the_mounts_writes_keeps_them(
+    omp_agent: OmpAgent, fake_model: FakeModelServer, mount_factory: MountFactory, tmp_path: Path
+) -> None:
+    """omp rewrites a file whole when it renames one without a title slot (an older
+    omp's, or pi's, in omp's agent dir): the rewrite checks the file's size against
+    what omp loaded and wrote, and drops every line omp cannot take. After the mount
+    appended, labelled and retitled the file (omp not running), omp resumes it, runs a
+    turn, renames it: the rewrite succeeds and keeps every entry the mount wrote."""
+    work = tmp_path / "work"
+    slotted = two_turns(omp_agent, fake_model, work)
+    session_file = slotted.with_name(f"old-{slotted.name}")
+    session_file.write_bytes(slotted.read_bytes()[SLOT_BYTES:])  # the same, without slot
+    slotted.unlink()
+    omps = {e.get("id") for e in file_objects(session_file)}
+    mount = mount_factory(omp_agent.agent_dir)
+    d = session_dir(mount, session_file)
+    branch_note_label_title(d, session_file, tmp_path, "Titled by the mount")
+    # (No slot: the mount's title went into the header, by a rewrite of its own.)
+    assert read_ctl(d)["last_error"] == "" and lock_files(session_file) == []
+    ours = {e.get("id") for e in file_objects(session_file)} - omps
+    assert len(ours) == 2  # the message and the label (the title went into the header)
+    assert split_title_slot(session_file.read_bytes())[0] is None
+
+    omp = OmpRpc(omp_agent, session_file, work)
+    try:
+        assert omp.request("get_state")["data"]["sessionName"] == "Titled by the mount"
+        fake_model.reply_with("It is PAPAYA.")
+        omp.prompt("What is the code word?")
+        inode = session_file.stat().st_ino
+        omp.request("set_session_name", name="Renamed by omp")
+        assert session_file.stat().st_ino != inode  # omp rewrote the file whole
+    finally:
+        stderr = omp.close()
+    trouble = [w for w in PERSISTENCE_TROUBLE if w in stderr]
+    assert omp.process.returncode == 0 and not trouble, stderr[-3000:]
+    (request,) = [r for r in fake_model.requests if r.mentions("What is the code word?")]
+    assert request.mentions("Remember the code word PAPAYA.")
+    rewritten = session_file.read_bytes()
+    slot, _ = split_title_slot(rewritten)
+    assert slot is not None and slot["title"] == "Renamed by omp"
+    kept = {e.get("id") for e in file_objects(session_file)}
+    assert ours <= kept, ours - kept  # omp's rewrite dropped nothing the mount wrote
+    assert check_file(session_file).clean, check_file(session_file).problems
+    eventually(
+        lambda: run("cat", d / "title") == "Renamed by omp\n", "omp's title in the mount", 30
+    )
