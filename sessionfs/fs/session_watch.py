@@ -63,7 +63,7 @@ from sessionfs.fs.nodes.transcripts import transcript_key, transcripts_key
 from sessionfs.fs.session_mtimes import SessionMtimes
 from sessionfs.view import session_keys
 
-__all__ = ["REPEAT_AFTER", "ChangeSink", "SessionFileListener", "SessionWatch"]
+__all__ = ["CHANGES_KEPT", "REPEAT_AFTER", "ChangeSink", "SessionFileListener", "SessionWatch"]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,12 @@ REPEAT_AFTER = 1.0
 #: every so often instead of one per append, each competing with the mount's requests
 #: for the event loop. Far below what a reader notices.
 GATHER_SECONDS = 0.02
+
+#: The most session files whose last change the watch remembers (`unchanged_since`):
+#: past it, everything remembered is forgotten at once and older stats are no longer
+#: vouched for (a session dir then asks its file again), so a daemon that lives
+#: through years of sessions made and removed keeps no trace of each.
+CHANGES_KEPT = 50_000
 
 _ROOT_MASK = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR | IN_DONT_FOLLOW
 _PROJECT_MASK = (
@@ -303,6 +309,13 @@ class SessionWatch:
         for key in [k for k in self._changed_at if k[0] == project]:
             del self._changed_at[key]
 
+    def _forget_all_changes(self, now: float) -> None:
+        """Forget every change remembered; a stat taken before ``now`` is not vouched
+        for any more (its change may have been among those forgotten)."""
+        self._changed_at.clear()
+        for project in self._known_since:
+            self._known_since[project] = now
+
     def _project_changed(self, project: str) -> None:
         self.sink.subtree_changed(transcripts_key(project))
         self.sink.subtree_changed(project_key(project))
@@ -315,6 +328,8 @@ class SessionWatch:
     def _send_batch(self) -> None:
         batch, self._batch = self._batch, {}
         read_at = time.monotonic()  # after the events were read: later than their changes
+        if len(self._changed_at) + len(batch) > CHANGES_KEPT:
+            self._forget_all_changes(read_at)
         for (project, stem), name_too in batch.items():
             self._changed_at[(project, stem)] = read_at
             self.mtimes.file_changed(project, stem)

@@ -7,8 +7,10 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 import trio
 
+from sessionfs.fs import session_watch
 from sessionfs.fs.nodes.session import project_key
 from sessionfs.fs.nodes.transcripts import transcript_key, transcripts_key
 from sessionfs.fs.session_watch import SessionWatch
@@ -156,6 +158,40 @@ def test_a_stat_is_vouched_for_until_the_watch_reads_a_change_of_its_file(
             (root / "p").rename(root / "moved")
             await _settle()
             assert not watch.unchanged_since("p", "s", taken)  # no longer watched
+            nursery.cancel_scope.cancel()
+
+    trio.run(scenario)
+
+
+def test_what_the_watch_remembers_of_changes_stays_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Sessions made and removed for as long as the daemon lives: past CHANGES_KEPT
+    # files, what was remembered goes, and so does the word for stats taken before.
+    monkeypatch.setattr(session_watch, "CHANGES_KEPT", 4)
+    root = sessions_root(tmp_path, "kept")
+    watch = SessionWatch(root, Recorder())
+    assert watch.start()
+
+    async def scenario() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch.run)
+            taken = time.monotonic()
+            assert watch.unchanged_since("p", "kept", taken)
+            for n in range(3):  # made and removed: remembered, within the bound
+                (root / "p" / f"s{n}.jsonl").write_bytes(b"{}\n")
+                (root / "p" / f"s{n}.jsonl").unlink()
+                await _settle()
+            assert watch.unchanged_since("p", "kept", taken)
+            assert not watch.unchanged_since("p", "s0", taken)
+            for n in range(3, 6):
+                (root / "p" / f"s{n}.jsonl").write_bytes(b"{}\n")
+                await _settle()
+            assert len(watch._changed_at) <= 4
+            # a stat from before the forgetting is no longer vouched for, a new one is
+            assert not watch.unchanged_since("p", "kept", taken)
+            assert not watch.unchanged_since("p", "s0", taken)
+            assert watch.unchanged_since("p", "kept", time.monotonic())
             nursery.cancel_scope.cancel()
 
     trio.run(scenario)
