@@ -405,12 +405,16 @@ class SessionFsOperations(pyfuse3.Operations):
         if name_too and parent is not None:
             self.invalidator.invalidate_name(parent, os.fsencode(key[-1]))
 
-    def subtree_changed(self, prefix: tuple[str, ...]) -> None:
+    def subtree_changed(
+        self, prefix: tuple[str, ...], keep_name: Callable[[str], bool] | None = None
+    ) -> None:
         """`sessionfs.fs.session_watch` listener: anything below ``prefix`` may have
-        changed unseen (a watch was lost, events overflowed): drop all of it."""
+        changed unseen (a watch was lost, events overflowed): drop all of it, but the
+        names directly below ``prefix`` that ``keep_name`` says are still there."""
         depth = len(prefix)
         for key in [k for k in self.table.by_key if len(k) > depth and k[:depth] == prefix]:
-            self.key_changed(key, name_too=True)
+            kept = keep_name is not None and len(key) == depth + 1 and keep_name(key[-1])
+            self.key_changed(key, name_too=not kept)
 
     def session_dehydrated(self, session: LoadedSession) -> None:
         """``SessionCache`` listener: a session left the parsed set, so let the kernel

@@ -37,6 +37,7 @@ import math
 import os
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -106,8 +107,11 @@ class ChangeSink(Protocol):
     def key_changed(self, key: tuple[str, ...], name_too: bool) -> None:
         """Drop the attributes and pages of ``key`` (and its name when ``name_too``)."""
 
-    def subtree_changed(self, prefix: tuple[str, ...]) -> None:
-        """Drop everything the kernel holds below ``prefix``."""
+    def subtree_changed(
+        self, prefix: tuple[str, ...], keep_name: Callable[[str], bool] | None = None
+    ) -> None:
+        """Drop everything the kernel holds below ``prefix``; the names directly below
+        it for which ``keep_name`` is True keep their names (attributes and pages go)."""
 
 
 class SessionFileListener(Protocol):
@@ -240,7 +244,7 @@ class SessionWatch:
                 self.mtimes.add_project(watched)
                 self._forget_changes(watched)
                 self._known_since[watched] = time.monotonic()
-                self._project_changed(watched)
+                self._project_changed(watched, files_may_remain=True)
             return
         if event.wd == self._root_wd:
             self._root_event(event)
@@ -316,9 +320,19 @@ class SessionWatch:
         for project in self._known_since:
             self._known_since[project] = now
 
-    def _project_changed(self, project: str) -> None:
-        self.sink.subtree_changed(transcripts_key(project))
-        self.sink.subtree_changed(project_key(project))
+    def _project_changed(self, project: str, files_may_remain: bool = False) -> None:
+        """Anything in ``project`` may have changed unseen. With ``files_may_remain``
+        (events were lost, the dir is still there) a session dir (or a sub-agents dir
+        under ``transcripts/``) whose file is still there keeps its name: dropping it
+        would cut it loose under a shell whose cwd it is (getcwd then fails)."""
+        keep = None
+        if files_may_remain:
+
+            def keep(name: str) -> bool:
+                return session_keys.is_valid_name(name) and self._is_session_file(project, name)
+
+        self.sink.subtree_changed(transcripts_key(project), keep)
+        self.sink.subtree_changed(project_key(project), keep)
         for listener in self.listeners:
             listener.sessions_moved()
 

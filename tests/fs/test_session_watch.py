@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import pytest
 import trio
 
 from sessionfs.fs import session_watch
+from sessionfs.fs.inotify import IN_Q_OVERFLOW, Event
+from sessionfs.fs.nodes.base import DirNode, MountContext
 from sessionfs.fs.nodes.session import project_key
 from sessionfs.fs.nodes.transcripts import transcript_key, transcripts_key
+from sessionfs.fs.ops import Invalidator, SessionFsOperations
 from sessionfs.fs.session_watch import SessionWatch
 from sessionfs.view.session_keys import mount_parts
 
@@ -21,12 +26,17 @@ class Recorder:
     def __init__(self) -> None:
         self.keys: list[tuple[tuple[str, ...], bool]] = []
         self.subtrees: list[tuple[str, ...]] = []
+        #: prefix -> which names below it keep their names (None: none)
+        self.keep: dict[tuple[str, ...], Callable[[str], bool] | None] = {}
 
     def key_changed(self, key: tuple[str, ...], name_too: bool) -> None:
         self.keys.append((key, name_too))
 
-    def subtree_changed(self, prefix: tuple[str, ...]) -> None:
+    def subtree_changed(
+        self, prefix: tuple[str, ...], keep_name: Callable[[str], bool] | None = None
+    ) -> None:
         self.subtrees.append(prefix)
+        self.keep[prefix] = keep_name
 
 
 async def _settle() -> None:
@@ -161,6 +171,68 @@ def test_a_stat_is_vouched_for_until_the_watch_reads_a_change_of_its_file(
             nursery.cancel_scope.cancel()
 
     trio.run(scenario)
+
+
+def test_after_lost_events_session_dirs_whose_file_is_there_keep_their_names(
+    tmp_path: Path,
+) -> None:
+    # Events overflowed: everything below the project may have changed unseen and is
+    # dropped, but the name of a session dir whose file is still there stays (a shell
+    # whose cwd it is would otherwise fail getcwd); a removed project keeps no name.
+    root = sessions_root(tmp_path, "s")
+    sink = Recorder()
+    watch = SessionWatch(root, sink)
+    assert watch.start()
+    watch._handle(Event(-1, IN_Q_OVERFLOW, ""))
+    assert sink.subtrees == [transcripts_key("p"), project_key("p")]
+    for prefix in sink.subtrees:
+        keep = sink.keep[prefix]
+        assert keep is not None and keep("s")
+        assert not keep("gone") and not keep("s.md") and not keep("..")
+    sink.subtrees.clear()
+    (root / "p" / "s.jsonl").unlink()
+    (root / "p").rmdir()
+
+    async def scenario() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch.run)
+            await _settle()
+            nursery.cancel_scope.cancel()
+
+    trio.run(scenario)
+    assert project_key("p") in sink.subtrees and sink.keep[project_key("p")] is None
+
+
+class RecordingInvalidator:
+    closing = False
+
+    def __init__(self) -> None:
+        self.inodes: list[int] = []
+        self.names: list[tuple[int, bytes]] = []
+
+    def invalidate(self, inode: int, attr_only: bool) -> None:
+        self.inodes.append(inode)
+
+    def invalidate_name(self, parent_inode: int, name: bytes) -> None:
+        self.names.append((parent_inode, name))
+
+
+def test_a_subtree_dropped_keeps_the_names_it_is_told_to() -> None:
+    ops = SessionFsOperations(DirNode(cast(MountContext, None), ()), read_only=True)
+    invalidator = RecordingInvalidator()
+    ops.invalidator = cast(Invalidator, invalidator)
+    keys = {
+        ("sessions", "p"): 10,
+        ("sessions", "p", "s"): 11,
+        ("sessions", "p", "s", "entries"): 12,
+        ("sessions", "p", "gone"): 13,
+        ("sessions", "q", "s"): 14,
+    }
+    ops.table.by_key.update(keys)
+    ops.subtree_changed(("sessions", "p"), keep_name=lambda name: name == "s")
+    assert sorted(invalidator.inodes) == [11, 12, 13]  # everything below goes stale
+    # names: the session dir kept, its children and the gone session's dropped
+    assert sorted(invalidator.names) == [(10, b"gone"), (11, b"entries")]
 
 
 def test_what_the_watch_remembers_of_changes_stays_bounded(

@@ -32,7 +32,9 @@ class NoSink:
     def key_changed(self, key: tuple[str, ...], name_too: bool) -> None:
         pass
 
-    def subtree_changed(self, prefix: tuple[str, ...]) -> None:
+    def subtree_changed(
+        self, prefix: tuple[str, ...], keep_name: Callable[[str], bool] | None = None
+    ) -> None:
         pass
 
 
