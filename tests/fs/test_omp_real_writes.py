@@ -14,6 +14,8 @@ real ``cp``, ``ln -sfn`` and ``cat``:
   time; titles go both ways (omp reads the mount's slot, the mount shows omp's);
 * omp's own full rewrite (its rename of a file without a slot) after the mount's
   writes succeeds and keeps every entry the mount wrote;
+* ``send`` while an omp the mount did not start holds the file is ``EBUSY`` (it would
+  start a second agent appending to the same file) and starts nothing;
 * the limit: an omp that has loaded a session but not appended yet holds nothing the
   mount can see, so a write then is not refused (it is kept, beside omp's turn).
 """
@@ -31,6 +33,7 @@ from support.fake_model_server import FakeModelServer, ModelRequest, message_tex
 from support.mount import MountFactory, run
 from support.omp_files import SLOT_BYTES
 from support.omp_rpc import OmpRpc
+from support.pi_sessions import agent_template
 from support.real_agents import AgentResult, OmpAgent, finish, kill
 from support.waiting import eventually
 from support.write_setup import read_ctl, session_dir
@@ -382,3 +385,38 @@ def test_omps_own_rewrite_after_the_mounts_writes_keeps_them(
     eventually(
         lambda: run("cat", d / "title") == "Renamed by omp\n", "omp's title in the mount", 30
     )
+
+
+def test_send_while_an_outside_omp_holds_the_file_is_ebusy(
+    omp_agent: OmpAgent, fake_model: FakeModelServer, mount_factory: MountFactory, tmp_path: Path
+) -> None:
+    """``send`` starts an agent that appends to the session: while an omp the mount did
+    not start holds the file open (idle between turns), a second agent on the file
+    would put lines the first did not write into it (the first then refuses its own
+    next rewrite). So ``send`` is ``EBUSY`` then, naming that omp, and starts nothing."""
+    work = tmp_path / "work"
+    session_file = two_turns(omp_agent, fake_model, work)
+    mount = mount_factory(omp_agent.agent_dir, "--agent-cmd", agent_template(omp_agent))
+    d = session_dir(mount, session_file)
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("a second agent on the same file\n")
+    omp = OmpRpc(omp_agent, session_file, work)
+    try:
+        omp.prompt("third question")
+        eventually(lambda: holds_for_writing(omp.pid, session_file), "omp holding its file", 60)
+        idle = session_file.read_bytes()
+        asked = len(fake_model.requests)
+        status, stderr = shell(f"cp {prompt} send", d)
+        assert status != 0 and "Device or resource busy" in stderr, stderr
+        assert f"held open for writing by pid {omp.pid}" in read_ctl(d)["last_error"]
+        assert read_ctl(d)["send"] == "idle"
+        assert len(fake_model.requests) == asked and session_file.read_bytes() == idle
+    finally:
+        stderr = omp.close()
+    trouble = [w for w in PERSISTENCE_TROUBLE if w in stderr]
+    assert omp.process.returncode == 0 and not trouble, stderr[-3000:]
+    # omp is gone: send runs the agent on the session.
+    fake_model.reply_with("the mount's agent answers")
+    assert run("sh", "-c", f"cp {prompt} send && cat send", cwd=d).startswith("exit 0 after ")
+    assert b"the mount's agent answers" in session_file.read_bytes()
+    assert check_file(session_file).clean, check_file(session_file).problems

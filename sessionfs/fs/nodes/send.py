@@ -3,7 +3,9 @@
 Writing a prompt to ``send`` and closing it starts the agent (`AgentRuns`) and returns
 as soon as the process exists; before that, a leaf chosen through the mount that is not
 the file's last entry is recorded in the file (`session_writer.record_branch_point`),
-because the agents continue a file from its last entry. Reading ``send`` waits until
+because the agents continue a file from its last entry. An agent the mount did not
+start that holds the file open for writing (oh-my-pi between its turns) makes
+``send`` ``EBUSY``: the agent started would append to that one's file. Reading ``send`` waits until
 no run is active on the session, then gives the last run's status, so
 ``echo "try X" > send; cat send`` runs and waits. An ``O_NONBLOCK`` read does not wait:
 it shows the run in progress. ``send.log`` is the last run's stdout and stderr.
@@ -22,6 +24,7 @@ from typing import Any
 
 import trio
 
+from core.rewrite import SessionBusyError, refuse_if_held_open
 from sessionfs.fs.agent_command import AgentCommand
 from sessionfs.fs.agent_runs import AgentRuns
 from sessionfs.fs.nodes.base import (
@@ -47,6 +50,11 @@ PROMPT_LIMIT = 1024 * 1024
 ARGUMENT_LIMIT = 32 * 4096 - 1
 #: What reading ``send`` shows before the session's first run.
 NEVER_RAN = "no run yet"
+#: Why ``send`` is refused while another process holds the session file open for writing.
+SEND_HARM = (
+    "an agent started now would append to it too, two agents in one file (oh-my-pi then "
+    "refuses its own next rewrite, and continues without the other's turns)"
+)
 
 
 def _prompt_too_big(size: int) -> None:
@@ -124,6 +132,7 @@ class SendFile(InSession, FileNode):
     async def open(self, flags: int) -> OpenFile:
         if opened_for_writing(flags):
             self._runs().check_idle(self.session_key, "send")  # fail at open, not at close
+            await self._refuse_if_held_open()
             return BufferedWriteHandle(
                 self._send, too_big=_prompt_too_big, on_error=self.record_refusal
             )
@@ -137,6 +146,15 @@ class SendFile(InSession, FileNode):
 
     async def setattr(self, attr: Any, fields: Any) -> None:
         allow_truncate_to_zero(self.display_path(), attr, fields)
+
+    async def _refuse_if_held_open(self) -> None:
+        """`WriteRejected` (``EBUSY``, the pids named) while a process the mount did not
+        start holds the session file open for writing (its own runs: `check_idle`)."""
+        session = await self.session()
+        try:
+            await trio.to_thread.run_sync(refuse_if_held_open, session.ref.path, SEND_HARM)
+        except SessionBusyError as exc:
+            raise WriteRejected(errno.EBUSY, f"send: {exc.reason}") from None
 
     async def _send(self, data: bytes) -> None:
         runs = self._runs()
@@ -155,6 +173,7 @@ class SendFile(InSession, FileNode):
             await record.commit(record)  # a label made just before is the user's too
         runs.reserve(key)
         try:
+            await self._refuse_if_held_open()  # again: it may have opened it since `open`
             branch_id = None
             if session.pinned_leaf is not None:  # the leaf was moved through the mount
                 branch_id = await self.ctx.sessions.write(
