@@ -87,10 +87,14 @@ class SessionBusyError(OSError):
 
     def __init__(self, path: PathArg, pids: Sequence[int], harm: str = _REWRITE_HARM) -> None:
         self.pids = tuple(pids)
+        who = (
+            f"pid {', '.join(map(str, self.pids))}"
+            if self.pids
+            else "a process this one cannot see (still opening it, or in another pid namespace)"
+        )
         self.reason = (
-            f"{os.path.basename(os.fspath(path))} is held open for writing by pid "
-            f"{', '.join(map(str, self.pids))}; {harm}, so the file was left untouched "
-            "(try again once it closes the file)"
+            f"{os.path.basename(os.fspath(path))} is held open for writing by {who}; "
+            f"{harm}, so the file was left untouched (try again once it closes the file)"
         )
         super().__init__(errno.EBUSY, self.reason, os.fspath(path))
 
@@ -155,17 +159,34 @@ def _refuse_if_held_open(
     path: PathArg, st: os.stat_result, fd: int | None = None, harm: str = _REWRITE_HARM
 ) -> None:
     """Raise `SessionBusyError` when a writer keeps the file open past the grace time.
-    ``fd``: the file opened read-only, for the quick lease probe."""
+    ``fd``: the file opened read-only, for the quick lease probe. A writer the probe
+    finds and /proc does not show (`_unseen_writer`) is waited for too: once its open()
+    returns it shows in /proc, or it has written and closed the file."""
     deadline = time.monotonic() + BUSY_RETRY_SECONDS
     while True:
-        if fd is not None and _nobody_writes(fd):
+        refusal = None if fd is None else _take_lease(fd, fcntl.F_RDLCK)
+        if fd is not None and refusal is None:
+            _release_opens(fd)
             return
         pids = writers_of_inode(st.st_dev, st.st_ino)
-        if not pids:
+        if not pids and not _unseen_writer(refusal, st):
             return
         if time.monotonic() >= deadline:
             raise SessionBusyError(path, pids, harm)
         time.sleep(0.01)
+
+
+def _unseen_writer(refusal: OSError | None, st: os.stat_result) -> bool:
+    """Whether a refused read lease means a writer the /proc scan cannot see: one still
+    inside its open() (it counts as a writer before it has a descriptor: an agent that
+    will keep the file open may be starting), or one in another pid namespace. Not
+    where leases are not granted at all, nor while this process holds the file for
+    writing itself (its own descriptors refuse the lease too, and never count)."""
+    return (
+        refusal is not None
+        and refusal.errno == errno.EAGAIN
+        and not _holds_for_writing(str(os.getpid()), st.st_dev, st.st_ino)
+    )
 
 
 def seems_unshared(path: PathArg) -> bool:

@@ -347,36 +347,28 @@ def test_a_writer_still_inside_open_after_the_rename_loses_nothing(
     # renamed and ended its carry. Such an open already counts as a writer of the inode
     # (no read lease is granted on it) but has no descriptor in /proc yet, so the scan
     # saw nobody and the line went to the replaced inode. A read lease the test holds
-    # keeps the agent's open() waiting in the same way, until 0.2 s after the rename.
+    # keeps the agent's open() waiting in the same way, from just before the rename
+    # (after the busy checks, which would wait for it) until 0.2 s after it.
     from core.rewrite import _release_opens, _take_lease
 
     path = tmp_path / "s.jsonl"
     path.write_bytes(b'{"type":"session"}\n')
-    append = (
-        "import os, sys\n"
-        "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)\n"
-        "os.write(fd, b'{\"late\":1}\\n')\n"
-        "os.close(fd)\n"
-    )
     gate = os.open(path, os.O_RDONLY)
     let_go = threading.Timer(0.2, _release_opens, (gate,))
     storage = FileSessionStorage()
     rename = storage.rename
+    agents: list[subprocess.Popen[bytes]] = []
 
-    def rename_then_let_go(source: str, destination: str) -> None:
+    def open_then_rename_then_let_go(source: str, destination: str) -> None:
+        agents.append(_opener_held_by_lease(path, gate, b'{"late":1}\n'))
         rename(source, destination)
         let_go.start()
 
-    monkeypatch.setattr(storage, "rename", rename_then_let_go)
+    monkeypatch.setattr(storage, "rename", open_then_rename_then_let_go)
     try:
         assert _take_lease(gate, fcntl.F_RDLCK) is None, "this file system grants no lease"
-        agent = subprocess.Popen([sys.executable, "-c", append, str(path)])
-        waited = time.monotonic() + 10
-        while fcntl.fcntl(gate, fcntl.F_GETLEASE) != fcntl.F_UNLCK:  # its open() waits
-            assert agent.poll() is None and time.monotonic() < waited
-            time.sleep(0.005)
         rewrite_file(storage, path, lambda data: data)
-        assert agent.wait(timeout=10) == 0
+        assert agents[0].wait(timeout=10) == 0
     finally:
         let_go.cancel()
         if let_go.is_alive():
@@ -384,6 +376,60 @@ def test_a_writer_still_inside_open_after_the_rename_loses_nothing(
         _release_opens(gate)
         os.close(gate)
     assert path.read_bytes() == b'{"type":"session"}\n{"late":1}\n'
+
+
+def _opener_held_by_lease(
+    path: Path, gate: int, line: bytes, keep_open: bool = False
+) -> subprocess.Popen[bytes]:
+    """A process that opens ``path`` for appending, writes ``line`` and closes it (or,
+    ``keep_open``, keeps it open as an agent mid-run does), returned once its open() is
+    held up by the read lease the caller holds on ``gate``."""
+    script = (
+        "import os, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)\n"
+        f"os.write(fd, {line!r})\n" + ("time.sleep(60)\n" if keep_open else "os.close(fd)\n")
+    )
+    opener = subprocess.Popen([sys.executable, "-c", script, str(path)])
+    waited = time.monotonic() + 10
+    while fcntl.fcntl(gate, fcntl.F_GETLEASE) != fcntl.F_UNLCK:  # its open() waits
+        assert opener.poll() is None and time.monotonic() < waited
+        time.sleep(0.005)
+    return opener
+
+
+def test_a_writer_inside_open_when_a_rewrite_starts_is_waited_for_then_refused(
+    tmp_path: Path,
+) -> None:
+    # An agent starting a run opens the file for good; caught inside its open() (no
+    # descriptor in /proc yet), it was taken for nobody: the rewrite went ahead, and
+    # the lines the agent wrote after the carry ended went to the replaced inode. The
+    # read lease it blocks is its trace: the rewrite waits for it, sees it, refuses.
+    from core.rewrite import _release_opens, _take_lease
+
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"type":"session"}\n')
+    before = path.read_bytes()
+    gate = os.open(path, os.O_RDONLY)
+    let_go = threading.Timer(0.1, _release_opens, (gate,))
+    agent = None
+    try:
+        assert _take_lease(gate, fcntl.F_RDLCK) is None, "this file system grants no lease"
+        agent = _opener_held_by_lease(path, gate, b'{"agent":1}\n', keep_open=True)
+        let_go.start()
+        with pytest.raises(SessionBusyError) as refused:
+            rewrite_file(FileSessionStorage(), path, lambda data: data + b'{"new":1}\n')
+        assert refused.value.pids == (agent.pid,)
+        assert f"pid {agent.pid}" in str(refused.value)
+    finally:
+        let_go.cancel()
+        if let_go.is_alive():
+            let_go.join()
+        _release_opens(gate)
+        os.close(gate)
+        if agent is not None:
+            agent.kill()
+            agent.wait()
+    assert path.read_bytes() == before + b'{"agent":1}\n'  # untouched by the rewrite
 
 
 def test_our_own_descriptor_on_the_file_does_not_hold_the_carry_up(
