@@ -16,6 +16,7 @@ real ``cp``, ``ln -sfn`` and ``cat``:
   writes succeeds and keeps every entry the mount wrote;
 * ``send`` while an omp the mount did not start holds the file is ``EBUSY`` (it would
   start a second agent appending to the same file) and starts nothing;
+* the sessions the mount creates (``new``, ``fork``) are ones omp resumes as they are;
 * the limit: an omp that has loaded a session but not appended yet holds nothing the
   mount can see, so a write then is not refused (it is kept, beside omp's turn).
 """
@@ -420,3 +421,48 @@ def test_send_while_an_outside_omp_holds_the_file_is_ebusy(
     assert run("sh", "-c", f"cp {prompt} send && cat send", cwd=d).startswith("exit 0 after ")
     assert b"the mount's agent answers" in session_file.read_bytes()
     assert check_file(session_file).clean, check_file(session_file).problems
+
+
+def test_omp_resumes_the_sessions_the_mount_creates_as_they_are(
+    omp_agent: OmpAgent, fake_model: FakeModelServer, mount_factory: MountFactory, tmp_path: Path
+) -> None:
+    """A session made through the mount (root ``ctl`` ``new``, session ``ctl`` ``fork``)
+    in omp's agent dir is one omp resumes without a rewrite (nothing to migrate or
+    repair: it only appends), with the mount's title, and the fork's conversation."""
+    work = tmp_path / "work"
+    session_file = two_turns(omp_agent, fake_model, work)
+    mount = mount_factory(omp_agent.agent_dir)
+    run("sh", "-c", f"echo 'new {work} Started by the mount' > ctl", cwd=mount.path)
+    fresh = Path(read_ctl(mount.path)["last_result"])
+    run("sh", "-c", "echo fork > ctl", cwd=session_dir(mount, session_file))
+    fork = Path(read_ctl(session_dir(mount, session_file))["last_result"])
+    for made, title, copied in ((fresh, "Started by the mount", False), (fork, "", True)):
+        header = json.loads((made / "header.json").read_text())
+        (file,) = omp_agent.agent_dir.glob(f"sessions/*/*{header['id']}.jsonl")
+        written, inode = file.read_bytes(), file.stat().st_ino
+        assert split_title_slot(written)[0] is not None
+        prompt = f"continue {made.name}"
+        fake_model.reply_with(f"answer in {made.name}")
+        omp = OmpRpc(omp_agent, file, work)
+        try:
+            assert (omp.request("get_state")["data"].get("sessionName") or "") == title
+            omp.prompt(prompt)
+        finally:
+            stderr = omp.close()
+        trouble = [w for w in PERSISTENCE_TROUBLE if w in stderr]
+        assert omp.process.returncode == 0 and not trouble, stderr[-3000:]
+        (request,) = [r for r in fake_model.requests if r.mentions(prompt)]
+        texts = conversation(request)
+        if copied:  # the fork: the whole conversation it copied, then the prompt
+            assert texts[0].endswith("first question") and texts[1:] == [
+                "first answer", "second question", "second answer", prompt
+            ], texts  # fmt: skip
+        else:
+            assert len(texts) == 1 and texts[0].endswith(prompt), texts
+        assert file.stat().st_ino == inode and file.read_bytes().startswith(written)
+        assert check_file(file).clean, check_file(file).problems
+        eventually(
+            lambda d=made, n=made.name: f"answer in {n}" in (d / "transcript.md").read_text(),
+            "omp's answer in the mount",
+            30,
+        )
