@@ -349,33 +349,42 @@ def test_a_writer_still_inside_open_after_the_rename_loses_nothing(
     # saw nobody and the line went to the replaced inode. A read lease the test holds
     # keeps the agent's open() waiting in the same way, from just before the rename
     # (after the busy checks, which would wait for it) until 0.2 s after it.
-    from core.rewrite import _release_opens, _take_lease
-
     path = tmp_path / "s.jsonl"
     path.write_bytes(b'{"type":"session"}\n')
-    gate = os.open(path, os.O_RDONLY)
-    let_go = threading.Timer(0.2, _release_opens, (gate,))
     storage = FileSessionStorage()
     rename = storage.rename
     agents: list[subprocess.Popen[bytes]] = []
+    with _lease_gate(path, let_go_after=0.2) as (gate, let_go):
 
-    def open_then_rename_then_let_go(source: str, destination: str) -> None:
-        agents.append(_opener_held_by_lease(path, gate, b'{"late":1}\n'))
-        rename(source, destination)
-        let_go.start()
+        def open_then_rename_then_let_go(source: str, destination: str) -> None:
+            agents.append(_opener_held_by_lease(path, gate, b'{"late":1}\n'))
+            rename(source, destination)
+            let_go.start()
 
-    monkeypatch.setattr(storage, "rename", open_then_rename_then_let_go)
-    try:
-        assert _take_lease(gate, fcntl.F_RDLCK) is None, "this file system grants no lease"
+        monkeypatch.setattr(storage, "rename", open_then_rename_then_let_go)
         rewrite_file(storage, path, lambda data: data)
         assert agents[0].wait(timeout=10) == 0
+    assert path.read_bytes() == b'{"type":"session"}\n{"late":1}\n'
+
+
+@contextmanager
+def _lease_gate(path: Path, let_go_after: float) -> Iterator[tuple[int, threading.Timer]]:
+    """A read lease the test holds on ``path`` (an open() for writing then waits for
+    it) and a timer, not started, that releases it ``let_go_after`` seconds after
+    ``start()``; both undone on the way out."""
+    from core.rewrite import _release_opens, _take_lease
+
+    gate = os.open(path, os.O_RDONLY)
+    let_go = threading.Timer(let_go_after, _release_opens, (gate,))
+    try:
+        assert _take_lease(gate, fcntl.F_RDLCK) is None, "this file system grants no lease"
+        yield gate, let_go
     finally:
         let_go.cancel()
         if let_go.is_alive():
             let_go.join()
         _release_opens(gate)
         os.close(gate)
-    assert path.read_bytes() == b'{"type":"session"}\n{"late":1}\n'
 
 
 def _opener_held_by_lease(
@@ -404,28 +413,19 @@ def test_a_writer_inside_open_when_a_rewrite_starts_is_waited_for_then_refused(
     # descriptor in /proc yet), it was taken for nobody: the rewrite went ahead, and
     # the lines the agent wrote after the carry ended went to the replaced inode. The
     # read lease it blocks is its trace: the rewrite waits for it, sees it, refuses.
-    from core.rewrite import _release_opens, _take_lease
-
     path = tmp_path / "s.jsonl"
     path.write_bytes(b'{"type":"session"}\n')
     before = path.read_bytes()
-    gate = os.open(path, os.O_RDONLY)
-    let_go = threading.Timer(0.1, _release_opens, (gate,))
     agent = None
     try:
-        assert _take_lease(gate, fcntl.F_RDLCK) is None, "this file system grants no lease"
-        agent = _opener_held_by_lease(path, gate, b'{"agent":1}\n', keep_open=True)
-        let_go.start()
-        with pytest.raises(SessionBusyError) as refused:
-            rewrite_file(FileSessionStorage(), path, lambda data: data + b'{"new":1}\n')
-        assert refused.value.pids == (agent.pid,)
-        assert f"pid {agent.pid}" in str(refused.value)
+        with _lease_gate(path, let_go_after=0.1) as (gate, let_go):
+            agent = _opener_held_by_lease(path, gate, b'{"agent":1}\n', keep_open=True)
+            let_go.start()
+            with pytest.raises(SessionBusyError) as refused:
+                rewrite_file(FileSessionStorage(), path, lambda data: data + b'{"new":1}\n')
+            assert refused.value.pids == (agent.pid,)
+            assert f"pid {agent.pid}" in str(refused.value)
     finally:
-        let_go.cancel()
-        if let_go.is_alive():
-            let_go.join()
-        _release_opens(gate)
-        os.close(gate)
         if agent is not None:
             agent.kill()
             agent.wait()

@@ -52,6 +52,14 @@ def sessions_root(tmp_path: Path, *stems: str) -> Path:
     return root
 
 
+def started_watch(root: Path) -> tuple[SessionWatch, Recorder]:
+    """A watch of ``root`` started (not run yet), and what it reports to."""
+    sink = Recorder()
+    watch = SessionWatch(root, sink)
+    assert watch.start()
+    return watch, sink
+
+
 def _both(project: str, stem: str, name_too: bool) -> dict[tuple[str, ...], bool]:
     """A session file's change as reported: its transcript and its session dir."""
     return {transcript_key(project, stem): name_too, mount_parts(project, stem): name_too}
@@ -61,9 +69,7 @@ def test_changes_to_session_files_are_reported_as_transcript_and_session_dir_key
     tmp_path: Path,
 ) -> None:
     root = sessions_root(tmp_path, "s")
-    sink = Recorder()
-    watch = SessionWatch(root, sink)
-    assert watch.start()
+    watch, sink = started_watch(root)
     assert watch.covers("p") and not watch.covers("q")
 
     async def scenario() -> None:
@@ -117,8 +123,7 @@ def test_the_newest_sessions_follow_appends_touches_and_removals(tmp_path: Path)
         (root / project).mkdir(parents=True, exist_ok=True)
         (root / project / f"{stem}.jsonl").write_bytes(b"{}\n")
         os.utime(root / project / f"{stem}.jsonl", ns=(mtime * 10**9, mtime * 10**9))
-    watch = SessionWatch(root, Recorder())
-    assert watch.start()
+    watch, _ = started_watch(root)
     assert watch.newest_sessions() == [("b", "new"), ("a", "mid"), ("a", "old")]
 
     async def scenario() -> None:
@@ -144,8 +149,7 @@ def test_a_stat_is_vouched_for_until_the_watch_reads_a_change_of_its_file(
 ) -> None:
     root = sessions_root(tmp_path, "s", "other")
     before_watch = time.monotonic()
-    watch = SessionWatch(root, Recorder())
-    assert watch.start()
+    watch, _ = started_watch(root)
 
     async def scenario() -> None:
         async with trio.open_nursery() as nursery:
@@ -180,9 +184,7 @@ def test_after_lost_events_session_dirs_whose_file_is_there_keep_their_names(
     # dropped, but the name of a session dir whose file is still there stays (a shell
     # whose cwd it is would otherwise fail getcwd); a removed project keeps no name.
     root = sessions_root(tmp_path, "s")
-    sink = Recorder()
-    watch = SessionWatch(root, sink)
-    assert watch.start()
+    watch, sink = started_watch(root)
     watch._handle(Event(-1, IN_Q_OVERFLOW, ""))
     assert sink.subtrees == [transcripts_key("p"), project_key("p")]
     for prefix in sink.subtrees:
@@ -242,8 +244,7 @@ def test_what_the_watch_remembers_of_changes_stays_bounded(
     # files, what was remembered goes, and so does the word for stats taken before.
     monkeypatch.setattr(session_watch, "CHANGES_KEPT", 4)
     root = sessions_root(tmp_path, "kept")
-    watch = SessionWatch(root, Recorder())
-    assert watch.start()
+    watch, _ = started_watch(root)
 
     async def scenario() -> None:
         async with trio.open_nursery() as nursery:
