@@ -4,6 +4,7 @@ stale for each change to an agent dir's sessions root (no FUSE involved)."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -279,26 +280,27 @@ def test_projects_never_looked_at_are_scanned_off_the_event_loop(tmp_path: Path)
     watch = SessionWatch(root, Recorder())
     watch.mtimes.add_project("--p--")
     scan = watch.mtimes.scan
+    # The scan cannot end before the event loop has gone round ten times: run on the
+    # loop it would wait in vain and fail. (Counting the loop's turns during a fixed
+    # sleep instead failed whenever a loaded machine left this process unscheduled.)
+    loop_turned = threading.Event()
 
-    def slow_scan(projects: list[str]) -> object:
-        time.sleep(0.3)
+    def scan_waiting_for_the_loop(projects: list[str]) -> object:
+        assert loop_turned.wait(timeout=10), "the event loop did not run during the scan"
         return scan(projects)
 
-    watch.mtimes.scan = slow_scan  # type: ignore[method-assign,assignment]
-    ticks: list[float] = []
+    watch.mtimes.scan = scan_waiting_for_the_loop  # type: ignore[method-assign,assignment]
 
     async def main() -> None:
-        async def tick() -> None:
-            while True:
-                ticks.append(trio.current_time())
+        async def turn_the_loop() -> None:
+            for _ in range(10):
                 await trio.sleep(0.01)
+            loop_turned.set()
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(tick)
+            nursery.start_soon(turn_the_loop)
             await watch.scan_new_projects()
-            nursery.cancel_scope.cancel()
 
     trio.run(main)
-    assert len(ticks) >= 10  # the loop ran while the scan slept in its thread
     assert watch.mtimes.unscanned() == []
     assert watch.mtimes.newest_first() == [("--p--", "a")]
