@@ -97,18 +97,22 @@ class Foreground:
             await trio.sleep(min(seconds - idle, left))
 
 
-async def run_in_background_thread(fn: Callable[[], T], name: str = "sessionfs-background") -> T:
-    """``fn()`` in a new daemon thread at a lower priority, awaited without blocking the
-    event loop. Not trio's thread cache: a niced thread would go back to the cache and
-    later serve a request at that priority. Cancelled, the caller stops waiting and the
-    thread finishes on its own (a daemon thread: it never holds up the exit)."""
+async def run_in_background_thread(
+    fn: Callable[[], T], name: str = "sessionfs-background", lower_priority: bool = True
+) -> T:
+    """``fn()`` in a new daemon thread at a lower priority (unless ``lower_priority`` is
+    False: a request waits for it), awaited without blocking the event loop. Not trio's
+    thread cache: a niced thread would go back to the cache and later serve a request
+    at that priority. Cancelled, the caller stops waiting and the thread finishes on its
+    own (a daemon thread: it never holds up the exit)."""
     token = trio.lowlevel.current_trio_token()
     done = trio.Event()
     results: list[T] = []
     errors: list[BaseException] = []
 
     def body() -> None:
-        lower_own_priority()
+        if lower_priority:
+            lower_own_priority()
         try:
             results.append(fn())
         except BaseException as exc:  # handed to the awaiting task

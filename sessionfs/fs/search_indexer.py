@@ -118,8 +118,9 @@ class SearchIndexer:
         self._quiet_wait: trio.CancelScope | None = None
 
     def hurry(self) -> None:
-        """A search is waiting for the first build: start it now. (Waiting for the mount
-        to be quiet would wait for that very search's request to end.)"""
+        """A search is waiting for the first build: start it now, at the priority of
+        requests. (Waiting for the mount to be quiet would wait for that very search's
+        request to end.)"""
         if self.built.is_set():
             return
         self._hurried = True
@@ -187,10 +188,12 @@ class SearchIndexer:
     ) -> None:
         """Index ``changed`` and the sub-agent files of the ``active`` sessions, or
         every file when ``changed`` is None."""
-        if self.foreground is not None and not (self._hurried and not self.built.is_set()):
+        awaited = self._hurried and not self.built.is_set()  # a search waits for it
+        if self.foreground is not None and not awaited:
             with trio.CancelScope() as self._quiet_wait:
                 await self.foreground.quiet()
             self._quiet_wait = None
+            awaited = self._hurried and not self.built.is_set()  # hurried meanwhile
         if changed is None:
             self.full_passes += 1
         root = str(self.view.sessions_root)
@@ -210,7 +213,9 @@ class SearchIndexer:
         try:
             # Cancelled (an unmount must not wait for a long first build), the thread
             # finishes its transaction on its own and the index stays consistent.
-            await run_in_background_thread(refresh, name="search-indexer")
+            await run_in_background_thread(
+                refresh, name="search-indexer", lower_priority=not awaited
+            )
         except Exception as exc:
             log.exception("search indexer: update failed")
             self.view.progress.last_error = f"{type(exc).__name__}: {exc}"

@@ -173,7 +173,10 @@ def test_a_search_waiting_for_the_first_build_starts_it_at_once() -> None:
             assert time.monotonic() - started < 3  # not the 10 s of max_defer
             nursery.cancel_scope.cancel()
 
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     trio.run(scenario)
+    # a request waits for it: not at the lower priority of background work
+    assert view.calls[0][2] == own
 
 
 def test_a_search_waits_for_a_long_first_build_only_so_long() -> None:
