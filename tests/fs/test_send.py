@@ -219,8 +219,14 @@ def test_every_write_to_the_session_is_ebusy_while_the_agent_runs(
     }
     assert refused == dict.fromkeys(refused, errno.EBUSY)
     assert "an agent is running on this session" in read_ctl(directory)["last_error"]
-    # reading is never blocked: renderings, ctl, a non-blocking read of send
-    assert "slow one" in (directory / "transcript.md").read_text()  # within a second
+    # Reading is never blocked: renderings, ctl, a non-blocking read of send. The agent
+    # (a new Python process) appends the prompt once it has started, which on a loaded
+    # machine can be after all of the above: wait for that on disk, then for the mount
+    # to show it (a read serves what it checked up to 0.2 s ago; 2 s leaves room for a
+    # loaded machine). The agent then sleeps 3 s more, and the non-blocking read of
+    # send below proves it was still running.
+    wait_for(lambda: "slow one" in message_texts(session_file))
+    wait_for(lambda: "slow one" in (directory / "transcript.md").read_text(), 2)
     fd = os.open(directory / "send", os.O_RDONLY | os.O_NONBLOCK)
     try:
         assert os.read(fd, 4096).decode().startswith(f"running pid {pid} since ")
