@@ -27,7 +27,7 @@ import orjson
 import pytest
 from support.agent_simulator import agent_line, agent_numbers, running_agent
 
-from core import FileSessionStorage, MemorySessionStorage, SessionManager
+from core import FileSessionStorage, MemorySessionStorage, SessionManager, rewrite
 from core.check import fix_file
 from core.rewrite import SessionBusyError, rewrite_file
 
@@ -407,7 +407,7 @@ def _opener_held_by_lease(
 
 
 def test_a_writer_inside_open_when_a_rewrite_starts_is_waited_for_then_refused(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # An agent starting a run opens the file for good; caught inside its open() (no
     # descriptor in /proc yet), it was taken for nobody: the rewrite went ahead, and
@@ -416,11 +416,25 @@ def test_a_writer_inside_open_when_a_rewrite_starts_is_waited_for_then_refused(
     path = tmp_path / "s.jsonl"
     path.write_bytes(b'{"type":"session"}\n')
     before = path.read_bytes()
+    # The agent's open() is let go once the rewrite has found it waiting there, and it
+    # then has 1 s, not BUSY_RETRY_SECONDS (0.3 s), to show in /proc: a loaded machine
+    # may not run it (nor a timer thread of this process) again within 0.3 s, and the
+    # rewrite is then refused naming no pid (with a 0.1 s timer, 6 runs in 10 so when
+    # this process was stopped 0.35 s every 0.08 s).
+    monkeypatch.setattr(rewrite, "BUSY_RETRY_SECONDS", 1.0)
+    unseen_writer = rewrite._unseen_writer
     agent = None
     try:
-        with _lease_gate(path, let_go_after=0.1) as (gate, let_go):
+        with _lease_gate(path, let_go_after=0.1) as (gate, _timer):
+
+            def unseen_then_let_go(refusal: OSError | None, st: os.stat_result) -> bool:
+                unseen = unseen_writer(refusal, st)
+                if unseen:
+                    rewrite._release_opens(gate)
+                return unseen
+
+            monkeypatch.setattr(rewrite, "_unseen_writer", unseen_then_let_go)
             agent = _opener_held_by_lease(path, gate, b'{"agent":1}\n', keep_open=True)
-            let_go.start()
             with pytest.raises(SessionBusyError) as refused:
                 rewrite_file(FileSessionStorage(), path, lambda data: data + b'{"new":1}\n')
             assert refused.value.pids == (agent.pid,)
