@@ -92,13 +92,17 @@ def _client_env(home: Path) -> dict[str, str]:
     return env
 
 
+class _WeedExited(RuntimeError):
+    """weed stopped while starting (e.g. a port taken between our look and its bind)."""
+
+
 def _wait_for_bucket(server: S3Server, process: subprocess.Popen[bytes], log: Path) -> None:
     """Retry making the bucket until the S3 gateway and the filer behind it both answer."""
     deadline = time.monotonic() + START_TIMEOUT
     last_error: Exception | None = None
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"weed exited {process.returncode}: {log.read_text()[-2000:]}")
+            raise _WeedExited(f"weed exited {process.returncode}: {log.read_text()[-2000:]}")
         try:
             server.client("").create_bucket()
             return
@@ -108,9 +112,39 @@ def _wait_for_bucket(server: S3Server, process: subprocess.Popen[bytes], log: Pa
     raise RuntimeError(f"SeaweedFS S3 did not come up in {START_TIMEOUT} s: {last_error}")
 
 
+#: Starts of weed tried on other free ports when one exits while starting: a port found
+#: free may be bound by another test worker before weed binds it.
+START_ATTEMPTS = 3
+
+
 @contextmanager
 def seaweedfs(weed: str, base: Path) -> Iterator[S3Server]:
     """``weed server -s3`` on free loopback ports with a bucket made; always stopped."""
+    for attempt in range(1, START_ATTEMPTS + 1):
+        process, server = _start_weed(weed, base / f"attempt-{attempt}")
+        try:
+            saved = dict(os.environ)
+            os.environ.update(server.env)  # the in-process clients sign with these
+            try:
+                _wait_for_bucket(server, process, base / f"attempt-{attempt}" / "weed.log")
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
+        except _WeedExited:
+            if attempt == START_ATTEMPTS:
+                raise
+            continue
+        except BaseException:
+            _stop_weed(process)
+            raise
+        try:
+            yield server
+        finally:
+            _stop_weed(process)
+        return
+
+
+def _start_weed(weed: str, base: Path) -> tuple[subprocess.Popen[bytes], S3Server]:
     (base / "data").mkdir(parents=True)
     master, volume, filer, s3 = _free_ports(4)
     command = [
@@ -119,29 +153,21 @@ def seaweedfs(weed: str, base: Path) -> Iterator[S3Server]:
         f"-s3.port={s3}", "-s3.port.iceberg=0", "-s3.port.lance=0",
         "-master.volumeSizeLimitMB=64", "-volume.max=0",
     ]  # fmt: skip
-    log = base / "weed.log"
-    with log.open("wb") as log_file:
+    with (base / "weed.log").open("wb") as log_file:
         process = subprocess.Popen(
             command, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
         )
+    return process, S3Server(f"http://127.0.0.1:{s3}", BUCKET, _client_env(base))
+
+
+def _stop_weed(process: subprocess.Popen[bytes]) -> None:
+    # weed can take 15 s to drain on SIGTERM; its data is a tmp dir thrown away anyway.
+    process.terminate()
     try:
-        server = S3Server(f"http://127.0.0.1:{s3}", BUCKET, _client_env(base))
-        saved = dict(os.environ)
-        os.environ.update(server.env)  # the in-process clients sign with these
-        try:
-            _wait_for_bucket(server, process, log)
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
-        yield server
-    finally:
-        # weed can take 15 s to drain on SIGTERM; its data is a tmp dir thrown away anyway.
-        process.terminate()
-        try:
-            process.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)
+        process.wait(timeout=3)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=15)
 
 
 def add_blob(agent: Path, data: bytes) -> str:
