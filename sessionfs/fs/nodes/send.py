@@ -4,9 +4,9 @@ Writing a prompt to ``send`` and closing it starts the agent (`AgentRuns`) and r
 as soon as the process exists; before that, a leaf chosen through the mount that is not
 the file's last entry is recorded in the file (`session_writer.record_branch_point`),
 because the agents continue a file from its last entry. An agent the mount did not
-start that holds the file open for writing (oh-my-pi between its turns) makes
-``send`` ``EBUSY``: the agent started would append to that one's file. Reading ``send`` waits until
-no run is active on the session, then gives the last run's status, so
+start that holds the file open for writing (oh-my-pi between its turns) makes ``send``
+``EBUSY``: the agent started would append to that one's file. Reading ``send`` waits
+until no run is active on the session, then gives the last run's status, so
 ``echo "try X" > send; cat send`` runs and waits. An ``O_NONBLOCK`` read does not wait:
 it shows the run in progress. ``send.log`` is the last run's stdout and stderr.
 
