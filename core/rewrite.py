@@ -160,8 +160,8 @@ def _refuse_if_held_open(
 ) -> None:
     """Raise `SessionBusyError` when a writer keeps the file open past the grace time.
     ``fd``: the file opened read-only, for the quick lease probe. A writer the probe
-    finds and /proc does not show (`_unseen_writer`) is waited for too: once its open()
-    returns it shows in /proc, or it has written and closed the file."""
+    finds and /proc does not show is waited for too: once its open() returns it shows
+    in /proc, or it has written and closed the file."""
     deadline = time.monotonic() + BUSY_RETRY_SECONDS
     while True:
         refusal = None if fd is None else _take_lease(fd, fcntl.F_RDLCK)
@@ -169,24 +169,23 @@ def _refuse_if_held_open(
             _release_opens(fd)
             return
         pids = writers_of_inode(st.st_dev, st.st_ino)
-        if not pids and not _unseen_writer(refusal, st):
+        # A writer the lease sees and /proc does not: still inside its open() (it counts
+        # as a writer before it has a descriptor: an agent that will keep the file open
+        # may be starting), or in another pid namespace. Wait for it too.
+        if not pids and not (refusal is not None and _refused_for_another_writer(refusal, st)):
             return
         if time.monotonic() >= deadline:
             raise SessionBusyError(path, pids, harm)
         time.sleep(0.01)
 
 
-def _unseen_writer(refusal: OSError | None, st: os.stat_result) -> bool:
-    """Whether a refused read lease means a writer the /proc scan cannot see: one still
-    inside its open() (it counts as a writer before it has a descriptor: an agent that
-    will keep the file open may be starting), or one in another pid namespace. Not
-    where leases are not granted at all, nor while this process holds the file for
-    writing itself (its own descriptors refuse the lease too, and never count)."""
-    return (
-        refusal is not None
-        and refusal.errno == errno.EAGAIN
-        and not _holds_for_writing(str(os.getpid()), st.st_dev, st.st_ino)
-    )
+def _refused_for_another_writer(refusal: OSError, st: os.stat_result) -> bool:
+    """Whether a read lease on the file of ``st`` was refused because some other process
+    writes it or is opening it for writing: not where leases are not granted at all,
+    nor while this process holds the file for writing itself (its own descriptors
+    refuse the lease too, and never count)."""
+    own = str(os.getpid())
+    return refusal.errno == errno.EAGAIN and not _holds_for_writing(own, st.st_dev, st.st_ino)
 
 
 def seems_unshared(path: PathArg) -> bool:
@@ -451,8 +450,7 @@ def _leases_tell_writers(fd: int, st: os.stat_result) -> bool:
     if refused is None:
         _release_opens(fd)
         return True
-    own = str(os.getpid())
-    return refused.errno == errno.EAGAIN and not _holds_for_writing(own, st.st_dev, st.st_ino)
+    return _refused_for_another_writer(refused, st)
 
 
 def _lease_broken(fd: int) -> bool:
