@@ -422,18 +422,18 @@ def test_a_writer_inside_open_when_a_rewrite_starts_is_waited_for_then_refused(
     # rewrite is then refused naming no pid (with a 0.1 s timer, 6 runs in 10 so when
     # this process was stopped 0.35 s every 0.08 s).
     monkeypatch.setattr(rewrite, "BUSY_RETRY_SECONDS", 1.0)
-    unseen_writer = rewrite._unseen_writer
+    refused_for_another_writer = rewrite._refused_for_another_writer
     agent = None
     try:
         with _lease_gate(path, let_go_after=0.1) as (gate, _timer):
 
-            def unseen_then_let_go(refusal: OSError | None, st: os.stat_result) -> bool:
-                unseen = unseen_writer(refusal, st)
-                if unseen:
+            def found_then_let_go(refusal: OSError, st: os.stat_result) -> bool:
+                found = refused_for_another_writer(refusal, st)
+                if found:
                     rewrite._release_opens(gate)
-                return unseen
+                return found
 
-            monkeypatch.setattr(rewrite, "_unseen_writer", unseen_then_let_go)
+            monkeypatch.setattr(rewrite, "_refused_for_another_writer", found_then_let_go)
             agent = _opener_held_by_lease(path, gate, b'{"agent":1}\n', keep_open=True)
             with pytest.raises(SessionBusyError) as refused:
                 rewrite_file(FileSessionStorage(), path, lambda data: data + b'{"new":1}\n')
