@@ -47,6 +47,13 @@ OMP_PACKAGE = "@oh-my-pi/pi-coding-agent"
 OMP_VERSION = "18.2.3"
 OMP_CACHE_ENV = "SESSIONFS_OMP_CACHE"
 
+CODEX_PACKAGE = "@openai/codex"
+#: npm brings the native binary as the optional dependency ``@openai/codex-linux-x64``.
+CODEX_VERSION = "0.171.0"
+CODEX_CACHE_ENV = "SESSIONFS_CODEX_CACHE"
+#: The env var Codex reads the fake provider's API key from (``env_key``).
+CODEX_KEY_ENV = "FAKE_API_KEY"
+
 INSTALL_TIMEOUT_S = 600
 #: One agent turn against the fake server takes ~5 s (mostly start-up); generous for
 #: a loaded 2-core machine, short enough that a hang fails the test.
@@ -86,6 +93,11 @@ def pi_cache_dir() -> Path:
 def omp_cache_dir() -> Path:
     configured = os.environ.get(OMP_CACHE_ENV)
     return Path(configured) if configured else REPO / ".cache" / "omp"
+
+
+def codex_cache_dir() -> Path:
+    configured = os.environ.get(CODEX_CACHE_ENV)
+    return Path(configured) if configured else REPO / ".cache" / "npm-codex"
 
 
 def _package_dir(root: Path, package: str) -> Path:
@@ -166,6 +178,20 @@ def install_pi(cache: Path | None = None) -> Path:
         _npm_install(cache, PI_PACKAGE, PI_VERSION, "sessionfs-pi-interop")
     if shutil.which("node") is None:  # installed earlier, but nothing here can run it
         raise AgentUnavailable("node is not installed: pi runs on Node 20 (CI installs it)")
+    return cache
+
+
+def install_codex(cache: Path | None = None) -> Path:
+    """The pinned Codex CLI in ``cache`` (installed unless it is already there); the
+    cache. Its launcher runs on Node; the agent itself is the native binary npm
+    installs beside it."""
+    cache = cache or codex_cache_dir()
+    with _install_lock(cache):
+        _npm_install(cache, CODEX_PACKAGE, CODEX_VERSION, "sessionfs-codex-interop")
+    if shutil.which("node") is None:
+        raise AgentUnavailable(
+            "node is not installed: the codex launcher runs on Node (CI installs it)"
+        )
     return cache
 
 
@@ -466,6 +492,89 @@ class OmpAgent(RealAgent):
         return finish(process, timeout)
 
 
+@dataclass
+class CodexAgent(RealAgent):
+    """Codex CLI 0.171: ``codex exec PROMPT`` (a new session), ``codex exec resume
+    ID|--last PROMPT``, ``codex exec fork ID PROMPT``; the agent dir is ``CODEX_HOME``
+    (``config.toml``, ``sessions/YYYY/MM/DD/rollout-*.jsonl``, ``state_5.sqlite``).
+
+    ``HOME`` is the test home too: Codex writes ``~/.codex/tmp/`` under the account's
+    home whatever ``CODEX_HOME`` says. Every run reads nothing from stdin (``exec``
+    would wait for it otherwise) and asks for no approval (nobody is there to give it).
+    """
+
+    name = "codex"
+    #: ``model_auto_compact_token_limit`` in config.toml (``None``: Codex's default).
+    auto_compact_tokens: int | None = None
+
+    @classmethod
+    def at_home(cls, home: Path, model_url: str, model_id: str, install: Path) -> Self:
+        agent = cls(home, home / ".codex", model_url, model_id, install)
+        return agent.configure()
+
+    def write_config(self) -> None:
+        self.agent_dir.mkdir(parents=True, exist_ok=True)
+        lines = [
+            f"model = {json.dumps(self.model_id)}",
+            f"model_provider = {json.dumps(FAKE_PROVIDER)}",
+            "check_for_update_on_startup = false",
+        ]
+        if self.auto_compact_tokens is not None:
+            lines.append(f"model_auto_compact_token_limit = {self.auto_compact_tokens}")
+        lines += [
+            "",
+            f"[model_providers.{FAKE_PROVIDER}]",
+            'name = "fake"',
+            f"base_url = {json.dumps(self.model_url)}",
+            'wire_api = "responses"',
+            f"env_key = {json.dumps(CODEX_KEY_ENV)}",
+            # One request per turn: a retried request would be a second, unscripted one.
+            "request_max_retries = 0",
+            "stream_max_retries = 0",
+            "",
+            "[analytics]",
+            "enabled = false",
+            "",
+            "[feedback]",
+            "enabled = false",
+        ]
+        (self.agent_dir / "config.toml").write_text("\n".join(lines) + "\n")
+
+    def agent_env(self) -> dict[str, str]:
+        return {"CODEX_HOME": str(self.agent_dir), CODEX_KEY_ENV: FAKE_API_KEY}
+
+    def _exec(self, *args: str) -> list[str]:
+        cli = _package_dir(self.install, CODEX_PACKAGE) / "bin" / "codex.js"
+        flags = ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
+        return ["node", str(cli), "exec", *args[:-1], *flags, args[-1]]
+
+    def command(self, prompt: str, session: Path | None, options: Sequence[str] = ()) -> list[str]:
+        """A new session, or (``session``: a rollout file) that thread resumed."""
+        if session is None:
+            return self._exec(*options, prompt)
+        return self._exec("resume", *options, rollout_thread_id(session), prompt)
+
+    def resume(self, thread_id: str | None, prompt: str, cwd: Path | None = None) -> AgentResult:
+        """``codex exec resume ID PROMPT`` (``thread_id`` ``None``: ``--last``)."""
+        target = "--last" if thread_id is None else thread_id
+        return finish(self.spawn(self._exec("resume", target, prompt), cwd or self.home))
+
+    def fork(self, thread_id: str, prompt: str, cwd: Path | None = None) -> AgentResult:
+        """``codex exec fork ID PROMPT``: a new rollout continuing ``thread_id``."""
+        return finish(self.spawn(self._exec("fork", thread_id, prompt), cwd or self.home))
+
+    def sessions(self) -> list[Path]:
+        """Every rollout under ``sessions/YYYY/MM/DD/``, oldest first by name."""
+        return sorted((self.agent_dir / "sessions").glob("*/*/*/rollout-*.jsonl"))
+
+
+def rollout_thread_id(rollout: Path) -> str:
+    """The thread id a rollout's first line (``session_meta``) names."""
+    with open(rollout, "rb") as file:
+        first = json.loads(file.readline())
+    return str(first["payload"]["id"])
+
+
 def default_agent_dir(home: Path, agent: str) -> Path:
     """Where the agent keeps its agent dir when nothing overrides it."""
     return home / f".{agent}" / "agent"
@@ -478,7 +587,7 @@ def _main(argv: list[str]) -> int:
     if argv != ["install"]:
         print("usage: real_agents.py install", file=sys.stderr)
         return 2
-    for what, install in (("pi", install_pi), ("omp", install_omp)):
+    for what, install in (("pi", install_pi), ("omp", install_omp), ("codex", install_codex)):
         try:
             cache = install()
         except (AgentUnavailable, InstallFailed) as error:
