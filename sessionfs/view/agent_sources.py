@@ -19,11 +19,12 @@ search index with its hits' paths below ``agents/<agent>/``.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from core.agent_homes import AgentHome
-from core.formats import claude_dirs, codex_dirs
+from core.formats import claude_dirs, codex_dirs, codex_state
 from core.formats.base import SessionSource
 from core.formats.claude import ClaudeSession
 from core.formats.codex import ARCHIVE_DIR, CodexSession
@@ -52,7 +53,9 @@ def open_agent_file(agent: str, path: Path) -> SessionSource:
     if agent == "claude":
         return ClaudeSession(path, meta=_claude_meta(path))
     if agent == "codex":
-        return CodexSession(path, index_title=codex_index_title(path) or None)
+        home = codex_dirs.home_of_rollout(path)
+        find_thread = partial(codex_dirs.find_rollout, home) if home is not None else None
+        return CodexSession(path, index_title=codex_title(path) or None, find_thread=find_thread)
     raise ValueError(f"no reader for {agent!r} sessions")
 
 
@@ -110,8 +113,12 @@ class CodexCatalog:
                     yield from self._with_sub_agents(index, project, rollout, rollout.stem, 0)
 
     def _with_sub_agents(
-        self, index: codex_dirs.CodexIndex, project: str, rollout: codex_dirs.CodexRollout,
-        stem: str, depth: int,
+        self,
+        index: codex_dirs.CodexIndex,
+        project: str,
+        rollout: codex_dirs.CodexRollout,
+        stem: str,
+        depth: int,
     ) -> Iterator[Listed]:
         yield Listed(project, stem, rollout.path, {"id": rollout.id})
         if depth < MAX_SUBAGENT_DEPTH:
@@ -121,15 +128,15 @@ class CodexCatalog:
                 )
 
 
-def codex_index_title(path: Path) -> str:
-    """The session's name in ``<codex home>/session_index.jsonl`` (last line wins)."""
-    home = path.parent.parent if path.parent.name == ARCHIVE_DIR else None
-    if home is None and len(path.parents) >= 5:
-        home = path.parents[4]  # sessions/YYYY/MM/DD/<file>
-    rollout = codex_dirs.read_rollout(path, archived=home == path.parent.parent)
+def codex_title(path: Path) -> str:
+    """The session's name in ``<codex home>/session_index.jsonl`` (last line wins),
+    else the one in Codex's state database (``codex exec`` writes no index)."""
+    home = codex_dirs.home_of_rollout(path)
+    rollout = codex_dirs.read_rollout(path, archived=path.parent.name == ARCHIVE_DIR)
     if home is None or rollout is None:
         return ""
-    return codex_dirs.read_session_index(home).get(rollout.id, "")
+    named = codex_dirs.read_session_index(home).get(rollout.id)
+    return named or codex_state.thread_title(home, rollout.id) or ""
 
 
 def agent_search_view(cache_dir: Path, index: OtherAgentIndex) -> SearchView:

@@ -47,6 +47,12 @@ class ResponsesRequest(ModelRequest):
     def instructions(self) -> str:
         return str(self.body.get("instructions") or "")
 
+    @property
+    def thread_id(self) -> str | None:
+        """The thread the request is for (Codex sends it as ``prompt_cache_key``)."""
+        key = self.body.get("prompt_cache_key")
+        return key if isinstance(key, str) else None
+
     def items(self, kind: str) -> list[Json]:
         """The input items of one ``type`` (``message``, ``function_call``, …)."""
         return [item for item in self.messages if item.get("type") == kind]

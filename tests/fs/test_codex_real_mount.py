@@ -1,0 +1,334 @@
+"""What the mount shows of sessions the real Codex CLI (`support.real_agents.CodexAgent`,
+the pinned 0.171.0) wrote, against the fake Responses API server that records what
+Codex sent the model.
+
+One story, run once for the module (a handful of ``codex exec`` runs, ~1 s each): an
+image and a shell call in the first turn, ``exec resume --last``, a turn that starts
+with an automatic compaction (a low ``model_auto_compact_token_limit`` and a reply that
+reports many tokens), ``exec fork``, and the parent resumed after the fork. Between
+runs the test reads ``context.json`` through the mount; the next request Codex sends
+must carry exactly those items (after its base instructions, ``input[0]``, which Codex
+builds anew for each request and never writes to the rollout), then the new prompt.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.fake_model_server import DEFAULT_MODEL
+from support.fake_responses_server import (
+    Answer,
+    FakeResponsesServer,
+    FunctionCall,
+    ResponsesRequest,
+    Usage,
+)
+from support.mount import Mount, run, start_mount
+from support.real_agents import CODEX_VERSION, CodexAgent, rollout_thread_id
+from support.waiting import eventually
+
+from core.formats.codex import reads_line, split_line
+
+pytestmark = pytest.mark.fuse
+
+Json = dict[str, Any]
+
+PROMPT_1 = "look at the picture and run a command"
+COMMAND = "echo shell-said-$((40 + 2))"
+#: what the command prints: not a text of the call itself
+SHELL_SAID = "shell-said-42"
+ANSWER_1 = "the picture is one pixel"
+PROMPT_2 = "what colour is that pixel"
+ANSWER_2 = "a greyish blue"
+PROMPT_3 = "carry on after the checkpoint"
+SUMMARY = "we looked at a one pixel picture"
+ANSWER_3 = "carrying on from the summary"
+FORK_PROMPT = "take the other road"
+FORK_ANSWER = "the other road it is"
+PROMPT_4 = "back on the main line"
+ANSWER_4 = "main line again"
+#: every text of the conversation: what a line the reader maps to nothing must not hold
+CONVERSATION = (
+    PROMPT_1,
+    SHELL_SAID,
+    ANSWER_1,
+    PROMPT_2,
+    ANSWER_2,
+    PROMPT_3,
+    SUMMARY,
+    ANSWER_3,
+    FORK_PROMPT,
+    FORK_ANSWER,
+    PROMPT_4,
+    ANSWER_4,
+)
+#: a 1x1 PNG (70 bytes)
+PIXEL = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+COMPACT_LIMIT = 10_000
+#: what the fake model reports for the answer that makes the next turn compact first
+BIG_USAGE = Usage(input_tokens=50_000, cached_input_tokens=20_000, output_tokens=30)
+
+
+@dataclass
+class Story:
+    mount: Mount
+    agent: CodexAgent
+    requests: list[ResponsesRequest]
+    parent_id: str
+    fork_id: str
+    #: ``context.json`` messages read through the mount after each step
+    contexts: dict[str, list[Json]] = field(default_factory=dict)
+
+    def session(self, thread_id: str) -> Path:
+        return self.mount.path / "agents" / "codex" / "by-id" / thread_id
+
+    def rollout(self, thread_id: str) -> Path:
+        (path,) = [p for p in self.agent.sessions() if rollout_thread_id(p) == thread_id]
+        return path
+
+    def usage_sent(self, request: ResponsesRequest) -> Usage:
+        return BIG_USAGE if request is self.requests[2] else Usage()
+
+
+def item_text(item: Json) -> str:
+    content = item.get("content")
+    if not isinstance(content, list):
+        return ""
+    return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+
+
+def sent(request: ResponsesRequest) -> list[Json]:
+    """The history Codex sent: ``input`` after its base instructions (``input[0]``)."""
+    first = request.messages[0]
+    assert first["role"] == "developer" and item_text(first).startswith("You are")
+    return request.messages[1:]
+
+
+def mounted_context(session: Path) -> list[Json]:
+    messages = json.loads((session / "context.json").read_text())["messages"]
+    assert isinstance(messages, list)
+    return messages
+
+
+def context_ending_with(session: Path, text: str) -> list[Json]:
+    """The session's ``context.json`` messages once the last one is the assistant's
+    ``text`` (the mount shows a changed file within a few seconds, not at once)."""
+    found: list[list[Json]] = []
+
+    def shows() -> bool:
+        if not (session / "context.json").exists():
+            return False
+        found[:] = [mounted_context(session)]
+        last = found[0][-1] if found[0] else {}
+        return last.get("role") == "assistant" and item_text(last) == text
+
+    eventually(shows, f"{session.name}'s context ending with {text!r}", within=30)
+    return found[0]
+
+
+def assert_reply_follows(context: list[Json], request: ResponsesRequest, answer: str) -> None:
+    """``context`` is what ``request`` sent, then the assistant's ``answer``: nothing
+    left out, nothing added, nothing twice."""
+    history = sent(request)
+    assert context[: len(history)] == history
+    (reply,) = context[len(history) :]
+    assert reply["role"] == "assistant" and item_text(reply) == answer
+
+
+def assert_sent_after(before: list[Json], request: ResponsesRequest, prompt: str) -> None:
+    """The mount's ``before`` was exactly what ``request`` sent ahead of ``prompt``."""
+    history = sent(request)
+    assert history[:-1] == before
+    assert history[-1]["role"] == "user" and item_text(history[-1]) == prompt
+
+
+@pytest.fixture(scope="module")
+def story(codex_install: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
+    tmp = tmp_path_factory.mktemp("codex-real")
+    work = tmp / "work"
+    work.mkdir()
+    (work / "pixel.png").write_bytes(PIXEL)
+    (tmp / "agent").mkdir()
+    with FakeResponsesServer() as server:
+        agent = CodexAgent(
+            tmp / "home",
+            tmp / "home" / ".codex",
+            server.url,
+            DEFAULT_MODEL,
+            codex_install,
+            auto_compact_tokens=COMPACT_LIMIT,
+        ).configure()
+        mount = start_mount(tmp / "agent", tmp / "mnt", "--codex-dir", str(agent.agent_dir))
+        try:
+            yield _tell(agent, server, mount, work)
+        finally:
+            mount.unmount()
+
+
+def _tell(agent: CodexAgent, server: FakeResponsesServer, mount: Mount, work: Path) -> Story:
+    server.reply_with(FunctionCall("exec_command", {"cmd": COMMAND}), ANSWER_1)
+    agent.run(PROMPT_1, cwd=work, options=["-i", str(work / "pixel.png")]).check()
+    (rollout,) = agent.sessions()
+    parent_id = rollout_thread_id(rollout)
+    story = Story(mount, agent, [], parent_id, "")
+    parent = story.session(parent_id)
+    story.contexts["1"] = context_ending_with(parent, ANSWER_1)
+
+    server.reply_with(Answer([ANSWER_2], BIG_USAGE))
+    agent.resume(None, PROMPT_2, cwd=work).check()
+    story.contexts["2"] = context_ending_with(parent, ANSWER_2)
+
+    server.reply_with(SUMMARY, ANSWER_3)  # the compaction's request, then the turn's
+    agent.resume(parent_id, PROMPT_3, cwd=work).check()
+    story.contexts["3"] = context_ending_with(parent, ANSWER_3)
+
+    server.reply_with(FORK_ANSWER)
+    agent.fork(parent_id, FORK_PROMPT, cwd=work).check()
+    (fork_rollout,) = [p for p in agent.sessions() if p != rollout]
+    story.fork_id = rollout_thread_id(fork_rollout)
+    story.contexts["fork"] = context_ending_with(story.session(story.fork_id), FORK_ANSWER)
+
+    server.reply_with(ANSWER_4)
+    agent.resume(parent_id, PROMPT_4, cwd=work).check()
+    story.contexts["4"] = context_ending_with(parent, ANSWER_4)
+    story.requests = server.requests
+    return story
+
+
+def test_context_is_what_codex_sends_next(story: Story) -> None:
+    r = story.requests
+    assert len(r) == 7, [item_text(q.messages[-1])[:60] for q in r]
+    assert [q.thread_id for q in r] == [story.parent_id] * 5 + [story.fork_id, story.parent_id]
+    # turn 1: the image and the prompt, a shell call, its output, the answer
+    assert_reply_follows(story.contexts["1"], r[1], ANSWER_1)
+    (call,) = [item for item in story.contexts["1"] if item["type"] == "function_call"]
+    assert json.loads(call["arguments"]) == {"cmd": COMMAND}
+    (output,) = [item for item in story.contexts["1"] if item["type"] == "function_call_output"]
+    assert SHELL_SAID in output["output"]
+    (prompt,) = [item for item in story.contexts["1"] if PROMPT_1 in item_text(item)]
+    image = [part for part in prompt["content"] if part["type"] == "input_image"]
+    assert image and image[0]["image_url"].startswith("data:image/png;base64,")
+    # exec resume --last: the same history, then the new prompt
+    assert_sent_after(story.contexts["1"], r[2], PROMPT_2)
+    assert_reply_follows(story.contexts["2"], r[2], ANSWER_2)
+    # the next turn compacts first: its compaction request carried the same history
+    assert sent(r[3])[:-1] == story.contexts["2"]
+    assert "CONTEXT CHECKPOINT COMPACTION" in item_text(sent(r[3])[-1])
+    # ... and the turn itself was sent the compacted history the mount shows
+    assert_reply_follows(story.contexts["3"], r[4], ANSWER_3)
+    assert any(SUMMARY in item_text(item) for item in story.contexts["3"])
+    assert not any(ANSWER_1 in item_text(item) for item in story.contexts["3"])
+    # the fork copies none of its parent's items, yet it is sent the parent's history
+    assert_sent_after(story.contexts["3"], r[5], FORK_PROMPT)
+    assert_reply_follows(story.contexts["fork"], r[5], FORK_ANSWER)
+    # the parent goes on from where it was; the fork keeps the parent's past only
+    assert_sent_after(story.contexts["3"], r[6], PROMPT_4)
+    assert_reply_follows(story.contexts["4"], r[6], ANSWER_4)
+    assert mounted_context(story.session(story.fork_id)) == story.contexts["fork"]
+
+
+def _positions(transcript: str, texts: list[str]) -> list[int]:
+    """Where each text is in the transcript's sections (after its title line), each
+    there exactly once."""
+    transcript = transcript.split("\n", 1)[1]
+    for text in texts:
+        assert transcript.count(text) == 1, f"{text!r} is {transcript.count(text)} times"
+    return [transcript.index(text) for text in texts]
+
+
+def test_transcript_has_every_message_once_in_order(story: Story) -> None:
+    parent = (story.session(story.parent_id) / "transcript.md").read_text()
+    assert parent.startswith(f"# {PROMPT_1}\n")
+    said = [PROMPT_1, COMMAND, SHELL_SAID, ANSWER_1, PROMPT_2, ANSWER_2, SUMMARY]
+    said += [PROMPT_3, ANSWER_3, PROMPT_4, ANSWER_4]
+    positions = _positions(parent, said)
+    assert positions == sorted(positions)
+    assert f"[image image/png, {len(PIXEL)} bytes]" in parent
+    assert "## compactionSummary" in parent
+    assert FORK_PROMPT not in parent
+
+    fork = (story.session(story.fork_id) / "transcript.md").read_text()
+    assert fork.startswith(f"# {FORK_PROMPT}\n")
+    positions = _positions(fork, [*said[:9], FORK_PROMPT, FORK_ANSWER])
+    assert positions == sorted(positions)
+    assert PROMPT_4 not in fork and ANSWER_4 not in fork
+    # the parent's part names the parent's entries
+    assert f"## user · {story.rollout(story.parent_id).name.removesuffix('.jsonl')}/" in fork
+
+
+def _lines(rollout: Path) -> list[Json]:
+    return [json.loads(line) for line in rollout.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("which", ["parent", "fork"])
+def test_entries_leaf_title_and_stats(story: Story, which: str) -> None:
+    thread_id = story.parent_id if which == "parent" else story.fork_id
+    session = story.session(thread_id)
+    lines = _lines(story.rollout(thread_id))
+    names = run("ls", session / "entries").split()
+    # every line is an entry, known kind or not, and each reads back as written
+    assert len(names) == len(lines)
+    kinds = {name.split("-", 1)[1].removesuffix(".json") for name in names}
+    expected = {"session_meta", "turn_context", "token_usage_record"}
+    expected |= {"event_msg-thread_settings_applied", "event_msg-task_started"}
+    expected |= {"event_msg-item_completed", "event_msg-token_count", "response_item-message"}
+    if which == "parent":
+        expected |= {"world_state", "compacted", "response_item-function_call_output"}
+    assert expected <= kinds
+    for name, line in zip(names, lines, strict=True):
+        assert json.loads((session / "entries" / name).read_text()) == line
+    assert os.readlink(session / "leaf") == f"entries/{names[-1]}"
+
+    title = (session / "title").read_text().strip()
+    assert title == (PROMPT_1 if which == "parent" else FORK_PROMPT)
+
+    stats = json.loads((session / "stats.json").read_text())
+    assert stats["entries"] == len(lines) and stats["malformedLines"] == 0
+    (last,) = [line for line in lines if line["payload"].get("type") == "token_count"][-1:]
+    total = last["payload"]["info"]["total_token_usage"]
+    assert stats["usage"] == {
+        "input": total["input_tokens"],
+        "output": total["output_tokens"],
+        "cacheRead": total["cached_input_tokens"],
+    }
+    # and those are the tokens the fake model reported (a fork's count its parent's too)
+    counted = story.requests[:5] + (
+        [story.requests[6]] if which == "parent" else [story.requests[5]]
+    )
+    usages = [story.usage_sent(request) for request in counted]
+    assert stats["usage"]["input"] == sum(u.input_tokens for u in usages)
+    assert stats["usage"]["output"] == sum(u.output_tokens for u in usages)
+    assert stats["usage"]["cacheRead"] == sum(u.cached_input_tokens for u in usages)
+
+    header = json.loads((session / "header.json").read_text())
+    assert header["id"] == thread_id and header["cli_version"] == CODEX_VERSION
+    assert header["forked_from_id"] == (None if which == "parent" else story.parent_id)
+
+
+def test_no_conversation_text_in_a_line_the_reader_maps_to_nothing(story: Story) -> None:
+    """Keeping up with Codex: when a newer pinned Codex writes a conversation's words
+    into a line kind (or response item type) `core.formats.codex` does not read, this
+    fails, naming the kind, instead of the words silently missing from the mount."""
+    unread: dict[str, list[str]] = {}
+    for thread_id in (story.parent_id, story.fork_id):
+        for line in _lines(story.rollout(thread_id)):
+            kind, payload = split_line(line, False)
+            text = json.dumps(line, ensure_ascii=False)
+            words = [said for said in CONVERSATION if said in text]
+            if words and not reads_line(kind, payload):
+                name = f"{kind}-{payload.get('type')}" if payload.get("type") else kind
+                unread.setdefault(name, []).extend(words)
+    assert not unread, (
+        f"Codex {CODEX_VERSION} wrote conversation text into lines core/formats/codex.py "
+        f"maps to nothing (neither reads nor knows to repeat another line): {unread}. "
+        "Teach the reader these kinds (context, transcript) or list them as repeats."
+    )
