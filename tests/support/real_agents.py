@@ -7,6 +7,10 @@
   ``<repo>/.cache/omp``), and that Bun installs omp into ``<cache>/omp`` from npm's
   configured registry. Versions are pinned so a new upstream release cannot change
   what the interop tests mean under our feet.
+* **Codex** 0.171 (npm ``@openai/codex``; npm brings the native binary as
+  ``@openai/codex-linux-x64``, the package's Node launcher runs it) into
+  ``$SESSIONFS_CODEX_CACHE`` (else ``<repo>/.cache/npm-codex``). It talks to the
+  Responses API: `fake_responses_server`.
 
 Each agent run gets its own ``HOME`` (nothing of the real user's config, keys or
 sessions leaks in, and nothing the agent writes leaks out), a clean environment (no
@@ -15,7 +19,7 @@ model server (`fake_model_server`), with update checks, telemetry and the probin
 local model servers off.
 
 This module imports nothing outside the standard library, so CI can run it before the
-test venv exists: ``python3 tests/support/real_agents.py install`` installs both agents
+test venv exists: ``python3 tests/support/real_agents.py install`` installs every agent
 into the cache dirs the tests use, and exits non-zero on any failure (a registry
 failure fails CI instead of turning into skipped tests).
 """
