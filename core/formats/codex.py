@@ -369,7 +369,11 @@ class CodexSession(JsonlSession[_CodexLine]):
             return str(payload.get("id", ""))
         if line.payload_type == "message":
             return item_text(payload)
-        for key in ("message", "thread_name", "name", "text", "model", "cwd", "output"):
+        finished = payload.get("item")  # an ``item_completed`` event: the item's words
+        if isinstance(finished, dict) and item_text(finished):
+            return item_text(finished)
+        keys = ("message", "thread_name", "name", "text", "last_agent_message", "model", "cwd")
+        for key in (*keys, "output"):
             value = payload.get(key)
             if isinstance(value, str) and value:
                 return value

@@ -287,6 +287,10 @@ def test_entries_leaf_title_and_stats(story: Story, which: str) -> None:
     for name, line in zip(names, lines, strict=True):
         assert json.loads((session / "entries" / name).read_text()) == line
     assert os.readlink(session / "leaf") == f"entries/{names[-1]}"
+    tree = (session / "tree.txt").read_text().splitlines()
+    assert len(tree) == len(lines)
+    (finished,) = [row for row in tree if "event_msg-item_completed" in row][-1:]
+    assert finished.endswith(ANSWER_4 if which == "parent" else FORK_ANSWER)
 
     title = (session / "title").read_text().strip()
     assert title == (PROMPT_1 if which == "parent" else FORK_PROMPT)
