@@ -3,7 +3,8 @@ the pinned 0.171.0) wrote, against the fake Responses API server that records wh
 Codex sent the model.
 
 One story, run once for the module (a handful of ``codex exec`` runs, ~1 s each): an
-image and a shell call in the first turn, ``exec resume --last``, a turn that starts
+image and a shell call in the first turn (the mount read while Codex waits for the
+model), ``exec resume --last``, a turn that starts
 with an automatic compaction (a low ``model_auto_compact_token_limit`` and a reply that
 reports many tokens), ``exec fork``, and the parent resumed after the fork. Between
 runs the test reads ``context.json`` through the mount; the next request Codex sends
@@ -31,7 +32,14 @@ from support.fake_responses_server import (
     Usage,
 )
 from support.mount import Mount, run, start_mount
-from support.real_agents import CODEX_VERSION, CodexAgent, rollout_thread_id
+from support.real_agents import (
+    CODEX_VERSION,
+    RUN_TIMEOUT_S,
+    CodexAgent,
+    finish,
+    kill,
+    rollout_thread_id,
+)
 from support.waiting import eventually
 
 from core.formats.codex import reads_line, split_line
@@ -119,9 +127,9 @@ def mounted_context(session: Path) -> list[Json]:
     return messages
 
 
-def context_ending_with(session: Path, text: str) -> list[Json]:
-    """The session's ``context.json`` messages once the last one is the assistant's
-    ``text`` (the mount shows a changed file within a few seconds, not at once)."""
+def context_ending_with(session: Path, text: str, role: str = "assistant") -> list[Json]:
+    """The session's ``context.json`` messages once the last one is ``role``'s and ends
+    with ``text`` (the mount shows a changed file within a few seconds, not at once)."""
     found: list[list[Json]] = []
 
     def shows() -> bool:
@@ -129,7 +137,7 @@ def context_ending_with(session: Path, text: str) -> list[Json]:
             return False
         found[:] = [mounted_context(session)]
         last = found[0][-1] if found[0] else {}
-        return last.get("role") == "assistant" and item_text(last) == text
+        return last.get("role") == role and item_text(last).endswith(text)
 
     eventually(shows, f"{session.name}'s context ending with {text!r}", within=30)
     return found[0]
@@ -176,11 +184,19 @@ def story(codex_install: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 def _tell(agent: CodexAgent, server: FakeResponsesServer, mount: Mount, work: Path) -> Story:
     server.reply_with(FunctionCall("exec_command", {"cmd": COMMAND}), ANSWER_1)
-    agent.run(PROMPT_1, cwd=work, options=["-i", str(work / "pixel.png")]).check()
-    (rollout,) = agent.sessions()
-    parent_id = rollout_thread_id(rollout)
-    story = Story(mount, agent, [], parent_id, "")
-    parent = story.session(parent_id)
+    with server.hold():  # read the mount while Codex waits for its first reply
+        process = agent.start(PROMPT_1, cwd=work, options=["-i", str(work / "pixel.png")])
+        try:
+            server.wait_for_requests(1, timeout=RUN_TIMEOUT_S)
+            (rollout,) = agent.sessions()
+            story = Story(mount, agent, [], rollout_thread_id(rollout), "")
+            parent = story.session(story.parent_id)
+            story.contexts["held"] = context_ending_with(parent, PROMPT_1, "user")
+        except BaseException:
+            kill(process)
+            raise
+    finish(process).check()
+    parent_id = story.parent_id
     story.contexts["1"] = context_ending_with(parent, ANSWER_1)
 
     server.reply_with(Answer([ANSWER_2], BIG_USAGE))
@@ -208,6 +224,8 @@ def test_context_is_what_codex_sends_next(story: Story) -> None:
     r = story.requests
     assert len(r) == 7, [item_text(q.messages[-1])[:60] for q in r]
     assert [q.thread_id for q in r] == [story.parent_id] * 5 + [story.fork_id, story.parent_id]
+    # while Codex waits for its first reply, the mount shows exactly what it sent
+    assert story.contexts["held"] == sent(r[0])
     # turn 1: the image and the prompt, a shell call, its output, the answer
     assert_reply_follows(story.contexts["1"], r[1], ANSWER_1)
     (call,) = [item for item in story.contexts["1"] if item["type"] == "function_call"]
