@@ -3,8 +3,8 @@ the pinned 0.171.0) wrote, against the fake Responses API server that records wh
 Codex sent the model.
 
 One story, run once for the module (a handful of ``codex exec`` runs, ~1 s each): an
-image and a shell call in the first turn (the mount read while Codex waits for the
-model), ``exec resume --last``, a turn that starts
+image, reasoning, a shell call and ``view_image`` in the first turn (the mount read
+while Codex waits for the model), ``exec resume --last``, a turn that starts
 with an automatic compaction (a low ``model_auto_compact_token_limit`` and a reply that
 reports many tokens), ``exec fork``, and the parent resumed after the fork. Between
 runs the test reads ``context.json`` through the mount; the next request Codex sends
@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from support.fake_responses_server import (
     Answer,
     FakeResponsesServer,
     FunctionCall,
+    Reasoning,
     ResponsesRequest,
     Usage,
 )
@@ -35,6 +36,7 @@ from support.mount import Mount, run, start_mount
 from support.real_agents import (
     CODEX_VERSION,
     RUN_TIMEOUT_S,
+    AgentResult,
     CodexAgent,
     finish,
     kill,
@@ -49,6 +51,7 @@ pytestmark = pytest.mark.fuse
 Json = dict[str, Any]
 
 PROMPT_1 = "look at the picture and run a command"
+THOUGHT = "**Running** the command first"
 COMMAND = "echo shell-said-$((40 + 2))"
 #: what the command prints: not a text of the call itself
 SHELL_SAID = "shell-said-42"
@@ -65,6 +68,7 @@ ANSWER_4 = "main line again"
 #: every text of the conversation: what a line the reader maps to nothing must not hold
 CONVERSATION = (
     PROMPT_1,
+    THOUGHT,
     SHELL_SAID,
     ANSWER_1,
     PROMPT_2,
@@ -90,11 +94,12 @@ BIG_USAGE = Usage(input_tokens=50_000, cached_input_tokens=20_000, output_tokens
 class Story:
     mount: Mount
     agent: CodexAgent
-    requests: list[ResponsesRequest]
     parent_id: str
-    fork_id: str
+    fork_id: str = ""
     #: ``context.json`` messages read through the mount after each step
     contexts: dict[str, list[Json]] = field(default_factory=dict)
+    #: the requests Codex sent in each step, in order
+    sent: dict[str, list[ResponsesRequest]] = field(default_factory=dict)
 
     def session(self, thread_id: str) -> Path:
         return self.mount.path / "agents" / "codex" / "by-id" / thread_id
@@ -104,7 +109,12 @@ class Story:
         return path
 
     def usage_sent(self, request: ResponsesRequest) -> Usage:
-        return BIG_USAGE if request is self.requests[2] else Usage()
+        return BIG_USAGE if request is self.sent["2"][0] else Usage()
+
+    def steps_of(self, thread_id: str) -> list[ResponsesRequest]:
+        """Every request sent for ``thread_id``."""
+        requests = [r for step in self.sent.values() for r in step]
+        return [r for r in requests if r.thread_id == thread_id]
 
 
 def item_text(item: Json) -> str:
@@ -183,74 +193,96 @@ def story(codex_install: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 
 def _tell(agent: CodexAgent, server: FakeResponsesServer, mount: Mount, work: Path) -> Story:
-    server.reply_with(FunctionCall("exec_command", {"cmd": COMMAND}), ANSWER_1)
+    # turn 1: reasoning and a shell call, then a look at the picture, then the answer
+    server.reply_with(
+        Answer([Reasoning(THOUGHT), FunctionCall("exec_command", {"cmd": COMMAND})]),
+        FunctionCall("view_image", {"path": str(work / "pixel.png")}),
+        ANSWER_1,
+    )
     with server.hold():  # read the mount while Codex waits for its first reply
         process = agent.start(PROMPT_1, cwd=work, options=["-i", str(work / "pixel.png")])
         try:
             server.wait_for_requests(1, timeout=RUN_TIMEOUT_S)
             (rollout,) = agent.sessions()
-            story = Story(mount, agent, [], rollout_thread_id(rollout), "")
+            story = Story(mount, agent, rollout_thread_id(rollout))
             parent = story.session(story.parent_id)
             story.contexts["held"] = context_ending_with(parent, PROMPT_1, "user")
         except BaseException:
             kill(process)
             raise
     finish(process).check()
-    parent_id = story.parent_id
     story.contexts["1"] = context_ending_with(parent, ANSWER_1)
+    story.sent["1"] = server.requests
+
+    def step(name: str, run: Callable[[], AgentResult], session: Path, answer: str) -> None:
+        before = len(server.requests)
+        run().check()
+        story.contexts[name] = context_ending_with(session, answer)
+        story.sent[name] = server.requests[before:]
 
     server.reply_with(Answer([ANSWER_2], BIG_USAGE))
-    agent.resume(None, PROMPT_2, cwd=work).check()
-    story.contexts["2"] = context_ending_with(parent, ANSWER_2)
-
+    step("2", lambda: agent.resume(None, PROMPT_2, cwd=work), parent, ANSWER_2)
     server.reply_with(SUMMARY, ANSWER_3)  # the compaction's request, then the turn's
-    agent.resume(parent_id, PROMPT_3, cwd=work).check()
-    story.contexts["3"] = context_ending_with(parent, ANSWER_3)
+    step("3", lambda: agent.resume(story.parent_id, PROMPT_3, cwd=work), parent, ANSWER_3)
 
     server.reply_with(FORK_ANSWER)
-    agent.fork(parent_id, FORK_PROMPT, cwd=work).check()
+    before = len(server.requests)
+    agent.fork(story.parent_id, FORK_PROMPT, cwd=work).check()
     (fork_rollout,) = [p for p in agent.sessions() if p != rollout]
     story.fork_id = rollout_thread_id(fork_rollout)
     story.contexts["fork"] = context_ending_with(story.session(story.fork_id), FORK_ANSWER)
+    story.sent["fork"] = server.requests[before:]
 
     server.reply_with(ANSWER_4)
-    agent.resume(parent_id, PROMPT_4, cwd=work).check()
-    story.contexts["4"] = context_ending_with(parent, ANSWER_4)
-    story.requests = server.requests
+    step("4", lambda: agent.resume(story.parent_id, PROMPT_4, cwd=work), parent, ANSWER_4)
     return story
 
 
 def test_context_is_what_codex_sends_next(story: Story) -> None:
-    r = story.requests
-    assert len(r) == 7, [item_text(q.messages[-1])[:60] for q in r]
-    assert [q.thread_id for q in r] == [story.parent_id] * 5 + [story.fork_id, story.parent_id]
+    counts = {name: len(requests) for name, requests in story.sent.items()}
+    assert counts == {"1": 3, "2": 1, "3": 2, "fork": 1, "4": 1}
+    assert {r.thread_id for r in story.sent["fork"]} == {story.fork_id}
+    assert len(story.steps_of(story.parent_id)) == 7
+    first, second, third = story.sent["1"]
     # while Codex waits for its first reply, the mount shows exactly what it sent
-    assert story.contexts["held"] == sent(r[0])
-    # turn 1: the image and the prompt, a shell call, its output, the answer
-    assert_reply_follows(story.contexts["1"], r[1], ANSWER_1)
-    (call,) = [item for item in story.contexts["1"] if item["type"] == "function_call"]
-    assert json.loads(call["arguments"]) == {"cmd": COMMAND}
-    (output,) = [item for item in story.contexts["1"] if item["type"] == "function_call_output"]
-    assert SHELL_SAID in output["output"]
-    (prompt,) = [item for item in story.contexts["1"] if PROMPT_1 in item_text(item)]
+    assert story.contexts["held"] == sent(first)
+    # turn 1: the image and the prompt, reasoning, a shell call and its output, a
+    # look at the picture (an image as a tool's output), the answer
+    assert sent(second)[: len(sent(first))] == sent(first)
+    assert sent(third)[: len(sent(second))] == sent(second)
+    assert_reply_follows(story.contexts["1"], third, ANSWER_1)
+    context = story.contexts["1"]
+    (thought,) = [item for item in context if item["type"] == "reasoning"]
+    assert thought["summary"][0]["text"] == THOUGHT and thought["encrypted_content"]
+    shell, look = [item for item in context if item["type"] == "function_call"]
+    assert json.loads(shell["arguments"]) == {"cmd": COMMAND}
+    shell_out, look_out = [item for item in context if item["type"] == "function_call_output"]
+    assert SHELL_SAID in shell_out["output"] and shell_out["call_id"] == shell["call_id"]
+    assert look["name"] == "view_image" and look_out["call_id"] == look["call_id"]
+    assert look_out["output"][0]["type"] == "input_image"
+    (prompt,) = [item for item in context if PROMPT_1 in item_text(item)]
     image = [part for part in prompt["content"] if part["type"] == "input_image"]
     assert image and image[0]["image_url"].startswith("data:image/png;base64,")
     # exec resume --last: the same history, then the new prompt
-    assert_sent_after(story.contexts["1"], r[2], PROMPT_2)
-    assert_reply_follows(story.contexts["2"], r[2], ANSWER_2)
+    (second_turn,) = story.sent["2"]
+    assert_sent_after(story.contexts["1"], second_turn, PROMPT_2)
+    assert_reply_follows(story.contexts["2"], second_turn, ANSWER_2)
     # the next turn compacts first: its compaction request carried the same history
-    assert sent(r[3])[:-1] == story.contexts["2"]
-    assert "CONTEXT CHECKPOINT COMPACTION" in item_text(sent(r[3])[-1])
+    compaction, third_turn = story.sent["3"]
+    assert sent(compaction)[:-1] == story.contexts["2"]
+    assert "CONTEXT CHECKPOINT COMPACTION" in item_text(sent(compaction)[-1])
     # ... and the turn itself was sent the compacted history the mount shows
-    assert_reply_follows(story.contexts["3"], r[4], ANSWER_3)
+    assert_reply_follows(story.contexts["3"], third_turn, ANSWER_3)
     assert any(SUMMARY in item_text(item) for item in story.contexts["3"])
     assert not any(ANSWER_1 in item_text(item) for item in story.contexts["3"])
     # the fork copies none of its parent's items, yet it is sent the parent's history
-    assert_sent_after(story.contexts["3"], r[5], FORK_PROMPT)
-    assert_reply_follows(story.contexts["fork"], r[5], FORK_ANSWER)
+    (fork_turn,) = story.sent["fork"]
+    assert_sent_after(story.contexts["3"], fork_turn, FORK_PROMPT)
+    assert_reply_follows(story.contexts["fork"], fork_turn, FORK_ANSWER)
     # the parent goes on from where it was; the fork keeps the parent's past only
-    assert_sent_after(story.contexts["3"], r[6], PROMPT_4)
-    assert_reply_follows(story.contexts["4"], r[6], ANSWER_4)
+    (fourth_turn,) = story.sent["4"]
+    assert_sent_after(story.contexts["3"], fourth_turn, PROMPT_4)
+    assert_reply_follows(story.contexts["4"], fourth_turn, ANSWER_4)
     assert mounted_context(story.session(story.fork_id)) == story.contexts["fork"]
 
 
@@ -266,17 +298,19 @@ def _positions(transcript: str, texts: list[str]) -> list[int]:
 def test_transcript_has_every_message_once_in_order(story: Story) -> None:
     parent = (story.session(story.parent_id) / "transcript.md").read_text()
     assert parent.startswith(f"# {PROMPT_1}\n")
-    said = [PROMPT_1, COMMAND, SHELL_SAID, ANSWER_1, PROMPT_2, ANSWER_2, SUMMARY]
-    said += [PROMPT_3, ANSWER_3, PROMPT_4, ANSWER_4]
+    look = ["**tool call** `view_image`", "result of `view_image`"]
+    said = [PROMPT_1, THOUGHT, COMMAND, SHELL_SAID, *look, ANSWER_1, PROMPT_2]
+    said += [ANSWER_2, SUMMARY, PROMPT_3, ANSWER_3, PROMPT_4, ANSWER_4]
     positions = _positions(parent, said)
     assert positions == sorted(positions)
-    assert f"[image image/png, {len(PIXEL)} bytes]" in parent
+    # the prompt's image and the one view_image gave the model
+    assert parent.count(f"[image image/png, {len(PIXEL)} bytes]") == 2
     assert "## compactionSummary" in parent
     assert FORK_PROMPT not in parent
 
     fork = (story.session(story.fork_id) / "transcript.md").read_text()
     assert fork.startswith(f"# {FORK_PROMPT}\n")
-    positions = _positions(fork, [*said[:9], FORK_PROMPT, FORK_ANSWER])
+    positions = _positions(fork, [*said[: said.index(ANSWER_3) + 1], FORK_PROMPT, FORK_ANSWER])
     assert positions == sorted(positions)
     assert PROMPT_4 not in fork and ANSWER_4 not in fork
     # the parent's part names the parent's entries
@@ -323,9 +357,9 @@ def test_entries_leaf_title_and_stats(story: Story, which: str) -> None:
         "cacheRead": total["cached_input_tokens"],
     }
     # and those are the tokens the fake model reported (a fork's count its parent's too)
-    counted = story.requests[:5] + (
-        [story.requests[6]] if which == "parent" else [story.requests[5]]
-    )
+    counted = story.steps_of(story.parent_id)
+    if which == "fork":
+        counted = [*counted[: -len(story.sent["4"])], *story.sent["fork"]]
     usages = [story.usage_sent(request) for request in counted]
     assert stats["usage"]["input"] == sum(u.input_tokens for u in usages)
     assert stats["usage"]["output"] == sum(u.output_tokens for u in usages)

@@ -9,9 +9,10 @@ events: ``response.created``, then per output item ``response.output_item.added`
 ``response.output_item.done``, and last ``response.completed`` with the usage.
 
 A scripted reply is a text (one assistant message), a `FunctionCall` (e.g. Codex's
-shell tool ``exec_command {"cmd": …}``), an `Answer` of several output items and an
-optional usage, or a function of the request returning one of those. Queueing, holding
-and waiting for requests are `fake_model_server.FakeModelServer`'s.
+shell tool ``exec_command {"cmd": …}``), an `Answer` of several output items (texts,
+calls, `Reasoning`) and an optional usage, or a function of the request returning one
+of those. Queueing, holding and waiting for requests are
+`fake_model_server.FakeModelServer`'s.
 """
 
 from __future__ import annotations
@@ -31,7 +32,14 @@ from support.fake_model_server import (
     ModelRequest,
 )
 
-__all__ = ["Answer", "FakeResponsesServer", "FunctionCall", "ResponsesRequest", "Usage"]
+__all__ = [
+    "Answer",
+    "FakeResponsesServer",
+    "FunctionCall",
+    "Reasoning",
+    "ResponsesRequest",
+    "Usage",
+]
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,15 @@ class FunctionCall:
 
 
 @dataclass(frozen=True)
+class Reasoning:
+    """The model's reasoning item: a readable ``summary`` and the opaque
+    ``encrypted_content`` a client sends back on its next request."""
+
+    summary: str
+    encrypted_content: str = "fake-encrypted-reasoning"
+
+
+@dataclass(frozen=True)
 class Usage:
     """What ``response.completed`` reports (Codex records it in ``token_count``)."""
 
@@ -86,7 +103,7 @@ class Usage:
         }
 
 
-Output = str | FunctionCall
+Output = str | FunctionCall | Reasoning
 
 
 @dataclass(frozen=True)
@@ -149,8 +166,25 @@ class _Stream:
     def item(self, index: int, output: Output) -> None:
         if isinstance(output, FunctionCall):
             self._call(index, output)
+        elif isinstance(output, Reasoning):
+            self._reasoning(index, output)
         else:
             self._message(index, output)
+
+    def _reasoning(self, index: int, reasoning: Reasoning) -> None:
+        item_id = _next_id("rs")
+        start = {"type": "reasoning", "id": item_id, "summary": []}
+        self.add("response.output_item.added", output_index=index, item=start)
+        part = {"type": "summary_text", "text": reasoning.summary}
+        self.add(
+            "response.reasoning_summary_text.delta",
+            item_id=item_id,
+            output_index=index,
+            summary_index=0,
+            delta=reasoning.summary,
+        )
+        done = {**start, "summary": [part], "encrypted_content": reasoning.encrypted_content}
+        self.add("response.output_item.done", output_index=index, item=done)
 
     def _message(self, index: int, text: str) -> None:
         item_id = _next_id("msg")
