@@ -4,12 +4,13 @@ Codex sent the model.
 
 One story, run once for the module (a handful of ``codex exec`` runs, ~1 s each): an
 image, reasoning, a shell call and ``view_image`` in the first turn (the mount read
-while Codex waits for the model), ``exec resume --last``, a turn that starts
-with an automatic compaction (a low ``model_auto_compact_token_limit`` and a reply that
-reports many tokens), ``exec fork``, and the parent resumed after the fork. Between
-runs the test reads ``context.json`` through the mount; the next request Codex sends
-must carry exactly those items (after its base instructions, ``input[0]``, which Codex
-builds anew for each request and never writes to the rollout), then the new prompt.
+while Codex waits for the model), ``exec resume --last``, a turn that starts with an
+automatic compaction (a low ``model_auto_compact_token_limit`` and a reply that reports
+many tokens), ``exec fork``, the parent resumed after the fork, and a sub-agent the
+parent spawns and waits for. Between runs the test reads ``context.json`` through the
+mount; the next request Codex sends must carry exactly those items (after its base
+instructions, ``input[0]``, which Codex builds anew for each request and never writes
+to the rollout), then the new prompt.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from support.fake_responses_server import (
     Answer,
     FakeResponsesServer,
     FunctionCall,
+    Output,
     Reasoning,
     ResponsesRequest,
     Usage,
@@ -65,6 +68,10 @@ FORK_PROMPT = "take the other road"
 FORK_ANSWER = "the other road it is"
 PROMPT_4 = "back on the main line"
 ANSWER_4 = "main line again"
+PROMPT_5 = "ask a helper to count"
+SUB_TASK = "count to three for me"
+SUB_ANSWER = "one two three"
+ANSWER_5 = "the helper counted"
 #: every text of the conversation: what a line the reader maps to nothing must not hold
 CONVERSATION = (
     PROMPT_1,
@@ -80,12 +87,18 @@ CONVERSATION = (
     FORK_ANSWER,
     PROMPT_4,
     ANSWER_4,
+    PROMPT_5,
+    SUB_TASK,
+    SUB_ANSWER,
+    ANSWER_5,
 )
 #: a 1x1 PNG (70 bytes)
 PIXEL = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 )
 COMPACT_LIMIT = 10_000
+#: the tool namespace Codex offers its sub-agent tools in
+MULTI_AGENT = "multi_agent_v1"
 #: what the fake model reports for the answer that makes the next turn compact first
 BIG_USAGE = Usage(input_tokens=50_000, cached_input_tokens=20_000, output_tokens=30)
 
@@ -96,12 +109,18 @@ class Story:
     agent: CodexAgent
     parent_id: str
     fork_id: str = ""
+    sub_id: str = ""
     #: ``context.json`` messages read through the mount after each step
     contexts: dict[str, list[Json]] = field(default_factory=dict)
     #: the requests Codex sent in each step, in order
     sent: dict[str, list[ResponsesRequest]] = field(default_factory=dict)
 
     def session(self, thread_id: str) -> Path:
+        if thread_id == self.sub_id:  # below its parent, once the listing has it
+            subagents = self.session(self.parent_id) / "subagents"
+            eventually(lambda: any(subagents.iterdir()), "the sub-agent listed", within=30)
+            (sub,) = subagents.iterdir()
+            return sub
         return self.mount.path / "agents" / "codex" / "by-id" / thread_id
 
     def rollout(self, thread_id: str) -> Path:
@@ -110,6 +129,9 @@ class Story:
 
     def usage_sent(self, request: ResponsesRequest) -> Usage:
         return BIG_USAGE if request is self.sent["2"][0] else Usage()
+
+    def thread_ids(self) -> set[str]:
+        return {self.parent_id, self.fork_id, self.sub_id} - {""}
 
     def steps_of(self, thread_id: str) -> list[ResponsesRequest]:
         """Every request sent for ``thread_id``."""
@@ -235,14 +257,37 @@ def _tell(agent: CodexAgent, server: FakeResponsesServer, mount: Mount, work: Pa
 
     server.reply_with(ANSWER_4)
     step("4", lambda: agent.resume(story.parent_id, PROMPT_4, cwd=work), parent, ANSWER_4)
+
+    # a sub-agent: the parent spawns one, which answers (its requests may come
+    # between the parent's), then waits for it and answers itself
+    server.set_default_reply(partial(_delegating, story))
+    step("5", lambda: agent.resume(story.parent_id, PROMPT_5, cwd=work), parent, ANSWER_5)
+    (sub,) = [p for p in agent.sessions() if rollout_thread_id(p) not in story.thread_ids()]
+    story.sub_id = rollout_thread_id(sub)
+    story.contexts["sub"] = context_ending_with(story.session(story.sub_id), SUB_ANSWER)
     return story
+
+
+def _delegating(story: Story, request: ResponsesRequest) -> Output:
+    """The model's replies in step 5, by thread and by what the thread has seen."""
+    if request.thread_id != story.parent_id:
+        return SUB_ANSWER
+    calls = {call["name"]: call["call_id"] for call in request.items("function_call")}
+    if "wait_agent" in calls:
+        return ANSWER_5
+    if "spawn_agent" not in calls:
+        return FunctionCall("spawn_agent", {"message": SUB_TASK}, namespace=MULTI_AGENT)
+    outputs = {out["call_id"]: out["output"] for out in request.items("function_call_output")}
+    spawned = json.loads(outputs[calls["spawn_agent"]])
+    wait = {"targets": [spawned["agent_id"]], "timeout_ms": 60_000}
+    return FunctionCall("wait_agent", wait, namespace=MULTI_AGENT)
 
 
 def test_context_is_what_codex_sends_next(story: Story) -> None:
     counts = {name: len(requests) for name, requests in story.sent.items()}
-    assert counts == {"1": 3, "2": 1, "3": 2, "fork": 1, "4": 1}
+    assert counts == {"1": 3, "2": 1, "3": 2, "fork": 1, "4": 1, "5": 4}
     assert {r.thread_id for r in story.sent["fork"]} == {story.fork_id}
-    assert len(story.steps_of(story.parent_id)) == 7
+    assert len(story.steps_of(story.parent_id)) == 10
     first, second, third = story.sent["1"]
     # while Codex waits for its first reply, the mount shows exactly what it sent
     assert story.contexts["held"] == sent(first)
@@ -284,6 +329,16 @@ def test_context_is_what_codex_sends_next(story: Story) -> None:
     assert_sent_after(story.contexts["3"], fourth_turn, PROMPT_4)
     assert_reply_follows(story.contexts["4"], fourth_turn, ANSWER_4)
     assert mounted_context(story.session(story.fork_id)) == story.contexts["fork"]
+    # a sub-agent: its own session (below its parent's) shows what it was sent; the
+    # parent's shows the spawn, the wait, Codex's notice and the answer, as sent
+    spawn, wait, last = [r for r in story.sent["5"] if r.thread_id == story.parent_id]
+    (helper,) = story.steps_of(story.sub_id)
+    assert_sent_after(story.contexts["4"], spawn, PROMPT_5)
+    assert sent(wait)[: len(sent(spawn))] == sent(spawn)
+    assert_reply_follows(story.contexts["5"], last, ANSWER_5)
+    assert any("<subagent_notification>" in item_text(item) for item in sent(last))
+    assert item_text(sent(helper)[-1]) == SUB_TASK
+    assert_reply_follows(story.contexts["sub"], helper, SUB_ANSWER)
 
 
 def _positions(transcript: str, texts: list[str]) -> list[int]:
@@ -300,7 +355,8 @@ def test_transcript_has_every_message_once_in_order(story: Story) -> None:
     assert parent.startswith(f"# {PROMPT_1}\n")
     look = ["**tool call** `view_image`", "result of `view_image`"]
     said = [PROMPT_1, THOUGHT, COMMAND, SHELL_SAID, *look, ANSWER_1, PROMPT_2]
-    said += [ANSWER_2, SUMMARY, PROMPT_3, ANSWER_3, PROMPT_4, ANSWER_4]
+    said += [ANSWER_2, SUMMARY, PROMPT_3, ANSWER_3, PROMPT_4, ANSWER_4, PROMPT_5, SUB_TASK]
+    said += ["**tool call** `wait_agent`", SUB_ANSWER, ANSWER_5]
     positions = _positions(parent, said)
     assert positions == sorted(positions)
     # the prompt's image and the one view_image gave the model
@@ -321,9 +377,14 @@ def _lines(rollout: Path) -> list[Json]:
     return [json.loads(line) for line in rollout.read_text().splitlines()]
 
 
-@pytest.mark.parametrize("which", ["parent", "fork"])
+@pytest.mark.parametrize("which", ["parent", "fork", "sub"])
 def test_entries_leaf_title_and_stats(story: Story, which: str) -> None:
-    thread_id = story.parent_id if which == "parent" else story.fork_id
+    thread_id = {"parent": story.parent_id, "fork": story.fork_id, "sub": story.sub_id}[which]
+    first_prompt, last_answer = {
+        "parent": (PROMPT_1, ANSWER_5),
+        "fork": (FORK_PROMPT, FORK_ANSWER),
+        "sub": (SUB_TASK, SUB_ANSWER),
+    }[which]
     session = story.session(thread_id)
     lines = _lines(story.rollout(thread_id))
     names = run("ls", session / "entries").split()
@@ -342,10 +403,8 @@ def test_entries_leaf_title_and_stats(story: Story, which: str) -> None:
     tree = (session / "tree.txt").read_text().splitlines()
     assert len(tree) == len(lines)
     (finished,) = [row for row in tree if "event_msg-item_completed" in row][-1:]
-    assert finished.endswith(ANSWER_4 if which == "parent" else FORK_ANSWER)
-
-    title = (session / "title").read_text().strip()
-    assert title == (PROMPT_1 if which == "parent" else FORK_PROMPT)
+    assert finished.endswith(last_answer)
+    assert (session / "title").read_text().strip() == first_prompt
 
     stats = json.loads((session / "stats.json").read_text())
     assert stats["entries"] == len(lines) and stats["malformedLines"] == 0
@@ -357,9 +416,9 @@ def test_entries_leaf_title_and_stats(story: Story, which: str) -> None:
         "cacheRead": total["cached_input_tokens"],
     }
     # and those are the tokens the fake model reported (a fork's count its parent's too)
-    counted = story.steps_of(story.parent_id)
+    counted = story.steps_of(thread_id)
     if which == "fork":
-        counted = [*counted[: -len(story.sent["4"])], *story.sent["fork"]]
+        counted = [*story.sent["1"], *story.sent["2"], *story.sent["3"], *counted]
     usages = [story.usage_sent(request) for request in counted]
     assert stats["usage"]["input"] == sum(u.input_tokens for u in usages)
     assert stats["usage"]["output"] == sum(u.output_tokens for u in usages)
@@ -367,7 +426,7 @@ def test_entries_leaf_title_and_stats(story: Story, which: str) -> None:
 
     header = json.loads((session / "header.json").read_text())
     assert header["id"] == thread_id and header["cli_version"] == CODEX_VERSION
-    assert header["forked_from_id"] == (None if which == "parent" else story.parent_id)
+    assert header["forked_from_id"] == (story.parent_id if which == "fork" else None)
 
 
 def test_no_conversation_text_in_a_line_the_reader_maps_to_nothing(story: Story) -> None:
@@ -375,7 +434,7 @@ def test_no_conversation_text_in_a_line_the_reader_maps_to_nothing(story: Story)
     into a line kind (or response item type) `core.formats.codex` does not read, this
     fails, naming the kind, instead of the words silently missing from the mount."""
     unread: dict[str, list[str]] = {}
-    for thread_id in (story.parent_id, story.fork_id):
+    for thread_id in sorted(story.thread_ids()):
         for line in _lines(story.rollout(thread_id)):
             kind, payload = split_line(line, False)
             text = json.dumps(line, ensure_ascii=False)

@@ -57,8 +57,10 @@ class ResponsesRequest(ModelRequest):
 
     @property
     def thread_id(self) -> str | None:
-        """The thread the request is for (Codex sends it as ``prompt_cache_key``)."""
-        key = self.body.get("prompt_cache_key")
+        """The thread the request is for (Codex's ``client_metadata.thread_id``; its
+        ``prompt_cache_key`` is the session's, which a sub-agent shares)."""
+        metadata = self.body.get("client_metadata")
+        key = metadata.get("thread_id") if isinstance(metadata, dict) else None
         return key if isinstance(key, str) else None
 
     def items(self, kind: str) -> list[Json]:
@@ -73,6 +75,8 @@ class FunctionCall:
     name: str
     arguments: Json
     call_id: str | None = None
+    #: the tool namespace the tool was offered in (Codex's ``multi_agent_v1``), if any
+    namespace: str | None = None
 
 
 @dataclass(frozen=True)
@@ -219,6 +223,8 @@ class _Stream:
             "arguments": "",
             "status": "in_progress",
         }
+        if call.namespace is not None:
+            start["namespace"] = call.namespace
         self.add("response.output_item.added", output_index=index, item=start)
         self.add(
             "response.function_call_arguments.delta",
