@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from support.fake_responses_server import FakeResponsesServer, FunctionCall
-from support.real_agents import CodexAgent, rollout_thread_id
+from support.real_agents import CODEX_VERSION, CodexAgent, rollout_thread_id
 
 Json = dict[str, Any]
 
@@ -40,7 +40,7 @@ def test_codex_exec_runs_a_shell_call(
     (rollout,) = codex_agent.sessions()
     lines = rollout_lines(rollout)
     assert lines[0]["type"] == "session_meta"
-    assert lines[0]["payload"]["cli_version"] == "0.171.0"
+    assert lines[0]["payload"]["cli_version"] == CODEX_VERSION
     assert rollout_thread_id(rollout) == lines[0]["payload"]["id"]
     items = [line["payload"] for line in lines if line["type"] == "response_item"]
     (call,) = [item for item in items if item["type"] == "function_call"]
