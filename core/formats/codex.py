@@ -151,7 +151,11 @@ class CodexSession(JsonlSession[_CodexLine]):
     the file names none); ``archived``: shown in the header (default: the file is under
     ``archived_sessions/``); ``find_thread``: where a fork's parent rollout is (``None``:
     a fork shows only its own items); ``fork_depth``: how many forks down this file was
-    opened as a parent (deeper than `MAX_FORK_DEPTH`: its own parent is not read)."""
+    opened as a parent (deeper than `MAX_FORK_DEPTH`: its own parent is not read);
+    ``state_title``: looks the title up elsewhere (Codex's state database) when neither
+    the file nor ``index_title`` names one -- called when the title is first wanted,
+    again after the file changed (Codex may set it after its first lines), never
+    while indexing lines."""
 
     agent = "codex"
 
@@ -162,12 +166,19 @@ class CodexSession(JsonlSession[_CodexLine]):
         archived: bool | None = None,
         find_thread: FindThread | None = None,
         fork_depth: int = 0,
+        state_title: Callable[[], str | None] | None = None,
     ) -> None:
         self.index_title = index_title
         self.archived = ARCHIVE_DIR in Path(path).parts if archived is None else archived
         self.find_thread = find_thread
         self.fork_depth = fork_depth
+        self.state_title = state_title
         super().__init__(path)
+
+    def _changed(self) -> None:
+        super()._changed()
+        self._looked_up_title: str | None = None
+        self._title_looked_up = False
 
     def _reset_state(self) -> None:
         self._envelope_less: bool | None = None
@@ -242,7 +253,13 @@ class CodexSession(JsonlSession[_CodexLine]):
         return dict(self._meta or {})
 
     def title(self) -> str:
-        return self._thread_name or self.index_title or ""
+        named = self._thread_name or self.index_title
+        if named:
+            return named
+        if self.state_title is not None and not self._title_looked_up:
+            self._looked_up_title = self.state_title()
+            self._title_looked_up = True
+        return self._looked_up_title or ""
 
     def _payloads(self, until: int | None = None) -> Iterator[tuple[int, str, dict[str, Any]]]:
         """(index, kind, payload) of every line the context or transcript reads (those

@@ -53,9 +53,7 @@ def open_agent_file(agent: str, path: Path) -> SessionSource:
     if agent == "claude":
         return ClaudeSession(path, meta=_claude_meta(path))
     if agent == "codex":
-        home = codex_dirs.home_of_rollout(path)
-        find_thread = partial(codex_dirs.find_rollout, home) if home is not None else None
-        return CodexSession(path, index_title=codex_title(path) or None, find_thread=find_thread)
+        return _codex_session(path)
     raise ValueError(f"no reader for {agent!r} sessions")
 
 
@@ -128,15 +126,20 @@ class CodexCatalog:
                 )
 
 
-def codex_title(path: Path) -> str:
-    """The session's name in ``<codex home>/session_index.jsonl`` (last line wins),
-    else the one in Codex's state database (``codex exec`` writes no index)."""
+def _codex_session(path: Path) -> CodexSession:
+    """A rollout with what its Codex home knows of it: its name in
+    ``session_index.jsonl`` (last line wins), else (``codex exec`` writes no index) the
+    title in Codex's state database, looked up when wanted; its fork parent's rollout."""
     home = codex_dirs.home_of_rollout(path)
     rollout = codex_dirs.read_rollout(path, archived=path.parent.name == ARCHIVE_DIR)
     if home is None or rollout is None:
-        return ""
-    named = codex_dirs.read_session_index(home).get(rollout.id)
-    return named or codex_state.thread_title(home, rollout.id) or ""
+        return CodexSession(path)
+    return CodexSession(
+        path,
+        index_title=codex_dirs.read_session_index(home).get(rollout.id),
+        find_thread=partial(codex_dirs.find_rollout, home),
+        state_title=partial(codex_state.thread_title, home, rollout.id),
+    )
 
 
 def agent_search_view(cache_dir: Path, index: OtherAgentIndex) -> SearchView:

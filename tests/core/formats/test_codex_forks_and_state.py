@@ -11,6 +11,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from support import codex_cli as cx
 
@@ -186,3 +187,25 @@ def test_a_state_database_that_is_not_one_gives_no_title(tmp_path: Path) -> None
 )
 def test_reads_line(kind: str, payload: dict[str, Any], read: bool) -> None:
     assert reads_line(kind, payload) is read
+
+
+def test_the_state_title_is_looked_up_when_wanted_and_after_a_change(tmp_path: Path) -> None:
+    rollout = _rollout(tmp_path, PARENT, [cx.session_meta(0, PARENT)])
+    titles = iter(["", "first prompt"])
+    asked: list[str] = []
+
+    def look_up() -> str | None:
+        asked.append("asked")
+        return next(titles)
+
+    session = CodexSession(rollout, state_title=look_up)
+    assert asked == []  # opening reads no database
+    assert session.title() == "" and session.title() == ""
+    assert asked == ["asked"]  # once per state of the file
+    with open(rollout, "ab") as file:  # Codex goes on (and has written the title)
+        file.write(orjson.dumps(cx.item(cx.message("user", "first prompt"), 1)) + b"\n")
+    assert session.catch_up()
+    assert session.title() == "first prompt" and asked == ["asked", "asked"]
+    # a name in the file or the session index wins, and then nothing is looked up
+    named = CodexSession(rollout, index_title="from the index", state_title=look_up)
+    assert named.title() == "from the index" and len(asked) == 2
