@@ -98,27 +98,40 @@ class FakeAnthropicServer(FakeModelServer):
     """Start with `start` (or use as a context manager); `base_url` is what
     ``ANTHROPIC_BASE_URL`` is set to."""
 
+    def __init__(self, model_ids: tuple[str, ...] = (DEFAULT_MODEL,)) -> None:
+        super().__init__(model_ids)
+        self._answers: list[tuple[ModelRequest, Json]] = []
+        self._answers_lock = threading.Lock()
+
     def _handler_base(self) -> type[BaseHTTPRequestHandler]:
         return _MessagesHandler
+
+    def answered(self) -> list[tuple[ModelRequest, Json]]:
+        """Every recorded request with the message it was answered with (its usage is
+        what the agent counts), in the order the answers were sent."""
+        with self._answers_lock:
+            return list(self._answers)
+
+    def _note_answer(self, request: ModelRequest, message: Json) -> None:
+        with self._answers_lock:
+            self._answers.append((request, message))
 
     @property
     def base_url(self) -> str:
         """The server's root (Claude Code appends ``/v1/messages`` itself)."""
         return self.url.removesuffix("/v1")
 
-    def reply_with(self, *replies: AnthropicReply) -> None:  # type: ignore[override]
+    def reply_with(self, *replies: AnthropicReply) -> None:
         """The next requests get these replies, in order; later ones the default."""
         super().reply_with(*cast(tuple[Reply, ...], replies))
 
-    def set_default_reply(self, reply: AnthropicReply) -> None:  # type: ignore[override]
+    def set_default_reply(self, reply: AnthropicReply) -> None:
         super().set_default_reply(cast(Reply, reply))
-
-    def message_requests(self) -> list[ModelRequest]:
-        """The recorded ``/v1/messages`` requests (every recorded request is one)."""
-        return self.requests
 
 
 class _MessagesHandler(JsonHandler):
+    fake: FakeAnthropicServer
+
     def do_POST(self) -> None:
         if self.path.split("?")[0].rstrip("/").endswith("/messages/count_tokens"):
             body = self._json_body("/messages/count_tokens")
@@ -128,9 +141,11 @@ class _MessagesHandler(JsonHandler):
         body = self._json_body("/messages")
         if body is None:
             return
-        blocks = reply_blocks(self.fake._record(ModelRequest(self.path, body)))
+        request = ModelRequest(self.path, body)
+        blocks = reply_blocks(self.fake._record(request))
         model = str(body.get("model") or DEFAULT_MODEL)
         message = _message(model, blocks, usage_for(body, blocks))
+        self.fake._note_answer(request, message)
         if body.get("stream"):
             self._stream(message)
         else:

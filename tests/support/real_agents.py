@@ -555,12 +555,13 @@ class ClaudeAgent(RealAgent):
 
     def command(self, prompt: str, session: Path | None, options: Sequence[str] = ()) -> list[str]:
         """``session``: a session file (its stem is the id) to resume."""
-        argv = [str(claude_executable(self.install)), "-p", prompt, "--output-format", "json"]
-        argv += ["--allowedTools", CLAUDE_TOOLS]
+        resume = ["--resume", session.stem] if session is not None else []
+        return self._argv(["-p", prompt, "--output-format", "json"], [*resume, *options])
+
+    def _argv(self, mode: list[str], options: Sequence[str]) -> list[str]:
+        argv = [str(claude_executable(self.install)), *mode, "--allowedTools", CLAUDE_TOOLS]
         if self.model_id:
             argv += ["--model", self.model_id]
-        if session is not None:
-            argv += ["--resume", session.stem]
         return [*argv, *options]
 
     def turn(
@@ -577,6 +578,27 @@ class ClaudeAgent(RealAgent):
         result = self.run(prompt, cwd=cwd, options=more, timeout=timeout).check()
         return ClaudeTurn.parse(result)
 
+    def turn_messages(
+        self,
+        messages: Sequence[dict[str, object]],
+        cwd: Path,
+        resume: str | None = None,
+        timeout: float = RUN_TIMEOUT_S,
+    ) -> ClaudeTurn:
+        """One print-mode turn whose prompt is user messages in the Messages API shape
+        (``{"role": "user", "content": [blocks]}``: an image block, say), given as
+        ``--input-format stream-json`` on stdin; its result, checked."""
+        mode = ["-p", "--input-format", "stream-json", "--output-format", "stream-json"]
+        options = ["--verbose", *(["--resume", resume] if resume is not None else [])]
+        process = self.spawn(self._argv(mode, options), cwd, stdin=subprocess.PIPE)
+        lines = "".join(json.dumps({"type": "user", "message": m}) + "\n" for m in messages)
+        try:
+            stdout, stderr = process.communicate(lines, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill(process)
+            raise AssertionError(f"claude took over {timeout} s") from None
+        return ClaudeTurn.parse(AgentResult(process.returncode, stdout, stderr).check())
+
     def sessions(self) -> list[Path]:
         """Every session file (no sub-agent files), oldest first by name."""
         return sorted((self.agent_dir / "projects").glob("*/*.jsonl"))
@@ -591,7 +613,8 @@ class ClaudeAgent(RealAgent):
 
 @dataclass(frozen=True)
 class ClaudeTurn:
-    """What ``claude -p --output-format json`` printed for one turn."""
+    """What ``claude -p --output-format json`` (or ``stream-json``: its last line)
+    printed for one turn."""
 
     session_id: str
     result: str
