@@ -22,6 +22,8 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +32,7 @@ from typing import Any
 import pytest
 from support.fake_anthropic_server import FakeAnthropicServer, text, tool_use
 from support.fake_model_server import ModelRequest
-from support.mount import Mount, run, start_mount
+from support.mount import REPO, Mount, run, start_mount
 from support.real_agents import ClaudeAgent, ClaudeTurn, install_claude
 from support.waiting import eventually
 
@@ -506,3 +508,26 @@ def test_no_line_type_unknown_to_the_reader_carries_conversation(story: Story) -
         "them in core/formats/claude_meta.py LINE_TYPES (and show their words in "
         "context.json/transcript.md where Claude Code sends them to the model)."
     )
+
+
+# --------------------------------------------------------------------------- check
+
+
+def test_sessionfs_check_knows_claude_files(story: Story) -> None:
+    """``sessionfs check`` on what the real Claude Code wrote: its files, clean by
+    its rules, not xcsh files without a header."""
+    sid = story.runs["last"].turn.session_id
+    main = story.agent.session_file(sid)
+    fork = story.agent.session_file(story.runs["fork"].turn.session_id)
+    (sub,) = main.parent.glob(f"{sid}/subagents/agent-*.jsonl")
+    done = subprocess.run(
+        [sys.executable, "-m", "sessionfs", "check", "--json", str(main), str(fork), str(sub)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    document = json.loads(done.stdout)
+    assert done.returncode == 0, done.stdout
+    assert [(f["agent"], f["findings"]) for f in document["files"]] == [("claude", [])] * 3
