@@ -22,11 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 from core.formats.claude_meta import LINE_TYPES
+from core.formats.registry import agent_format
 
-__all__ = ["AGENT_NAMES", "Found", "agent_findings", "agent_of"]
-
-#: the agents recognised -> how reports name them
-AGENT_NAMES: Final = {"claude": "Claude Code", "codex": "Codex"}
+__all__ = ["Found", "agent_findings", "agent_of", "agent_title"]
 #: how many leading objects decide whose file it is
 _SNIFF: Final = 16
 _CODEX_KINDS: Final = frozenset({"session_meta", "response_item", "event_msg", "turn_context"})
@@ -46,9 +44,15 @@ def _is_claude(obj: Mapping[str, Any]) -> bool:
     return isinstance(obj.get("sessionId"), str) and obj.get("type") in LINE_TYPES
 
 
+def agent_title(agent: str) -> str:
+    """How reports name the agent ("Claude Code"): its connector's title."""
+    return agent_format(agent).title
+
+
 def agent_of(objects: Sequence[Mapping[str, Any]]) -> str | None:
-    """``"claude"`` or ``"codex"`` when the file's first objects are that agent's
-    lines; ``None`` for an xcsh/pi/omp file (or one nobody can tell)."""
+    """``"claude"`` or ``"codex"`` (the agent's name in `core.formats.registry`) when
+    the file's first objects are that agent's lines; ``None`` for an xcsh/pi/omp file
+    (or one nobody can tell)."""
     head = objects[:_SNIFF]
     if not head or head[0].get("type") == "session":
         return None

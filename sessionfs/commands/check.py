@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from core.check import CheckTarget, FileReport, Finding, blobs_dir_for, check_targets
-from core.check_agents import AGENT_NAMES
+from core.check_agents import agent_title
 from core.jsonl import dumps_pretty
 from core.paths import default_agent_dir, sessions_root
 
@@ -139,7 +139,7 @@ def _format_finding(f: Finding) -> str:
 
 def _print_report(report: FileReport, out: TextIO) -> None:
     if report.agent is not None:
-        what = f"a {AGENT_NAMES[report.agent]} session, checked by its rules (never repaired)"
+        what = f"written by {agent_title(report.agent)}, checked by its rules (never repaired)"
         out.write(f"{report.path}: {what}, {report.entries} lines\n")
     else:
         version = f"v{report.version}" if report.version is not None else "no header"

@@ -67,8 +67,8 @@ def test_other_agents_files_are_theirs_and_clean(
 
     assert check(str(codex), str(claude)) == 0
     said = capsys.readouterr().out
-    assert "a Codex session, checked by its rules" in said
-    assert "a Claude Code session, checked by its rules" in said
+    assert "written by the Codex CLI, checked by its rules" in said
+    assert "written by Claude Code, checked by its rules" in said
     assert "header-missing" not in said
 
 
