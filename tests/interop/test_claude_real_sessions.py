@@ -1,14 +1,14 @@
 """Real Claude Code sessions through a real mount: what ``agents/claude`` shows is what
 Claude Code sends the model.
 
-One story, run once for the module against the fake Anthropic server (8 print-mode
-runs, ~15 s): several turns with parallel tool calls (Bash and Read) and their
-results, a resume, a fork (``--fork-session``), a branch (``--resume-session-at``), a
-compaction (``/compact``), an image in a prompt (``--input-format stream-json``: the
-CLI takes no image file argument in print mode) and a sub-agent (tool ``Agent``,
-asynchronous in print mode: its outcome comes back as a task notification). After each
-run the mount's files of that session are read (``cat``) and kept; each test then
-compares them with what Claude Code sent the model on its *next* request.
+One story (`support.claude_story`: 8 print-mode runs, ~10 s, told once per test run):
+several turns with parallel tool calls (Bash and Read) and their results, a resume, a
+fork (``--fork-session``), a branch (``--resume-session-at``), a compaction
+(``/compact``), an image in a prompt (``--input-format stream-json``: the CLI takes no
+image file argument in print mode) and a sub-agent (tool ``Agent``, asynchronous in
+print mode: its outcome comes back as a task notification). After each run the mount's
+files of that session were read (``cat``) and kept; each test compares them with what
+Claude Code sent the model on its *next* request.
 
 What "the same messages" means (docs/agents.md, "What context.json holds"): the
 requests are compared block by block, in order, after taking out what Claude Code adds
@@ -19,244 +19,33 @@ around a task notification; ``cache_control`` marks are not content.
 
 from __future__ import annotations
 
-import base64
 import itertools
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.fake_anthropic_server import FakeAnthropicServer, text, tool_use
+from support.claude_story import PROMPTS, REPLIES, TITLE, Seen, Story, shared_story
+from support.fake_anthropic_server import text
 from support.fake_model_server import ModelRequest
-from support.mount import REPO, Mount, run, start_mount
-from support.real_agents import ClaudeAgent, ClaudeTurn, install_claude
-from support.waiting import eventually
+from support.mount import REPO
 
 from core.formats.claude_meta import LINE_TYPES
 
 pytestmark = pytest.mark.fuse
 
 Json = dict[str, Any]
-#: A 1x1 PNG.
-PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-)
-TITLE = "Notes work"
-NOTES = "the notes say hello"
-#: Everything said in the story: a line carrying one of these carries conversation.
-PROMPTS = (
-    "read my notes",
-    "second question",
-    "forked question",
-    "branch question",
-    "what is in this picture",
-    "use a sub agent",
-    "list the files",
-    "after the agent",
-)
-REPLIES = (
-    "Let me look.",
-    "the notes greet you",
-    "answer to second question",
-    "answer to forked question",
-    "answer to branch question",
-    "a one-pixel picture",
-    "waiting for the sub-agent",
-    "sub-agent: notes.txt is here",
-    "the sub-agent reported back",
-    "answer to after the agent",
-    "Notes were read and questions answered.",
-)
-
-
-# --------------------------------------------------------------------------- the story
-
-
-def _user_blocks(request: ModelRequest) -> list[Json]:
-    """The blocks of the request's last user message."""
-    (last, *_) = [m for m in reversed(request.messages) if m["role"] == "user"]
-    content = last["content"]
-    return [text(content)] if isinstance(content, str) else list(content)
-
-
-def scripted_reply(request: ModelRequest, work: Path) -> str | list[Json]:
-    """The model's side of the story, chosen by what the request ends with."""
-    blocks = _user_blocks(request)
-    results = json.dumps([b for b in blocks if b.get("type") == "tool_result"])
-    said = [b["text"] for b in blocks if b.get("type") == "text"]
-    last = said[-1] if said else ""
-    if "Async agent launched" in results:
-        return "waiting for the sub-agent"
-    if NOTES in results:
-        return "the notes greet you"
-    if any(b.get("type") == "image" for b in blocks):
-        return "a one-pixel picture"
-    if "<task-notification>" in last:
-        return "the sub-agent reported back"
-    if "CRITICAL: Respond with TEXT ONLY" in last:
-        return "<summary>Notes were read and questions answered.</summary>"
-    if last == "list the files":
-        return "sub-agent: notes.txt is here"
-    if last == "use a sub agent":
-        agent = {"description": "look around", "prompt": "list the files"}
-        return [tool_use("Agent", {**agent, "subagent_type": "general-purpose"})]
-    if last == "read my notes":
-        bash = {"command": "cat notes.txt", "description": "show the notes"}
-        read = {"file_path": str(work / "notes.txt")}
-        return [text("Let me look."), tool_use("Bash", bash), tool_use("Read", read)]
-    return f"answer to {last}"
-
-
-@dataclass
-class Seen:
-    """One session as the mount showed it after a run, and its file then."""
-
-    dir: Path
-    context: Json
-    transcript: str
-    stats: Json
-    title: str
-    header: Json
-    entries: list[str]
-    lines: list[Json]
-
-    @classmethod
-    def read(cls, session_dir: Path, file: Path) -> Seen:
-        return cls(
-            session_dir,
-            json.loads(run("cat", session_dir / "context.json")),
-            run("cat", session_dir / "transcript.md"),
-            json.loads(run("cat", session_dir / "stats.json")),
-            run("cat", session_dir / "title").strip(),
-            json.loads(run("cat", session_dir / "header.json")),
-            run("ls", session_dir / "entries").split(),
-            [json.loads(line) for line in file.read_bytes().splitlines() if line.strip()],
-        )
-
-    def latest(self, kind: str) -> Json | None:
-        found = [line for line in self.lines if line.get("type") == kind]
-        return found[-1] if found else None
-
-
-@dataclass
-class Run:
-    """One ``claude -p`` run: the requests it made (with their answers) and the
-    session it wrote as the mount showed it afterwards."""
-
-    name: str
-    turn: ClaudeTurn
-    answered: list[tuple[ModelRequest, Json]]
-    seen: Seen
-
-
-@dataclass
-class Story:
-    agent: ClaudeAgent
-    fake: FakeAnthropicServer
-    mount: Mount
-    work: Path
-    runs: dict[str, Run] = field(default_factory=dict)
-    sub_agent: Seen | None = None
-
-    def session_dir(self, session_id: str) -> Path:
-        project = self.agent.session_file(session_id).parent.name
-        return self.mount.path / "agents" / "claude" / "sessions" / project / session_id
-
-    def play(
-        self, name: str, prompt: str, resume: str | None = None, options: tuple[str, ...] = ()
-    ) -> Run:
-        before = len(self.fake.answered())
-        turn = self.agent.turn(prompt, self.work, resume=resume, options=options)
-        return self._seen(name, turn, before)
-
-    def play_image(self, name: str, resume: str) -> Run:
-        """A prompt with an image: print mode takes it as a stream-json user message."""
-        before = len(self.fake.answered())
-        data = base64.b64encode(PNG).decode()
-        image = {
-            "type": "image",
-            "source": {"type": "base64", "media_type": "image/png", "data": data},
-        }
-        prompt = {"role": "user", "content": [text("what is in this picture"), image]}
-        turn = self.agent.turn_messages([prompt], self.work, resume=resume)
-        return self._seen(name, turn, before)
-
-    def _seen(self, name: str, turn: ClaudeTurn, before: int) -> Run:
-        file = self.agent.session_file(turn.session_id)
-        directory = self.session_dir(turn.session_id)
-        # The mount reads a changed file again on the next look: wait for this run's
-        # last line to show (Claude Code's own leaf, or its last cost-state).
-        last_cost = [line for line in file.read_bytes().splitlines() if b'"cost-state"' in line]
-        cost = json.loads(last_cost[-1])["totalCostUSD"]
-        eventually(lambda: _shown_cost(directory) == cost, f"the mount shows run {name}", within=30)
-        seen = Seen.read(directory, file)
-        done = Run(name, turn, self.fake.answered()[before:], seen)
-        self.runs[name] = done
-        return done
-
-
-def _shown_cost(session_dir: Path) -> float | None:
-    try:
-        stats = json.loads(run("cat", session_dir / "stats.json"))
-    except ValueError:  # the file's old size, still cached by the kernel: read again
-        return None
-    return stats["usage"].get("cost")
-
-
-def first_assistant_uuid(lines: list[Json], said: str) -> str:
-    (uuid, *_) = [
-        line["uuid"]
-        for line in lines
-        if line.get("type") == "assistant"
-        and any(b.get("text") == said for b in line["message"]["content"])
-    ]
-    return str(uuid)
 
 
 @pytest.fixture(scope="module")
-def story(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
-    from support.real_agents import AgentUnavailable, InstallFailed
-
-    try:
-        install = install_claude()
-    except AgentUnavailable as error:
-        pytest.skip(str(error))
-    except InstallFailed as error:
-        pytest.fail(str(error))
-    base = tmp_path_factory.mktemp("claude-story")
-    work = base / "work"
-    work.mkdir()
-    (work / "notes.txt").write_text(NOTES + "\n")
-    (base / "agent").mkdir()
-    with FakeAnthropicServer() as fake:
-        fake.set_default_reply(lambda request: scripted_reply(request, work))
-        agent = ClaudeAgent.at_home(base / "home", fake.base_url, "", install)
-        agent.agent_dir.mkdir(parents=True, exist_ok=True)
-        mount = start_mount(
-            base / "agent", base / "mnt", "--agents", "claude", "--claude-dir", str(agent.agent_dir)
-        )
-        try:
-            told = Story(agent, fake, mount, work)
-            first = told.play("tool", "read my notes", options=("--name", TITLE))
-            sid = first.turn.session_id
-            told.play("resume", "second question", resume=sid)
-            told.play("fork", "forked question", resume=sid, options=("--fork-session",))
-            at = first_assistant_uuid(first.seen.lines, "the notes greet you")
-            told.play("at", "branch question", resume=sid, options=("--resume-session-at", at))
-            told.play("compact", "/compact", resume=sid)
-            told.play_image("image", resume=sid)
-            told.play("agent", "use a sub agent", resume=sid)
-            told.play("last", "after the agent", resume=sid)
-            (sub_file,) = agent.session_file(sid).parent.glob(f"{sid}/subagents/agent-*.jsonl")
-            sub_dir = told.session_dir(sid) / "subagents" / sub_file.stem
-            told.sub_agent = Seen.read(sub_dir, sub_file)
-            yield told
-        finally:
-            mount.unmount()
+def story(claude_install: Path, tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Story:
+    """The story, told once per test run: every xdist worker reads the same record."""
+    base = tmp_path_factory.getbasetemp()
+    return shared_story(
+        claude_install, (base if worker_id == "master" else base.parent) / "claude-story"
+    )
 
 
 # --------------------------------------------------------------------------- comparing
@@ -343,7 +132,7 @@ def _seam(items: list[tuple[str, Json]]) -> list[tuple[str, Json]]:
 @pytest.mark.parametrize(("before", "after"), NEXT_REQUESTS)
 def test_context_is_what_claude_sends_next(story: Story, before: str, after: str) -> None:
     seen = story.runs[before].seen
-    request, _ = story.runs[after].answered[0]
+    request = story.runs[after].answered[0].request
     on_screen, on_wire = shown(seen), sent(request, story.runs[after].seen)
     # The new prompt may join the last user message: Claude Code then ends that
     # message's last text with a newline (as context.json does inside a message).
@@ -357,20 +146,21 @@ def test_context_is_what_claude_sends_next(story: Story, before: str, after: str
 def test_context_of_a_last_run_is_its_request_and_answer(story: Story, name: str) -> None:
     """A session's last run: its context is its last request and the answer."""
     done = story.runs[name]
-    request, answer = done.answered[-1]
-    expected = sent(request, done.seen) + [("assistant", b) for b in answer["content"]]
+    last = done.answered[-1]
+    expected = sent(last.request, done.seen) + [("assistant", b) for b in last.message["content"]]
     assert shown(done.seen) == expected
 
 
 def test_sub_agent_context_is_its_request_and_answer(story: Story) -> None:
     seen = story.sub_agent
     assert seen is not None
-    (request, answer), *_ = [
-        (r, a)
-        for r, a in story.runs["agent"].answered
-        if "list the files" in json.dumps(r.messages[0])  # the sub-agent's own request
+    (own, *_) = [
+        answered
+        for answered in story.runs["agent"].answered
+        if "list the files" in json.dumps(answered.request.messages[0])  # the sub-agent's
     ]
-    assert shown(seen) == sent(request, seen) + [("assistant", b) for b in answer["content"]]
+    answer = [("assistant", block) for block in own.message["content"]]
+    assert shown(seen) == sent(own.request, seen) + answer
     assert seen.header["agentType"] == "general-purpose"
     assert seen.header["description"] == "look around"
 
@@ -454,8 +244,9 @@ def test_stats_are_claudes_cost_state(story: Story) -> None:
     # ... and cost-state counts every answer of the session (compaction and
     # sub-agent calls too, which write no assistant line to the session file).
     main = story.runs["last"]
-    session = main.turn.session_id
-    answers = [a for r, a in story.fake.answered() if session in json.dumps(r.body.get("metadata"))]
+    answers = [
+        a.message for a in story.answered if main.session_id in json.dumps(a.body.get("metadata"))
+    ]
     assert main.seen.stats["usage"]["output"] == sum(a["usage"]["output_tokens"] for a in answers)
 
 
@@ -516,12 +307,11 @@ def test_no_line_type_unknown_to_the_reader_carries_conversation(story: Story) -
 def test_sessionfs_check_knows_claude_files(story: Story) -> None:
     """``sessionfs check`` on what the real Claude Code wrote: its files, clean by
     its rules, not xcsh files without a header."""
-    sid = story.runs["last"].turn.session_id
-    main = story.agent.session_file(sid)
-    fork = story.agent.session_file(story.runs["fork"].turn.session_id)
-    (sub,) = main.parent.glob(f"{sid}/subagents/agent-*.jsonl")
+    assert story.sub_agent is not None
+    main, fork = story.runs["last"].seen.file, story.runs["fork"].seen.file
+    sub = story.sub_agent.file
     done = subprocess.run(
-        [sys.executable, "-m", "sessionfs", "check", "--json", str(main), str(fork), str(sub)],
+        [sys.executable, "-m", "sessionfs", "check", "--json", main, fork, sub],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -133,7 +133,9 @@ class _MessagesHandler(JsonHandler):
     fake: FakeAnthropicServer
 
     def do_POST(self) -> None:
-        if self.path.split("?")[0].rstrip("/").endswith("/messages/count_tokens"):
+        # Claude Code asks for ``/v1/messages?beta=true``: route by the path alone.
+        self.path = self.path.split("?")[0]
+        if self.path.rstrip("/").endswith("/messages/count_tokens"):
             body = self._json_body("/messages/count_tokens")
             if body is not None:
                 self._send_json({"input_tokens": usage_for(body, [])["input_tokens"]})
@@ -150,15 +152,6 @@ class _MessagesHandler(JsonHandler):
             self._stream(message)
         else:
             self._send_json(message)
-
-    def _json_body(self, endpoint: str) -> Json | None:
-        # Claude Code adds ``?beta=true``: the endpoint is the path without the query.
-        path = self.path
-        self.path = path.split("?")[0]
-        try:
-            return super()._json_body(endpoint)
-        finally:
-            self.path = path
 
     def _stream(self, message: Json) -> None:
         self._start_events()
