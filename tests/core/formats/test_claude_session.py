@@ -304,12 +304,19 @@ def test_appended_lines_and_completed_torn_line(main_session: ClaudeSession) -> 
     assert len(s) == 1 and s.leaf_name() == "u1" and s.title() == ""
 
 
-def test_compaction_new_root_path_follows_logical_parent(tmp_path: Path) -> None:
-    lines: list[dict[str, Any] | bytes] = [
+def _two_exchanges(asked: str, answered: str) -> list[dict[str, Any] | bytes]:
+    """u1 -> a1 ("hi") -> u2 (``asked``) -> a2 (``answered``): what a compaction follows."""
+    return [
         U1,
         cc.assistant("a1", "u1", "msg_1", cc.text("hi"), 2),
-        cc.user("u2", "a1", "more", 3),
-        cc.assistant("a2", "u2", "msg_2", cc.text("sure"), 4),
+        cc.user("u2", "a1", asked, 3),
+        cc.assistant("a2", "u2", "msg_2", cc.text(answered), 4),
+    ]
+
+
+def test_compaction_new_root_path_follows_logical_parent(tmp_path: Path) -> None:
+    lines: list[dict[str, Any] | bytes] = [
+        *_two_exchanges("more", "sure"),
         cc.compact_boundary("cb", "a2", 5),
         cc.user(
             "cs",
@@ -396,10 +403,7 @@ def test_leaf_is_the_last_prompts_leaf_uuid(tmp_path: Path) -> None:
 
 def test_compaction_sends_the_preserved_segment_after_the_summary(tmp_path: Path) -> None:
     lines: list[dict[str, Any] | bytes] = [
-        U1,
-        cc.assistant("a1", "u1", "msg_1", cc.text("hi"), 2),
-        cc.user("u2", "a1", "keep me", 3),
-        cc.assistant("a2", "u2", "msg_2", cc.text("kept"), 4),
+        *_two_exchanges("keep me", "kept"),
         {
             **cc.compact_boundary("cb", "a2", 5),
             "compactMetadata": {
