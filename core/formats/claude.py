@@ -84,7 +84,6 @@ class _ClaudeLine(LineRecord):
     #: the tree parent's uuid: ``parentUuid``, or a compact boundary's logical parent
     parent: str | None
     sidechain: bool
-    is_meta: bool
     role: str | None
     message_id: str | None
     usage: tuple[int, ...] | None
@@ -114,7 +113,6 @@ def _record(line: Line, obj: dict[str, Any], name: str, uuid: str | None) -> _Cl
         uuid=uuid,
         parent=parent,
         sidechain=obj.get("isSidechain") is True,
-        is_meta=obj.get("isMeta") is True,
         role=role,
         message_id=message_id,
         usage=usage,
@@ -223,9 +221,6 @@ class ClaudeSession(JsonlSession[_ClaudeLine]):
     def is_chain(self, index: int) -> bool:
         return self._lines[index].uuid is not None
 
-    def is_meta(self, index: int) -> bool:
-        return self._lines[index].is_meta
-
     def is_sidechain(self, index: int) -> bool:
         return self._lines[index].sidechain
 
@@ -252,13 +247,11 @@ class ClaudeSession(JsonlSession[_ClaudeLine]):
         anchor = self._index_of.get(str(segment.get("anchorUuid")))
         kept: list[int] = []
         current = tail
-        while current is not None and current not in kept[-1:]:
+        while current is not None and len(kept) < len(self._lines):  # longer: a cycle
             kept.append(current)
             if current == head:
                 return anchor, kept[::-1]
             current = self.parent_index(current)
-            if len(kept) > len(self._lines):  # a parent cycle: no segment
-                break
         return None, []
 
     # -- the tree ------------------------------------------------------------------------

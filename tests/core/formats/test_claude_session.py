@@ -430,6 +430,29 @@ def test_compaction_sends_the_preserved_segment_after_the_summary(tmp_path: Path
     assert said == ["cs", "u2", "a2", "c1", "u3", "a3"]
 
 
+@pytest.mark.parametrize(
+    "segment",
+    [
+        {"headUuid": "a1", "anchorUuid": "cs", "tailUuid": "u1"},  # head below tail
+        {"headUuid": "nowhere", "anchorUuid": "cs", "tailUuid": "a2"},
+        {"headUuid": "u2", "tailUuid": "gone"},
+        "not an object",
+    ],
+)
+def test_a_preserved_segment_that_leads_nowhere_keeps_nothing(tmp_path: Path, segment: Any) -> None:
+    boundary = {
+        **cc.compact_boundary("cb", "a2", 5),
+        "compactMetadata": {"preservedSegment": segment},
+    }
+    lines: list[dict[str, Any] | bytes] = [
+        *_two_exchanges("keep me", "kept"),
+        boundary,
+        cc.user("cs", "cb", "Summary: said hi.", 6, isCompactSummary=True),
+    ]
+    s = ClaudeSession(cc.write_jsonl(tmp_path / "n.jsonl", lines))
+    assert s.context()["messages"] == [{"role": "user", "content": "Summary: said hi."}]
+
+
 def test_parallel_results_in_the_order_they_were_written(tmp_path: Path) -> None:
     """Claude Code sends the results of parallel calls in completion (file) order."""
     lines: list[dict[str, Any] | bytes] = [
