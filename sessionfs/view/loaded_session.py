@@ -44,6 +44,8 @@ from core.storage import FileSessionStorage, PathArg, StorageStat
 from sessionfs.view import render
 from sessionfs.view.access import FileAccess
 from sessionfs.view.agent_index import SessionRef
+from sessionfs.view.branch_pages import page_name, tip_indexes
+from sessionfs.view.html_images import BlobFiles
 from sessionfs.view.names import entry_file_names
 from sessionfs.view.refusal import READ_ONLY_REASON, WriteRejected
 from sessionfs.view.renderings import parses_entries, render_source
@@ -151,6 +153,9 @@ class LoadedSession:
     whole_read_limit: int | None = None
     last_result: str | None = None
     last_error: str | None = None
+    #: the blob store ``transcript.html`` inlines images from (an xcsh agent dir's;
+    #: ``None``: images are links only)
+    blobs_dir: Path | None = None
 
     @classmethod
     def parsed(cls, ref: SessionRef, manager: SessionManager) -> LoadedSession:
@@ -480,6 +485,11 @@ class LoadedSession:
     def blob_shas(self) -> list[str]:
         return self._held().blob_shas()
 
+    def branch_page_names(self) -> list[str]:
+        """``branches/``: a page per tip of the tree, named like its entry file."""
+        names = self.table().names
+        return [page_name(names[index]) for index in tip_indexes(self._held())]
+
     # -- renderings, cached per version -----------------------------------------------
 
     def cached(self, what: str) -> bytes | None:
@@ -489,11 +499,12 @@ class LoadedSession:
         data = self._renders.get(what)
         if data is None:
             source = self._held()
+            images = BlobFiles(self.blobs_dir, self.access) if self.blobs_dir else None
             if parses_entries(what):
                 with source.parsed_once():
-                    data = render_source(source, what)
+                    data = render_source(source, what, images)
             else:
-                data = render_source(source, what)
+                data = render_source(source, what, images)
             self._renders[what] = data
             self._cached_bytes += len(data)
         return data

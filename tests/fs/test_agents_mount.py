@@ -28,6 +28,7 @@ pytestmark = pytest.mark.fuse
 
 DEMO_PROJECT = "-home-demo-webapp"
 SESSION_FILES = [
+    "branches",
     "context.json",
     "entries",
     "header.json",
@@ -36,6 +37,7 @@ SESSION_FILES = [
     "stats.json",
     "subagents",
     "title",
+    "transcript.html",
     "transcript.md",
     "tree.txt",
 ]
@@ -339,5 +341,5 @@ def test_one_search_spans_every_agent(mounted: Mount, trees: AgentTrees, tmp_pat
 
 def test_the_root_ignore_covers_the_agents_duplicate_views(mounted: Mount) -> None:
     ignore = (mounted.path / ".ignore").read_text().splitlines()
-    for name in ("entries/", "path/", "context.json", "tree.txt", "transcript.md"):
+    for name in ("entries/", "path/", "context.json", "tree.txt", "transcript.md", "branches/"):
         assert f"/agents/*/sessions/**/{name}" in ignore

@@ -43,6 +43,8 @@ def test_ls_l_at_every_level(demo_mount: Mount) -> None:
             "entries",
             "context.json",
             "transcript.md",
+            "transcript.html",
+            "branches",
             "leaf",
             "path",
             "tree.txt",

@@ -61,6 +61,8 @@ ROOT_IGNORE = b"""\
 /sessions/**/context.json
 /sessions/**/tree.txt
 /sessions/**/transcript.md
+/sessions/**/transcript.html
+/sessions/**/branches/
 /sessions/**/blobs/
 /sessions/**/ctl
 /sessions/**/send
@@ -75,6 +77,10 @@ ROOT_IGNORE = b"""\
 /agents/*/sessions/**/context.json
 /agents/*/sessions/**/tree.txt
 /agents/*/sessions/**/transcript.md
+/agents/*/sessions/**/transcript.html
+/agents/*/sessions/**/branches/
+/sessions/**/transcript.html
+/sessions/**/branches/
 /agents/*/sessions/**/stats.json
 /agents/*/sessions/**/header.json
 """

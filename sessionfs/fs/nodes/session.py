@@ -34,7 +34,13 @@ from sessionfs.fs.nodes.base import (
     refuse,
 )
 from sessionfs.fs.nodes.command_file import CommandFile
-from sessionfs.fs.nodes.entries import EntriesDir, LabelsDir, PathDir, SessionBlobsDir
+from sessionfs.fs.nodes.entries import (
+    EntriesDir,
+    LabelsDir,
+    PathDir,
+    SessionBlobsDir,
+    SessionListing,
+)
 from sessionfs.fs.nodes.in_session import (
     RENAME_NOREPLACE,
     InSession,
@@ -48,6 +54,7 @@ from sessionfs.fs.nodes.transcripts import open_transcript, transcript_record
 from sessionfs.fs.nodes.write_handles import BufferedWriteHandle, LineBatchHandle
 from sessionfs.view.access import NO_ACCESS, FileAccess
 from sessionfs.view.agent_index import SessionRef
+from sessionfs.view.branch_pages import BRANCHES_DIR
 from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.render import status_text
@@ -89,18 +96,22 @@ class RenderedFile(InSession, FileNode):
     tier = RENDERED
     rendering: ClassVar[str]
 
+    def what(self) -> str:
+        """The rendering this file shows (`sessionfs.view.renderings.render_source`)."""
+        return self.rendering
+
     async def content(self) -> bytes:
         session = await self.session()
-        return await self.ctx.sessions.render(session, self.rendering)
+        return await self.ctx.sessions.render(session, self.what())
 
     async def mtime_ns(self) -> int:
         return (await self.session()).mtime_ns
 
     async def open(self, flags: int) -> OpenFile:
         if opened_for_writing(flags):
-            raise WriteRejected(errno.EACCES, f"{self.rendering}: a rendering, read-only")
+            raise WriteRejected(errno.EACCES, f"{self.what()}: a rendering, read-only")
         session = await self.session()
-        data = await self.ctx.sessions.render(session, self.rendering)
+        data = await self.ctx.sessions.render(session, self.what())
         return BytesHandle(data, version=(session.file_state, session.version))
 
     async def listing_stat(self) -> Stat:
@@ -108,7 +119,7 @@ class RenderedFile(InSession, FileNode):
         if recorded is not None:
             return recorded
         session = await self.session()
-        cached = session.cached(self.rendering)
+        cached = session.cached(self.what())
         if cached is not None:
             return Stat(len(cached), session.mtime_ns)
         return Stat(0, session.mtime_ns, exact=False)  # listing a dir renders nothing
@@ -130,7 +141,7 @@ class RenderedFile(InSession, FileNode):
         if loaded is not None and (
             loaded.manager is not None
             or loaded.pinned_leaf is not None
-            or loaded.cached(self.rendering) is not None
+            or loaded.cached(self.what()) is not None
         ):
             return None
         path = self.ctx.index.session_path(self.project, self.stem)
@@ -151,7 +162,7 @@ class RenderedFile(InSession, FileNode):
             return None
         path, identity = found
         record = self.ctx.renders.known(path, identity) if self.ctx.renders else None
-        size = record.sizes.get(self.rendering) if record is not None else None
+        size = record.sizes.get(self.what()) if record is not None else None
         return Stat(size, identity.mtime_ns) if size is not None else None
 
 
@@ -228,6 +239,42 @@ class TranscriptFile(RenderedFile):
         if found is None:
             return await super().open(flags)
         return await open_transcript(self.ctx, *found)
+
+
+class TranscriptHtmlFile(RenderedFile):
+    """``transcript.html``: the conversation as a page (`sessionfs.view.render_html`)."""
+
+    __slots__ = ()
+
+    rendering = "transcript.html"
+
+
+class BranchPageFile(RenderedFile):
+    """``branches/<tip>.html``: the page of the branch ending at entry ``<tip>``."""
+
+    __slots__ = ()
+
+    def what(self) -> str:
+        return f"{BRANCHES_DIR}/{self.key[-1]}"
+
+
+class BranchesDir(SessionListing):
+    """``branches/``: one page per branch of the tree (`sessionfs.view.branch_pages`),
+    which ``transcript.html``'s branch points link to."""
+
+    __slots__ = ()
+
+    async def children(self) -> list[tuple[str, Node]]:
+        session = await self.session()
+        cached = session.listings.get(self.key)
+        if cached is None:
+            names = await self.ctx.sessions.run(session, session.branch_page_names)
+            cached = [(name, BranchPageFile(self.ctx, self.child_key(name))) for name in names]
+            session.listings[self.key] = cached
+        return cached
+
+    async def lookup(self, name: str) -> Node | None:
+        return next((node for listed, node in await self.children() if listed == name), None)
 
 
 class TreeFile(RenderedFile):
@@ -424,6 +471,8 @@ def session_children() -> dict[str, type[Node]]:
         "entries": EntriesDir,
         "context.json": ContextFile,
         "transcript.md": TranscriptFile,
+        "transcript.html": TranscriptHtmlFile,
+        BRANCHES_DIR: BranchesDir,
         "leaf": LeafLink,
         "path": PathDir,
         "tree.txt": TreeFile,
