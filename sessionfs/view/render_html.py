@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote
@@ -277,7 +278,7 @@ class _Page:
         elif turn.entry_name:
             self.add(f"<span>{esc(turn.entry_name)}</span>")
         if turn.time:
-            self.add(f"<time>{esc(turn.time)}</time>")
+            self.add(f'<time datetime="{esc(turn.time)}">{esc(_readable_time(turn.time))}</time>')
         if label:
             self.add(f'<span class="label">{esc(label)}</span>')
         self.add("</header>\n")
@@ -309,6 +310,19 @@ class _Page:
             self.content(message.get("content"))
 
 
+_ISO_TIME = re.compile(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:\.\d+)?(Z?)")
+
+
+def _readable_time(stored: str) -> str:
+    """``2026-01-01T10:00:00.123Z`` as ``2026-01-01 10:00:00 UTC``; any other form as
+    it is stored."""
+    match = _ISO_TIME.fullmatch(stored)
+    if match is None:
+        return stored
+    day, clock, utc = match.groups()
+    return f"{day} {clock} UTC" if utc else f"{day} {clock}"
+
+
 _ROLE_NAMES: Final = {
     "toolResult": "tool result",
     "compactionSummary": "compaction",
@@ -326,8 +340,8 @@ def _role_detail(message: Mapping[str, Any]) -> str:
         return name + (' <span class="marker">error</span>' if message.get("isError") else "")
     if role == "compactionSummary":
         before = message.get("tokensBefore")
-        told = f", {before:,} tokens before" if isinstance(before, int) else ""
-        return f'<span class="marker">the conversation before this was summarised{esc(told)}</span>'
+        told = f" ({before:,} tokens)" if isinstance(before, int) else ""
+        return f'<span class="marker">the turns before this were summarised{esc(told)}</span>'
     if role == "branchSummary":
         return '<span class="marker">what another branch did</span>'
     if role == "custom":

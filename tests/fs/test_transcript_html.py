@@ -1,0 +1,164 @@
+"""``transcript.html`` and ``branches/`` through a real mount: ``cat`` of every session's
+page (xcsh, a Claude Code and a Codex session, sub-agents of both), every relative
+link in every page leads to a file of the mount, the branch pages of a fork, the
+demo's image inlined from its blob, a hostile session shown as text, ``stat`` equal
+to what ``cat`` reads, and a page that follows an append through the mount."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from support.html_sessions import hostile_agent
+from support.mount import Mount, MountFactory, run
+from support.other_agents import CODEX_PROJECT, AgentTrees, fake_home, home_env
+
+pytestmark = pytest.mark.fuse
+
+DEMO_CLAUDE_PROJECT = "-home-demo-webapp"
+_HREF = re.compile(r'(?:href|src)="([^"]*)"')
+
+
+def cat_page(page: Path) -> str:
+    """The page as ``cat`` reads it, after checking ``stat`` agrees with it."""
+    text = run("cat", page)
+    assert os.stat(page).st_size == len(text.encode()), page
+    assert text.startswith("<!DOCTYPE html>") and text.endswith("</html>\n"), page
+    return text
+
+
+def links_of(text: str) -> list[str]:
+    """Every link a page holds (``data:`` images left out), HTML entities undone."""
+    found = []
+    for raw in _HREF.findall(text):
+        link = raw.replace("&amp;", "&").replace("&quot;", '"').replace("&#x27;", "'")
+        if not link.startswith("data:"):
+            found.append(link)
+    return found
+
+
+def assert_links_resolve(page: Path, text: str) -> None:
+    """Every link of ``page`` is relative and names a file or dir of the mount."""
+    for link in links_of(text):
+        parts = urlsplit(link)
+        assert not parts.scheme and not parts.netloc and not link.startswith("/"), link
+        target = page.parent / unquote(parts.path)
+        assert target.exists(), (page, link)
+
+
+def check_session_pages(session: Path) -> dict[str, str]:
+    """``cat`` the session's transcript.html and every page in ``branches/``, checking
+    each page's links; returns the pages by name."""
+    pages = {"transcript.html": cat_page(session / "transcript.html")}
+    for name in run("ls", session / "branches").split():
+        pages[f"branches/{name}"] = cat_page(session / "branches" / name)
+    for name, text in pages.items():
+        assert_links_resolve(session / name, text)
+    return pages
+
+
+def test_every_demo_session_has_a_page_whose_links_work(demo_mount: Mount) -> None:
+    sessions = sorted((demo_mount.path / "sessions").glob("*/*"))
+    assert len(sessions) == 4
+    for session in sessions:
+        pages = check_session_pages(session)
+        title = (session / "title").read_text().strip()
+        if title:
+            assert f"<title>{title}</title>" in pages["transcript.html"]
+
+
+def test_the_demo_fork_links_its_branch_pages(demo_mount: Mount) -> None:
+    webapp = next(
+        s
+        for s in (demo_mount.path / "sessions" / "--home-demo-webapp--").iterdir()
+        if "login redirect" in (s / "title").read_text()
+    )
+    pages = check_session_pages(webapp)
+    current = pages["transcript.html"]
+    assert "Branch point" in current
+    branch_links = [
+        link for link in links_of(current) if link.startswith("branches/") and link != "branches/"
+    ]
+    assert branch_links, current
+    tips = run("ls", webapp / "branches").split()
+    assert len(tips) >= 3  # three tips: two alternatives under the plan, and the leaf
+    assert all(unquote(link).removeprefix("branches/") in tips for link in branch_links)
+    # The page of an older branch holds what transcript.md at that leaf holds.
+    other = pages[branch_links[0]]
+    assert "../transcript.html" in links_of(other)
+    # The demo's image is inlined from the blob store, and linked to its file.
+    blob = run("ls", webapp / "blobs").split()[0]
+    assert "data:image/png;base64," in current and f'href="blobs/{blob}"' in current
+
+
+def test_a_page_follows_an_append_and_a_leaf_move(demo_mount: Mount) -> None:
+    session = (demo_mount.path / "recent" / "1").resolve()
+    before = cat_page(session / "transcript.html")
+    (session / "append" / "note.md").write_text("A note <b>added</b> through the mount.\n")
+    after = cat_page(session / "transcript.html")
+    assert "A note &lt;b&gt;added&lt;/b&gt; through the mount." in after
+    assert after != before
+    first = sorted(os.listdir(session / "path"))[2]
+    run("ln", "-sfn", os.readlink(session / "path" / first)[1:], session / "leaf")
+    moved = cat_page(session / "transcript.html")
+    assert "through the mount" not in moved and len(moved) < len(after)
+
+
+def test_a_hostile_session_shows_as_text(tmp_path: Path, mount_factory: MountFactory) -> None:
+    mount: Mount = mount_factory(hostile_agent(tmp_path))
+    session = mount.path / "sessions" / "--hostile--" / "hostile"
+    pages = check_session_pages(session)
+    assert set(pages) == {"transcript.html", "branches/ok.html", "branches/side.html"}
+    for text in pages.values():
+        assert "<script" not in text and "<img src=x" not in text
+        assert "&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;" in text
+        assert not any(link.lower().startswith("javascript") for link in links_of(text))
+    # The leaf is the last entry of the file: "side"; the other branch ends at "ok".
+    assert "branches/ok.html" in links_of(pages["transcript.html"])
+    assert "../transcript.html" in links_of(pages["branches/ok.html"])
+
+
+@pytest.fixture
+def trees(tmp_path: Path) -> AgentTrees:
+    return fake_home(tmp_path)
+
+
+@pytest.fixture
+def agents_mount(trees: AgentTrees, demo_agent: Path, mount_factory: MountFactory) -> Mount:
+    return mount_factory(demo_agent, env=home_env(trees.home))
+
+
+def test_claude_and_codex_sessions_and_sub_agents_have_pages(
+    agents_mount: Mount, trees: AgentTrees
+) -> None:
+    claude = agents_mount.path / "agents" / "claude" / "sessions" / DEMO_CLAUDE_PROJECT
+    session = claude / trees.claude_session.stem
+    pages = check_session_pages(session)
+    current = pages["transcript.html"]
+    assert "move the middleware below the login route" in current  # the resumed branch
+    assert "Branch point" in current  # the rewind
+    rewound = [text for name, text in pages.items() if "Exempted /login" in text]
+    assert rewound and all("../transcript.html" in links_of(text) for text in rewound)
+    for sub in (session / "subagents").iterdir():
+        sub_page = check_session_pages(sub)["transcript.html"]
+        assert (sub / "title").read_text().strip() in sub_page or "<h1>" in sub_page
+
+    codex = agents_mount.path / "agents" / "codex" / "sessions" / CODEX_PROJECT
+    rollout = codex / trees.codex_rollout.name.removesuffix(".jsonl")
+    codex_pages = check_session_pages(rollout)
+    assert "Branch point" not in codex_pages["transcript.html"]
+    assert len(codex_pages) == 2  # transcript.html and its one branch's page
+    assert (rollout / "subagents").is_dir()
+    for sub in (rollout / "subagents").iterdir():
+        check_session_pages(sub)
+
+
+def test_an_xcsh_sub_agent_has_a_page(demo_mount: Mount) -> None:
+    subs = list((demo_mount.path / "sessions").glob("*/*/subagents/*"))
+    assert subs, "the demo has a sub-agent run"
+    for sub in subs:
+        text = check_session_pages(sub)["transcript.html"]
+        assert 'class="msg user"' in text
