@@ -9,7 +9,7 @@ wherever it was made.
 from __future__ import annotations
 
 from core.formats.base import SessionSource
-from sessionfs.view import render, render_html
+from sessionfs.view import render, render_html, render_svg
 from sessionfs.view.branch_pages import BRANCHES_DIR, entry_of_page
 from sessionfs.view.html_images import ImageSource
 
@@ -23,6 +23,7 @@ RENDERINGS = (
     "transcript.md",
     "transcript.html",
     "tree.txt",
+    "tree.svg",
     "stats.json",
 )
 #: Renderings made from the header alone (nothing to parse in the compact form).
@@ -58,6 +59,8 @@ def render_source(source: SessionSource, what: str, images: ImageSource | None =
         return render_html.transcript_html(source, tip=tip, images=images)
     if what == "tree.txt":
         return render.source_tree_text(source)
+    if what == "tree.svg":
+        return render_svg.tree_svg(source)
     if what == "stats.json":
         return render.pretty_json(source.stats())
     raise KeyError(what)

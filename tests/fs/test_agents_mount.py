@@ -39,6 +39,7 @@ SESSION_FILES = [
     "title",
     "transcript.html",
     "transcript.md",
+    "tree.svg",
     "tree.txt",
 ]
 

@@ -21,6 +21,7 @@ DEPTH = 300
 BOUND = 3
 RENDERED = (
     "tree.txt",
+    "tree.svg",
     "context.json",
     "transcript.md",
     "transcript.html",

@@ -48,6 +48,7 @@ def test_ls_l_at_every_level(demo_mount: Mount) -> None:
             "leaf",
             "path",
             "tree.txt",
+            "tree.svg",
             "labels",
             "blobs",
             "append",

@@ -1,8 +1,9 @@
-"""``transcript.html`` and ``branches/`` through a real mount: ``cat`` of every session's
-page (xcsh, a Claude Code and a Codex session, sub-agents of both), every relative
-link in every page leads to a file of the mount, the branch pages of a fork, the
-demo's image inlined from its blob, a hostile session shown as text, ``stat`` equal
-to what ``cat`` reads, and a page that follows an append through the mount."""
+"""``transcript.html``, ``branches/`` and ``tree.svg`` through a real mount: ``cat`` of
+every session's page and picture (xcsh, a Claude Code and a Codex session, sub-agents
+of both), every relative link in them leads to a file of the mount, the branch pages
+of a fork, the demo's image inlined from its blob, a hostile session shown as text,
+``stat`` equal to what ``cat`` reads, and a page that follows an append and a leaf
+moved through the mount."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
+from xml.etree import ElementTree
 
 import pytest
 from support.html_sessions import hostile_agent
@@ -57,7 +59,18 @@ def check_session_pages(session: Path) -> dict[str, str]:
         pages[f"branches/{name}"] = cat_page(session / "branches" / name)
     for name, text in pages.items():
         assert_links_resolve(session / name, text)
+    check_tree_svg(session)
     return pages
+
+
+def check_tree_svg(session: Path) -> None:
+    """``tree.svg`` is well-formed, draws a row per entry (these trees are small) and
+    links each to a file of the mount."""
+    svg = run("cat", session / "tree.svg")
+    assert os.stat(session / "tree.svg").st_size == len(svg.encode())
+    rows = list(ElementTree.fromstring(svg).iter("{http://www.w3.org/2000/svg}g"))
+    assert len(rows) == len(os.listdir(session / "entries")), session
+    assert_links_resolve(session / "tree.svg", svg)
 
 
 def test_every_demo_session_has_a_page_whose_links_work(demo_mount: Mount) -> None:

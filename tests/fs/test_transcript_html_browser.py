@@ -1,6 +1,6 @@
-"""``transcript.html`` in a real headless Chromium, read straight from a mount
-(``file://``): the DOM after load (``--dump-dom``) and screenshots in the light and the
-dark scheme, for the demo sessions (xcsh with a fork, an image and a sub-agent, a
+"""``transcript.html`` (and ``tree.svg``) in a real headless Chromium, read straight
+from a mount (``file://``): the DOM after load (``--dump-dom``) and screenshots in the
+light and the dark scheme, for the demo sessions (xcsh with a fork, an image and a sub-agent, a
 Claude Code rewind, a Codex rollout) and for hostile ones, whose scripts must not run.
 
 Skipped only when Chromium is not installed (``.ci/run`` installs Debian's
@@ -87,6 +87,13 @@ def test_demo_pages_load_and_read_well_in_both_schemes(
                 screenshot(page, tmp_path / f"{name}-dark.png", dark=True, size="800,700")
             )
             assert light > 200 and dark < 60, (name, light, dark)
+            tree = page.parent / "tree.svg"
+            assert "<svg" in dump_dom(tree)
+            light = mean_luminance(screenshot(tree, tmp_path / f"{name}-tree.png", size="600,300"))
+            dark = mean_luminance(
+                screenshot(tree, tmp_path / f"{name}-tree-dark.png", dark=True, size="600,300")
+            )
+            assert light > 180 and dark < 80, (name, "tree.svg", light, dark)
 
 
 def test_a_hostile_session_runs_nothing(tmp_path: Path, mount_factory: MountFactory) -> None:

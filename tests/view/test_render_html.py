@@ -1,7 +1,8 @@
 """``transcript.html`` and the branch pages, rendered from a `SessionSource`: every
 string from the session escaped, links relative and inside the mount, thinking and
 tool calls folded, images inlined only when they are images and within the caps, and
-each branch point linking the other branches' pages (xcsh, Claude Code, Codex)."""
+each branch point linking the other branches' pages (xcsh, Claude Code, Codex); and
+``tree.svg``: well-formed whatever the session holds, path and labels marked, capped."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
+from xml.etree import ElementTree
 
 import orjson
 import pytest
@@ -28,6 +30,7 @@ from sessionfs.view.access import FileAccess
 from sessionfs.view.branch_pages import tip_indexes
 from sessionfs.view.html_images import IMAGE_CAP, BlobFiles, ImageBudget
 from sessionfs.view.render_html import BRANCH_LINKS, FOLD_LINES, transcript_html
+from sessionfs.view.render_svg import MAX_ROWS, tree_svg
 
 HOSTILE = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
 HEADER = {"type": "session", "version": 3, "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/x"}
@@ -392,3 +395,54 @@ def test_a_codex_session_is_one_branch(tmp_path: Path) -> None:
     assert len(tip_indexes(source)) == 1
     tip = source.entry_name(tip_indexes(source)[0])
     assert b"fine" in transcript_html(source, tip=f"{tip}.json")
+
+
+# --- tree.svg -------------------------------------------------------------------------
+
+
+def svg_rows(svg: bytes) -> list[tuple[str, str]]:
+    """(class, text) of each drawn row of a well-formed picture."""
+    root = ElementTree.fromstring(svg)
+    ns = "{http://www.w3.org/2000/svg}"
+    return [
+        (group.get("class", ""), "".join(group.find(f"{ns}a/{ns}text").itertext()))  # type: ignore[union-attr]
+        for group in root.iter(f"{ns}g")
+    ]
+
+
+def test_tree_svg_marks_the_path_and_labels_and_escapes(tmp_path: Path) -> None:
+    rows = fork_rows()
+    rows[0]["message"]["content"] = "\x01\x1b[31m" + HOSTILE  # control characters, markup
+    source = XcshSession(write_session(tmp_path / "s.jsonl", rows, title=HOSTILE))
+    svg = tree_svg(source)
+    elements = list(ElementTree.fromstring(svg).iter())
+    assert not any(e.tag.endswith("script") or e.tag.endswith("img") for e in elements)
+    assert not any(name.startswith("on") for e in elements for name in e.attrib)
+    drawn = svg_rows(svg)  # parses: well-formed XML whatever the session held
+    assert [text.split()[0] for _, text in drawn] == ["u1", "a1", "u2", "a2", "u3", "l1", "a3"]
+    on = [text.split()[0] for cls, text in drawn if cls == "on"]
+    assert on == ["u1", "a1", "u3", "l1", "a3"]
+    assert "[fork-here]" in drawn[1][1]
+    assert drawn[0][1].startswith("u1 user \ufffd\ufffd[31m" + HOSTILE[:40])
+    links = re.findall(r'href="([^"]*)"', svg.decode())
+    assert links[:4] == [
+        "entries/u1.json",
+        "entries/a1.json",
+        "entries/u2.json",
+        "branches/a2.html",
+    ]
+
+
+def test_tree_svg_of_a_huge_tree_is_capped(tmp_path: Path) -> None:
+    count = MAX_ROWS * 50  # 100,000 entries
+    lines = [orjson.dumps({**HEADER, "id": "big"})]
+    lines += [
+        orjson.dumps(entry(f"e{n}", f"e{n - 1}" if n else None, user(f"step {n}")))
+        for n in range(count)
+    ]
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    svg = tree_svg(XcshSession(path))
+    assert len(svg_rows(svg)) == MAX_ROWS
+    assert f"{count - MAX_ROWS:,} more entries not drawn".encode() in svg
+    assert len(svg) < 1_000_000, len(svg)

@@ -60,6 +60,7 @@ ROOT_IGNORE = b"""\
 /sessions/**/path/
 /sessions/**/context.json
 /sessions/**/tree.txt
+/sessions/**/tree.svg
 /sessions/**/transcript.md
 /sessions/**/transcript.html
 /sessions/**/branches/
@@ -76,6 +77,8 @@ ROOT_IGNORE = b"""\
 /agents/*/sessions/**/path/
 /agents/*/sessions/**/context.json
 /agents/*/sessions/**/tree.txt
+/agents/*/sessions/**/tree.svg
+/sessions/**/tree.svg
 /agents/*/sessions/**/transcript.md
 /agents/*/sessions/**/transcript.html
 /agents/*/sessions/**/branches/

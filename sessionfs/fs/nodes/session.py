@@ -283,6 +283,14 @@ class TreeFile(RenderedFile):
     rendering = "tree.txt"
 
 
+class TreeSvgFile(RenderedFile):
+    """``tree.svg``: the tree as a picture (`sessionfs.view.render_svg`)."""
+
+    __slots__ = ()
+
+    rendering = "tree.svg"
+
+
 class StatsFile(RenderedFile):
     __slots__ = ()
 
@@ -476,6 +484,7 @@ def session_children() -> dict[str, type[Node]]:
         "leaf": LeafLink,
         "path": PathDir,
         "tree.txt": TreeFile,
+        "tree.svg": TreeSvgFile,
         "labels": LabelsDir,
         "blobs": SessionBlobsDir,
         "append": AppendDir,
