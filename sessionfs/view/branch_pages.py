@@ -22,6 +22,7 @@ __all__ = [
     "PAGE_SUFFIX",
     "branch_tip",
     "entry_of_page",
+    "is_branch_page",
     "page_name",
     "tip_indexes",
 ]
@@ -41,6 +42,11 @@ def entry_of_page(page: str) -> str | None:
     if not page.endswith(PAGE_SUFFIX) or len(page) == len(PAGE_SUFFIX):
         return None
     return page.removesuffix(PAGE_SUFFIX) + _ENTRY_SUFFIX
+
+
+def is_branch_page(rendering: str) -> bool:
+    """Whether a rendering's name (`sessionfs.view.renderings`) is a branch page's."""
+    return rendering.startswith(BRANCHES_DIR + "/")
 
 
 def tip_indexes(source: SessionSource) -> list[int]:

@@ -44,7 +44,7 @@ from core.storage import FileSessionStorage, PathArg, StorageStat
 from sessionfs.view import render
 from sessionfs.view.access import FileAccess
 from sessionfs.view.agent_index import SessionRef
-from sessionfs.view.branch_pages import page_name, tip_indexes
+from sessionfs.view.branch_pages import is_branch_page, page_name, tip_indexes
 from sessionfs.view.html_images import BlobFiles
 from sessionfs.view.names import entry_file_names
 from sessionfs.view.refusal import READ_ONLY_REASON, WriteRejected
@@ -64,6 +64,8 @@ __all__ = [
 
 #: How old a freshness check may be before the next access repeats it (one stat).
 FRESH_INTERVAL = 0.2
+#: Branch pages (``branches/<tip>.html``) a session keeps rendered; older ones go.
+BRANCH_PAGES_KEPT = 4
 #: "not known without work" (see `LoadedSession.cached_leaf_name`)
 UNKNOWN = object()
 
@@ -505,9 +507,19 @@ class LoadedSession:
                     data = render_source(source, what, images)
             else:
                 data = render_source(source, what, images)
+            if is_branch_page(what):
+                self._forget_branch_pages(keep=BRANCH_PAGES_KEPT - 1)
             self._renders[what] = data
             self._cached_bytes += len(data)
         return data
+
+    def _forget_branch_pages(self, keep: int) -> None:
+        """Keep only the ``keep`` newest branch pages: a session has a page per tip,
+        each about as big as its transcript, and ``cat branches/*`` must not hold them
+        all (the dict keeps insertion order: the first ones are the oldest)."""
+        pages = [name for name in self._renders if is_branch_page(name)]
+        for name in pages[: max(0, len(pages) - keep)]:
+            self._cached_bytes -= len(self._renders.pop(name))
 
     def memory_cost(self) -> int:
         """Bytes counted against the cache's budget: the session as held (its source's

@@ -115,15 +115,24 @@ _CSP = (
 Add = Callable[[str], None]
 
 
+_SPECIAL = re.compile("[&<>\"']")
+#: A name that percent-encoding leaves as it is (most ids and file names).
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.~-]+")
+
+
 def esc(value: object) -> str:
-    """Any value as HTML text (quotes too: safe inside an attribute)."""
-    return html.escape(value if isinstance(value, str) else str(value), quote=True)
+    """Any value as HTML text (quotes too: safe inside an attribute). Text without
+    anything to escape (most of it) is returned as it is, after one scan."""
+    text = value if isinstance(value, str) else str(value)
+    return html.escape(text, quote=True) if _SPECIAL.search(text) else text
 
 
 def href(*parts: str) -> str:
     """A relative link inside the mount, each part percent-encoded whole (no part can
     make it absolute or give it a scheme), escaped for an attribute."""
-    return esc("/".join(quote(part, safe="") for part in parts))
+    return esc(
+        "/".join(part if _PLAIN_NAME.fullmatch(part) else quote(part, safe="") for part in parts)
+    )
 
 
 class _Page:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from core.formats.base import SessionSource
 from sessionfs.view import render, render_html, render_svg
-from sessionfs.view.branch_pages import BRANCHES_DIR, entry_of_page
+from sessionfs.view.branch_pages import BRANCHES_DIR, entry_of_page, is_branch_page
 from sessionfs.view.html_images import ImageSource
 
 __all__ = ["RENDERINGS", "parses_entries", "render_source"]
@@ -68,5 +68,4 @@ def render_source(source: SessionSource, what: str, images: ImageSource | None =
 
 def _branch_page_tip(what: str) -> str | None:
     """The ``entries/`` file name of the tip ``branches/<tip>.html`` is the page of."""
-    directory, _, page = what.partition("/")
-    return entry_of_page(page) if directory == BRANCHES_DIR else None
+    return entry_of_page(what.removeprefix(BRANCHES_DIR + "/")) if is_branch_page(what) else None

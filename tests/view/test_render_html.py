@@ -29,8 +29,10 @@ from sessionfs.view import render_html
 from sessionfs.view.access import FileAccess
 from sessionfs.view.branch_pages import tip_indexes
 from sessionfs.view.html_images import IMAGE_CAP, BlobFiles, ImageBudget
+from sessionfs.view.loaded_session import BRANCH_PAGES_KEPT, LoadedSession
 from sessionfs.view.render_html import BRANCH_LINKS, FOLD_LINES, transcript_html
 from sessionfs.view.render_svg import MAX_ROWS, tree_svg
+from sessionfs.view.session_ref import SessionRef
 
 HOSTILE = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
 HEADER = {"type": "session", "version": 3, "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/x"}
@@ -446,3 +448,22 @@ def test_tree_svg_of_a_huge_tree_is_capped(tmp_path: Path) -> None:
     assert len(svg_rows(svg)) == MAX_ROWS
     assert f"{count - MAX_ROWS:,} more entries not drawn".encode() in svg
     assert len(svg) < 1_000_000, len(svg)
+
+
+def test_a_session_keeps_only_a_few_branch_pages(tmp_path: Path) -> None:
+    rows = [entry("root", None, user("start"), 1)]
+    rows += [entry(f"k{n}", "root", user(f"try {n}"), 2) for n in range(10)]
+    path = write_session(tmp_path / "s.jsonl", rows)
+    session = LoadedSession(ref=SessionRef("p", "s", path, {}, 0, 0))
+    session.load()
+    pages = [f"branches/{name}" for name in session.branch_page_names()]
+    assert pages == [f"branches/k{n}.html" for n in range(10)]
+    transcript = session.rendered("transcript.html")
+    for page in pages:
+        assert f"try {page[-6]}".encode() in session.rendered(page)
+    kept = [page for page in pages if session.cached(page) is not None]
+    assert kept == pages[-BRANCH_PAGES_KEPT:]
+    assert session.cached("transcript.html") == transcript
+    held = session.source.memory_cost() if session.source is not None else 0
+    rendered = len(transcript) + sum(len(session.cached(page) or b"") for page in kept)
+    assert session.memory_cost() == held + rendered
