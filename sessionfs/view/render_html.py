@@ -246,11 +246,12 @@ class _Page:
             self.add(f'<p><a href="{link}">image blob {esc(sha[:12])}</a></p>\n')
             return
         found = self.images.read(sha, self.budget.limit())
-        if found.size is None:
-            self.add(f'<p class="muted">[image blob {esc(sha[:12])}: not in the blob store]</p>\n')
+        named = f'<a href="{link}">blobs/{esc(sha[:12])}\u2026</a>'
+        if found.size is None:  # gone, not readable by all who read the session, or
+            # not fetched yet (a store mount fetches a blob when its file is opened)
+            self.add(f'<p class="muted">[image {named}: not in the blob store here]</p>\n')
             return
-        caption = f'<a href="{link}">blobs/{esc(sha[:12])}\u2026</a>, {found.size:,} bytes'
-        self._figure(found.data, caption)
+        self._figure(found.data, f"{named}, {found.size:,} bytes")
 
     def _figure(self, raw: bytes | None, caption: str) -> None:
         """An image inlined when ``raw`` is one of the whitelisted kinds (and was read
