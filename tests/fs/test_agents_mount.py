@@ -18,7 +18,6 @@ from support.other_agents import (
     CLAUDE_PROJECT,
     CODEX_PROJECT,
     AgentTrees,
-    fake_home,
     home_env,
     load_demo_agents,
 )
@@ -45,13 +44,13 @@ SESSION_FILES = [
 
 
 @pytest.fixture
-def trees(tmp_path: Path) -> AgentTrees:
-    return fake_home(tmp_path)
+def trees(agent_trees: AgentTrees) -> AgentTrees:
+    return agent_trees
 
 
 @pytest.fixture
-def mounted(trees: AgentTrees, demo_agent: Path, mount_factory: MountFactory) -> Mount:
-    return mount_factory(demo_agent, env=home_env(trees.home))
+def mounted(agents_mount: Mount) -> Mount:
+    return agents_mount
 
 
 def _json(path: Path) -> dict:

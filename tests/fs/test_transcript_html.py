@@ -16,7 +16,7 @@ from xml.etree import ElementTree
 import pytest
 from support.html_sessions import hostile_agent
 from support.mount import Mount, MountFactory, run
-from support.other_agents import CODEX_PROJECT, AgentTrees, fake_home, home_env
+from support.other_agents import CODEX_PROJECT, AgentTrees
 
 pytestmark = pytest.mark.fuse
 
@@ -134,21 +134,11 @@ def test_a_hostile_session_shows_as_text(tmp_path: Path, mount_factory: MountFac
     assert "../transcript.html" in links_of(pages["branches/ok.html"])
 
 
-@pytest.fixture
-def trees(tmp_path: Path) -> AgentTrees:
-    return fake_home(tmp_path)
-
-
-@pytest.fixture
-def agents_mount(trees: AgentTrees, demo_agent: Path, mount_factory: MountFactory) -> Mount:
-    return mount_factory(demo_agent, env=home_env(trees.home))
-
-
 def test_claude_and_codex_sessions_and_sub_agents_have_pages(
-    agents_mount: Mount, trees: AgentTrees
+    agents_mount: Mount, agent_trees: AgentTrees
 ) -> None:
     claude = agents_mount.path / "agents" / "claude" / "sessions" / DEMO_CLAUDE_PROJECT
-    session = claude / trees.claude_session.stem
+    session = claude / agent_trees.claude_session.stem
     pages = check_session_pages(session)
     current = pages["transcript.html"]
     assert "move the middleware below the login route" in current  # the resumed branch
@@ -160,7 +150,7 @@ def test_claude_and_codex_sessions_and_sub_agents_have_pages(
         assert (sub / "title").read_text().strip() in sub_page or "<h1>" in sub_page
 
     codex = agents_mount.path / "agents" / "codex" / "sessions" / CODEX_PROJECT
-    rollout = codex / trees.codex_rollout.name.removesuffix(".jsonl")
+    rollout = codex / agent_trees.codex_rollout.name.removesuffix(".jsonl")
     codex_pages = check_session_pages(rollout)
     assert "Branch point" not in codex_pages["transcript.html"]
     assert len(codex_pages) == 2  # transcript.html and its one branch's page

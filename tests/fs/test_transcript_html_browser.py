@@ -15,7 +15,7 @@ import pytest
 from support.chromium import chromium_or_skip, dump_dom, screenshot
 from support.html_sessions import HOSTILE_PROJECT, hostile_agent
 from support.mount import Mount, MountFactory
-from support.other_agents import CODEX_PROJECT, AgentTrees, fake_home, home_env
+from support.other_agents import CODEX_PROJECT, AgentTrees
 from support.png_pixels import mean_luminance
 
 pytestmark = pytest.mark.fuse
@@ -34,17 +34,7 @@ def _chromium() -> None:
     chromium_or_skip()
 
 
-@pytest.fixture
-def trees(tmp_path: Path) -> AgentTrees:
-    return fake_home(tmp_path)
-
-
-@pytest.fixture
-def mounted(trees: AgentTrees, demo_agent: Path, mount_factory: MountFactory) -> Mount:
-    return mount_factory(demo_agent, env=home_env(trees.home))
-
-
-def demo_pages(mount: Mount, trees: AgentTrees) -> dict[str, Path]:
+def demo_pages(mount: Mount, agent_trees: AgentTrees) -> dict[str, Path]:
     sessions = mount.path / "sessions"
     webapp = next(
         s
@@ -59,13 +49,13 @@ def demo_pages(mount: Mount, trees: AgentTrees) -> dict[str, Path]:
         "webapp": webapp / "transcript.html",
         "branch": branch,
         "subagent": sub / "transcript.html",
-        "claude": claude / trees.claude_session.stem / "transcript.html",
-        "codex": codex / trees.codex_rollout.name.removesuffix(".jsonl") / "transcript.html",
+        "claude": claude / agent_trees.claude_session.stem / "transcript.html",
+        "codex": codex / agent_trees.codex_rollout.name.removesuffix(".jsonl") / "transcript.html",
     }
 
 
 def test_demo_pages_load_and_read_well_in_both_schemes(
-    mounted: Mount, trees: AgentTrees, tmp_path: Path
+    agents_mount: Mount, agent_trees: AgentTrees, tmp_path: Path
 ) -> None:
     expect = {
         "webapp": ["Fix the login redirect loop", "Branch point", "data:image/png;base64,"],
@@ -74,7 +64,7 @@ def test_demo_pages_load_and_read_well_in_both_schemes(
         "claude": ["move the middleware below the login route", "Branch point"],
         "codex": ['class="msg user"', 'class="msg assistant"'],
     }
-    for name, page in demo_pages(mounted, trees).items():
+    for name, page in demo_pages(agents_mount, agent_trees).items():
         dom = dump_dom(page)
         assert "<main>" in dom and "</main>" in dom, name
         for text in expect[name]:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import orjson
 
+from support.agent_messages import user_entry
+
 __all__ = ["HOSTILE", "HOSTILE_PROJECT", "hostile_agent"]
 
 HOSTILE = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
@@ -32,18 +34,8 @@ def hostile_agent(tmp_path: Path, payload: str = HOSTILE) -> Path:
     rows = [header]
     parent = None
     for n, entry_id in enumerate(["javascript:alert(1)", 'x"><script>alert(2)</script>', "ok"]):
-        rows.append(_message(entry_id, parent, payload, n + 1))
+        rows.append(user_entry(entry_id, parent, payload, timestamp=f"2026-01-01T00:00:0{n + 1}Z"))
         parent = entry_id
-    rows.append(_message("side", "javascript:alert(1)", "side " + payload, 0))
+    rows.append(user_entry("side", "javascript:alert(1)", "side " + payload))
     (project / "hostile.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     return agent
-
-
-def _message(entry_id: str, parent: str | None, text: str, second: int) -> dict:
-    return {
-        "type": "message",
-        "id": entry_id,
-        "parentId": parent,
-        "timestamp": f"2026-01-01T00:00:0{second}Z",
-        "message": {"role": "user", "content": text, "timestamp": 0},
-    }
