@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 from xml.etree import ElementTree
@@ -165,3 +166,25 @@ def test_an_xcsh_sub_agent_has_a_page(demo_mount: Mount) -> None:
     for sub in subs:
         text = check_session_pages(sub)["transcript.html"]
         assert 'class="msg user"' in text
+
+
+def test_the_pages_are_read_only(demo_mount: Mount) -> None:
+    session = (demo_mount.path / "recent" / "1").resolve()
+    files = sorted(demo_mount.agent_dir.rglob("*.jsonl"))
+    before = {f: f.read_bytes() for f in files}
+    page = next((session / "branches").iterdir())
+    attempts = [
+        (["sh", "-c", f"echo x > '{session / 'transcript.html'}'"], session / "transcript.html"),
+        (["sh", "-c", f"echo x > '{session / 'tree.svg'}'"], session / "tree.svg"),
+        (["touch", str(session / "branches" / "new.html")], None),
+        (["rm", str(page)], page),
+        (["mkdir", str(session / "branches" / "d")], None),
+    ]
+    for argv, kept in attempts:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert result.returncode != 0, argv
+        assert "not permitted" in result.stderr or "Permission denied" in result.stderr, argv
+        if kept is not None:
+            assert kept.exists()
+    assert not (session / "branches" / "new.html").exists()
+    assert {f: f.read_bytes() for f in files} == before
