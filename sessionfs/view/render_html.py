@@ -151,6 +151,8 @@ class _Page:
         self.up = up
         self.images = images
         self.budget = ImageBudget()
+        #: entries whose card carries their anchor (``#e-<entry file>``) already
+        self.anchored: set[int] = set()
         self.parts: list[str] = []
         self.add: Add = self.parts.append
 
@@ -277,7 +279,10 @@ class _Page:
         classes = f"msg {esc(role)}"
         if role == "toolResult" and message.get("isError"):
             classes += " is-error"
-        anchor = f' id="{esc("e-" + self.names[index])}"' if index is not None else ""
+        anchor = ""
+        if index is not None and index not in self.anchored:  # turns may share a line
+            self.anchored.add(index)
+            anchor = f' id="{esc("e-" + self.names[index])}"'
         self.add(f'<section class="{classes}"{anchor}>\n<header>')
         self.add(f'<span class="role">{esc(_ROLE_NAMES.get(role, role))}</span>')
         extra = _role_detail(message)

@@ -83,6 +83,7 @@ class Links(HTMLParser):
         self.srcs: list[str] = []
         self.tags: list[str] = []
         self.handlers: list[str] = []
+        self.ids: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append(tag)
@@ -93,6 +94,8 @@ class Links(HTMLParser):
                 self.hrefs.append(value)
             if name == "src" and value is not None:
                 self.srcs.append(value)
+            if name == "id" and value is not None:
+                self.ids.append(value)
 
 
 def parsed(page: bytes) -> Links:
@@ -106,6 +109,7 @@ def assert_safe(page: bytes) -> Links:
     whitelisted data: URI."""
     links = parsed(page)
     assert "script" not in links.tags and not links.handlers
+    assert len(set(links.ids)) == len(links.ids)  # every anchor names one card
     for link in links.hrefs:
         parts = urlsplit(link)
         assert not parts.scheme and not parts.netloc and not link.startswith("/"), link
@@ -367,8 +371,14 @@ def test_a_fork_shows_a_bounded_number_of_links(tmp_path: Path) -> None:
 
 
 def test_a_claude_rewind_has_a_page_per_branch(tmp_path: Path) -> None:
+    results = [
+        {"type": "tool_result", "tool_use_id": f"t{n}", "content": f"out {n}"} for n in (1, 2)
+    ]
     lines = [
-        cc.user("u1", None, "Why does it loop?", 1),
+        cc.user("u0", None, "Why does it loop?", 0),
+        cc.assistant("c0", "u0", "m0", cc.tool_use("t1", "Read", {"file_path": "a"}), 0),
+        cc.assistant("c1", "c0", "m0", cc.tool_use("t2", "Read", {"file_path": "b"}), 0),
+        cc.user("u1", "c1", results, 1),  # two results in one line: two cards, one anchor
         cc.assistant("a1", "u1", "m1", cc.text("Exempt /login or move it?"), 2),
         cc.user("u2", "a1", "Exempt it.", 3),
         cc.assistant("a2", "u2", "m2", cc.text("Exempted."), 4),
@@ -376,7 +386,10 @@ def test_a_claude_rewind_has_a_page_per_branch(tmp_path: Path) -> None:
         cc.assistant("a3", "u3", "m3", cc.text("Moved."), 6),
     ]
     source = ClaudeSession(cc.write_jsonl(tmp_path / "c.jsonl", lines))  # type: ignore[arg-type]
-    current = transcript_html(source).decode()
+    page = transcript_html(source)
+    assert_safe(page)
+    current = page.decode()
+    assert current.count('class="msg toolResult"') == 2 and current.count('id="e-u1.json"') == 1
     assert "Moved." in current and "branches/a2.html" in current and "Exempted." not in current
     other = transcript_html(source, tip="a2.json").decode()
     assert "Exempted." in other and "Moved." not in other and "../transcript.html" in other
