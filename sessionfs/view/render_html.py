@@ -240,6 +240,9 @@ class _Page:
             self.add(f'<p class="muted">[image {esc(claimed)}: no data]</p>\n')
             return
         size, raw = decode_base64_image(data, self.budget.limit())
+        if size == 0:
+            self.add(f'<p class="muted">[image {esc(claimed)}: its data is not base64]</p>\n')
+            return
         self._figure(raw, f"{esc(claimed)}, {size:,} bytes, in the message")
 
     def _blob_image(self, sha: str) -> None:
@@ -318,7 +321,8 @@ class _Page:
         elif role in ("system", "developer") or (
             role == "custom" and message.get("display") is False
         ):
-            self.add(f"<details><summary>{esc(role)} message (not shown in the agent)</summary>\n")
+            hidden = "" if role in ("system", "developer") else " (not displayed by the agent)"
+            self.add(f"<details><summary>{esc(role)} message{hidden}</summary>\n")
             self.content(message.get("content"))
             self.add("</details>\n")
         else:

@@ -262,6 +262,7 @@ def test_images_inline_within_the_caps_and_never_what_is_not_an_image(tmp_path: 
                     image(f"blob:sha256:{'0' * 64}"),
                     image(inline),
                     image(base64.b64encode(b"GIF89a" + b"<script>").decode(), "text/html"),
+            image('"><script>alert(1)</script>'),  # not base64: a note, never an attribute
                 ]
             ),
         ),
@@ -283,6 +284,7 @@ def test_images_inline_within_the_caps_and_never_what_is_not_an_image(tmp_path: 
     assert text.count("not an image type this page shows") == 2  # the HTML and the SVG
     assert "too big to inline here" in text and f"{IMAGE_CAP + len(picture):,} bytes" in text
     assert "not in the blob store" in text
+    assert "[image image/png: its data is not base64]" in text
     # A blob that the session's other readers may not read is not inlined for them.
     os.chmod(path, 0o644)
     shared = transcript_html(
