@@ -262,7 +262,7 @@ def test_images_inline_within_the_caps_and_never_what_is_not_an_image(tmp_path: 
                     image(f"blob:sha256:{'0' * 64}"),
                     image(inline),
                     image(base64.b64encode(b"GIF89a" + b"<script>").decode(), "text/html"),
-            image('"><script>alert(1)</script>'),  # not base64: a note, never an attribute
+                    image('"><script>alert(1)</script>'),  # not base64: a note, never an attribute
                 ]
             ),
         ),
