@@ -54,36 +54,42 @@ def demo_pages(mount: Mount, agent_trees: AgentTrees) -> dict[str, Path]:
     }
 
 
-def test_demo_pages_load_and_read_well_in_both_schemes(
-    agents_mount: Mount, agent_trees: AgentTrees, tmp_path: Path
+#: What each demo page's DOM holds once loaded.
+EXPECT = {
+    "webapp": ["Fix the login redirect loop", "Branch point", "data:image/png;base64,"],
+    "branch": ["The branch ending at", "transcript.html"],
+    "subagent": ['class="msg user"'],
+    "claude": ["move the middleware below the login route", "Branch point"],
+    "codex": ['class="msg user"', 'class="msg assistant"'],
+}
+
+
+def light_and_dark(page: Path, out: Path, size: str) -> tuple[float, float]:
+    """The mean luminance of the page's screenshots in the light and the dark scheme."""
+    light = mean_luminance(screenshot(page, out.with_suffix(".light.png"), size=size))
+    dark = mean_luminance(screenshot(page, out.with_suffix(".dark.png"), dark=True, size=size))
+    return light, dark
+
+
+@pytest.mark.parametrize("name", list(EXPECT))
+def test_a_demo_page_loads_and_reads_well_in_both_schemes(
+    name: str, agents_mount: Mount, agent_trees: AgentTrees, tmp_path: Path
 ) -> None:
-    expect = {
-        "webapp": ["Fix the login redirect loop", "Branch point", "data:image/png;base64,"],
-        "branch": ["The branch ending at", "transcript.html"],
-        "subagent": ['class="msg user"'],
-        "claude": ["move the middleware below the login route", "Branch point"],
-        "codex": ['class="msg user"', 'class="msg assistant"'],
-    }
-    for name, page in demo_pages(agents_mount, agent_trees).items():
-        dom = dump_dom(page)
-        assert "<main>" in dom and "</main>" in dom, name
-        for text in expect[name]:
-            assert text in dom, (name, text)
-        assert not any(mark in dom for mark in RAN)
-        if name in ("webapp", "claude"):
-            assert "<details" in dom  # thinking and tool calls folded
-            light = mean_luminance(screenshot(page, tmp_path / f"{name}.png", size="800,700"))
-            dark = mean_luminance(
-                screenshot(page, tmp_path / f"{name}-dark.png", dark=True, size="800,700")
-            )
-            assert light > 200 and dark < 60, (name, light, dark)
-            tree = page.parent / "tree.svg"
-            assert "<svg" in dump_dom(tree)
-            light = mean_luminance(screenshot(tree, tmp_path / f"{name}-tree.png", size="600,300"))
-            dark = mean_luminance(
-                screenshot(tree, tmp_path / f"{name}-tree-dark.png", dark=True, size="600,300")
-            )
-            assert light > 180 and dark < 80, (name, "tree.svg", light, dark)
+    page = demo_pages(agents_mount, agent_trees)[name]
+    dom = dump_dom(page)
+    assert "<main>" in dom and "</main>" in dom
+    for text in EXPECT[name]:
+        assert text in dom, text
+    assert not any(mark in dom for mark in RAN)
+    if name not in ("webapp", "claude"):
+        return
+    assert "<details" in dom  # thinking and tool calls folded
+    light, dark = light_and_dark(page, tmp_path / name, "800,700")
+    assert light > 200 and dark < 60, (light, dark)
+    tree = page.parent / "tree.svg"
+    assert "<svg" in dump_dom(tree)
+    light, dark = light_and_dark(tree, tmp_path / f"{name}-tree", "600,300")
+    assert light > 180 and dark < 80, ("tree.svg", light, dark)
 
 
 def test_a_hostile_session_runs_nothing(tmp_path: Path, mount_factory: MountFactory) -> None:
