@@ -188,3 +188,30 @@ def test_the_pages_are_read_only(demo_mount: Mount) -> None:
             assert kept.exists()
     assert not (session / "branches" / "new.html").exists()
     assert {f: f.read_bytes() for f in files} == before
+
+
+def test_pages_come_from_the_workers_and_the_cache_dir(
+    demo_agent: Path, mount_factory: MountFactory, tmp_path: Path
+) -> None:
+    """A page of a session the daemon has not loaded is made by the render workers and
+    kept in ``--cache-dir`` (``pages/``), as ``transcript.md`` is: a remount with the
+    cache dir kept serves the same bytes and renders nothing; a session loaded for a
+    leaf moved through the mount is rendered by the daemon, from its leaf."""
+    cache = tmp_path / "kept-cache"
+    first = mount_factory(demo_agent, "--cache-dir", str(cache), name="first")
+    pages = sorted((first.path / "sessions").glob("*/*/transcript.html"))
+    expected = {page.relative_to(first.path): cat_page(page) for page in pages}
+    first.unmount()
+    assert f"transcript.html: {len(pages)} rendered, 0 found" in first.log.read_text()
+    assert len(list(cache.glob("agent-*/pages/*"))) == len(pages)
+    again = mount_factory(demo_agent, "--cache-dir", str(cache), name="again")
+    assert {name: cat_page(again.path / name) for name in expected} == expected
+    session = (again.path / "recent" / "1").resolve()
+    first_entry = sorted(os.listdir(session / "path"))[0]
+    run("ln", "-sfn", os.readlink(session / "path" / first_entry)[1:], session / "leaf")
+    moved = cat_page(session / "transcript.html")  # pinned leaf: rendered in the daemon
+    assert moved.count('class="msg') < expected[
+        session.relative_to(again.path) / "transcript.html"
+    ].count('class="msg')
+    again.unmount()
+    assert f"transcript.html: 0 rendered, {len(pages)} found" in again.log.read_text()

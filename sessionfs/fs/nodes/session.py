@@ -56,6 +56,7 @@ from sessionfs.view.access import NO_ACCESS, FileAccess
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.branch_pages import BRANCHES_DIR
 from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN
+from sessionfs.view.prerender import Prerenderer
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.render import status_text
 from sessionfs.view.render_cache import FileIdentity
@@ -100,6 +101,11 @@ class RenderedFile(InSession, FileNode):
         """The rendering this file shows (`sessionfs.view.renderings.render_source`)."""
         return self.rendering
 
+    def prerenderer(self) -> Prerenderer | None:
+        """The render workers that record this rendering's size (and, for a
+        transcript, make it) while the session is not loaded in the daemon."""
+        return self.ctx.renders
+
     async def content(self) -> bytes:
         session = await self.session()
         return await self.ctx.sessions.render(session, self.what())
@@ -135,7 +141,7 @@ class RenderedFile(InSession, FileNode):
         parsed session, one with this rendering in memory, or one holding a leaf moved
         through the mount (which the file does not have) answers from memory; a
         dehydrated one has nothing the file lacks."""
-        if self.ctx.renders is None:
+        if self.prerenderer() is None:
             return None
         loaded = self.ctx.sessions.peek(self.project, self.stem)
         if loaded is not None and (
@@ -161,7 +167,8 @@ class RenderedFile(InSession, FileNode):
         if found is None:
             return None
         path, identity = found
-        record = self.ctx.renders.known(path, identity) if self.ctx.renders else None
+        renders = self.prerenderer()
+        record = renders.known(path, identity) if renders is not None else None
         size = record.sizes.get(self.what()) if record is not None else None
         return Stat(size, identity.mtime_ns) if size is not None else None
 
@@ -231,22 +238,27 @@ class TranscriptFile(RenderedFile):
         if found is None:
             return await super().stat()
         path, identity = found
-        record = await transcript_record(self.ctx, path, identity)
+        record = await transcript_record(self.ctx, path, identity, self.prerenderer())
         return Stat(record.transcript_size, identity.mtime_ns)
 
     async def open(self, flags: int) -> OpenFile:
         found = None if opened_for_writing(flags) else self.unloaded_file()
         if found is None:
             return await super().open(flags)
-        return await open_transcript(self.ctx, *found)
+        return await open_transcript(self.ctx, *found, self.prerenderer())
 
 
-class TranscriptHtmlFile(RenderedFile):
-    """``transcript.html``: the conversation as a page (`sessionfs.view.render_html`)."""
+class TranscriptHtmlFile(TranscriptFile):
+    """``transcript.html``: the conversation as a page (`sessionfs.view.render_html`),
+    served unloaded from the pages' workers and cache dir as ``transcript.md`` is from
+    the transcripts' (a mount without them renders it in the daemon)."""
 
     __slots__ = ()
 
     rendering = "transcript.html"
+
+    def prerenderer(self) -> Prerenderer | None:
+        return self.ctx.page_renders
 
 
 class BranchPageFile(RenderedFile):
