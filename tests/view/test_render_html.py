@@ -30,6 +30,8 @@ from sessionfs.view.access import FileAccess
 from sessionfs.view.branch_pages import tip_indexes
 from sessionfs.view.html_images import IMAGE_CAP, BlobFiles, ImageBudget
 from sessionfs.view.loaded_session import BRANCH_PAGES_KEPT, LoadedSession
+from sessionfs.view.prerender import render_transcript
+from sessionfs.view.render_cache import FileIdentity, RenderCache
 from sessionfs.view.render_html import BRANCH_LINKS, FOLD_LINES, transcript_html
 from sessionfs.view.render_svg import MAX_ROWS, tree_svg
 from sessionfs.view.session_ref import SessionRef
@@ -482,3 +484,22 @@ def test_a_session_keeps_only_a_few_branch_pages(tmp_path: Path) -> None:
     held = session.source.memory_cost() if session.source is not None else 0
     rendered = len(transcript) + sum(len(session.cached(page) or b"") for page in kept)
     assert session.memory_cost() == held + rendered
+
+
+def test_the_pages_cache_holds_pages_and_never_a_transcript(tmp_path: Path) -> None:
+    """A worker's page goes into the pages' cache dir with its images inlined, is
+    found there again, and a cache file of ``transcript.md`` is never taken for one."""
+    path = write_session(tmp_path / "s.jsonl", fork_rows())
+    identity = FileIdentity.of(os.stat(path))
+    pages_dir, transcripts_dir = tmp_path / "pages", tmp_path / "renders"
+    made = render_transcript(str(path), "s.jsonl", str(pages_dir), True, what="transcript.html")
+    assert made.rendered and made.data is not None and made.data.startswith(b"<!DOCTYPE html>")
+    assert made.record.body == "transcript.html"
+    assert made.record.transcript_size == len(made.data)
+    again = render_transcript(str(path), "s.jsonl", str(pages_dir), True, what="transcript.html")
+    assert not again.rendered and again.data == made.data
+    render_transcript(str(path), "s.jsonl", str(transcripts_dir), False)  # transcript.md
+    for name in os.listdir(transcripts_dir):
+        os.replace(transcripts_dir / name, pages_dir / name)  # a transcript where a page was
+    assert RenderCache(pages_dir, "transcript.html").validate("s.jsonl", identity) is None
+    assert RenderCache(pages_dir).validate("s.jsonl", identity) is not None
