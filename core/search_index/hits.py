@@ -74,6 +74,13 @@ def snippet(text: str, finder: SnippetFinder) -> str:
 
 
 _FLATTEN = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
+_BREAKS = re.compile(r"[\t\n\r]")
+
+
+def _one_line(value: str) -> str:
+    # The search first: translate with a table costs a dict lookup per character,
+    # and a hit's fields rarely hold a break (a snippet never does).
+    return value.translate(_FLATTEN) if _BREAKS.search(value) else value
 
 
 def format_hit(hit: Hit, entry_path: str) -> str:
@@ -84,7 +91,7 @@ def format_hit(hit: Hit, entry_path: str) -> str:
     except (OverflowError, OSError, ValueError):
         when = str(hit.timestamp_ms)
     fields = (entry_path, hit.role, hit.snippet)
-    path, role, snippet = (value.translate(_FLATTEN) for value in fields)
+    path, role, snippet = map(_one_line, fields)
     return f"{when}\t{path}\t{role}\t{snippet}"
 
 

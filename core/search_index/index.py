@@ -15,13 +15,14 @@ under the lock, so two indexers never index the same lines twice.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -31,7 +32,7 @@ from core.private_files import ensure_private_file, make_private_dirs
 from core.safe_open import open_regular_fd
 from core.search_index.formats import XCSH, FileFormat
 from core.search_index.hits import Hit, SnippetFinder, snippet, split_key
-from core.search_index.query import QueryPlan, QueryTerm, parse_query, plan_query
+from core.search_index.query import QueryTerm, parse_query, plan_query
 from core.search_index.rowids import TOP_ROWID
 from core.search_index.rows import (
     MODE_NOT_SESSION,
@@ -605,33 +606,80 @@ class SearchIndex:
         hits in session files ``visible`` says no to (it gets the file's path below the
         sessions root): they do not count towards ``limit`` either.
         """
-        terms = parse_query(query)
         try:
             limit = max(0, min(MAX_LIMIT, int(limit)))
         except (TypeError, ValueError, OverflowError):
             return []
-        if not terms or limit == 0:
-            return []
-        root = None
+        with self.stream(query, visible, batch=limit) as hits:
+            return list(itertools.islice(hits, limit))
+
+    @contextlib.contextmanager
+    def stream(
+        self, query: str, visible: Callable[[bytes], bool] | None = None, *, batch: int = 100
+    ) -> Iterator[Iterator[Hit]]:
+        """`search`'s hits one at a time, newest first, each line read back (and its
+        snippet made) only when it is asked for: a caller that merges the hits of
+        several indexes reads only the lines it shows. ``batch``: matches fetched from
+        the index at a time (how many the caller expects to take). The index is held
+        for searches until the block ends; never raises but through the block."""
+        terms = parse_query(query)
+        if not terms:
+            yield iter(())
+            return
+        with self._read_lock:
+            hits = self._guarded(self._hits(terms, visible, max(1, min(MAX_LIMIT, batch))))
+            try:
+                yield hits
+            finally:
+                hits.close()  # its open session files, now, not when it is collected
+
+    def _guarded(self, hits: Iterator[Hit]) -> Generator[Hit, None, None]:
+        """``hits``, ending quietly (logged; a corrupt index marked unavailable) on a
+        database or file error."""
         try:
-            with self._read_lock:
-                conn = self._reader
-                if conn is None or self._unavailable is not None:
-                    return []
-                root = get_meta(conn, "root")
-                if root is None:
-                    return []
-                expanded = self._expand_last_term(conn, terms)
-                plan = None if expanded is None else plan_query(expanded)
-                if plan is None:
-                    return []
-                return self._search(conn, root, plan, SnippetFinder(terms), limit, visible)
+            yield from hits
         except Exception as exc:
             if is_corrupt(exc):
                 self._mark_unavailable(f"corrupt search index: {exc}")
             else:
                 log.exception("search index %s: search failed", self.path)
-            return []
+
+    def _hits(
+        self, terms: list[QueryTerm], visible: Callable[[bytes], bool] | None, batch: int
+    ) -> Iterator[Hit]:
+        """The hits of ``terms`` (the caller holds the read lock)."""
+        conn = self._reader
+        if conn is None or self._unavailable is not None:
+            return
+        root = get_meta(conn, "root")
+        if root is None:
+            return
+        expanded = self._expand_last_term(conn, terms)
+        plan = None if expanded is None else plan_query(expanded)
+        if plan is None:
+            return
+        finder = SnippetFinder(terms)
+        reader = LineReader(root, self.file_format.line_text)
+        verifier = Verifier(plan.checks, reader) if plan.checks else None
+        keep = None if verifier is None else verifier.keep
+        below = TOP_ROWID
+        try:
+            while below > 0:
+                # Every row of the next slice is older than every row of this one
+                # (`newest_matches`), so the hits come out newest first.
+                rows, below = newest_matches(conn, plan.match, below, batch, keep)
+                for _, ts, entry_id, role, offset, length, crc, key, *indexed in rows:
+                    if visible is not None and not visible(key):
+                        continue  # a session the one who asks may not read
+                    text = reader.text(key, offset, length, crc, indexed)
+                    if text is None:
+                        continue  # the line changed since it was indexed
+                    project, stem = split_key(key)
+                    yield Hit(ts, project, stem, entry_id, role, snippet(text, finder))
+        finally:
+            reader.close()
+            if verifier is not None:
+                verifier.close()
 
     def _expand_last_term(
         self, conn: sqlite3.Connection, terms: list[QueryTerm]
@@ -645,36 +693,3 @@ class SearchIndex:
         if expansions == ():
             return None
         return [*terms[:-1], last._replace(expansions=expansions)]
-
-    def _search(
-        self,
-        conn: sqlite3.Connection,
-        root: str,
-        plan: QueryPlan,
-        finder: SnippetFinder,
-        limit: int,
-        visible: Callable[[bytes], bool] | None,
-    ) -> list[Hit]:
-        hits: list[Hit] = []
-        below = TOP_ROWID
-        reader = LineReader(root, self.file_format.line_text)
-        verifier = Verifier(plan.checks, reader) if plan.checks else None
-        try:
-            while len(hits) < limit and below > 0:
-                keep = None if verifier is None else verifier.keep
-                rows, below = newest_matches(conn, plan.match, below, limit - len(hits), keep)
-                for _, ts, entry_id, role, offset, length, crc, key, *indexed in rows:
-                    if visible is not None and not visible(key):
-                        continue  # a session the one who asks may not read
-                    text = reader.text(key, offset, length, crc, indexed)
-                    if text is None:
-                        continue  # the line changed since it was indexed
-                    project, stem = split_key(key)
-                    hits.append(Hit(ts, project, stem, entry_id, role, snippet(text, finder)))
-                    if len(hits) == limit:
-                        break
-        finally:
-            reader.close()
-            if verifier is not None:
-                verifier.close()
-        return hits

@@ -32,7 +32,7 @@ from sessionfs.commands.arg_types import int_between
 from sessionfs.view.agent_sources import agent_search_view, catalog_for
 from sessionfs.view.cache_dir import default_cache_dir
 from sessionfs.view.other_agent_index import OtherAgentIndex
-from sessionfs.view.search_view import DEFAULT_LIMIT, SearchView, hits_text, merge_results
+from sessionfs.view.search_view import DEFAULT_LIMIT, SearchView, search_result
 
 __all__ = ["add_search_parser", "run_search"]
 
@@ -92,8 +92,7 @@ def run_search(args: argparse.Namespace) -> int:
             if stats.error is not None:
                 print(f"sessionfs: search index unavailable: {stats.error}", file=sys.stderr)
                 return 2
-        found = (hits_text(view.search(query, args.limit), view.entry_path) for view in views)
-        text = merge_results(found, args.limit)
+        text = search_result(views, query, None, args.limit)
     finally:
         for view in views:
             view.close()

@@ -15,12 +15,12 @@ a cache dir that cannot be written leaves search unavailable with the reason in
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from core.search_index.formats import XCSH, FileFormat
 from sessionfs.view.access import Caller, FileAccess
 from sessionfs.view.cache_dir import agent_cache_dir
 from sessionfs.view.names import ENTRY_SUFFIX, PATH_NUMBER_RESERVE, encode_name, fit_name
+from sessionfs.view.search_results import RESULT_TTL, ResultCache, TimedLine, newest_lines
 from sessionfs.view.session_keys import mount_parts
 
 __all__ = [
@@ -39,9 +40,9 @@ __all__ = [
     "SearchProgress",
     "SearchView",
     "entry_mount_path",
-    "hits_text",
     "merge_results",
     "search_db_path",
+    "search_result",
 ]
 
 log = logging.getLogger(__name__)
@@ -49,10 +50,6 @@ log = logging.getLogger(__name__)
 DB_NAME = "search.db"
 #: Hits a ``search/<words>`` file shows at most (``sessionfs search --limit`` may ask more).
 DEFAULT_LIMIT = 100
-#: How long a rendered result is reused: ``stat`` then ``read`` of one ``cat`` must see
-#: the same bytes (the size is exact), yet a new hit must show within seconds.
-RESULT_TTL = 2.0
-_RESULT_CACHE_SIZE = 64
 # The first build indexes files in slices this big, so ``ctl`` shows progress and what
 # is indexed so far is searchable at once.
 _SLICE_BYTES = 16 * 1024 * 1024
@@ -71,18 +68,6 @@ def entry_mount_path(hit: Hit) -> str:
     sub-agent level; the entry's file name encoded as ``entries/`` lists it."""
     name = fit_name(encode_name(hit.entry_id), ENTRY_SUFFIX, PATH_NUMBER_RESERVE) + ENTRY_SUFFIX
     return "/".join((*mount_parts(hit.project, hit.stem), "entries", name))
-
-
-def hits_text(
-    hits: Iterable[Hit], entry_path: Callable[[Hit], str | None] = entry_mount_path
-) -> bytes:
-    """One ``<iso time>\\t<entry path>\\t<role>\\t<snippet>`` line per hit
-    (``entry_path`` None: a hit in no session the mount shows, left out)."""
-    lines = [
-        format_hit(hit, path) + "\n" for hit in hits if (path := entry_path(hit)) is not None
-    ]
-    # "replace": an id or text with a lone surrogate (odd JSON escapes) stays one line.
-    return "".join(lines).encode("utf-8", "replace")
 
 
 @dataclass
@@ -130,10 +115,9 @@ class SearchView:
         #: a hit's entry path in the mount (another agent's: below ``agents/<agent>/``)
         self.entry_path = entry_path
         self.progress = SearchProgress()
-        self._lock = threading.Lock()  # the index object and the result cache
-        self._results: OrderedDict[tuple[str, int, Caller | None], tuple[float, bytes]] = (
-            OrderedDict()
-        )
+        self._lock = threading.Lock()  # the index object
+        #: counts the updates that indexed something: a result rendered before is stale
+        self.generation = 0
         self._index = self._open()
         self._built = False
 
@@ -163,7 +147,7 @@ class SearchView:
         self.progress.state = "building"  # before the new file shows up
         with self._lock:
             old, self._index = self._index, self._open()
-            self._results.clear()
+            self.generation += 1
         old.close()
         self._built = False
         log.info("search index %s was replaced or deleted: rebuilding", self.db_path)
@@ -248,8 +232,7 @@ class SearchView:
         elif stats.skipped:
             progress.last_error = f"{len(stats.skipped)} file(s) skipped: {stats.skipped[0]}"
         if stats.files_indexed or stats.files_appended or stats.files_removed:
-            with self._lock:
-                self._results.clear()  # new hits must not wait for the TTL
+            self.generation += 1  # new hits must not wait for the TTL
 
     # -- searching ----------------------------------------------------------------------
 
@@ -286,23 +269,57 @@ class SearchView:
 
         return readable
 
+    @contextlib.contextmanager
+    def hit_lines(
+        self, query: str, caller: Caller | None = None, batch: int = DEFAULT_LIMIT
+    ) -> Iterator[Iterator[TimedLine]]:
+        """The hits' lines of ``search/<query>``, newest first, each made when it is
+        asked for (see `SearchIndex.stream`); a hit in no session the mount shows is
+        left out."""
+        with self._lock:
+            index = self._index
+        visible = None if caller is None else self._readable_by(caller)
+        with index.stream(query, visible, batch=batch) as hits:
+            yield self._lines(hits)
+
+    def _lines(self, hits: Iterator[Hit]) -> Iterator[TimedLine]:
+        for hit in hits:
+            path = self.entry_path(hit)
+            if path is not None:
+                # "replace": an id or text with a lone surrogate (odd JSON escapes)
+                # stays one line.
+                yield hit.timestamp_ms, (format_hit(hit, path) + "\n").encode("utf-8", "replace")
+
     def result(self, query: str, caller: Caller | None = None, limit: int = DEFAULT_LIMIT) -> bytes:
-        """The content of ``search/<query>`` (for ``caller``: only what it may read; the
-        command line passes none): reused for `RESULT_TTL` seconds, so the ``stat`` and
-        the ``read`` of one ``cat`` agree (blocking: a worker thread)."""
-        key = (query, limit, caller)
-        now = time.monotonic()
-        with self._lock:
-            cached = self._results.get(key)
-            if cached is not None and now - cached[0] < RESULT_TTL:
-                return cached[1]
-        text = hits_text(self.search(query, limit, caller), self.entry_path)
-        with self._lock:
-            self._results[key] = (now, text)
-            self._results.move_to_end(key)
-            while len(self._results) > _RESULT_CACHE_SIZE:
-                self._results.popitem(last=False)
-        return text
+        """The content of ``search/<query>`` from this index alone (`search_result`)."""
+        return search_result((self,), query, caller, limit)
+
+
+_RESULTS = ResultCache()
+
+
+def search_result(
+    views: Sequence[SearchView],
+    query: str,
+    caller: Caller | None = None,
+    limit: int = DEFAULT_LIMIT,
+) -> bytes:
+    """The content of ``search/<query>`` over ``views`` (the agent dir's index and each
+    other agent's): one line per hit, the ``limit`` newest of all, newest first; for
+    ``caller``, only what it may read (the command line passes none). Reused for
+    `RESULT_TTL` seconds unless an index changed, so the ``stat`` and the ``read`` of
+    one ``cat`` agree (blocking: a worker thread)."""
+    key = (tuple(views), query, limit, caller)
+    generation = tuple(view.generation for view in views)
+    cached = _RESULTS.get(key, generation)
+    if cached is not None:
+        return cached
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        streams = [stack.enter_context(view.hit_lines(query, caller, limit)) for view in views]
+        text = newest_lines(streams, limit)
+    _RESULTS.put(key, generation, text, started)
+    return text
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

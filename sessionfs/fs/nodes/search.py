@@ -21,7 +21,7 @@ from sessionfs.fs.nodes.base import PER_CALLER, FileNode, MountContext, Node
 from sessionfs.fs.nodes.lookup_only import QueryDir
 from sessionfs.fs.search_indexer import FIRST_BUILD_WAIT_SECONDS, wait_for_first_builds
 from sessionfs.view.access import Caller
-from sessionfs.view.search_view import merge_results
+from sessionfs.view.search_view import search_result
 
 __all__ = ["SearchDir", "SearchFile"]
 
@@ -75,6 +75,6 @@ class SearchDir(QueryDir):
             return None
 
         def search(words: str, caller: Caller) -> bytes:
-            return merge_results(view.result(words, caller) for view in views)
+            return search_result(views, words, caller)
 
         return SearchFile(self.ctx, key, query, search)
