@@ -1,0 +1,172 @@
+"""``search/<q>``'s fast path (`search_result`: each index's hits read back one at a
+time, merged across indexes by time) against a straightforward reference: every row
+FTS5 matches, with its own syntax (prefixes expanded by FTS5 itself), sorted by time,
+the newest kept.
+
+Two agent dirs of random sessions from a small vocabulary, so common words match far
+more than 100 entries; timestamps are unique, spread over many of the index's time
+buckets, and written out of order inside each file (rowid order is not time order).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+from pathlib import Path
+
+import orjson
+import pytest
+
+from core.paths import ms_to_iso
+from sessionfs.view.search_view import SearchView, search_result
+
+WORDS = [
+    "the",
+    "to",
+    "and",
+    "of",
+    "fix",
+    "test",
+    "file",
+    "error",
+    "session",
+    "cache",
+    "render",
+    "branch",
+    "output",
+    "config",
+    "use",
+    "user",
+    "used",
+    "useful",
+    "usage",
+    "value",
+    "values",
+    "tree",
+    "context",
+]
+_START_MS = 1_767_225_600_000
+_SESSIONS = 4
+_ENTRIES = 150
+
+# (query as typed, the same query in FTS5's own syntax: the last plain word of 3+
+# letters is a prefix; quoted phrases stay phrases)
+QUERIES = [
+    ("the", '"the"*'),
+    ("to", '"to"'),
+    ("use", '"use"*'),
+    ("us", '"us"'),
+    ("ses", '"ses"*'),
+    ("valu", '"valu"*'),
+    ("fix the", '"fix" "the"*'),
+    ("error file cache", '"error" "file" "cache"*'),
+    ('"fix the"', '"fix the"'),
+    ('"to the" use', '"to the" "use"*'),
+    ('"the a" "to b" "of c" "is d" "and e"', '"the a" "to b" "of c" "is d" "and e"'),
+    ('"the to" "and of" "fix test" "file error" "session cache"', None),
+    ("nowhere", '"nowhere"*'),
+]
+
+
+def _write_agent_dir(agent: Path, project: str, rng: random.Random, stamps: list[int]) -> None:
+    sessions = agent / "sessions" / project
+    sessions.mkdir(parents=True)
+    weights = [1 / (rank + 1) for rank in range(len(WORDS))]
+    for number in range(_SESSIONS):
+        session_id = f"{project}-{number}"
+        out = [{"type": "session", "version": 3, "id": session_id, "timestamp": ms_to_iso(0)}]
+        # Out of time order inside the file: rowids within a bucket follow file order.
+        mine = stamps[number * _ENTRIES : (number + 1) * _ENTRIES]
+        rng.shuffle(mine)
+        for n, ms in enumerate(mine):
+            text = " ".join(rng.choices(WORDS, weights, k=rng.randint(3, 12)))
+            role = "user" if n % 2 else "assistant"
+            out.append(
+                {
+                    "type": "message",
+                    "id": f"{session_id}-e{n}",
+                    "parentId": None,
+                    "timestamp": ms_to_iso(ms),
+                    "message": {"role": role, "content": [{"type": "text", "text": text}]},
+                }
+            )
+        path = sessions / f"2026-01-01T00-00-00-000Z_{session_id}.jsonl"
+        path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in out))
+
+
+@pytest.fixture
+def views(tmp_path: Path):
+    rng = random.Random(26)
+    # Unique times over ~3 days: many 70-minute buckets, several entries in each.
+    stamps = rng.sample(range(_START_MS, _START_MS + 3 * 86_400_000), 2 * _SESSIONS * _ENTRIES)
+    made = []
+    for number, project in enumerate(("--work-one--", "--work-two--")):
+        agent = tmp_path / f"agent{number}"
+        half = stamps[number * _SESSIONS * _ENTRIES : (number + 1) * _SESSIONS * _ENTRIES]
+        _write_agent_dir(agent, project, rng, half)
+        view = SearchView(tmp_path / "cache", agent)
+        assert view.refresh().error is None
+        made.append(view)
+    yield made
+    for view in made:
+        view.close()
+
+
+def reference(views: list[SearchView], match: str, limit: int) -> list[tuple[str, str, str]]:
+    """(time, project, entry id) of the ``limit`` newest rows FTS5 matches, newest first."""
+    found = []
+    for view in views:
+        with sqlite3.connect(f"{view.db_path.as_uri()}?mode=ro", uri=True) as conn:
+            found += conn.execute(
+                "SELECT e.ts, f.key, e.entry_id FROM fts JOIN entries e ON e.rowid = fts.rowid"
+                " JOIN files f ON f.id = e.file_id WHERE fts MATCH ?",
+                (match,),
+            ).fetchall()
+        conn.close()
+    found.sort(reverse=True)
+    return [
+        (ms_to_iso(ts), os.fsdecode(key).split("/")[0], entry_id)
+        for ts, key, entry_id in found[:limit]
+    ]
+
+
+def shown(text: bytes) -> list[tuple[str, str, str]]:
+    """(time, project, entry id) of each line of a result."""
+    rows = []
+    for line in text.decode().splitlines():
+        when, path, _role, _snippet = line.split("\t")
+        parts = path.split("/")
+        assert parts[0] == "sessions" and parts[3] == "entries"
+        rows.append((when, parts[1], parts[4].removesuffix(".json")))
+    return rows
+
+
+@pytest.mark.parametrize("query, match", QUERIES)
+@pytest.mark.parametrize("limit", [1, 7, 100])
+def test_the_fast_path_shows_the_newest_matches_of_every_index(views, query, match, limit):
+    match = match or " ".join(f'"{phrase}"' for phrase in query.strip('"').split('" "'))
+    expected = reference(views, match, limit)
+    assert shown(search_result(views, query, None, limit)) == expected
+    if query == "the":
+        assert len(expected) == limit  # the common word matches more than shown
+
+
+def test_one_index_alone_gives_the_same_as_its_share_of_the_reference(views):
+    for view in views:
+        assert shown(view.result("use")) == reference([view], '"use"*', 100)
+
+
+def test_hits_whose_lines_changed_are_skipped_and_older_ones_fill_in(views):
+    # The newest session file of the first agent dir rewritten: its lines no longer
+    # match what was indexed, so its hits drop out until the next update.
+    sessions = sorted((views[0].sessions_root / "--work-one--").iterdir())
+    changed = sessions[0]
+    changed.write_bytes(changed.read_bytes().replace(b"the", b"xyz"))
+    text = search_result(views, "the", None, 100)
+    rows = shown(text)
+    assert len(rows) == 100
+    gone = changed.name.removesuffix(".jsonl").split("_", 1)[1]
+    assert not any(entry_id.startswith(gone + "-") for _, _, entry_id in rows)
+    everything = reference(views, '"the"*', 10_000)
+    assert rows == [row for row in everything if not row[2].startswith(gone + "-")][:100]
