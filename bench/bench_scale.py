@@ -4,7 +4,8 @@ Run from the repo root: ``python bench/bench_scale.py [--quick] [--sessions 1000
 [--entries 400] [--cache-mb 256]``; ``python -m bench`` runs it at the full size.
 ``--only-fixture [--fixture-runs N]`` gives the fixture's ``context.json`` figure alone
 (N times), ``--only-by-id`` the by-id/ figures alone, ``--only-listings`` the big
-listings (10,000 one-line sessions it makes itself).
+listings (10,000 one-line sessions it makes itself), ``--only-search`` the
+``search/<q>`` figures alone (a fresh index built first).
 
 Corpus: ``bench/corpus.py`` (1,000 sessions x 400 entries, ~0.9 GB, cached between runs
 in the user cache dir; ``--quick`` = 100 x 400), plus a 60-session corpus for the
@@ -17,7 +18,9 @@ Figures, each a step with a timeout, with the daemon's RSS (max VmRSS sampled ev
 * raw ``grep -rl WORD`` over the JSONL: cold (page cache dropped) and warm;
 * ``grep -l WORD mnt/sessions/*/*/transcript.md``: first (fresh daemon, fresh cache dir,
   page cache dropped) and again;
-* ``grep -rl WORD mnt/transcripts`` first / warm, ``search/<words>`` p95, and a remount
+* ``grep -rl WORD mnt/transcripts`` first / warm, ``search/<words>`` p95 (40 queries of
+  four kinds, and the index's 50 most frequent terms with their 3-letter prefixes), and
+  a remount
   with the cache dir kept (page cache dropped) -- "n/a" when the mount has no
   ``transcripts/`` or ``search/`` (before issue 11);
 * ``cat`` every ``context.json`` (fresh daemon);
@@ -37,6 +40,7 @@ import argparse
 import math
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -211,7 +215,7 @@ def search_ready(ctl: str) -> bool:
     states = [
         value.strip()
         for name, _, value in (line.partition(":") for line in ctl.splitlines())
-        if name == "search" or (name.startswith("search_") and name != "search_last_error")
+        if name == "search" or (name.startswith("search_") and not name.endswith("_last_error"))
     ]
     return bool(states) and all(state.startswith("ready") for state in states)
 
@@ -223,6 +227,31 @@ def wait_for_search(mnt: Path, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise StepTimeout("the search index was not ready within the step timeout")
         time.sleep(0.2)
+
+
+#: How many of the index's most frequent terms `common_term_queries` takes.
+COMMON_TERMS = 50
+
+
+def common_term_queries(db: Path, count: int = COMMON_TERMS) -> list[tuple[str, str]]:
+    """The ``count`` terms in the most entries of the index at ``db`` (its FTS5
+    vocabulary), then the distinct 3-letter prefixes of those that are longer; as
+    (kind, query) pairs like `corpus.SEARCH_QUERIES`."""
+    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp.vocabulary USING fts5vocab(main, fts, row)")
+        terms = [
+            row[0]
+            for row in conn.execute(
+                "SELECT term FROM temp.vocabulary ORDER BY doc DESC, term LIMIT ?", (count,)
+            )
+        ]
+    finally:
+        conn.close()
+    prefixes = dict.fromkeys(term[:3] for term in terms if len(term) > 3)
+    return [("common term", term) for term in terms] + [
+        ("3-letter prefix", prefix) for prefix in prefixes if prefix not in terms
+    ]
 
 
 def read_search(mnt: Path, query: str) -> float:
@@ -421,6 +450,11 @@ class Bench:
             has_search = (mnt / "search").is_dir()
             if has_search:
                 guarded(self.report, "search/<q>", lambda: self.search_first_reads(mnt, rss))
+                guarded(
+                    self.report,
+                    "search/<q>, common terms",
+                    lambda: self.common_term_first_reads(mnt, cache_dir),
+                )
             return has_search
 
     def search_first_reads(self, mnt: Path, rss: RssSampler) -> None:
@@ -456,6 +490,23 @@ class Bench:
                 spread_ms(hard),
                 aim="max < 200 ms",
                 note="slowest: " + slowest(hard, corpus.ADVERSARIAL_QUERIES),
+            )
+        )
+
+    def common_term_first_reads(self, mnt: Path, cache_dir: Path) -> None:
+        """``search/<q>`` for the words everybody uses (issue 26): the corpus's
+        `COMMON_TERMS` most frequent terms and their 3-letter prefixes, taken from the
+        index's own vocabulary (not a hand list), each read once; p50/p95/max."""
+        queries = common_term_queries(search_db_path(cache_dir, self.big.agent_dir))
+        wait_for_search(mnt, self.timeout)
+        ours = [read_search(mnt, query) for _, query in queries]
+        self.report.add(
+            Figure(
+                f"search/<q>, first read of the {COMMON_TERMS} commonest terms and their "
+                f"3-letter prefixes ({len(ours)}): p50 / p95 / max",
+                spread_ms(ours),
+                aim="p95 <= 30 ms, max <= 60 ms",
+                note="slowest: " + slowest(ours, queries),
             )
         )
 
@@ -807,6 +858,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--fixture-runs", type=int, default=1, help="with --only-fixture: figures to print"
     )
+    parser.add_argument(
+        "--only-search",
+        action="store_true",
+        help="only the search/<q> figures (a fresh daemon and index on the corpus)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.sessions, args.entries = 100, 400
@@ -905,7 +961,9 @@ def main(argv: list[str] | None = None) -> int:
         setup = MountSetup(work, args.cache_mb, mount_help(), claude_dir=claude)
         bench = Bench(setup, big, corpus.RARE_WORD, args.step_timeout)
         load_before = load_line()
-        if args.summary:
+        if args.only_search:
+            run_search_only(bench, work)
+        elif args.summary:
             run_summary(bench, small, work)
         else:
             run_all(bench, small, work, args.walk_sessions or len(big.files))
@@ -1081,6 +1139,19 @@ def idle_then_timed(args: list[str | Path], timeout: float) -> tuple[float, str]
     """`run_timed` after `IDLE_SECONDS` without a request, as a user's next command."""
     time.sleep(IDLE_SECONDS)
     return run_timed([str(arg) for arg in args], timeout)
+
+
+def run_search_only(bench: Bench, work: Path) -> None:
+    """``--only-search``: the ``search/<q>`` figures alone, in a fresh daemon on a fresh
+    cache dir once its first build is done (no ``grep`` before them)."""
+    cache_dir = fresh_cache_dir(work, "search")
+    with bench.setup.mount(bench.big.agent_dir, cache_dir) as (mnt, rss):
+        guarded(bench.report, "search/<q>", lambda: bench.search_first_reads(mnt, rss))
+        guarded(
+            bench.report,
+            "search/<q>, common terms",
+            lambda: bench.common_term_first_reads(mnt, cache_dir),
+        )
 
 
 def run_summary(bench: Bench, small: corpus.Corpus, work: Path) -> None:
