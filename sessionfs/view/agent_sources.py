@@ -75,4 +75,13 @@ def agent_search_view(cache_dir: Path, index: OtherAgentIndex) -> SearchView:
         within = entry_mount_path(hit._replace(project=ref.project, stem=ref.stem))
         return f"{AGENTS_DIR}/{index.agent}/{within}"
 
-    return SearchView(cache_dir, root, root, agent_format(index.agent).search, entry_path)
+    # The first hit's path needs the agent's listing (a scan of its session files,
+    # ~60 ms for 1,000 on a loaded machine): made after the first build, not then.
+    return SearchView(
+        cache_dir,
+        root,
+        root,
+        agent_format(index.agent).search,
+        entry_path,
+        prepare_entry_paths=index.all_sessions,
+    )

@@ -107,6 +107,7 @@ class SearchView:
         sessions_root: Path | None = None,
         file_format: FileFormat = XCSH,
         entry_path: Callable[[Hit], str | None] = entry_mount_path,
+        prepare_entry_paths: Callable[[], object] | None = None,
     ) -> None:
         self.db_path = search_db_path(cache_dir, agent_dir)
         self.sessions_root = sessions_root or paths.sessions_root(agent_dir)
@@ -114,6 +115,10 @@ class SearchView:
         self.file_format = file_format
         #: a hit's entry path in the mount (another agent's: below ``agents/<agent>/``)
         self.entry_path = entry_path
+        #: run once after the first build, in the indexer's thread: what ``entry_path``
+        #: needs (another agent's listing of its session files), so the first search
+        #: does not wait for it
+        self.prepare_entry_paths = prepare_entry_paths
         self.progress = SearchProgress()
         self._lock = threading.Lock()  # the index object
         #: counts the updates that indexed something: a result rendered before is stale
@@ -205,6 +210,8 @@ class SearchView:
             self._built = True
             self._index.fold_log()  # many slices: the log grew past the index's own share
             self._count_files()
+            if self.prepare_entry_paths is not None:
+                self.prepare_entry_paths()
         return stats
 
     def _count_files(self) -> None:

@@ -18,8 +18,12 @@ from pathlib import Path
 import orjson
 import pytest
 
+from core.agent_homes import AgentHome
 from core.paths import ms_to_iso
+from sessionfs.view.agent_sources import agent_search_view, catalog_for
+from sessionfs.view.other_agent_index import OtherAgentIndex
 from sessionfs.view.search_view import SearchView, search_result
+from tests.support.other_agents import fake_home
 
 WORDS = [
     "the",
@@ -170,3 +174,22 @@ def test_hits_whose_lines_changed_are_skipped_and_older_ones_fill_in(views):
     assert not any(entry_id.startswith(gone + "-") for _, _, entry_id in rows)
     everything = reference(views, '"the"*', 10_000)
     assert rows == [row for row in everything if not row[2].startswith(gone + "-")][:100]
+
+
+def test_another_agents_listing_is_made_after_the_first_build_not_at_the_first_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    trees = fake_home(tmp_path)
+    index = OtherAgentIndex(catalog_for(AgentHome("claude", trees.claude)))
+    scans = []
+    scan = index.catalog.scan
+    monkeypatch.setattr(index.catalog, "scan", lambda: scans.append(1) or scan())
+    view = agent_search_view(tmp_path / "cache", index)
+    try:
+        assert view.refresh().error is None
+        assert len(scans) == 1  # the listing, made by the indexer after its build
+        text = search_result([view], "the", None, 100)
+        assert text.startswith(b"20") and b"\tagents/claude/sessions/" in text
+        assert len(scans) == 1  # the search used it, no scan of its own
+    finally:
+        view.close()
