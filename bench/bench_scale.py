@@ -40,7 +40,6 @@ import argparse
 import math
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -57,7 +56,15 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import bench_mount, claude_corpus, corpus
-from bench.common import FIXTURES, REPO, mounted, percentile, sessionfs_args
+from bench.common import (
+    COMMON_TERMS,
+    FIXTURES,
+    REPO,
+    common_term_queries,
+    mounted,
+    percentile,
+    sessionfs_args,
+)
 from sessionfs.view import session_ids
 from sessionfs.view.agent_index import AgentIndex
 from sessionfs.view.search_view import search_db_path
@@ -227,31 +234,6 @@ def wait_for_search(mnt: Path, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise StepTimeout("the search index was not ready within the step timeout")
         time.sleep(0.2)
-
-
-#: How many of the index's most frequent terms `common_term_queries` takes.
-COMMON_TERMS = 50
-
-
-def common_term_queries(db: Path, count: int = COMMON_TERMS) -> list[tuple[str, str]]:
-    """The ``count`` terms in the most entries of the index at ``db`` (its FTS5
-    vocabulary), then the distinct 3-letter prefixes of those that are longer; as
-    (kind, query) pairs like `corpus.SEARCH_QUERIES`."""
-    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        conn.execute("CREATE VIRTUAL TABLE temp.vocabulary USING fts5vocab(main, fts, row)")
-        terms = [
-            row[0]
-            for row in conn.execute(
-                "SELECT term FROM temp.vocabulary ORDER BY doc DESC, term LIMIT ?", (count,)
-            )
-        ]
-    finally:
-        conn.close()
-    prefixes = dict.fromkeys(term[:3] for term in terms if len(term) > 3)
-    return [("common term", term) for term in terms] + [
-        ("3-letter prefix", prefix) for prefix in prefixes if prefix not in terms
-    ]
 
 
 def read_search(mnt: Path, query: str) -> float:

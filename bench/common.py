@@ -7,6 +7,7 @@ mean something on any machine.
 from __future__ import annotations
 
 import math
+import sqlite3
 import subprocess
 import sys
 import time
@@ -21,10 +22,12 @@ from tests.support.mount import isolated_env, stop_mount, wait_for_mount
 from tests.support.mount import mount_command as sessionfs_args
 
 __all__ = [
+    "COMMON_TERMS",
     "FIXTURES",
     "REPO",
     "Row",
     "best_of",
+    "common_term_queries",
     "mounted",
     "percentile",
     "print_table",
@@ -108,3 +111,28 @@ def mounted(args: list[str], mountpoint: Path) -> Iterator[subprocess.Popen[byte
         yield process
     finally:
         stop_mount(mountpoint, process, timeout=20)
+
+
+#: How many of the index's most frequent terms `common_term_queries` takes.
+COMMON_TERMS = 50
+
+
+def common_term_queries(db: Path, count: int = COMMON_TERMS) -> list[tuple[str, str]]:
+    """The ``count`` terms in the most entries of the index at ``db`` (its FTS5
+    vocabulary), then the distinct 3-letter prefixes of those that are longer; as
+    (kind, query) pairs like `bench.corpus.SEARCH_QUERIES`."""
+    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp.vocabulary USING fts5vocab(main, fts, row)")
+        terms = [
+            row[0]
+            for row in conn.execute(
+                "SELECT term FROM temp.vocabulary ORDER BY doc DESC, term LIMIT ?", (count,)
+            )
+        ]
+    finally:
+        conn.close()
+    prefixes = dict.fromkeys(term[:3] for term in terms if len(term) > 3)
+    return [("common term", term) for term in terms] + [
+        ("3-letter prefix", prefix) for prefix in prefixes if prefix not in terms
+    ]
