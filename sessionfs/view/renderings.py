@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from core.formats.base import SessionSource
 from sessionfs.view import render
+from sessionfs.view.agent_notes import SessionLinks
 
 __all__ = ["RENDERINGS", "parses_entries", "render_source"]
 
@@ -24,10 +25,15 @@ def parses_entries(what: str) -> bool:
     return what not in _HEADER_ONLY
 
 
-def render_source(source: SessionSource, what: str) -> bytes:
-    """One rendering of a session dir (`RENDERINGS`) from any agent's source."""
+def render_source(source: SessionSource, what: str, links: SessionLinks | None = None) -> bytes:
+    """One rendering of a session dir (`RENDERINGS`) from any agent's source; ``links``:
+    the forks the mount started from or of it (`sessionfs.view.agent_notes`), which
+    ``header.json`` (``parentSession``) and ``tree.txt`` show."""
     if what == "header.json":
-        return render.pretty_json(source.header())
+        header = source.header()
+        if links is not None and links.parent is not None:
+            header["parentSession"] = links.parent.parent_file
+        return render.pretty_json(header)
     if what == "title":
         title = source.shown_title()
         return render.title_text({} if title is None else {"title": title})
@@ -41,7 +47,8 @@ def render_source(source: SessionSource, what: str) -> bytes:
             [{"id": turn.entry_name, "timestamp": turn.time} for turn in turns],
         )
     if what == "tree.txt":
-        return render.source_tree_text(source)
+        tree = render.source_tree_text(source)
+        return tree + links.tree_lines().encode("utf-8") if links else tree
     if what == "stats.json":
         return render.pretty_json(source.stats())
     raise KeyError(what)

@@ -26,6 +26,7 @@ import trio
 from core import NotASessionError, SessionManager
 from core.errors import GuestWriteWouldWait
 from sessionfs.view.agent_index import NEEDS_IO, AgentIndex, SessionRef
+from sessionfs.view.agent_notes import AgentNotes, ForkLink, LeafChoice
 from sessionfs.view.loaded_session import FRESH_INTERVAL, LoadedSession, parses_entries
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.rss_bound import RssBound
@@ -120,8 +121,12 @@ class SessionCache:
         after_eviction: Callable[[], None] = lambda: None,
         rss_bound: RssBound | None = None,
         new_session: Callable[[SessionRef], LoadedSession] | None = None,
+        notes: AgentNotes | None = None,
     ) -> None:
         self.index = index
+        #: another agent's sessions: leaves chosen and forks started through the mount,
+        #: kept in the cache dir (None: an xcsh agent dir, whose files hold them)
+        self.notes = notes
         #: a listed session not loaded yet: an xcsh file's `LoadedSession` by default;
         #: another agent's mount passes one with that agent's reader (``opener``)
         self.new_session = new_session or (lambda ref: LoadedSession(ref=ref))
@@ -207,6 +212,7 @@ class SessionCache:
             session = self.new_session(ref)
             session.whole_read_limit = limit  # bigger: not renderable, nor read whole
             session.pinned_leaf = self._dropped_pins.pop((project, stem), None)
+            self._take_notes(session)
             outcome = self._dropped_outcomes.pop((project, stem), (None, None))
             session.last_result, session.last_error = outcome
             try:
@@ -220,6 +226,68 @@ class SessionCache:
         self._evict(keep=session)
         return session
 
+    def _take_notes(self, session: LoadedSession) -> None:
+        """A session of another agent being loaded: its leaf chosen through the mount
+        (unless its file grew since: the agent continued it) and its fork links."""
+        notes = self.notes
+        if notes is None:
+            return
+        key = session.key
+        session.links = notes.links(key) or None
+        choice = notes.leaf(key)
+        if choice is None or session.pinned_leaf is not None:
+            return
+        if session.ref.size > choice.size:
+            notes.set_leaf(key, None)
+        else:
+            session.pinned_leaf = (choice.leaf,)
+
+    def noted(self, project: str, stem: str) -> bool:
+        """Whether the session is shown otherwise than its file alone says (a leaf
+        chosen through the mount, fork links): then only a loaded session's renderings
+        are right, never those a render worker made from the file."""
+        loaded = self._sessions.get((project, stem))
+        if loaded is not None and loaded.pinned_leaf is not None:
+            return True
+        return self.notes is not None and self.notes.has_notes((project, stem))
+
+    async def choose_leaf(self, session: LoadedSession, name: str | None) -> None:
+        """Another agent's session: show entry ``name`` as its leaf (``None``: the
+        agent's own), remembered in the notes; `WriteRejected` when it cannot be."""
+
+        def choose() -> None:
+            session.choose_leaf(name)
+            if self.notes is not None:
+                size = session.file_state[1]
+                self.notes.set_leaf(session.key, None if name is None else LeafChoice(name, size))
+
+        async with session.lock:
+            try:
+                await trio.to_thread.run_sync(choose)
+            except WriteRejected as exc:
+                session.record_refusal(exc)
+                raise
+            finally:
+                for listener in self.listeners:
+                    listener(session, False)
+        session.last_error = None
+
+    async def record_fork(self, link: ForkLink) -> None:
+        """Remember a fork the mount started; the parent and the fork show it at once."""
+        notes = self.notes
+        if notes is None:
+            return
+        await trio.to_thread.run_sync(notes.add_fork, link)
+        for key in (link.parent_key, link.child_key):
+            session = self._sessions.get(key)
+            if session is None:
+                continue
+            async with session.lock:
+                session.links = notes.links(key) or None
+                session.after_write(entries_changed=False)
+            for listener in self.listeners:
+                listener(session, False)
+
     async def _refresh(self, session: LoadedSession) -> None:
         if not session.lock.locked() and session.unchanged_on_disk():
             return  # the common case: one stat on the event loop, no thread hop
@@ -231,6 +299,9 @@ class SessionCache:
             except FileNotFoundError:
                 self.drop(session)
                 raise NotASession(str(session.ref.path)) from None
+            notes = self.notes
+            if notes is not None and session.pinned_leaf is None and notes.leaf(session.key):
+                await trio.to_thread.run_sync(notes.set_leaf, session.key, None)
         if changed:
             log.debug("%s changed (%d)", session.ref.path, changed)
             for listener in self.listeners:

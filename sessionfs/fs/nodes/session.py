@@ -124,7 +124,7 @@ class RenderedFile(InSession, FileNode):
         parsed session, one with this rendering in memory, or one holding a leaf moved
         through the mount (which the file does not have) answers from memory; a
         dehydrated one has nothing the file lacks."""
-        if self.ctx.renders is None:
+        if self.ctx.renders is None or self.ctx.sessions.noted(self.project, self.stem):
             return None
         loaded = self.ctx.sessions.peek(self.project, self.stem)
         if loaded is not None and (
