@@ -139,6 +139,16 @@ def fake_responses() -> Iterator[FakeResponsesServer]:
         yield server
 
 
+@pytest.fixture
+def codex_agent(
+    codex_install: Path, fake_responses: FakeResponsesServer, tmp_path: Path
+) -> CodexAgent:
+    """Codex with its own HOME under tmp_path, ``CODEX_HOME`` ``~/.codex``, talking
+    to ``fake_responses``."""
+    home = tmp_path / "codex-home"
+    return CodexAgent.at_home(home, fake_responses.url, DEFAULT_MODEL, codex_install)
+
+
 @pytest.fixture(scope="session")
 def claude_install() -> Path:
     """The cache dir holding the pinned Claude Code (``$SESSIONFS_CLAUDE_CACHE``)."""
@@ -150,16 +160,6 @@ def fake_anthropic() -> Iterator[FakeAnthropicServer]:
     """A fake Anthropic Messages server on 127.0.0.1, recording every request."""
     with FakeAnthropicServer() as server:
         yield server
-
-
-@pytest.fixture
-def codex_agent(
-    codex_install: Path, fake_responses: FakeResponsesServer, tmp_path: Path
-) -> CodexAgent:
-    """Codex with its own HOME under tmp_path, ``CODEX_HOME`` ``~/.codex``, talking
-    to ``fake_responses``."""
-    home = tmp_path / "codex-home"
-    return CodexAgent.at_home(home, fake_responses.url, DEFAULT_MODEL, codex_install)
 
 
 @pytest.fixture

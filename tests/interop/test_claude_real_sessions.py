@@ -186,13 +186,13 @@ def test_context_is_the_branch_claude_continues(story: Story) -> None:
 
 
 def _said(items: list[tuple[str, Json]]) -> list[str]:
-    """What a reader of the transcript must find, in order: texts, tool names, and
-    what tool results say (first lines)."""
+    """What a reader of the transcript must find, in order: texts and thinking, tool
+    names, and what tool results say (first lines)."""
     found = []
     for _, block in items:
         kind = block.get("type")
-        if kind == "text" and block["text"].strip():
-            found.append(block["text"].strip().splitlines()[0])
+        if kind in ("text", "thinking") and block[kind].strip():
+            found.append(block[kind].strip().splitlines()[0])
         elif kind == "tool_use":
             found.append(block["name"])
         elif kind == "tool_result":

@@ -3,8 +3,8 @@
 
 Eight ``claude -p`` runs against the fake Anthropic server, in one test HOME:
 
-1. ``tool``: a new session named `TITLE` (``--name``); the model calls Bash and Read
-   in parallel, then answers;
+1. ``tool``: a new session named `TITLE` (``--name``); the model thinks, calls Bash
+   and Read in parallel, then answers;
 2. ``resume``: ``--resume`` with a second question;
 3. ``fork``: ``--resume --fork-session`` (a new file with the history copied);
 4. ``at``: ``--resume-session-at`` the answer of run 1 (a second branch in the file);
@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from support.fake_anthropic_server import FakeAnthropicServer, text, tool_use
+from support.fake_anthropic_server import FakeAnthropicServer, text, thinking, tool_use
 from support.fake_model_server import ModelRequest
 from support.mount import Mount, run, start_mount
 from support.real_agents import ClaudeAgent, ClaudeTurn
@@ -56,6 +56,7 @@ PROMPTS = (
     "after the agent",
 )
 REPLIES = (
+    "the notes are in notes.txt",
     "Let me look.",
     "the notes greet you",
     "answer to second question",
@@ -101,7 +102,8 @@ def scripted_reply(request: ModelRequest, work: Path) -> str | list[Json]:
     if last == "read my notes":
         bash = {"command": "cat notes.txt", "description": "show the notes"}
         read = {"file_path": str(work / "notes.txt")}
-        return [text("Let me look."), tool_use("Bash", bash), tool_use("Read", read)]
+        look = [thinking("the notes are in notes.txt"), text("Let me look.")]
+        return [*look, tool_use("Bash", bash), tool_use("Read", read)]
     return f"answer to {last}"
 
 

@@ -9,11 +9,11 @@ per content block ``content_block_start`` / ``content_block_delta`` /
 or as one JSON message when the request does not ask for a stream.
 ``POST /v1/messages/count_tokens`` answers a token count and is not recorded.
 
-A reply is a text, a list of content blocks (`text`, `tool_use`: a ``tool_use`` block
-makes the stop reason ``tool_use``, so the agent runs the tool and asks again with its
-result), or a function of the request giving either. Scripting (`reply_with`, `hold`,
-`wait_for_requests`) is `fake_model_server.FakeModelServer`'s; only the wire format
-differs.
+A reply is a text, a list of content blocks (`text`, `thinking`, `tool_use`: a
+``tool_use`` block makes the stop reason ``tool_use``, so the agent runs the tool and
+asks again with its result), or a function of the request giving either. Scripting
+(`reply_with`, `hold`, `wait_for_requests`) is `fake_model_server.FakeModelServer`'s;
+only the wire format differs.
 
 Stdlib only, threaded, bound to 127.0.0.1 on a free port: nothing leaves the machine.
 """
@@ -58,6 +58,11 @@ def _next_id(prefix: str) -> str:
 def text(value: str) -> Block:
     """A text block of a scripted reply."""
     return {"type": "text", "text": value}
+
+
+def thinking(value: str, signature: str = "fake-signature") -> Block:
+    """A thinking block of a scripted reply (streamed as thinking and signature deltas)."""
+    return {"type": "thinking", "thinking": value, "signature": signature}
 
 
 def tool_use(name: str, arguments: dict[str, Any], call_id: str | None = None) -> Block:
@@ -185,18 +190,24 @@ def _message(model: str, blocks: list[Block], usage: Json) -> Json:
 
 
 def _block_events(index: int, block: Block) -> list[Json]:
-    """One block as its start, one delta (text, or the tool input as JSON), and stop."""
+    """One block as its start, its deltas (text, the tool input as JSON, or a thinking
+    text and its signature), and stop."""
     kind = block.get("type")
+    deltas: list[Json]
     if kind == "tool_use":
         opening = {**block, "input": {}}
-        delta = {"type": "input_json_delta", "partial_json": json.dumps(block.get("input", {}))}
+        deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block.get("input", {}))}]
     elif kind == "text":
         opening = {"type": "text", "text": ""}
-        delta = {"type": "text_delta", "text": str(block.get("text", ""))}
+        deltas = [{"type": "text_delta", "text": str(block.get("text", ""))}]
+    elif kind == "thinking":
+        opening = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [
+            {"type": "thinking_delta", "thinking": str(block.get("thinking", ""))},
+            {"type": "signature_delta", "signature": str(block.get("signature", ""))},
+        ]
     else:  # any other block is sent whole in its start event
-        opening, delta = block, None
-    events: list[Json] = [{"type": "content_block_start", "index": index, "content_block": opening}]
-    if delta is not None:
-        events.append({"type": "content_block_delta", "index": index, "delta": delta})
-    events.append({"type": "content_block_stop", "index": index})
-    return events
+        opening, deltas = block, []
+    start = {"type": "content_block_start", "index": index, "content_block": opening}
+    updates = [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
+    return [start, *updates, {"type": "content_block_stop", "index": index}]

@@ -62,7 +62,6 @@ CODEX_VERSION = "0.171.0"
 CODEX_CACHE_ENV = "SESSIONFS_CODEX_CACHE"
 #: The env var Codex reads the fake provider's API key from (``env_key``).
 CODEX_KEY_ENV = "FAKE_API_KEY"
-
 CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
 CLAUDE_VERSION = "2.1.332"
 CLAUDE_CACHE_ENV = "SESSIONFS_CLAUDE_CACHE"
@@ -114,8 +113,6 @@ def omp_cache_dir() -> Path:
 def codex_cache_dir() -> Path:
     configured = os.environ.get(CODEX_CACHE_ENV)
     return Path(configured) if configured else REPO / ".cache" / "npm-codex"
-
-
 def claude_cache_dir() -> Path:
     configured = os.environ.get(CLAUDE_CACHE_ENV)
     return Path(configured) if configured else REPO / ".cache" / "claude-code"
@@ -626,9 +623,6 @@ def rollout_thread_id(rollout: Path) -> str:
     with open(rollout, "rb") as file:
         first = json.loads(file.readline())
     return str(first["payload"]["id"])
-
-
-@dataclass
 class ClaudeAgent(RealAgent):
     """Claude Code 2.1 in print mode: ``claude -p PROMPT`` (``--resume ID`` continues
     a session, more options as given), its sessions under ``<home>/.claude``.
