@@ -66,13 +66,13 @@ class AgentSendFile(SendFile):
         session_id, cwd = header.get("id"), header.get("cwd")
         if not isinstance(session_id, str) or not session_id:
             raise WriteRejected(errno.EINVAL, "send: the session file names no session id")
+        argv, forks = command.argv(session_id, leaf, own_leaf, prompt)  # may refuse the leaf
         if not isinstance(cwd, str) or not os.path.isdir(cwd):
             raise WriteRejected(
                 errno.ENOENT,
                 f"send: the session's cwd {cwd!r} is not a directory any more; the agent "
                 "finds a session by the directory it ran in",
             )
-        argv, forks = command.argv(session_id, leaf, own_leaf, prompt)
         directory = session.ref.path.parent
         before = await trio.to_thread.run_sync(session_files, directory) if forks else set()
         key = self.session_key

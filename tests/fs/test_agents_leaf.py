@@ -1,0 +1,120 @@
+"""``leaf`` and ``send`` under ``agents/`` on a real mount of hand-made Claude Code and
+Codex trees (`support.other_agents`): the leaf the mount holds and everything that
+follows it, the refusals and their reasons -- and never a byte of the agents' files
+changed. The real agents run in ``test_claude_branching`` and ``test_codex_branching``."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+
+import pytest
+from support.file_snapshot import fingerprint
+from support.mount import Mount, MountFactory, run
+from support.other_agents import CLAUDE_PROJECT, AgentTrees, fake_home, home_env
+from support.write_setup import drop, errno_of
+
+pytestmark = pytest.mark.fuse
+
+ANSWER = "The release adds a JSON exporter."
+
+
+@pytest.fixture
+def trees(tmp_path: Path) -> AgentTrees:
+    return fake_home(tmp_path)
+
+
+def _mount(factory: MountFactory, demo_agent: Path, trees: AgentTrees, cache: Path) -> Mount:
+    options = ("--claude-cmd", "/bin/true", "--codex-cmd", "/bin/true", "--cache-dir", str(cache))
+    return factory(demo_agent, *options, env=home_env(trees.home), name=f"mnt{len(str(cache))}")
+
+
+def _entry_saying(session: Path, said: str) -> str:
+    for name in sorted(os.listdir(session / "entries")):
+        if said in (session / "entries" / name).read_text():
+            return name
+    raise AssertionError(said)
+
+
+def test_leaf_moves_and_everything_follows_it(
+    tmp_path: Path, demo_agent: Path, mount_factory: MountFactory, trees: AgentTrees
+) -> None:
+    before = fingerprint(trees.claude)
+    mount = _mount(mount_factory, demo_agent, trees, tmp_path / "cache")
+    stem = trees.claude_compacted.stem
+    session = mount.path / "agents" / "claude" / "sessions" / CLAUDE_PROJECT / stem
+    transcript = mount.path / "agents" / "claude" / "transcripts" / CLAUDE_PROJECT / f"{stem}.md"
+    assert "Continuing after the compaction" in transcript.read_text()  # rendered, cached
+    own = os.readlink(session / "leaf")
+    answer = _entry_saying(session, ANSWER)
+    run("ln", "-sfn", f"entries/{answer}", "leaf", cwd=session)
+    assert os.readlink(session / "leaf") == f"entries/{answer}"
+    assert sorted(os.listdir(session / "path"))[-1].endswith(answer)
+    marked = [line for line in (session / "tree.txt").read_text().splitlines() if line[0] == "*"]
+    assert marked[-1].startswith(f"* {answer.removesuffix('.json')} assistant")
+    assert json.loads((session / "stats.json").read_text())["leafId"] == answer[:-5]
+    for shown in (session / "transcript.md", transcript):
+        text = shown.read_text()
+        assert ANSWER in text and "Continuing after the compaction" not in text
+    assert ANSWER in (session / "context.json").read_text()
+    assert f"leaf: {answer[:-5]}" in (session / "ctl").read_text()
+
+    meta = next(n for n in os.listdir(session / "entries") if n.startswith("meta-"))
+    refused = errno_of(lambda: os.symlink(f"entries/{meta}", session / "leaf.new"))
+    assert refused == 0  # GNU ln's temporary link; the rename is what moves the leaf
+    assert errno_of(lambda: os.rename(session / "leaf.new", session / "leaf")) == errno.EINVAL
+    assert "is a metadata line" in (session / "ctl").read_text()
+    os.unlink(session / "leaf.new")
+    assert errno_of(lambda: (session / "ctl").write_text("branch x\n")) == errno.EROFS
+
+    # send: the session's cwd (/home/me/app) is not on this machine
+    assert errno_of(lambda: drop(session, "send", b"go on\n")) == errno.ENOENT
+    assert "cwd '/home/me/app' is not a directory" in (session / "ctl").read_text()
+    assert (session / "send").read_text() == "no run yet\n"
+
+    os.unlink(session / "leaf")
+    assert os.readlink(session / "leaf") == own
+    assert "Continuing after the compaction" in transcript.read_text()
+    mount.unmount()
+    assert fingerprint(trees.claude) == before
+
+
+def test_a_chosen_leaf_outlives_a_remount_not_the_agent_continuing(
+    tmp_path: Path, demo_agent: Path, mount_factory: MountFactory, trees: AgentTrees
+) -> None:
+    cache = tmp_path / "cache"
+    stem = trees.claude_compacted.stem
+    mount = _mount(mount_factory, demo_agent, trees, cache)
+    session = mount.path / "agents" / "claude" / "sessions" / CLAUDE_PROJECT / stem
+    answer = _entry_saying(session, ANSWER)
+    run("ln", "-sfn", f"entries/{answer}", "leaf", cwd=session)
+    mount.unmount()
+
+    mount = _mount(mount_factory, demo_agent, trees, cache)
+    session = mount.path / "agents" / "claude" / "sessions" / CLAUDE_PROJECT / stem
+    transcript = mount.path / "agents" / "claude" / "transcripts" / CLAUDE_PROJECT / f"{stem}.md"
+    assert os.readlink(session / "leaf") == f"entries/{answer}"
+    assert "Continuing after the compaction" not in transcript.read_text()
+    mount.unmount()
+
+    with trees.claude_compacted.open("a") as agent_continues:
+        agent_continues.write(json.dumps({"type": "last-prompt", "lastPrompt": "more"}) + "\n")
+    mount = _mount(mount_factory, demo_agent, trees, cache)
+    session = mount.path / "agents" / "claude" / "sessions" / CLAUDE_PROJECT / stem
+    assert os.readlink(session / "leaf") != f"entries/{answer}"  # the agent's own again
+
+
+def test_send_of_a_sub_agent_and_of_a_codex_earlier_leaf_are_refused(
+    tmp_path: Path, demo_agent: Path, mount_factory: MountFactory, trees: AgentTrees
+) -> None:
+    mount = _mount(mount_factory, demo_agent, trees, tmp_path / "cache")
+    claude = mount.path / "agents" / "claude" / "sessions"
+    sub = Path(run("find", claude, "-path", "*/subagents/*/send").splitlines()[0])
+    assert errno_of(lambda: drop(sub.parent, "send", b"hi\n")) == errno.EOPNOTSUPP
+    codex = Path(os.path.realpath(mount.path / "agents" / "codex" / "recent" / "1"))
+    first = sorted(os.listdir(codex / "entries"))[1]
+    run("ln", "-sfn", f"entries/{first}", "leaf", cwd=codex)
+    assert errno_of(lambda: drop(codex, "send", b"hi\n")) == errno.EOPNOTSUPP
+    assert "only from its last entry" in (codex / "ctl").read_text()
