@@ -23,7 +23,9 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         help="other agents whose sessions to show read-only under agents/, comma "
         f"separated (default: {','.join(OTHER_AGENTS)}; one without a directory is absent)",
     )
-    parser.add_argument("--no-agents", action="store_true", help="show no other agent's sessions")
+    parser.add_argument(
+        "--no-agents", action="store_true", help="show no other agent's sessions"
+    )
     for agent in AGENT_FORMATS.values():
         parser.add_argument(
             agent.dir_option,

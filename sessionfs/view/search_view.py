@@ -78,7 +78,9 @@ def hits_text(
 ) -> bytes:
     """One ``<iso time>\\t<entry path>\\t<role>\\t<snippet>`` line per hit
     (``entry_path`` None: a hit in no session the mount shows, left out)."""
-    lines = [format_hit(hit, path) + "\n" for hit in hits if (path := entry_path(hit)) is not None]
+    lines = [
+        format_hit(hit, path) + "\n" for hit in hits if (path := entry_path(hit)) is not None
+    ]
     # "replace": an id or text with a lone surrogate (odd JSON escapes) stays one line.
     return "".join(lines).encode("utf-8", "replace")
 
