@@ -8,9 +8,12 @@ from __future__ import annotations
 import errno
 import json
 import os
+import subprocess
 from pathlib import Path
 
+import orjson
 import pytest
+from support import claude_code as cc
 from support.file_snapshot import fingerprint
 from support.mount import Mount, MountFactory, run
 from support.other_agents import CLAUDE_PROJECT, AgentTrees, fake_home, home_env
@@ -118,3 +121,37 @@ def test_send_of_a_sub_agent_and_of_a_codex_earlier_leaf_are_refused(
     run("ln", "-sfn", f"entries/{first}", "leaf", cwd=codex)
     assert errno_of(lambda: drop(codex, "send", b"hi\n")) == errno.EOPNOTSUPP
     assert "only from its last entry" in (codex / "ctl").read_text()
+
+
+def test_runs_under_agents_are_one_at_a_time_timed_and_stopped_at_unmount(
+    tmp_path: Path, demo_agent: Path, mount_factory: MountFactory, trees: AgentTrees
+) -> None:
+    """``send`` under ``agents/`` shares the xcsh rules: one run per session (a second
+    send and a leaf move are ``EBUSY``), ``--send-timeout``, and no agent outliving
+    the mount. The agent here is a stand-in that sleeps (``sh -c`` takes the
+    arguments the mount appends as its own ``$0``, ``$1``, ...)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    session_file = trees.claude / "projects" / "-work" / "5e55-branch.jsonl"
+    session_file.parent.mkdir()
+    lines = [
+        cc.user("u1", None, "hello", 1, cwd=str(work), sessionId="5e55-branch"),
+        cc.assistant("a1", "u1", "msg_1", cc.text("hi"), 2, cwd=str(work)),
+    ]
+    cc.write_jsonl(session_file, lines)
+    pids = tmp_path / "pids"
+    sleeper = f"sh -c 'echo $$ >> {pids}; exec sleep 60'"
+    options = ("--claude-cmd", sleeper, "--send-timeout", "2", "--send-grace", "0.2")
+    mount = mount_factory(demo_agent, *options, env=home_env(trees.home))
+    session = mount.path / "agents" / "claude" / "sessions" / "-work" / "5e55-branch"
+    run("ln", "-sfn", "entries/u1.json", "leaf", cwd=session)
+    drop(session, "send", b"go\n")
+    assert errno_of(lambda: drop(session, "send", b"again\n")) == errno.EBUSY
+    refused = subprocess.run(["ln", "-sfn", "entries/a1.json", "leaf"], cwd=session, check=False)
+    assert refused.returncode != 0
+    assert (session / "send").read_text().startswith("timed out after 2 s")
+    drop(session, "send", b"once more\n")
+    mount.unmount()
+    for pid in pids.read_text().split():
+        assert not Path(f"/proc/{pid}").exists()  # stopped with the mount
+    assert session_file.read_bytes() == b"".join(orjson.dumps(line) + b"\n" for line in lines)

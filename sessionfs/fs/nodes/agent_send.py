@@ -40,6 +40,11 @@ class AgentSendFile(SendFile):
 
     __slots__ = ()
 
+    send_harm = (
+        "the agent started now would write this session while the other one does: two "
+        "writers of one conversation, each continuing without the other's turns"
+    )
+
     def read_only_reason(self) -> str | None:
         return None  # writable under agents/: the agent writes, never the mount
 

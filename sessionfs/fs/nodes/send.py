@@ -20,7 +20,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-from typing import Any
+from typing import Any, ClassVar
 
 import trio
 
@@ -98,6 +98,8 @@ class SendFile(InSession, FileNode):
     tier = VOLATILE  # direct_io: every read comes here, never a stale page
     mode = 0o644
     owner_only_writes = True  # it runs a program as the user who mounted
+    #: why a run is refused while another process holds the file open for writing
+    send_harm: ClassVar[str] = SEND_HARM
 
     def _runs(self) -> AgentRuns:
         runs = self.ctx.runs
@@ -152,7 +154,7 @@ class SendFile(InSession, FileNode):
         start holds the session file open for writing (its own runs: `check_idle`)."""
         session = await self.session()
         try:
-            await trio.to_thread.run_sync(refuse_if_held_open, session.ref.path, SEND_HARM)
+            await trio.to_thread.run_sync(refuse_if_held_open, session.ref.path, self.send_harm)
         except SessionBusyError as exc:
             raise WriteRejected(errno.EBUSY, f"send: {exc.reason}") from None
 
