@@ -17,7 +17,7 @@ import errno
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
@@ -262,15 +262,8 @@ class SessionCache:
                 self.notes.set_leaf(session.key, None if name is None else LeafChoice(name, size))
 
         async with session.lock:
-            try:
+            with self._changing(session):
                 await trio.to_thread.run_sync(choose)
-            except WriteRejected as exc:
-                session.record_refusal(exc)
-                raise
-            finally:
-                for listener in self.listeners:
-                    listener(session, False)
-        session.last_error = None
 
     async def record_fork(self, link: ForkLink) -> None:
         """Remember a fork the mount started; the parent and the fork show it at once."""
@@ -486,7 +479,7 @@ class SessionCache:
 
         cost_before = session.memory_cost()
         async with _Held(session.lock):
-            try:
+            with self._changing(session):
                 inline = (small or memory_only) and self._can_write_inline(session, disk=small)
                 if inline:
                     try:
@@ -496,15 +489,6 @@ class SessionCache:
                         inline = False  # nothing was written: wait in a thread
                 if not inline:
                     result = await trio.to_thread.run_sync(apply)
-            except WriteRejected as exc:
-                session.record_refusal(exc)
-                if exc.reload_session:
-                    self.drop(session)
-                raise
-            finally:
-                for listener in self.listeners:
-                    listener(session, False)
-            session.last_error = None
             if leaf == "moved":
                 session.pinned_leaf = (session.leaf_id(),)
             elif leaf == "recorded":
@@ -514,6 +498,24 @@ class SessionCache:
         if self._growth_unchecked > min(_EVICT_CHECK_GROWTH, self.budget // 64):
             self._evict(keep=session, rss=grown > _RSS_CHECK_GROWTH)
         return result
+
+    @contextlib.contextmanager
+    def _changing(self, session: LoadedSession) -> Iterator[None]:
+        """Around a change through the mount: a refusal is kept for ``ctl`` (and a
+        session whose core latched a persistence error is dropped, to be read from
+        disk again), the listeners are told either way, and success clears
+        ``last_error``."""
+        try:
+            yield
+        except WriteRejected as exc:
+            session.record_refusal(exc)
+            if exc.reload_session:
+                self.drop(session)
+            raise
+        finally:
+            for listener in self.listeners:
+                listener(session, False)
+        session.last_error = None
 
     def _can_write_inline(self, session: LoadedSession, *, disk: bool) -> bool:
         """True when a small write can only append and fsync (a leaf move: change

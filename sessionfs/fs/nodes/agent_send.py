@@ -18,7 +18,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import shutil
 from pathlib import Path
 
 import trio
@@ -51,17 +50,11 @@ class AgentSendFile(SendFile):
     async def _send(self, data: bytes) -> None:
         runs = self._runs()
         prompt = prompt_of(data)
-        command = self.ctx.agent_command
-        if not isinstance(command, BranchingCommand):
-            raise WriteRejected(errno.EOPNOTSUPP, f"send: {command or 'no agent to run'}")
         if "/" in self.stem:
             raise WriteRejected(
                 errno.EOPNOTSUPP, "send: a sub-agent's session continues through its parent's"
             )
-        if shutil.which(command.words[0]) is None:
-            raise WriteRejected(
-                errno.ENOENT, f"send: cannot start {command.words[0]}: not found or not executable"
-            )
+        command = self._command(BranchingCommand)
         session = await self.session()
 
         def facts() -> tuple[dict[str, object], str | None, str | None]:

@@ -20,11 +20,12 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import trio
 
 from core.rewrite import SessionBusyError, refuse_if_held_open
+from sessionfs.fs.agent_branching import BranchingCommand
 from sessionfs.fs.agent_command import AgentCommand
 from sessionfs.fs.agent_runs import AgentRuns
 from sessionfs.fs.nodes.base import (
@@ -42,6 +43,8 @@ from sessionfs.view.refusal import WriteRejected
 from sessionfs.writes import session_writer
 
 __all__ = ["PROMPT_LIMIT", "SendFile", "SendLogFile"]
+
+C = TypeVar("C", bound=AgentCommand | BranchingCommand)
 
 #: The largest prompt ``send`` takes (``EFBIG`` beyond).
 PROMPT_LIMIT = 1024 * 1024
@@ -158,17 +161,23 @@ class SendFile(InSession, FileNode):
         except SessionBusyError as exc:
             raise WriteRejected(errno.EBUSY, f"send: {exc.reason}") from None
 
-    async def _send(self, data: bytes) -> None:
-        runs = self._runs()
-        prompt = prompt_of(data)
+    def _command(self, kind: type[C]) -> C:
+        """The mount's command for ``send`` when it is a ``kind`` and its program can be
+        found (`WriteRejected` otherwise, saying why: nothing has been done yet)."""
         command = self.ctx.agent_command
-        if not isinstance(command, AgentCommand):
+        if not isinstance(command, kind):
             raise WriteRejected(errno.EOPNOTSUPP, f"send: {command or 'no agent to run'}")
         program = command.words[0]
-        if shutil.which(program) is None:  # before the branch point: nothing is written
+        if shutil.which(program) is None:
             raise WriteRejected(
                 errno.ENOENT, f"send: cannot start {program}: not found or not executable"
             )
+        return command
+
+    async def _send(self, data: bytes) -> None:
+        runs = self._runs()
+        prompt = prompt_of(data)
+        command = self._command(AgentCommand)  # before the branch point: nothing written
         session = await self.session()
         key = self.session_key
         for record in list(self.ctx.sessions.pending_labels(*key).values()):
