@@ -78,3 +78,27 @@ def test_find_fork_takes_the_new_file_holding_the_entry(tmp_path: Path) -> None:
     assert find_fork(tmp_path, before, "u1") is None
     (tmp_path / "fork.jsonl").write_text('{"uuid":"u0"}\n{"uuid":"u1"}\n')
     assert find_fork(tmp_path, before, "u1") == tmp_path / "fork.jsonl"
+
+
+def test_one_agent_cmd_with_the_placeholder_serves_every_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sessionfs.fs.daemon import MountOptions, _agent_command, _other_agent_templates
+
+    agent_dir = tmp_path / ".omp" / "agent"
+    agent_dir.mkdir(parents=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "omp").write_text("#!/bin/sh\n")
+    (bin_dir / "omp").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    opts = MountOptions(tmp_path / "mnt", agent_dir, agent_cmd="nice {agent}")
+    assert _other_agent_templates(opts) == {"claude": "nice {agent}", "codex": "nice {agent}"}
+    given = MountOptions(
+        tmp_path / "mnt", agent_dir, agent_cmd="nice {agent}", other_agent_cmds=(("codex", "cx"),)
+    )
+    assert _other_agent_templates(given)["codex"] == "cx"
+    assert _other_agent_templates(MountOptions(tmp_path / "mnt", agent_dir, agent_cmd="pi")) == {}
+    local = _agent_command(opts)  # {agent}: the agent dir's own agent, omp
+    assert not isinstance(local, str)
+    assert local.words == ("nice", "omp", "--resume", "{session}", "-p")
