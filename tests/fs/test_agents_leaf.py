@@ -62,7 +62,8 @@ def test_leaf_moves_and_everything_follows_it(
         text = shown.read_text()
         assert ANSWER in text and "Continuing after the compaction" not in text
     assert ANSWER in (session / "context.json").read_text()
-    assert f"leaf: {answer[:-5]}" in (session / "ctl").read_text()
+    ctl = (session / "ctl").read_text()
+    assert f"leaf: {answer[:-5]}" in ctl and f"agent_leaf: {own[8:-5]}" in ctl
 
     meta = next(n for n in os.listdir(session / "entries") if n.startswith("meta-"))
     refused = errno_of(lambda: os.symlink(f"entries/{meta}", session / "leaf.new"))

@@ -35,6 +35,7 @@ from sessionfs.fs.nodes.session import (
     session_children,
 )
 from sessionfs.fs.nodes.transcripts import TranscriptsDir
+from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.refusal import READ_ONLY_REASON, WriteRejected
 from sessionfs.view.session_keys import AGENTS_DIR, ARTIFACTS, SUBAGENTS
 from sessionfs.writes.link_targets import SESSION_DIR, resolve_link_target
@@ -144,9 +145,19 @@ _WRITE_SIDE = frozenset({"labels", "blobs", "append", "ctl", "send", "send.log",
 _AGENT_SESSION_CHILDREN: dict[str, type[Node]] = {
     name: cls for name, cls in session_children().items() if name not in _WRITE_SIDE
 } | {SUBAGENTS: AgentSubagentsDir}
+class AgentSessionCtl(SessionCtl):
+    """``ctl`` of another agent's session: read-only; it adds ``agent_leaf``, the entry
+    the agent itself would continue from (where ``rm leaf`` goes back to)."""
+
+    __slots__ = ()
+
+    def more_status(self, session: LoadedSession) -> list[tuple[str, object]]:
+        return [("agent_leaf", session.own_leaf_name())]
+
+
 #: A session of an agent ``send`` can run (module docstring).
 _BRANCHING_SESSION_CHILDREN: dict[str, type[Node]] = _AGENT_SESSION_CHILDREN | {
-    "ctl": SessionCtl,
+    "ctl": AgentSessionCtl,
     "send": AgentSendFile,
     "send.log": SendLogFile,
 }

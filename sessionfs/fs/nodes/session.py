@@ -48,7 +48,7 @@ from sessionfs.fs.nodes.transcripts import open_transcript, transcript_record
 from sessionfs.fs.nodes.write_handles import BufferedWriteHandle, LineBatchHandle
 from sessionfs.view.access import NO_ACCESS, FileAccess
 from sessionfs.view.agent_index import SessionRef
-from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN
+from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN, LoadedSession
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.render import status_text
 from sessionfs.view.render_cache import FileIdentity
@@ -267,6 +267,7 @@ class SessionCtl(InSession, CommandFile):
                     ("entries", session.entry_count()),
                     ("needs_rewrite", session.needs_rewrite()),
                     ("persist_error", str(persist_error) if persist_error else None),
+                    *self.more_status(session),
                     ("last_result", session.last_result),
                     ("last_error", session.last_error),
                     *send_pairs,
@@ -274,6 +275,10 @@ class SessionCtl(InSession, CommandFile):
             )
 
         return await self.ctx.sessions.run(session, status)
+
+    def more_status(self, session: LoadedSession) -> list[tuple[str, object]]:
+        """Lines a kind of session adds to its status (worker thread, under its lock)."""
+        return []
 
     def _send_status(self) -> list[tuple[str, str | None]]:
         """``send: idle`` or ``send: running pid N since <time>``, and the last run's
