@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
@@ -237,7 +238,11 @@ class SessionCache:
         choice = notes.leaf(key)
         if choice is None or session.pinned_leaf is not None:
             return
-        if session.ref.size > choice.size:
+        try:
+            size = os.stat(session.ref.path).st_size  # the file as it is, not as listed
+        except OSError:
+            return  # gone: the load says so
+        if size > choice.size:
             notes.set_leaf(key, None)
         else:
             session.pinned_leaf = (choice.leaf,)
