@@ -26,7 +26,8 @@ from support.fake_anthropic_server import FakeAnthropicServer
 from support.fake_model_server import ModelRequest
 from support.mount import Mount, run, start_mount
 from support.real_agents import ClaudeAgent, claude_executable
-from support.waiting import eventually
+
+from sessionfs.view.cache_dir import agent_cache_dir
 
 pytestmark = pytest.mark.fuse
 
@@ -55,6 +56,11 @@ def _said(messages: list[Json]) -> list[str]:
             if said.strip() and not said.lstrip().startswith(REMINDER):
                 found.append(said.strip())
     return found
+
+
+def _ctl(session: Path) -> dict[str, str]:
+    lines = (session / "ctl").read_text().splitlines()
+    return dict(line.split(": ", 1) for line in lines if ": " in line)
 
 
 def _sha(path: Path) -> str:
@@ -120,6 +126,12 @@ def test_three_alternatives_from_one_entry(
             assert status.startswith("exit 0"), (status, (session / "send.log").read_text())
             (request,) = _requests_with(fake, prompt)
             assert _said(request.messages) == [*prefix, prompt]  # exactly the prefix
+            result = _ctl(session)["last_result"]
+            assert result.startswith(f"send: forked at {at} into ")
+            fork_id = result.rsplit(" ", 1)[1]
+            assert fork_id in os.listdir(session.parent)  # listed at once
+            fork_transcript = (session.parent / fork_id / "transcript.md").read_text()
+            assert f"answer to {prompt}" in fork_transcript
         assert _sha(original) == before  # not a byte of the original changed
 
         forks = sorted(set(claude_agent.sessions()) - {original})
@@ -144,8 +156,8 @@ def test_three_alternatives_from_one_entry(
     finally:
         mount.unmount()
 
-    notes = cache / next(p.name for p in cache.iterdir() if p.name.startswith("agent-"))
-    assert stat.S_IMODE((notes / "notes.json").stat().st_mode) == 0o600
+    notes = agent_cache_dir(cache, claude_agent.agent_dir) / "notes.json"
+    assert stat.S_IMODE(notes.stat().st_mode) == 0o600
     mount = _mount(claude_agent, tmp_path, cache)
     try:
         session = mount.path / "agents" / "claude" / "sessions" / original.parent.name / sid
@@ -162,11 +174,7 @@ def test_three_alternatives_from_one_entry(
             "go on",
         ]
         assert _sha(original) != before  # continued in place, as claude --resume does
-        eventually(
-            lambda: "answer to go on" in (session / "transcript.md").read_text(),
-            "the continued session in the mount",
-            10,
-        )
+        assert "answer to go on" in (session / "transcript.md").read_text()  # at once
     finally:
         mount.unmount()
     assert "Traceback" not in mount.log.read_text(errors="replace")
