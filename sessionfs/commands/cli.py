@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
         "-> the session file, {cwd} -> its cwd, the prompt appended as the last "
         f"argument (default: ${AGENT_CMD_ENV}, else the agent that owns the agent dir: "
         "omp --resume {session} -p, pi --session {session} -p or xcsh --session "
-        "{session} -p)",
+        "{session} -p); {agent} stands for that default, and makes the template serve "
+        "the agents under agents/ too (claude, codex exec)",
     )
     for agent, (default, _) in BRANCHING_AGENTS.items():
         mount.add_argument(
@@ -88,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"what writing send under agents/{agent}/ runs: the program and its own "
             f"options, the session's arguments and the prompt appended (default: "
             f"--agent-cmd if it holds {AGENT_PLACEHOLDER}, which stands for {default!r}; "
-            f"else {default} on PATH)",
+            f"else {default!r}, {default.split()[0]} found on PATH)",
         )
     mount.add_argument(
         "--send-timeout",
