@@ -127,7 +127,8 @@ def test_send_of_a_sub_agent_and_of_a_codex_earlier_leaf_are_refused(
 def test_runs_under_agents_are_one_at_a_time_timed_and_stopped_at_unmount(
     tmp_path: Path, demo_agent: Path, mount_factory: MountFactory, trees: AgentTrees
 ) -> None:
-    """``send`` under ``agents/`` shares the xcsh rules: one run per session (a second
+    """``send`` under ``agents/`` shares the xcsh rules: ``EBUSY`` while another
+    process holds the session file open for writing, one run per session (a second
     send and a leaf move are ``EBUSY``), ``--send-timeout``, and no agent outliving
     the mount. The agent here is a stand-in that sleeps (``sh -c`` takes the
     arguments the mount appends as its own ``$0``, ``$1``, ...)."""
@@ -146,6 +147,9 @@ def test_runs_under_agents_are_one_at_a_time_timed_and_stopped_at_unmount(
     mount = mount_factory(demo_agent, *options, env=home_env(trees.home))
     session = mount.path / "agents" / "claude" / "sessions" / "-work" / "5e55-branch"
     run("ln", "-sfn", "entries/u1.json", "leaf", cwd=session)
+    with session_file.open("ab"):  # the agent itself, say, in a terminal
+        assert errno_of(lambda: drop(session, "send", b"go\n")) == errno.EBUSY
+    assert "two writers of one conversation" in (session / "ctl").read_text()
     drop(session, "send", b"go\n")
     assert errno_of(lambda: drop(session, "send", b"again\n")) == errno.EBUSY
     refused = subprocess.run(["ln", "-sfn", "entries/a1.json", "leaf"], cwd=session, check=False)
