@@ -145,6 +145,7 @@ def test_three_alternatives_from_one_entry(
             assert f"fork {fork.stem} from {at}" in tree
             said = _said(json.loads((fork_dir / "context.json").read_text())["messages"])
             assert said[:2] == prefix and said[2] in ALTERNATIVES
+            assert SECOND not in fork.read_text()  # only the history up to the entry
 
         # Each fork is a session Claude Code continues itself.
         for fork in forks:
