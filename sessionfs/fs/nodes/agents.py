@@ -145,6 +145,8 @@ _WRITE_SIDE = frozenset({"labels", "blobs", "append", "ctl", "send", "send.log",
 _AGENT_SESSION_CHILDREN: dict[str, type[Node]] = {
     name: cls for name, cls in session_children().items() if name not in _WRITE_SIDE
 } | {SUBAGENTS: AgentSubagentsDir}
+
+
 class AgentSessionCtl(SessionCtl):
     """``ctl`` of another agent's session: read-only; it adds ``agent_leaf``, the entry
     the agent itself would continue from (where ``rm leaf`` goes back to)."""
