@@ -179,6 +179,9 @@ class ClaudeSession(JsonlSession[_ClaudeLine]):
     def transcript_messages(self) -> list[TranscriptMessage]:
         return list(Turns(self).transcript_messages())
 
+    def transcript_messages_at(self, leaf: int | None) -> list[TranscriptMessage]:
+        return list(Turns(self, self.forest().path_to(leaf)).transcript_messages())
+
     def usage(self) -> dict[str, Any]:
         if self._meta_lines.cost is not None:
             return dict(self._meta_lines.cost.usage)

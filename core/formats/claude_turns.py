@@ -65,10 +65,12 @@ class Turns:
     """The turns of one version of a session (built once; the session drops it when
     the file changes)."""
 
-    def __init__(self, lines: ClaudeLines) -> None:
+    def __init__(self, lines: ClaudeLines, path: list[int] | None = None) -> None:
+        """``path``: root -> leaf (default: the session's current path)."""
         self._lines = lines
         self._parsed: dict[int, dict[str, Any]] = {}
-        path = lines.path_indexes()
+        if path is None:
+            path = lines.path_indexes()
         self._on_path = set(path)
         self._segment = _sent_segment(lines, path)
         self._elsewhere: dict[str, tuple[int, int, dict[str, Any]]] | None = None

@@ -58,7 +58,7 @@ def test_leaf_moves_and_everything_follows_it(
     marked = [line for line in (session / "tree.txt").read_text().splitlines() if line[0] == "*"]
     assert marked[-1].startswith(f"* {answer.removesuffix('.json')} assistant")
     assert json.loads((session / "stats.json").read_text())["leafId"] == answer[:-5]
-    for shown in (session / "transcript.md", transcript):
+    for shown in (session / "transcript.md", session / "transcript.html", transcript):
         text = shown.read_text()
         assert ANSWER in text and "Continuing after the compaction" not in text
     assert ANSWER in (session / "context.json").read_text()
