@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import trio
@@ -34,6 +35,23 @@ __all__ = ["AgentSendFile"]
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """One run ``send`` is about to start."""
+
+    session: LoadedSession
+    command: BranchingCommand
+    session_id: str
+    cwd: str
+    #: the entry the run forks the session at (None: it continues the session itself)
+    fork_at: str | None
+    argv: list[str]
+
+    @property
+    def forks(self) -> bool:
+        return self.fork_at is not None
+
+
 class AgentSendFile(SendFile):
     """``send`` of another agent's session (module docstring)."""
 
@@ -47,9 +65,11 @@ class AgentSendFile(SendFile):
     def read_only_reason(self) -> str | None:
         return None  # writable under agents/: the agent writes, never the mount
 
-    async def _send(self, data: bytes) -> None:
-        runs = self._runs()
-        prompt = prompt_of(data)
+    async def check_at_open(self) -> None:
+        await self._plan("")  # the leaf, the cwd: refused before a prompt is written
+
+    async def _plan(self, prompt: str) -> _Plan:
+        """The run ``prompt`` makes, or `WriteRejected` saying why there can be none."""
         if "/" in self.stem:
             raise WriteRejected(
                 errno.EOPNOTSUPP, "send: a sub-agent's session continues through its parent's"
@@ -71,13 +91,18 @@ class AgentSendFile(SendFile):
                 f"send: the session's cwd {cwd!r} is not a directory any more; the agent "
                 "finds a session by the directory it ran in",
             )
-        directory = session.ref.path.parent
-        before = await trio.to_thread.run_sync(session_files, directory) if forks else set()
+        return _Plan(session, command, session_id, cwd, leaf if forks else None, argv)
+
+    async def _send(self, data: bytes) -> None:
+        runs = self._runs()
+        plan = await self._plan(prompt_of(data))
+        directory = plan.session.ref.path.parent
+        before = await trio.to_thread.run_sync(session_files, directory) if plan.forks else set()
         key = self.session_key
 
         async def after() -> None:
-            if forks and leaf is not None:
-                await self._remember_fork(session, session_id, leaf, directory, before)
+            if plan.fork_at is not None:
+                await self._remember_fork(plan, plan.fork_at, directory, before)
             index = self.ctx.index
             if isinstance(index, OtherAgentIndex):
                 index.rescan()
@@ -85,22 +110,18 @@ class AgentSendFile(SendFile):
         runs.reserve(key)
         try:
             await self._refuse_if_held_open()  # again: it may have opened it since `open`
-            env = command.environment(os.environ)
-            run = await runs.start(key, argv, cwd, env, after=after)
+            env = plan.command.environment(os.environ)
+            run = await runs.start(key, plan.argv, plan.cwd, env, after=after)
         finally:
             runs.release(key)
-        noted = f"; forking at {leaf}" if forks else ""
-        session.last_result = f"send: started pid {run.pid}{noted}"
+        noted = f"; forking at {plan.fork_at}" if plan.forks else ""
+        plan.session.last_result = f"send: started pid {run.pid}{noted}"
 
     async def _remember_fork(
-        self,
-        session: LoadedSession,
-        session_id: str,
-        leaf: str,
-        directory: Path,
-        before: set[str],
+        self, plan: _Plan, leaf: str, directory: Path, before: set[str]
     ) -> None:
         """Find the session the run forked and remember it as this one's fork."""
+        session, session_id = plan.session, plan.session_id
         path = await trio.to_thread.run_sync(find_fork, directory, before, leaf)
         if path is None:
             log.warning("send: no fork of %s at %s was written in %s", session_id, leaf, directory)

@@ -138,6 +138,7 @@ class SendFile(InSession, FileNode):
         if opened_for_writing(flags):
             self._runs().check_idle(self.session_key, "send")  # fail at open, not at close
             await self._refuse_if_held_open()
+            await self.check_at_open()
             return BufferedWriteHandle(
                 self._send, too_big=_prompt_too_big, on_error=self.record_refusal
             )
@@ -151,6 +152,10 @@ class SendFile(InSession, FileNode):
 
     async def setattr(self, attr: Any, fields: Any) -> None:
         allow_truncate_to_zero(self.display_path(), attr, fields)
+
+    async def check_at_open(self) -> None:
+        """More that refuses ``send`` before a prompt is written (a kind of session
+        adds what it knows then)."""
 
     async def _refuse_if_held_open(self) -> None:
         """`WriteRejected` (``EBUSY``, the pids named) while a process the mount did not
