@@ -102,3 +102,20 @@ def test_one_agent_cmd_with_the_placeholder_serves_every_agent(
     local = _agent_command(opts)  # {agent}: the agent dir's own agent, omp
     assert not isinstance(local, str)
     assert local.words == ("nice", "omp", "--resume", "{session}", "-p")
+
+
+def test_the_background_daemon_gets_the_templates(tmp_path: Path) -> None:
+    """``mount`` without ``--foreground`` starts the daemon with the options it parsed:
+    the per-agent templates must reach it, and parse there to the same options."""
+    from sessionfs.commands.cli import build_parser
+    from sessionfs.fs.daemon import MountOptions, _send_args
+
+    opts = MountOptions(
+        tmp_path / "mnt",
+        tmp_path,
+        agent_cmd="nice {agent}",
+        other_agent_cmds=(("claude", "claude --model x"), ("codex", "codex exec -c a=1")),
+    )
+    args = build_parser().parse_args(["mount", str(tmp_path / "mnt"), *_send_args(opts)])
+    assert (args.claude_cmd, args.codex_cmd) == ("claude --model x", "codex exec -c a=1")
+    assert args.agent_cmd == "nice {agent}"
