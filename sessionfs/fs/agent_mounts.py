@@ -78,15 +78,15 @@ class AgentMounts:
             def new_session(ref: SessionRef, agent: str = agent) -> LoadedSession:
                 return LoadedSession(ref=ref, opener=lambda r: open_agent_file(agent, r.path))
 
+            own_cache = agent_cache_dir(cache_dir, home.root)
             cache = SessionCache(
                 index,
                 max(1, budget_bytes // 2),
                 after_eviction=after_eviction,
                 rss_bound=rss_bound,
                 new_session=new_session,
+                notes=AgentNotes.load(own_cache / NOTES_FILE),
             )
-            own_cache = agent_cache_dir(cache_dir, home.root)
-            cache.notes = AgentNotes.load(own_cache / NOTES_FILE)
             renders_dir = own_cache / "renders"
             renders = Prerenderer(home.root, renders_dir, agent=agent)
             self.searches[agent] = agent_search_view(cache_dir, index)
