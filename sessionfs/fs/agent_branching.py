@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.formats.registry import AGENT_FORMATS
+from core.jsonl import parse_object_line
 from sessionfs.fs.agent_command import AgentCommandError
 from sessionfs.view.refusal import WriteRejected
 
@@ -147,13 +148,20 @@ def find_fork(directory: Path, before: set[str], leaf: str) -> Path | None:
     there ``before`` and holds the entry it forked at (its history is copied with the
     same uuids); the newest of them if another run made one meanwhile."""
     found: list[tuple[int, Path]] = []
-    needle = f'"uuid":"{leaf}"'.encode()
     for name in session_files(directory) - before:
         path = directory / name
         try:
             with open(path, "rb") as file:
-                if needle in file.read():
+                if any(_line_uuid(line, leaf) for line in file):
                     found.append((path.stat().st_mtime_ns, path))
         except OSError:
             continue
     return max(found)[1] if found else None
+
+
+def _line_uuid(line: bytes, uuid: str) -> bool:
+    """Whether a JSON line is the entry ``uuid`` (parsed only when it names it at all)."""
+    if uuid.encode() not in line:
+        return False
+    obj = parse_object_line(line.rstrip(b"\n"))
+    return obj is not None and obj.get("uuid") == uuid

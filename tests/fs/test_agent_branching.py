@@ -76,7 +76,9 @@ def test_find_fork_takes_the_new_file_holding_the_entry(tmp_path: Path) -> None:
     before = {"old.jsonl"}
     (tmp_path / "other.jsonl").write_text('{"uuid":"u9"}\n')
     assert find_fork(tmp_path, before, "u1") is None
-    (tmp_path / "fork.jsonl").write_text('{"uuid":"u0"}\n{"uuid":"u1"}\n')
+    (tmp_path / "named.jsonl").write_text('{"uuid":"u0","parentUuid":"u1"}\n')
+    assert find_fork(tmp_path, before, "u1") is None  # names it, but is not it
+    (tmp_path / "fork.jsonl").write_text('{"uuid": "u0"}\n{"uuid": "u1"}\n')
     assert find_fork(tmp_path, before, "u1") == tmp_path / "fork.jsonl"
 
 
