@@ -39,7 +39,7 @@ from sessionfs.fs.ops import SessionFsOperations
 from sessionfs.fs.search_indexer import SearchIndexer
 from sessionfs.store.layout import MAX_MACHINES, is_machine_name
 from sessionfs.store.refresher import StoreRefresher, open_mirror
-from sessionfs.store.url import StoreURL, parse_store_url
+from sessionfs.store.url import AnyStoreURL, parse_store_url
 from sessionfs.view.access import Caller
 from sessionfs.view.agent_index import AgentIndex
 from sessionfs.view.cache_dir import agent_cache_dir
@@ -56,7 +56,7 @@ log = logging.getLogger("sessionfs.store_mount")
 FIRST_REFRESH_TIMEOUT = 15.0
 
 
-def mirror_dir_of(cache_dir: Path, url: StoreURL, endpoint_url: str | None) -> Path:
+def mirror_dir_of(cache_dir: Path, url: AnyStoreURL, endpoint_url: str | None) -> Path:
     """The store's mirror in ``--cache-dir``: one dir per endpoint and store URL, so two
     stores never share (or clobber) each other's objects."""
     digest = hashlib.sha256(f"{endpoint_url or ''}|{url}".encode()).hexdigest()[:20]
@@ -154,7 +154,7 @@ class StoreMount:
 
     def __init__(
         self,
-        url: StoreURL,
+        url: AnyStoreURL,
         endpoint_url: str | None,
         cache_dir: Path,
         budget_bytes: int,

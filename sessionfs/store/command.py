@@ -22,15 +22,23 @@ def add_sync_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``sync`` to an ``argparse`` sub-parser set; its ``func`` is :func:`run_sync`."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "sync",
-        help="ship the agent dir to an S3-compatible store and keep it shipped",
+        help="archive every agent's sessions (a local archive by default, or an "
+        "S3-compatible store) and keep them archived",
         description=(
-            "Upload every session's complete lines and every blob to s3://BUCKET[/PREFIX] "
-            "as immutable objects (conditional creates, never overwrites), then keep "
-            "uploading what is new. Credentials come from the standard AWS environment "
-            "variables and config files. The object layout is in docs/store.md."
+            "Copy every session's complete lines and every blob into the store as "
+            "immutable objects (conditional creates, never overwrites), then keep adding "
+            "what is new: nothing an agent deletes is lost. Without --store the store is "
+            "the local archive, a directory under the user data dir; s3://BUCKET[/PREFIX] "
+            "is a team store (credentials from the standard AWS environment variables and "
+            "config files). The object layout is in docs/store.md."
         ),
     )
-    parser.add_argument("--store", required=True, metavar="s3://BUCKET[/PREFIX]")
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="s3://BUCKET[/PREFIX] or file:///ABS/DIR (default: the local archive, "
+        "file://<user data dir>/sessionfs/archive)",
+    )
     parser.add_argument("--endpoint-url", metavar="URL", help="S3 endpoint (default: AWS's)")
     parser.add_argument("--machine", metavar="NAME", help="machine name (default: host name)")
     parser.add_argument("--agent-dir", type=Path, metavar="DIR", help="default: the agent's")
@@ -77,15 +85,23 @@ def _default_state_dir() -> Path:
     return Path(platformdirs.user_state_dir("sessionfs")) / "sync"
 
 
+def default_archive_url() -> str:
+    """The local archive's store address: ``archive/`` in the user data dir."""
+    import platformdirs
+
+    return f"file://{Path(platformdirs.user_data_dir('sessionfs')).absolute() / 'archive'}"
+
+
 def run_sync(args: argparse.Namespace) -> int:
     """Run the sync described by parsed ``args``; returns the exit status."""
     from core.paths import default_agent_dir
 
+    from .client import StoreError, open_store_client
     from .layout import is_machine_name
     from .redact import quiet_s3_loggers
     from .state import StateLocked, SyncState
     from .sync import Backoff, SyncEngine, SyncOptions, default_machine_name, run_sync_loop
-    from .url import StoreURLError, parse_store_url
+    from .url import DirStoreURL, StoreURLError, parse_store_url
 
     debug = getattr(args, "debug", False)
     logging.basicConfig(
@@ -93,7 +109,7 @@ def run_sync(args: argparse.Namespace) -> int:
     )
     quiet_s3_loggers()
     try:
-        url = parse_store_url(args.store)
+        url = parse_store_url(args.store or default_archive_url())
     except StoreURLError as error:
         print(f"sessionfs sync: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -108,7 +124,7 @@ def run_sync(args: argparse.Namespace) -> int:
         print(f"sessionfs sync: {agent_dir} has no sessions/ directory", file=sys.stderr)
         return EXIT_USAGE
     try:
-        from .client import StoreClient
+        client = open_store_client(url, args.endpoint_url)
     except ImportError:
         print("sessionfs sync: needs boto3: pip install 'sessionfs[store]'", file=sys.stderr)
         return EXIT_USAGE
@@ -126,7 +142,9 @@ def run_sync(args: argparse.Namespace) -> int:
         takeover=args.takeover,
     )
     try:
-        engine = SyncEngine(StoreClient(url, args.endpoint_url), state, options)
+        if isinstance(url, DirStoreURL):
+            client.create_bucket()  # the archive's dir: made private on first use
+        engine = SyncEngine(client, state, options)
         return run_sync_loop(
             engine,
             once=args.once,
@@ -134,6 +152,9 @@ def run_sync(args: argparse.Namespace) -> int:
             retry_seconds=args.retry_seconds,
             backoff=Backoff(initial=args.backoff),
         )
+    except StoreError as error:  # the archive's dir cannot be made
+        print(f"sessionfs sync: {error}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     finally:

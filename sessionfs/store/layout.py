@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .url import StoreURL
+from .url import AnyStoreURL
 
 __all__ = [
     "MAX_GENERATION",
@@ -99,7 +99,7 @@ def _segment_rest(segment: SegmentKey) -> str:
 class StoreLayout:
     """Keys of one store (bucket + prefix) and their parsing."""
 
-    def __init__(self, url: StoreURL) -> None:
+    def __init__(self, url: AnyStoreURL) -> None:
         self.url = url
 
     def machines_prefix(self) -> str:

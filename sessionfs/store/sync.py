@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .claims import ClaimedElsewhere, take_claim
-from .client import AlreadyExists, NotFound, StoreClient, StoreError, Unreachable
+from .client import AlreadyExists, NotFound, StoreClient, StoreError, StoreFull, Unreachable
 from .layout import KeyOutOfRange, SegmentKey, StoreLayout, is_blob_name, is_safe_relpath
 from .state import FileProgress, SyncState
 
@@ -394,7 +394,9 @@ def run_sync_loop(
     """Pass after pass; an unreachable store is retried with backoff.
 
     Exit status: 0 done (``--once``), 3 refused (claim or segment conflict), 75
-    (EX_TEMPFAIL) when ``--once`` could not reach the store within ``retry_seconds``.
+    (EX_TEMPFAIL) when ``--once`` could not reach the store within ``retry_seconds``, or
+    at once when the store is full (waiting would not make room; the next run goes on
+    where this one stopped).
     """
     failing_since: float | None = None
     while True:
@@ -404,6 +406,9 @@ def run_sync_loop(
             now = time.monotonic()
             failing_since = failing_since if failing_since is not None else now
             delay = backoff.next()
+            if once and isinstance(error, StoreFull):
+                log.error("%s; the next sync goes on from here", error)
+                return 75
             if once and now - failing_since + delay > retry_seconds:
                 log.error("store unreachable for %.0f s, giving up: %s", now - failing_since, error)
                 return 75
