@@ -3,8 +3,8 @@
 A store is either an S3 bucket (`sessionfs.store.s3_client.S3Client`, boto3) or a
 directory (`sessionfs.store.dir_client.DirStoreClient`, the local archive); both hold the
 same keys (`sessionfs.store.layout`) and answer the same calls, so the sync engine and
-the mirror never know which one they talk to. :func:`open_store_client` makes the right
-one; the S3 library is imported only for an ``s3://`` store.
+the mirror never know which one they talk to. `sessionfs.store.open_client` makes the
+right one; the S3 library is imported only for an ``s3://`` store.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from .url import AnyStoreURL, DirStoreURL
+from .url import AnyStoreURL
 
 __all__ = [
     "CHUNK",
@@ -28,7 +28,6 @@ __all__ = [
     "StoreFull",
     "TooLarge",
     "Unreachable",
-    "open_store_client",
 ]
 
 
@@ -115,14 +114,3 @@ class StoreClient(ABC):
             if download.size > limit:
                 raise TooLarge(f"get {key}: {download.size} bytes, more than {limit}")
             return b"".join(download.chunks)
-
-
-def open_store_client(url: AnyStoreURL, endpoint_url: str | None = None) -> StoreClient:
-    """The client of ``url``: a directory store, or S3 (`ImportError` without boto3)."""
-    if isinstance(url, DirStoreURL):
-        from .dir_client import DirStoreClient
-
-        return DirStoreClient(url)
-    from .s3_client import S3Client
-
-    return S3Client(url, endpoint_url)

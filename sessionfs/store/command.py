@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sessionfs.commands.agent_args import add_agent_arguments, chosen_agent_homes
+
 __all__ = ["add_sync_parser", "main", "run_sync"]
 
 EXIT_USAGE = 2
@@ -75,6 +77,7 @@ def add_sync_parser(subparsers: Any) -> argparse.ArgumentParser:
         "carry credentials)",
     )
     parser.add_argument("--segment-mb", type=float, default=16.0, help=argparse.SUPPRESS)
+    add_agent_arguments(parser)  # the other agents archived beside the agent dir
     parser.set_defaults(func=run_sync)
     return parser
 
@@ -96,8 +99,9 @@ def run_sync(args: argparse.Namespace) -> int:
     """Run the sync described by parsed ``args``; returns the exit status."""
     from core.paths import default_agent_dir
 
-    from .client import StoreError, open_store_client
+    from .client import StoreError
     from .layout import is_machine_name
+    from .open_client import open_store_client
     from .redact import quiet_s3_loggers
     from .state import StateLocked, SyncState
     from .sync import Backoff, SyncEngine, SyncOptions, default_machine_name, run_sync_loop
@@ -120,7 +124,8 @@ def run_sync(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     agent_dir = args.agent_dir or default_agent_dir()
-    if not (agent_dir / "sessions").is_dir():
+    homes = tuple(chosen_agent_homes(args))
+    if args.agent_dir is not None and not (agent_dir / "sessions").is_dir():
         print(f"sessionfs sync: {agent_dir} has no sessions/ directory", file=sys.stderr)
         return EXIT_USAGE
     try:
@@ -140,6 +145,7 @@ def run_sync(args: argparse.Namespace) -> int:
         segment_bytes=max(1, int(args.segment_mb * (1 << 20))),
         jobs=max(1, args.jobs),
         takeover=args.takeover,
+        agent_homes=homes,
     )
     try:
         if isinstance(url, DirStoreURL):

@@ -1,7 +1,8 @@
 """The reader: a local agent-dir tree per machine, built from the store's immutable objects.
 
-``<cache>/machines/<m>/sessions/<rel>`` is the concatenation of the newest generation's
-contiguous segments from offset 0, and ``<cache>/machines/<m>/blobs/<sha>`` a hard link to
+``<cache>/machines/<m>/sessions/<rel>`` (and ``<cache>/machines/<m>/agents/<agent>/<rel>``
+for another agent's file) is the concatenation of the newest generation's contiguous
+segments from offset 0, and ``<cache>/machines/<m>/blobs/<sha>`` a hard link to
 ``<cache>/blobs/<sha>`` (each blob fetched once for every machine). A refresh fetches only
 what is new: segments past the materialised size are appended; a newer generation is built
 beside the file and renamed over it. The read-only mount serves ``machines/<m>/`` from here,
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .client import ListedObject, StoreClient, StoreError
-from .layout import MAX_MACHINES, SegmentKey, StoreLayout
+from .layout import MAX_MACHINES, SegmentKey, StoreLayout, split_tree_key, tree_key
 from .mirror_state import MirrorState
 from .private import make_private_dirs, private_temp
 
@@ -53,7 +54,8 @@ Segments = dict[int, ListedObject]
 
 @dataclass
 class MachineView:
-    #: rel -> generation -> start -> listed segment
+    #: file (its `tree_key`: the bare rel for ``sessions/``) -> generation -> start ->
+    #: listed segment
     sessions: dict[str, dict[int, Segments]] = field(default_factory=dict)
     blobs: set[str] = field(default_factory=set)
 
@@ -122,7 +124,7 @@ def _add_key(
     segment = layout.parse_segment(rest)
     if segment is not None:
         machine = view.machines.setdefault(name, MachineView())
-        generations = machine.sessions.setdefault(segment.rel, {})
+        generations = machine.sessions.setdefault(tree_key(segment.tree, segment.rel), {})
         generations.setdefault(segment.generation, {})[segment.start] = item
     elif (sha := layout.parse_machine_blob(rest)) is not None:
         view.machines.setdefault(name, MachineView()).blobs.add(sha)
@@ -172,9 +174,14 @@ def newest_generation(generations: dict[int, Segments]) -> int | None:
 class _MirroredFile:
     target: Path
     machine: str
-    rel: str
+    #: the file's `tree_key`
+    name: str
     generation: int
     segments: Segments
+
+    def segment_key(self, start: int) -> SegmentKey:
+        tree, rel = split_tree_key(self.name)
+        return SegmentKey(rel, self.generation, start, tree)
 
 
 class StoreMirror:
@@ -231,8 +238,13 @@ class StoreMirror:
     # -- the disk budget ---------------------------------------------------------------
 
     def _session_path(self, state_key: str) -> Path:
-        machine, _, rel = state_key.partition("/")
-        return self.machine_dir(machine) / "sessions" / rel
+        machine, _, name = state_key.partition("/")
+        return self.file_path(machine, name)
+
+    def file_path(self, machine: str, name: str) -> Path:
+        """Where the mirror keeps a machine's file (its `tree_key`)."""
+        tree, rel = split_tree_key(name)
+        return self.machine_dir(machine) / tree / rel
 
     def _paths_of(self, state_key: str) -> list[Path]:
         """The files of a session (one) or of a blob (the shared copy and each
@@ -303,10 +315,11 @@ class StoreMirror:
         if not self.is_evicted(machine, rel):
             return False
         generations: dict[int, Segments] = {}
-        for item in self.client.list(self.layout.session_prefix(machine, rel)):
+        tree, bare = split_tree_key(rel)
+        for item in self.client.list(self.layout.session_prefix(machine, bare, tree)):
             parsed = self.layout.parse_machine_key(item.key)
             segment = self.layout.parse_segment(parsed[1]) if parsed else None
-            if segment is not None and segment.rel == rel:
+            if segment is not None and (segment.tree, segment.rel) == (tree, bare):
                 generations.setdefault(segment.generation, {})[segment.start] = item
         self.state.set_evicted(state_key, False)
         self._mirror_session(machine, rel, generations)
@@ -377,7 +390,7 @@ class StoreMirror:
         current = self.state.file(state_key)
         if current is not None and current.evicted:
             return 0  # fetched again when the mount asks for it
-        target = self.machine_dir(machine) / "sessions" / rel
+        target = self.file_path(machine, rel)
         for generation in started_generations(
             generations, lambda listed: not self._failed(listed.key, listed)
         ):
@@ -425,7 +438,7 @@ class StoreMirror:
         returns where the good bytes end."""
         end = start
         for position, listed in contiguous_chain(file.segments, start):
-            key = self.layout.segment(file.machine, SegmentKey(file.rel, file.generation, position))
+            key = self.layout.segment(file.machine, file.segment_key(position))
             if self._failed(key, listed) or not self._append_segment(key, listed, handle):
                 break
             end = position + listed.size

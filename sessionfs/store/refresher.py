@@ -31,8 +31,8 @@ def open_mirror(
 ) -> StoreMirror:
     """The mirror of ``url`` in ``mirror_dir`` (an S3 store imports the S3 client: needs
     boto3)."""
-    from .client import open_store_client
     from .mirror import StoreMirror
+    from .open_client import open_store_client
 
     return StoreMirror(open_store_client(url, endpoint_url), mirror_dir, max_bytes=max_bytes)
 
