@@ -172,8 +172,8 @@ class SyncEngine:
         self.client, self.state, self.options = client, state, options
         self.layout = StoreLayout(client.url)
         self.machine = options.machine
-        #: tree key -> (newest valid generation, every generation listed), once a pass
-        self._listed_generations: dict[str, tuple[int, set[int]]] | None = None
+        #: tree key -> what the store holds of the file, listed once a pass when needed
+        self._listed_generations: dict[str, _StoredFile] | None = None
         self._generations_lock = threading.Lock()
         #: rel -> why it was refused (each said once)
         self._refused: dict[str, str] = {}
@@ -299,6 +299,9 @@ class SyncEngine:
         if known is not None and not _was_replaced(handle, known, file, size):
             generation, offset = known.generation, known.offset
             chunk = complete_lines(handle, offset, self.options.segment_bytes)
+        elif known is None and (resumed := self._resumable(name, file, handle))[0]:
+            generation, offset = resumed
+            chunk = complete_lines(handle, offset, self.options.segment_bytes)
         else:
             offset = 0
             chunk = complete_lines(handle, offset, self.options.segment_bytes)
@@ -356,39 +359,71 @@ class SyncEngine:
         return size if whole else 0
 
     def _next_generation(self, name: str, above: int) -> int:
-        """A new generation for ``rel``: above ``above`` and above every valid one in the
-        store, and not used by any key listed (junk included: its key is taken). Past the
-        8-digit width, writing the segment raises `KeyOutOfRange` and the file is refused."""
-        valid, used = self._store_generations(name)
-        generation = max(above, valid) + 1
-        while generation in used:
+        """A new generation for the file: above ``above`` and above every valid one in
+        the store, and not used by any key listed (junk included: its key is taken).
+        Past the 8-digit width, writing the segment raises `KeyOutOfRange` and the file
+        is refused."""
+        stored = self._stored(name)
+        generation = max(above, stored.valid) + 1
+        while generation in stored.used:
             generation += 1
         return generation
 
-    def _store_generations(self, name: str) -> tuple[int, frozenset[int]]:
-        """The newest *valid* generation of the file (its `tree_key`) in the store (0:
-        none; valid: it has a non-empty segment at 0, as readers require) and every
-        generation any key of it names; from one listing a pass."""
+    def _resumable(self, name: str, file: ArchiveFile, handle: BinaryIO) -> tuple[int, int]:
+        """``(generation, offset)`` to go on from for a file with no saved progress: the
+        store's newest valid generation when every segment of it is the file's own bytes
+        (a sync killed before it saved the progress of a new file, or a lost state dir),
+        so it is adopted, not shipped twice; ``(0, 0)`` when there is none."""
+        stored = self._stored(name)
+        segments = stored.segments.get(stored.valid, {})
+        offset = 0
+        while offset in segments:
+            segment = SegmentKey(file.rel, stored.valid, offset, file.tree)
+            size = self._adoptable_size(self.layout.segment(self.machine, segment), handle, offset)
+            if size == 0 or size != segments[offset]:
+                return 0, 0
+            offset += size
+        if offset == 0 or offset != sum(segments.values()):
+            return 0, 0  # a gap: a generation readers cut short; not ours to go on
+        log.info("%s: adopted generation %d already in the store", name, stored.valid)
+        return stored.valid, offset
+
+    def _stored(self, name: str) -> _StoredFile:
+        """What the store holds of the file (its `tree_key`); from one listing a pass."""
         with self._generations_lock:
             if self._listed_generations is None:
                 self._listed_generations = self._list_generations()
-            valid, used = self._listed_generations.get(name, (0, set()))
-            return valid, frozenset(used)
+            return self._listed_generations.get(name) or _StoredFile()
 
-    def _list_generations(self) -> dict[str, tuple[int, set[int]]]:
-        found: dict[str, tuple[int, set[int]]] = {}
+    def _list_generations(self) -> dict[str, _StoredFile]:
+        found: dict[str, _StoredFile] = {}
         for item in self.client.list(self.layout.machine_prefix(self.machine)):
             parsed = self.layout.parse_machine_key(item.key)
             segment = self.layout.parse_segment(parsed[1]) if parsed else None
-            if segment is None:
-                continue
-            name = tree_key(segment.tree, segment.rel)
-            valid, used = found.get(name, (0, set()))
-            used.add(segment.generation)
-            if segment.start == 0 and item.size > 0:
-                valid = max(valid, segment.generation)
-            found[name] = (valid, used)
+            if segment is not None:
+                found.setdefault(tree_key(segment.tree, segment.rel), _StoredFile()).add(
+                    segment, item.size
+                )
         return found
+
+
+@dataclass
+class _StoredFile:
+    """One file's keys in the store."""
+
+    #: the newest *valid* generation (0: none; valid: it has a non-empty segment at 0,
+    #: as readers require)
+    valid: int = 0
+    #: every generation any key of the file names (junk included: its key is taken)
+    used: set[int] = field(default_factory=set)
+    #: generation -> start -> size
+    segments: dict[int, dict[int, int]] = field(default_factory=dict)
+
+    def add(self, segment: SegmentKey, size: int) -> None:
+        self.used.add(segment.generation)
+        self.segments.setdefault(segment.generation, {})[segment.start] = size
+        if segment.start == 0 and size > 0:
+            self.valid = max(self.valid, segment.generation)
 
 
 class Backoff:
