@@ -53,6 +53,7 @@ from sessionfs.view.search_view import SearchView
 from sessionfs.view.session_cache import SessionCache
 
 if TYPE_CHECKING:
+    from sessionfs.fs.archive_mount import LocalArchive
     from sessionfs.fs.store_mount import StoreMount
 
 log = logging.getLogger("sessionfs")
@@ -91,6 +92,11 @@ class MountOptions:
     send_grace: float = DEFAULT_SEND_GRACE
     #: the other agents shown read-only under ``agents/`` (only those whose dir exists)
     agent_homes: tuple[AgentHome, ...] = ()
+    #: ``--archive URL`` (or the default archive, when it exists): its sessions that the
+    #: agents' dirs lost are shown beside the live ones; None: no archive
+    archive: str | None = None
+    #: ``--machine``: whose sessions of the archive to show (default: the host name)
+    machine: str | None = None
 
 
 def log_file_path() -> Path:
@@ -173,7 +179,9 @@ def setup_logging(opts: MountOptions, to_file: bool) -> None:
     root.setLevel(level)
 
 
-def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountContext]:
+def build_operations(
+    opts: MountOptions, archive: LocalArchive | None = None
+) -> tuple[SessionFsOperations, MountContext]:
     index = AgentIndex(opts.agent_dir)
     rss_bound = process_rss_bound()
     cache = SessionCache(
@@ -207,6 +215,7 @@ def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountCont
             opts.cache_mb * 1024 * 1024,
             rss_bound=rss_bound,
             after_eviction=release_free_memory,
+            archived_root=archive.agent_root if archive is not None else None,
         )
     ops = SessionFsOperations(RootDir(ctx, ()), read_only=opts.read_only, debug=opts.debug)
     caches = [cache, *(ctx.agents.caches() if isinstance(ctx.agents, AgentMounts) else [])]
@@ -305,11 +314,14 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
     # from: it must never leave that terminal a breadcrumb (see paths.disown_terminal).
     paths.disown_terminal()
     store = _open_store(opts) if opts.store is not None else None
+    archive = _open_archive(opts) if opts.archive is not None and store is None else None
     if store is not None:
         ops, ctx = store.operations(opts.debug), store.root_context
         store.first_refresh()  # the mount is ready with the store's data, or what is cached
     else:
-        ops, ctx = build_operations(opts)
+        if archive is not None:
+            archive.first_refresh()  # ready with what the archive holds, or what is cached
+        ops, ctx = build_operations(opts, archive)
     fuse_options = set(pyfuse3.default_options) | {"fsname=sessionfs", "subtype=sessionfs"}
     if opts.read_only or store is not None:
         fuse_options.add("ro")
@@ -326,7 +338,8 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
         if store is not None:
             trio.run(_serve, ops, ctx, store.keep_refreshing)
         else:
-            trio.run(_serve, ops, ctx, None, True)
+            refreshing = archive.keep_refreshing if archive is not None else None
+            trio.run(_serve, ops, ctx, refreshing, True)
     finally:
         # The FUSE session is over (or failing): the kernel has nothing left to
         # invalidate, and telling it would only log errors.
@@ -342,6 +355,27 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
             ctx.search.close()
         pyfuse3.close(unmount=True)
         log.info("unmounted %s", opts.mountpoint)
+
+
+def _open_archive(opts: MountOptions) -> LocalArchive:
+    """The archive's mirror (an ``s3://`` archive loads the S3 library here)."""
+    from sessionfs.fs.archive_mount import LocalArchive
+    from sessionfs.store.sync import default_machine_name
+    from sessionfs.store.url import StoreURLError
+
+    try:
+        return LocalArchive(
+            opts.archive or "",
+            opts.endpoint_url,
+            opts.cache_dir,
+            opts.machine or default_machine_name(),
+            opts.refresh_seconds,
+            int(opts.mirror_max_gb * (1 << 30)),
+        )
+    except StoreURLError as exc:
+        raise MountError(f"--archive: {exc}") from None
+    except ImportError as exc:
+        raise MountError(f"--archive needs boto3: pip install 'sessionfs[store]' ({exc})") from None
 
 
 def _open_store(opts: MountOptions) -> StoreMount:
@@ -408,7 +442,7 @@ def start_background(opts: MountOptions) -> int:
     ]
     args += [flag for flag, on in _flags(opts) if on]
     args += _agent_args(opts)
-    args += _store_args(opts)
+    args += _store_args(opts) if opts.store is not None else _archive_args(opts)
     args += _send_args(opts)
     log_path = log_file_path()
     with open_log_file() as log_out:
@@ -452,6 +486,14 @@ def _agent_args(opts: MountOptions) -> list[str]:
     for home in opts.agent_homes:
         args += [f"--{home.agent}-dir", str(home.root)]
     return args
+
+
+def _archive_args(opts: MountOptions) -> list[str]:
+    """The archive the daemon shows: exactly what ``mount`` decided."""
+    if opts.archive is None:
+        return ["--no-archive"]
+    args = ["--archive", opts.archive, "--refresh-seconds", str(opts.refresh_seconds)]
+    return args + (["--machine", opts.machine] if opts.machine else [])
 
 
 def _store_args(opts: MountOptions) -> list[str]:

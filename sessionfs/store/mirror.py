@@ -442,6 +442,8 @@ class StoreMirror:
             if self._failed(key, listed) or not self._append_segment(key, listed, handle):
                 break
             end = position + listed.size
+        if end > start:
+            _stamp(handle, file.segments, end)
         return end
 
     def _append_segment(self, key: str, listed: ListedObject, handle: BinaryIO) -> bool:
@@ -467,6 +469,18 @@ class StoreMirror:
             why = f"not a whole segment ({written} bytes, {listed.size} listed, or no final \\n)"
             self._reject(key, listed.etag, listed.size, why)
         return whole
+
+
+def _stamp(handle: BinaryIO, segments: Segments, end: int) -> None:
+    """The file's mtime: when the newest of its segments up to ``end`` was stored (so a
+    file only the archive holds shows when it was last archived, and sorts by it)."""
+    newest = max(
+        (listed.modified for position, listed in contiguous_chain(segments) if position < end),
+        default=0.0,
+    )
+    if newest > 0:
+        handle.flush()  # a later flush would set the mtime again
+        os.utime(handle.fileno(), (newest, newest))
 
 
 def blob_state_key(sha: str) -> str:

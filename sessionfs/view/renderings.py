@@ -8,8 +8,11 @@ wherever it was made.
 
 from __future__ import annotations
 
+from typing import Any
+
 from core.formats.base import SessionSource
 from sessionfs.view import render
+from sessionfs.view.archived import archive_note
 
 __all__ = ["RENDERINGS", "parses_entries", "render_source"]
 
@@ -27,7 +30,7 @@ def parses_entries(what: str) -> bool:
 def render_source(source: SessionSource, what: str) -> bytes:
     """One rendering of a session dir (`RENDERINGS`) from any agent's source."""
     if what == "header.json":
-        return render.pretty_json(source.header())
+        return render.pretty_json(_with_archive_note(source.header()))
     if what == "title":
         title = source.shown_title()
         return render.title_text({} if title is None else {"title": title})
@@ -45,3 +48,9 @@ def render_source(source: SessionSource, what: str) -> bytes:
     if what == "stats.json":
         return render.pretty_json(source.stats())
     raise KeyError(what)
+
+
+def _with_archive_note(header: dict[str, Any]) -> dict[str, Any]:
+    """A session file only the archive holds says so (`archive_note`)."""
+    note = archive_note(header.get("file"))
+    return {**header, "archive": note} if note is not None else header

@@ -1,0 +1,69 @@
+"""Wiring of the archive into a local mount (``sessionfs mount`` with an archive: the
+default local archive when it exists, ``--archive URL``).
+
+The archive's mirror (`sessionfs.store.mirror`, in ``<cache-dir>/store-<hash>``, the same
+as ``--store`` uses) is brought up to the archive once before the mount is ready (bounded:
+a slow store leaves the mount serving what the cache dir has) and every
+``--refresh-seconds`` after, in a worker thread. This machine's files in it
+(``machines/<machine>/agents/<agent>/``) are listed under ``agents/<agent>/`` beside the
+live ones (`sessionfs.view.archived.ArchivedCatalog`): a session whose file was deleted
+shows on, read-only, rendered from the archived bytes. The root ``ctl`` says how the
+archive's refreshes go (``archive_*``).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from sessionfs.fs.store_mount import FIRST_REFRESH_TIMEOUT, mirror_dir_of
+from sessionfs.store.refresher import StoreRefresher, open_mirror
+from sessionfs.store.url import parse_store_url
+
+__all__ = ["LocalArchive"]
+
+log = logging.getLogger("sessionfs.archive_mount")
+
+
+class LocalArchive:
+    """The mirror of one archive, and which machine of it this mount shows."""
+
+    def __init__(
+        self,
+        url: str,
+        endpoint_url: str | None,
+        cache_dir: Path,
+        machine: str,
+        refresh_seconds: float,
+        mirror_max_bytes: int,
+    ) -> None:
+        parsed = parse_store_url(url)
+        mirror_dir = mirror_dir_of(cache_dir, parsed, endpoint_url)
+        self.refresher = StoreRefresher(
+            open_mirror(parsed, endpoint_url, mirror_dir, mirror_max_bytes), str(parsed)
+        )
+        self.machine = machine
+        self.refresh_seconds = refresh_seconds
+        #: this machine's files in the mirror: an agent dir, ``agents/<agent>/`` in it
+        self.machine_dir = self.refresher.mirror.machine_dir(machine)
+
+    def agent_root(self, agent: str) -> Path:
+        """Where the mirror keeps ``agent``'s archived files, in the agent's layout."""
+        return self.machine_dir / "agents" / agent
+
+    def first_refresh(self) -> None:
+        if not self.refresher.first_refresh(FIRST_REFRESH_TIMEOUT):
+            log.warning("the archive's first refresh takes over %.0f s", FIRST_REFRESH_TIMEOUT)
+
+    async def keep_refreshing(self) -> None:
+        """The periodic refresh (a task of the daemon's nursery, cancelled at unmount);
+        the agents' listings see new files at their next scan."""
+        while True:
+            await trio.sleep(self.refresh_seconds)
+            await trio.to_thread.run_sync(self.refresher.refresh, abandon_on_cancel=True)
+
+    def ctl_items(self) -> list[tuple[str, Any]]:
+        return [(f"archive_{name}", value) for name, value in self.refresher.ctl_items()]

@@ -1,0 +1,67 @@
+"""Sessions only the archive holds, beside the live ones.
+
+`ArchivedCatalog` lists an agent's live session files and then the archive's files of
+that agent (the archive's mirror, `sessionfs.store.mirror`, keeps them in the agent's own
+layout under ``<mirror>/machines/<m>/agents/<agent>/``) whose session the live dir no
+longer has: Claude Code's cleanup deleted it, a user removed it. The mount lists both
+together, the archived ones read-only like every other agent's.
+
+`archive_note` is what ``header.json`` adds for such a file: that it is only in the
+archive, and since when (the last time a sync archived bytes of it: it was deleted at
+its old path after that). It is told by where the file is (a file of a mirror's
+``machines/<m>/``), so the daemon and the render workers, which open files by path,
+say the same.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sessionfs.store.mirror_state import STATE_NAME
+from sessionfs.view.other_agent_index import AgentCatalog, Listed
+
+__all__ = ["ArchivedCatalog", "archive_note"]
+
+_MACHINES = "machines"
+
+
+class ArchivedCatalog:
+    """An agent's live files, then the archive's sessions the live dir does not have."""
+
+    def __init__(self, live: AgentCatalog, archived: AgentCatalog) -> None:
+        self.live, self.archived = live, archived
+        self.agent = live.agent
+        self.root = live.root
+
+    def scan(self) -> Iterator[Listed]:
+        shown: set[tuple[str, str]] = set()
+        for listed in self.live.scan():
+            shown.add((listed.project, listed.stem))
+            yield listed
+        for listed in self.archived.scan():
+            if (listed.project, listed.stem) not in shown:
+                yield listed
+
+
+def archive_note(file: object) -> dict[str, Any] | None:
+    """``{"only_in_archive": true, "machine": m, "since": <ISO time>}`` for a file of an
+    archive's mirror (``header.json``'s ``file``), else ``None``."""
+    if not isinstance(file, str) or not file:
+        return None
+    path = Path(file)
+    for parent in path.parents:
+        if parent.name == _MACHINES and (parent.parent / STATE_NAME).is_file():
+            try:
+                archived = os.stat(path).st_mtime
+            except OSError:
+                return None
+            return {
+                "only_in_archive": True,
+                "machine": path.relative_to(parent).parts[0],
+                "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(archived)),
+            }
+    return None

@@ -1,0 +1,94 @@
+"""The mount shows what the archive holds: a Claude Code tree whose sessions are deleted
+after a sync (as Claude's cleanup does) still reads through a real mount, byte-identical,
+read-only, ``header.json`` saying it is only in the archive and since when; a project
+lists live and archived-only sessions together."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from archive_helpers import sync, user_env
+from support.mount import Mount, MountFactory, run
+from support.other_agents import CLAUDE_PROJECT, fake_home
+
+pytestmark = pytest.mark.fuse
+
+RENDERINGS = ("transcript.md", "context.json", "title", "tree.txt", "stats.json")
+
+
+def _session_dirs(mount: Mount, agent: str) -> list[Path]:
+    """Every session dir (sub-agents' too) under ``agents/<agent>/sessions``, by ``find``."""
+    root = mount.path / "agents" / agent / "sessions"
+    found = run("find", root, "-name", "transcript.md").splitlines()
+    return sorted(Path(line).parent for line in found)
+
+
+def _readings(mount: Mount, agent: str) -> dict[str, bytes]:
+    """What ``cat`` reads of every session's renderings and entries."""
+    root = mount.path / "agents" / agent / "sessions"
+    read: dict[str, bytes] = {}
+    for session in _session_dirs(mount, agent):
+        names = [*RENDERINGS, *(f"entries/{e}" for e in run("ls", session / "entries").split())]
+        for name in names:
+            data = subprocess.run(["cat", str(session / name)], capture_output=True, timeout=60)
+            read[f"{session.relative_to(root)}/{name}"] = data.stdout
+    return read
+
+
+def _home(tmp_path: Path) -> Path:
+    trees = fake_home(tmp_path)
+    (trees.home / "agent" / "sessions").mkdir(parents=True)
+    return trees.home
+
+
+def test_deleted_claude_sessions_read_byte_identical_from_the_archive(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    home = _home(tmp_path)
+    env = user_env(home)
+    done = sync(home)
+    assert done.returncode == 0, done.stderr
+    live = mount_factory(home / "agent", "--machine", "box", name="live", env=env)
+    before = _readings(live, "claude")
+    live_sessions = [p.relative_to(live.path) for p in _session_dirs(live, "claude")]
+    assert len(live_sessions) >= 4 and any("subagents" in str(p) for p in live_sessions)
+    live.unmount()
+
+    projects = home / ".claude" / "projects"
+    shutil.rmtree(projects)  # Claude's cleanup: every transcript gone
+    projects.mkdir()
+    archived = mount_factory(home / "agent", "--machine", "box", name="archived", env=env)
+    assert [p.relative_to(archived.path) for p in _session_dirs(archived, "claude")] == live_sessions
+    assert _readings(archived, "claude") == before
+
+    session = archived.path / "agents" / "claude" / "sessions" / CLAUDE_PROJECT
+    (first,) = [p for p in session.iterdir() if (p / "header.json").exists()][:1]
+    header = json.loads((first / "header.json").read_text())
+    assert header["archive"]["only_in_archive"] is True
+    assert header["archive"]["machine"] == "box"
+    assert header["archive"]["since"].endswith("Z")
+    refused = subprocess.run(
+        ["sh", "-c", f"echo new > '{first / 'title'}'"], capture_output=True, timeout=60
+    )
+    assert refused.returncode != 0 and b"Read-only" in refused.stderr
+
+
+def test_a_project_lists_live_and_archived_only_sessions_together(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    home = _home(tmp_path)
+    assert sync(home).returncode == 0
+    project = home / ".claude" / "projects" / CLAUDE_PROJECT
+    files = sorted(p for p in project.glob("*.jsonl") if not p.name.startswith("agent-"))
+    gone, kept = files[0], project / "0a0b0c0d-1111-4222-8333-444455556666.jsonl"
+    kept.write_bytes(gone.read_bytes().replace(gone.stem.encode(), kept.stem.encode()))
+    gone.unlink()
+    mount = mount_factory(home / "agent", "--machine", "box", env=user_env(home))
+    listed = run("ls", mount.path / "agents" / "claude" / "sessions" / CLAUDE_PROJECT).split()
+    assert gone.stem in listed and kept.stem in listed
+    live_header = mount.path / "agents" / "claude" / "sessions" / CLAUDE_PROJECT / kept.stem
+    assert "archive" not in json.loads((live_header / "header.json").read_text())
