@@ -17,6 +17,7 @@ from sessionfs.commands import check, history, search
 from sessionfs.commands.agent_args import add_agent_arguments, chosen_agent_homes
 from sessionfs.fs.agent_command import AGENT_CMD_ENV, DEFAULT_SEND_GRACE, DEFAULT_SEND_TIMEOUT
 from sessionfs.store.command import (  # no S3 code until `sync` runs
+    add_restore_parser,
     add_sync_parser,
     default_archive_url,
 )
@@ -131,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_check_parser(sub)
     search.add_search_parser(sub)
     add_sync_parser(sub)
+    add_restore_parser(sub)
     return parser
 
 

@@ -177,5 +177,3 @@ def open_archive_file(file: ArchiveFile) -> Iterator[BinaryIO]:
             plain.write(chunk)
         plain.flush()
         yield plain
-
-

@@ -15,7 +15,7 @@ from typing import Any
 
 from sessionfs.commands.agent_args import add_agent_arguments, chosen_agent_homes
 
-__all__ = ["add_sync_parser", "main", "run_sync"]
+__all__ = ["add_restore_parser", "add_sync_parser", "default_archive_url", "main", "run_sync"]
 
 EXIT_USAGE = 2
 
@@ -167,10 +167,68 @@ def run_sync(args: argparse.Namespace) -> int:
         state.close()
 
 
+def add_restore_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``restore``; its ``func`` is :func:`run_restore`."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "restore",
+        help="put a session file the archive holds back where its agent reads it",
+        description=(
+            "Write the archived session SESSION (an id, a file stem, a unique prefix, or "
+            "a path ending in one) back to where its agent keeps it, with its sub-agent "
+            "files; an existing file is never overwritten."
+        ),
+    )
+    parser.add_argument("session", metavar="SESSION")
+    parser.add_argument("--store", metavar="URL", help="default: the local archive")
+    parser.add_argument("--endpoint-url", metavar="URL", help="with an s3:// store")
+    parser.add_argument("--machine", metavar="NAME", help="whose session (default: host name)")
+    parser.add_argument("--agent-dir", type=Path, metavar="DIR", help="default: the agent's")
+    parser.add_argument("--claude-dir", type=Path, metavar="DIR", help="default: ~/.claude")
+    parser.add_argument("--codex-dir", type=Path, metavar="DIR", help="default: ~/.codex")
+    parser.set_defaults(func=run_restore)
+    return parser
+
+
+def run_restore(args: argparse.Namespace) -> int:
+    """0: written back; 1: every file of it exists already (left as it is); 2: no such
+    session, or the archive cannot be read."""
+    import tempfile
+
+    from core.agent_homes import OTHER_AGENTS, agent_home
+    from core.paths import default_agent_dir
+
+    from .client import StoreError
+    from .open_client import open_store_client
+    from .restore import RestoreError, restore_session, tree_roots
+    from .sync import default_machine_name
+    from .url import StoreURLError, parse_store_url
+
+    overrides = {"claude": args.claude_dir, "codex": args.codex_dir}
+    homes = {agent: overrides.get(agent) or agent_home(agent) for agent in OTHER_AGENTS}
+    roots = tree_roots(args.agent_dir or default_agent_dir(), homes)
+    try:
+        client = open_store_client(
+            parse_store_url(args.store or default_archive_url()), args.endpoint_url
+        )
+        with tempfile.TemporaryDirectory(prefix="sessionfs-restore-") as scratch:
+            done = restore_session(
+                client, args.machine or default_machine_name(), args.session, roots, Path(scratch)
+            )
+    except (StoreURLError, RestoreError, StoreError, ImportError, OSError) as error:
+        print(f"sessionfs restore: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    for path in done.written:
+        print(f"restored {path}")
+    for path in done.existing:
+        print(f"exists, left as it is: {path}")
+    return 0 if done.written else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sessionfs.store.command")
     subparsers = parser.add_subparsers(dest="command", required=True)
     add_sync_parser(subparsers)
+    add_restore_parser(subparsers)
     args = parser.parse_args(argv)
     status: int = args.func(args)
     return status

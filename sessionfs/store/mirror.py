@@ -327,6 +327,14 @@ class StoreMirror:
         self.state.save()
         return self._session_path(state_key).exists()
 
+    def fetch_file(self, machine: str, name: str, generations: dict[int, Segments]) -> Path | None:
+        """Bring one file (its `tree_key`) of ``machine`` up to the listed segments now,
+        by the reader rules; where it is in the mirror, or ``None`` when no generation of
+        it could be fetched (`sessionfs restore`)."""
+        self._mirror_session(machine, name, generations)
+        target = self.file_path(machine, name)
+        return target if target.exists() else None
+
     def _count_download(self) -> None:
         with self._downloads_lock:
             self.downloads += 1

@@ -38,8 +38,8 @@ def test_claude_and_codex_sessions_are_archived_byte_identical(tmp_path: Path) -
     codex = {name: data for name, data in mirrored.items() if "/codex/" in name}
     rollout = trees.codex_rollout.relative_to(trees.codex).as_posix()
     assert codex[f"agents/codex/{rollout}"] == trees.codex_rollout.read_bytes()
-    archived = zstandard.ZstdDecompressor().decompressobj().decompress(
-        trees.codex_archived.read_bytes()
+    archived = (
+        zstandard.ZstdDecompressor().decompressobj().decompress(trees.codex_archived.read_bytes())
     )
     stem = trees.codex_archived.name.removesuffix(".jsonl.zst")
     (where,) = [name for name in codex if stem in name]

@@ -62,7 +62,9 @@ def test_deleted_claude_sessions_read_byte_identical_from_the_archive(
     shutil.rmtree(projects)  # Claude's cleanup: every transcript gone
     projects.mkdir()
     archived = mount_factory(home / "agent", "--machine", "box", name="archived", env=env)
-    assert [p.relative_to(archived.path) for p in _session_dirs(archived, "claude")] == live_sessions
+    assert [
+        p.relative_to(archived.path) for p in _session_dirs(archived, "claude")
+    ] == live_sessions
     assert _readings(archived, "claude") == before
 
     session = archived.path / "agents" / "claude" / "sessions" / CLAUDE_PROJECT
