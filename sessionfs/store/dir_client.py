@@ -2,11 +2,12 @@
 
 The key ``machines/m/sessions/p/s.jsonl/g00000001/0000000000000000`` is the file of that
 path under the root. Every object is written the way the rest of sessionfs writes what it
-must not lose: into a private temp file (``0600``, in ``<root>/.tmp/``, ``mkstemp``),
-``fsync``-ed, then hard-linked to its key (``link(2)`` fails when the name exists, so it
-is ``PutObject`` with ``If-None-Match: *``: one of two racing creates wins, and an object
-is never overwritten) and its directory ``fsync``-ed. A reader therefore sees an object
-whole or not at all, after a crash too; a killed writer leaves only a temp file, swept
+must not lose: into a new private file (``0600``; unnamed, ``O_TMPFILE``, where the file
+system allows, else a ``mkstemp`` temp file in ``<root>/.tmp/``), ``fsync``-ed, then
+hard-linked to its key (``link(2)`` fails when the name exists, so it is ``PutObject``
+with ``If-None-Match: *``: one of two racing creates wins, and an object is never
+overwritten) and its directory ``fsync``-ed. A reader therefore sees an object whole or
+not at all, after a crash too; a killed writer leaves nothing, or a temp file swept
 after a day. Directories are created ``0700`` whatever the umask.
 
 A directory store is input like a bucket (docs/store.md, "Trust"): listings follow no
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import shutil
 import stat
@@ -28,6 +30,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
+
+from core.private_files import PRIVATE_FILE_MODE
 
 from .client import (
     CHUNK,
@@ -66,6 +70,14 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+@functools.cache
+def _proc() -> int:
+    """``/proc``, open once: with it as ``src_dir_fd``, ``os.link`` calls ``linkat``
+    with ``AT_SYMLINK_FOLLOW`` (a bare path would make it ``link``, which links the
+    ``/proc`` symlink itself)."""
+    return os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
 def _etag(info: os.stat_result) -> str:
     """Objects are never rewritten: the inode and mtime name one object's bytes."""
     return f"{info.st_ino:x}-{info.st_mtime_ns:x}"
@@ -87,6 +99,8 @@ class DirStoreClient(StoreClient):
     def __init__(self, url: DirStoreURL) -> None:
         self.url = url
         self.root = url.root
+        #: objects are written as unnamed files (``O_TMPFILE``) while the fs allows it
+        self._unnamed = hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd")
 
     def _path(self, key: str) -> Path:
         parts = key.split("/")
@@ -98,11 +112,9 @@ class DirStoreClient(StoreClient):
 
     def put_if_absent(self, key: str, body: bytes | BinaryIO) -> None:
         target = self._path(key)
-        temp_dir = self.root / TEMP_DIR
         try:
-            make_private_dirs(temp_dir)
             make_private_dirs(target.parent)
-            fd, temp_name = tempfile.mkstemp(prefix="object.", dir=temp_dir)
+            fd, temp_name = self._new_object(target.parent)
         except OSError as error:
             raise _error(error, f"put {key}") from None
         try:
@@ -113,18 +125,38 @@ class DirStoreClient(StoreClient):
                     shutil.copyfileobj(body, handle, CHUNK)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.link(temp_name, target)
+                if temp_name is not None:
+                    os.link(temp_name, target)
+                else:  # an unnamed file is named through /proc (linkat follows it)
+                    os.link(f"self/fd/{handle.fileno()}", target, src_dir_fd=_proc())
         except FileExistsError:
             raise AlreadyExists(f"put {key}: the key already exists") from None
         except OSError as error:
             raise _error(error, f"put {key}") from None
         finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp_name)
+            if temp_name is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp_name)
         try:
             _fsync_dir(target.parent)
         except OSError as error:
             raise _error(error, f"put {key}") from None
+
+    def _new_object(self, directory: Path) -> tuple[int, str | None]:
+        """A new private file to write an object into: unnamed in ``directory``
+        (``O_TMPFILE``: a killed writer leaves nothing behind), else, where the file
+        system cannot, a temp file in ``<root>/.tmp/`` (its name is returned)."""
+        if self._unnamed:
+            try:
+                flags = os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC
+                return os.open(directory, flags, PRIVATE_FILE_MODE), None
+            except OSError as error:
+                if error.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                    raise
+                self._unnamed = False
+        temp_dir = self.root / TEMP_DIR
+        make_private_dirs(temp_dir)
+        return tempfile.mkstemp(prefix="object.", dir=temp_dir)
 
     def create_bucket(self) -> None:
         try:

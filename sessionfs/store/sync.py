@@ -298,13 +298,13 @@ class SyncEngine:
         size = os.fstat(handle.fileno()).st_size
         if known is not None and not _was_replaced(handle, known, file, size):
             generation, offset = known.generation, known.offset
-            chunk = complete_lines(handle, offset, self.options.segment_bytes)
+            chunk = self._next_chunk(handle, offset, size)
         elif known is None and (resumed := self._resumable(name, file, handle))[0]:
             generation, offset = resumed
-            chunk = complete_lines(handle, offset, self.options.segment_bytes)
+            chunk = self._next_chunk(handle, offset, size)
         else:
             offset = 0
-            chunk = complete_lines(handle, offset, self.options.segment_bytes)
+            chunk = self._next_chunk(handle, offset, size)
             if not chunk:
                 return PassResult()  # no whole line yet: no generation (no listing) either
             generation = self._next_generation(name, known.generation if known else 0)
@@ -317,12 +317,20 @@ class SyncEngine:
             self.state.save_file(name, _progress(handle, file, generation, offset, done=False))
             result.segments += 1
             result.bytes += len(chunk)
-            chunk = complete_lines(handle, offset, self.options.segment_bytes)
+            chunk = self._next_chunk(handle, offset, size)
         if offset:
             # All of it is shipped (or it was moved or compressed, or a line is still
             # being written): with its stat, the next pass knows it unchanged unread.
             self.state.save_file(name, _progress(handle, file, generation, offset, done=True))
         return result
+
+    def _next_chunk(self, handle: BinaryIO, offset: int, size: int) -> bytes:
+        """The next segment's bytes from ``offset`` (``size``: the file's size when the
+        pass looked; a line still growing past it is read to its end): reads what is
+        there, not a whole segment's worth of buffer for a small file."""
+        if offset >= size:
+            return b""
+        return complete_lines(handle, offset, min(self.options.segment_bytes, size - offset))
 
     def _put_segment(self, segment: SegmentKey, chunk: bytes, handle: BinaryIO) -> int:
         """Create the segment; adopt an equal one already there. Returns bytes covered."""
