@@ -7,8 +7,8 @@ workers render its transcripts into ``--cache-dir`` (one renders dir per agent
 directory, as for an agent dir). Their
 ``prefix`` is ``("agents", <agent>)``, their ``read_only_reason`` makes every write
 ``EROFS``, and refusals are recorded in the root's ``ctl``. With an archive
-(``archived_root``: where its mirror keeps an agent's files), each agent's listing has
-the archived sessions its dir lost too (`ArchivedCatalog`).
+(``archive``: where its mirror keeps an agent's files), each agent's listing has the
+archived sessions its dir lost too, and their older generations (`ArchivedCatalog`).
 
 Memory: each agent's cache gets half of ``--cache-mb`` and shares the daemon's real-RSS
 bound with the local cache, so what the process holds stays bounded by the same check
@@ -24,7 +24,7 @@ from core.agent_homes import AgentHome
 from sessionfs.fs.nodes.agents import AGENTS
 from sessionfs.fs.nodes.base import MountContext
 from sessionfs.view.agent_sources import agent_search_view, catalog_for, open_agent_file
-from sessionfs.view.archived import ArchivedCatalog
+from sessionfs.view.archived import ArchivedCatalog, ArchiveDirs
 from sessionfs.view.cache_dir import agent_cache_dir
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.other_agent_index import AgentCatalog, OtherAgentIndex
@@ -49,15 +49,15 @@ class AgentMounts:
         budget_bytes: int,
         rss_bound: RssBound | None = None,
         after_eviction: Callable[[], None] = lambda: None,
-        archived_root: Callable[[str], Path] | None = None,
+        archive: ArchiveDirs | None = None,
     ) -> None:
         self.contexts: dict[str, MountContext] = {}
         self.searches: dict[str, SearchView] = {}
         for home in homes:
             catalog: AgentCatalog = catalog_for(home)
-            if archived_root is not None:  # the archive's sessions the live dir lost
-                archived = catalog_for(AgentHome(home.agent, archived_root(home.agent)))
-                catalog = ArchivedCatalog(catalog, archived)
+            if archive is not None:  # the archive's sessions the live dir lost
+                archived = catalog_for(AgentHome(home.agent, archive.agent_root(home.agent)))
+                catalog = ArchivedCatalog(catalog, archived, archive.generations_root(home.agent))
             index = OtherAgentIndex(catalog)
             agent = home.agent
 

@@ -20,6 +20,7 @@ from typing import Any
 import trio
 
 from sessionfs.fs.store_mount import FIRST_REFRESH_TIMEOUT, mirror_dir_of
+from sessionfs.store.layout import agent_tree
 from sessionfs.store.refresher import StoreRefresher, open_mirror
 from sessionfs.store.url import parse_store_url
 
@@ -53,6 +54,10 @@ class LocalArchive:
     def agent_root(self, agent: str) -> Path:
         """Where the mirror keeps ``agent``'s archived files, in the agent's layout."""
         return self.machine_dir / "agents" / agent
+
+    def generations_root(self, agent: str) -> Path:
+        """Where the mirror keeps the older generations of ``agent``'s files."""
+        return self.refresher.mirror.generations_tree(self.machine, agent_tree(agent))
 
     def first_refresh(self) -> None:
         if not self.refresher.first_refresh(FIRST_REFRESH_TIMEOUT):

@@ -215,7 +215,7 @@ def build_operations(
             opts.cache_mb * 1024 * 1024,
             rss_bound=rss_bound,
             after_eviction=release_free_memory,
-            archived_root=archive.agent_root if archive is not None else None,
+            archive=archive,
         )
     ops = SessionFsOperations(RootDir(ctx, ()), read_only=opts.read_only, debug=opts.debug)
     caches = [cache, *(ctx.agents.caches() if isinstance(ctx.agents, AgentMounts) else [])]

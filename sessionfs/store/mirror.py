@@ -404,6 +404,7 @@ class StoreMirror:
         ):
             if current is not None and generation < current.generation:
                 return 0  # never back to an older generation
+            self._keep_older(machine, rel, generations, generation)
             file = _MirroredFile(target, machine, rel, generation, generations[generation])
             try:
                 same = current is not None and generation == current.generation
@@ -418,6 +419,34 @@ class StoreMirror:
                 return size
             # Its first segment failed (and is remembered): the next older one may do.
         return 0
+
+    def generations_dir(self, machine: str, name: str) -> Path:
+        """Where the older generations of a machine's file (its `tree_key`) are kept,
+        ``g<gen>.jsonl`` each (`_keep_older`)."""
+        tree, rel = split_tree_key(name)
+        return self.generations_tree(machine, tree) / rel
+
+    def generations_tree(self, machine: str, tree: str) -> Path:
+        return self.cache_dir / "generations" / machine / tree
+
+    def _keep_older(
+        self, machine: str, name: str, generations: dict[int, Segments], shown: int
+    ) -> None:
+        """Each generation older than the one shown, written once beside the mirror (a
+        sync never adds to a generation once a newer one exists): a file rewritten or
+        replaced keeps what it held before reachable (the mount's ``generations/``)."""
+        if len(generations) < 2:
+            return
+        directory = self.generations_dir(machine, name)
+        for generation in started_generations(generations):
+            target = directory / f"g{generation:08d}.jsonl"
+            if generation >= shown or target.exists():
+                continue
+            older = _MirroredFile(target, machine, name, generation, generations[generation])
+            try:
+                self._rebuild(older)
+            except (OSError, StoreError) as error:
+                log.warning("%s/%s g%d: not kept: %s", machine, name, generation, error)
 
     def _grow(self, file: _MirroredFile, state_key: str, size: int) -> int:
         """Append the segments past ``size``; returns the bytes fetched."""

@@ -94,3 +94,28 @@ def test_a_project_lists_live_and_archived_only_sessions_together(
     assert gone.stem in listed and kept.stem in listed
     live_header = mount.path / "agents" / "claude" / "sessions" / CLAUDE_PROJECT / kept.stem
     assert "archive" not in json.loads((live_header / "header.json").read_text())
+
+
+def test_a_rewritten_session_keeps_its_older_generation_in_generations(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    home = _home(tmp_path)
+    assert sync(home).returncode == 0
+    project = home / ".claude" / "projects" / CLAUDE_PROJECT
+    (session,) = [p for p in project.glob("*.jsonl") if not p.name.startswith("agent-")][:1]
+    before = session.read_bytes()
+    shorter = session.with_name(".rewrite")
+    shorter.write_bytes(before.split(b"\n", 3)[0] + b"\n")  # a shorter file, renamed over
+    shorter.replace(session)
+    assert sync(home).returncode == 0
+    mount = mount_factory(home / "agent", "--machine", "box", env=user_env(home))
+    generations = mount.path / "agents" / "claude" / "sessions" / CLAUDE_PROJECT / session.stem
+    generations /= "generations"
+    assert run("ls", generations).split() == ["g00000001.jsonl"]
+    old = subprocess.run(["cat", str(generations / "g00000001.jsonl")], capture_output=True)
+    assert old.returncode == 0 and old.stdout == before
+    refused = subprocess.run(
+        ["sh", "-c", f"echo x >> '{generations / 'g00000001.jsonl'}'"], capture_output=True
+    )
+    assert refused.returncode != 0
+    assert session.read_bytes() != before  # the live file is the new one

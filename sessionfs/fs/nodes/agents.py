@@ -15,6 +15,7 @@ root ``ctl``.
 from __future__ import annotations
 
 from sessionfs.fs.nodes.base import STATIC, DirNode, Node
+from sessionfs.fs.nodes.generations import GENERATIONS, GenerationsDir, has_generations
 from sessionfs.fs.nodes.index import ByIdDir, RecentDir
 from sessionfs.fs.nodes.session import (
     ProjectDir,
@@ -38,6 +39,8 @@ class AgentSessionDir(SessionDir):
     __slots__ = ()
 
     def child_classes(self) -> dict[str, type[Node]]:
+        if has_generations(getattr(self.ctx.index, "catalog", None)):
+            return _AGENT_SESSION_CHILDREN | {GENERATIONS: GenerationsDir}  # an archive's
         return _AGENT_SESSION_CHILDREN
 
 
