@@ -12,7 +12,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -357,13 +358,25 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
         log.info("unmounted %s", opts.mountpoint)
 
 
+@contextmanager
+def _store_errors(option: str) -> Iterator[None]:
+    """A bad store address or a missing S3 library, as `MountError` naming ``option``."""
+    from sessionfs.store.url import StoreURLError
+
+    try:
+        yield
+    except StoreURLError as exc:
+        raise MountError(f"{option}: {exc}") from None
+    except ImportError as exc:
+        raise MountError(f"{option} needs boto3: pip install 'sessionfs[store]' ({exc})") from None
+
+
 def _open_archive(opts: MountOptions) -> LocalArchive:
     """The archive's mirror (an ``s3://`` archive loads the S3 library here)."""
     from sessionfs.fs.archive_mount import LocalArchive
     from sessionfs.store.sync import default_machine_name
-    from sessionfs.store.url import StoreURLError
 
-    try:
+    with _store_errors("--archive"):
         return LocalArchive(
             opts.archive or "",
             opts.endpoint_url,
@@ -372,18 +385,13 @@ def _open_archive(opts: MountOptions) -> LocalArchive:
             opts.refresh_seconds,
             int(opts.mirror_max_gb * (1 << 30)),
         )
-    except StoreURLError as exc:
-        raise MountError(f"--archive: {exc}") from None
-    except ImportError as exc:
-        raise MountError(f"--archive needs boto3: pip install 'sessionfs[store]' ({exc})") from None
 
 
 def _open_store(opts: MountOptions) -> StoreMount:
     """The store mount's state; the S3 library is loaded here, only for ``--store``."""
     from sessionfs.fs.store_mount import open_store_mount
-    from sessionfs.store.url import StoreURLError
 
-    try:
+    with _store_errors("--store"):
         return open_store_mount(
             opts.store or "",
             opts.endpoint_url,
@@ -393,10 +401,6 @@ def _open_store(opts: MountOptions) -> StoreMount:
             opts.refresh_seconds,
             int(opts.mirror_max_gb * (1 << 30)),
         )
-    except StoreURLError as exc:
-        raise MountError(str(exc)) from None
-    except ImportError as exc:
-        raise MountError(f"--store needs boto3: pip install 'sessionfs[store]' ({exc})") from None
 
 
 def run_foreground(opts: MountOptions, ready_fd: int | None = None) -> int:

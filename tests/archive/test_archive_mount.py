@@ -39,6 +39,14 @@ def _readings(mount: Mount, agent: str) -> dict[str, bytes]:
     return read
 
 
+def _write_refused(path: Path, redirect: str) -> bool:
+    """``echo new > path`` (or ``>>``) in a shell fails as read-only."""
+    done = subprocess.run(
+        ["sh", "-c", f"echo new {redirect} '{path}'"], capture_output=True, timeout=60
+    )
+    return done.returncode != 0 and b"Read-only" in done.stderr
+
+
 def _home(tmp_path: Path) -> Path:
     trees = fake_home(tmp_path)
     (trees.home / "agent" / "sessions").mkdir(parents=True)
@@ -73,10 +81,7 @@ def test_deleted_claude_sessions_read_byte_identical_from_the_archive(
     assert header["archive"]["only_in_archive"] is True
     assert header["archive"]["machine"] == "box"
     assert header["archive"]["since"].endswith("Z")
-    refused = subprocess.run(
-        ["sh", "-c", f"echo new > '{first / 'title'}'"], capture_output=True, timeout=60
-    )
-    assert refused.returncode != 0 and b"Read-only" in refused.stderr
+    assert _write_refused(first / "title", ">")
 
 
 def test_a_project_lists_live_and_archived_only_sessions_together(
@@ -114,8 +119,5 @@ def test_a_rewritten_session_keeps_its_older_generation_in_generations(
     assert run("ls", generations).split() == ["g00000001.jsonl"]
     old = subprocess.run(["cat", str(generations / "g00000001.jsonl")], capture_output=True)
     assert old.returncode == 0 and old.stdout == before
-    refused = subprocess.run(
-        ["sh", "-c", f"echo x >> '{generations / 'g00000001.jsonl'}'"], capture_output=True
-    )
-    assert refused.returncode != 0
+    assert _write_refused(generations / "g00000001.jsonl", ">>")
     assert session.read_bytes() != before  # the live file is the new one

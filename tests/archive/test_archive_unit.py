@@ -5,37 +5,17 @@ ExecStart really archives."""
 from __future__ import annotations
 
 import configparser
-import os
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from archive_helpers import default_archive, mirror_of, tree_bytes, user_env
-
-CONTRIB = Path(__file__).resolve().parents[2] / "contrib"
+from support.systemd_units import install_units
 
 
 def _render(tmp_path: Path, archive_args: str) -> Path:
-    wrapper = tmp_path / "bin" / "sessionfs"  # the real command, as the unit runs it
-    wrapper.parent.mkdir()
-    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} -m sessionfs "$@"\n')
-    wrapper.chmod(0o755)
-    env = {
-        **os.environ,
-        "SESSIONFS_BIN": str(wrapper),
-        "UNIT_DIR": str(tmp_path / "units"),
-        "SESSIONFS_ARCHIVE_ARGS": archive_args,
-    }
-    subprocess.run(
-        [CONTRIB / "systemd" / "install.sh", str(tmp_path / "mnt")],
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=30,
-    )
-    return tmp_path / "units"
+    return install_units(tmp_path, SESSIONFS_ARCHIVE_ARGS=archive_args)
 
 
 def _parsed(unit: Path) -> configparser.ConfigParser:
