@@ -53,12 +53,19 @@ class AgentMounts:
     ) -> None:
         self.contexts: dict[str, MountContext] = {}
         self.searches: dict[str, SearchView] = {}
+        #: with an archive: the search index of each agent's archived files (its hits in
+        #: the sessions only the archive holds)
+        self.archive_searches: dict[str, SearchView] = {}
         for home in homes:
             catalog: AgentCatalog = catalog_for(home)
             if archive is not None:  # the archive's sessions the live dir lost
                 archived = catalog_for(AgentHome(home.agent, archive.agent_root(home.agent)))
                 catalog = ArchivedCatalog(catalog, archived, archive.generations_root(home.agent))
             index = OtherAgentIndex(catalog)
+            if archive is not None:
+                self.archive_searches[home.agent] = agent_search_view(
+                    cache_dir, index, archive.agent_root(home.agent)
+                )
             agent = home.agent
 
             def new_session(ref: SessionRef, agent: str = agent) -> LoadedSession:
@@ -95,7 +102,13 @@ class AgentMounts:
         return self.contexts.get(name)
 
     def search_views(self) -> list[tuple[str, SearchView]]:
-        return list(self.searches.items())
+        archived = [(f"{agent}_archive", view) for agent, view in self.archive_searches.items()]
+        return [*self.searches.items(), *archived]
+
+    def archive_search_views(self) -> list[SearchView]:
+        """The archived files' indexes (no context of their own: the daemon runs their
+        indexers beside the agents')."""
+        return list(self.archive_searches.values())
 
     def caches(self) -> list[SessionCache]:
         return [context.sessions for context in self.contexts.values()]
@@ -104,5 +117,5 @@ class AgentMounts:
         for context in self.contexts.values():
             if context.renders is not None:
                 context.renders.close()
-        for view in self.searches.values():
+        for view in (*self.searches.values(), *self.archive_searches.values()):
             view.close()

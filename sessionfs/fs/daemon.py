@@ -274,6 +274,11 @@ async def _serve(
                 if watched is not None:
                     watched.listeners.append(indexer)
                 nursery.start_soon(indexer.run)
+        archived = ctx.agents.archive_search_views() if isinstance(ctx.agents, AgentMounts) else []
+        for view in archived:  # an archive's copies: a full pass now and then finds changes
+            previous = indexer = SearchIndexer(view, ops.foreground, after=previous)
+            ctx.search_indexers.append(indexer)
+            nursery.start_soon(indexer.run)
         await pyfuse3.main(max_tasks=MAX_FUSE_TASKS)
         if ctx.runs is not None:  # unmounted from outside: no agent outlives the mount
             await ctx.runs.shutdown()

@@ -132,11 +132,13 @@ def codex_index_title(path: Path) -> str:
     return codex_dirs.read_session_index(home).get(rollout.id, "")
 
 
-def agent_search_view(cache_dir: Path, index: OtherAgentIndex) -> SearchView:
-    """The search index of another agent's directory, its hits pointing at
-    ``agents/<agent>/sessions/…/entries/<name>.json`` (hits in files the listing does
-    not show as a session are left out)."""
-    root = index.catalog.root
+def agent_search_view(
+    cache_dir: Path, index: OtherAgentIndex, root: Path | None = None
+) -> SearchView:
+    """The search index of another agent's directory (or of ``root``: the archive's
+    copy of it), its hits pointing at ``agents/<agent>/sessions/…/entries/<name>.json``
+    (hits in files the listing does not show as a session are left out)."""
+    root = root or index.catalog.root
 
     def entry_path(hit: Hit) -> str | None:
         file = root / hit.project / f"{hit.stem}.jsonl"

@@ -62,6 +62,8 @@ def test_deleted_claude_sessions_read_byte_identical_from_the_archive(
     assert done.returncode == 0, done.stderr
     live = mount_factory(home / "agent", "--machine", "box", name="live", env=env)
     before = _readings(live, "claude")
+    hits = run("cat", live.path / "search" / "requireAuth")
+    assert "agents/claude/sessions/" in hits
     live_sessions = [p.relative_to(live.path) for p in _session_dirs(live, "claude")]
     assert len(live_sessions) >= 4 and any("subagents" in str(p) for p in live_sessions)
     live.unmount()
@@ -74,6 +76,7 @@ def test_deleted_claude_sessions_read_byte_identical_from_the_archive(
         p.relative_to(archived.path) for p in _session_dirs(archived, "claude")
     ] == live_sessions
     assert _readings(archived, "claude") == before
+    assert run("cat", archived.path / "search" / "requireAuth") == hits  # the same hits
 
     session = archived.path / "agents" / "claude" / "sessions" / CLAUDE_PROJECT
     (first,) = [p for p in session.iterdir() if (p / "header.json").exists()][:1]
