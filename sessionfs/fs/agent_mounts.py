@@ -88,7 +88,7 @@ class AgentMounts:
                 mountpoint=root.mountpoint,
                 renders=Prerenderer(home.root, renders_dir, agent=agent),
                 search=self.searches[agent],
-                prefix=(AGENTS, agent),
+                prefix=(*root.prefix, AGENTS, agent),  # a store machine's: below it
                 read_only_reason=READ_ONLY_REASON,
                 root=root,
             )

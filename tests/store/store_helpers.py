@@ -207,7 +207,7 @@ def sync_command(
         sys.executable, "-m", "sessionfs.store.command", "sync",
         "--store", server.store_url(prefix), "--endpoint-url", endpoint or server.endpoint,
         "--machine", machine, "--agent-dir", str(agent), "--state-dir", str(state),
-        "--once", *extra,
+        "--once", "--no-agents", *extra,  # this machine's own agents' dirs stay out
     ]  # fmt: skip
 
 

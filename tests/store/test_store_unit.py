@@ -40,7 +40,7 @@ def test_sync_unit_exec_start_ships_the_agent_dir(
     )
     args = (
         f"--endpoint-url {s3_server.endpoint} --machine desk --agent-dir {agent} "
-        f"--state-dir {tmp_path / 'state'}"
+        f"--state-dir {tmp_path / 'state'} --no-agents"
     )
     unit = _render(tmp_path, s3_server.store_url(store_prefix), args)
     done = subprocess.run(
