@@ -2,20 +2,18 @@
 default local archive when it exists, ``--archive URL``).
 
 The archive's mirror (`sessionfs.store.mirror`, in ``<cache-dir>/store-<hash>``, the same
-as ``--store`` uses) is brought up to the archive once before the mount is ready (bounded:
-a slow store leaves the mount serving what the cache dir has) and every
-``--refresh-seconds`` after, in a worker thread. This machine's files in it
-(``machines/<machine>/agents/<agent>/``) are listed under ``agents/<agent>/`` beside the
-live ones (`sessionfs.view.archived.ArchivedCatalog`): a session whose file was deleted
-shows on, read-only, rendered from the archived bytes. The root ``ctl`` says how the
-archive's refreshes go (``archive_*``).
+as ``--store`` uses) is brought up to the archive once before the mount is ready
+(bounded: a slow store leaves the mount serving what the cache dir has) and every
+``--refresh-seconds`` (at least a minute) after, in a worker thread. This machine's
+files in it (``machines/<machine>/agents/<agent>/``) are listed under ``agents/<agent>/``
+beside the live ones (`sessionfs.view.archived.ArchivedCatalog`): a session whose file
+was deleted shows on, read-only, rendered from the archived bytes.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import trio
 
@@ -27,6 +25,9 @@ from sessionfs.store.url import parse_store_url
 __all__ = ["LocalArchive"]
 
 log = logging.getLogger("sessionfs.archive_mount")
+
+#: The shortest time between two refreshes of the archive's mirror.
+ARCHIVE_REFRESH_SECONDS = 60.0
 
 
 class LocalArchive:
@@ -47,7 +48,9 @@ class LocalArchive:
             open_mirror(parsed, endpoint_url, mirror_dir, mirror_max_bytes), str(parsed)
         )
         self.machine = machine
-        self.refresh_seconds = refresh_seconds
+        # New files come with a sync (every 15 min by the timer), and each refresh
+        # lists the whole archive: once a minute is soon enough.
+        self.refresh_seconds = max(ARCHIVE_REFRESH_SECONDS, refresh_seconds)
         #: this machine's files in the mirror: an agent dir, ``agents/<agent>/`` in it
         self.machine_dir = self.refresher.mirror.machine_dir(machine)
 
@@ -69,6 +72,3 @@ class LocalArchive:
         while True:
             await trio.sleep(self.refresh_seconds)
             await trio.to_thread.run_sync(self.refresher.refresh, abandon_on_cancel=True)
-
-    def ctl_items(self) -> list[tuple[str, Any]]:
-        return [(f"archive_{name}", value) for name, value in self.refresher.ctl_items()]

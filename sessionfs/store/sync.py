@@ -241,7 +241,12 @@ class SyncEngine:
         path (a Codex rollout both live and archived is archived once, live first)."""
         seen: set[tuple[str, str]] = set()
         sources = [agent_dir_files(self.options.agent_dir)]
-        sources += [AGENT_ARCHIVES[home.agent](home.root) for home in self.options.agent_homes]
+        for home in self.options.agent_homes:
+            files_of = AGENT_ARCHIVES.get(home.agent)
+            if files_of is None:  # an agent the mount shows but nothing here archives yet
+                log.debug("%s: no archive function; not archived", home.agent)
+                continue
+            sources.append(files_of(home.root))
         for source in sources:
             for file in source:
                 if (file.tree, file.rel) not in seen:

@@ -7,11 +7,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 import zstandard
 from archive_helpers import default_archive, mirror_of, sync, tree_bytes
 from support.other_agents import fake_home
 
+from core.agent_homes import AgentHome
+from sessionfs.store import sync as sync_module
+from sessionfs.store.archive_sources import ArchiveFile
 from sessionfs.store.dir_client import DirStoreClient
+from sessionfs.store.state import SyncState
+from sessionfs.store.sync import SyncEngine, SyncOptions
 from sessionfs.store.url import DirStoreURL
 
 
@@ -88,3 +94,29 @@ def test_an_unchanged_resync_ships_nothing_and_a_grown_file_ships_its_new_lines(
     assert "shipped 1 segments" in grown.stderr, grown.stderr
     (new,) = set(_keys(archive)) - set(before)
     assert "/agents/claude/projects/" in new and "/g00000001/" in new
+
+
+def test_an_unchanged_pass_opens_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trees = fake_home(tmp_path)
+    homes = (AgentHome("claude", trees.claude), AgentHome("codex", trees.codex))
+    state = SyncState(tmp_path / "state", "test", "box")
+    client = DirStoreClient(DirStoreURL(tmp_path / "archive"))
+    engine = SyncEngine(client, state, SyncOptions(trees.home / "agent", "box", agent_homes=homes))
+    try:
+        assert engine.sync_once().segments > 5
+        opened: list[Path] = []
+        real_open = sync_module.open_archive_file
+
+        def counted_open(file: ArchiveFile) -> object:
+            opened.append(file.path)
+            return real_open(file)
+
+        monkeypatch.setattr(sync_module, "open_archive_file", counted_open)
+        assert engine.sync_once().segments == 0
+        assert opened == []
+        with trees.codex_subagent.open("ab") as grow:  # one changed file: opened, alone
+            grow.write(b'{"type":"event_msg","payload":{"type":"x"}}\n')
+        engine.sync_once()
+        assert opened == [trees.codex_subagent]
+    finally:
+        state.close()
