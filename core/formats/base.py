@@ -45,7 +45,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 __all__ = [
     "AGENTS",
@@ -56,7 +56,10 @@ __all__ = [
     "image_marker",
 ]
 
-AgentName = Literal["xcsh", "claude", "codex"]
+#: "xcsh", or the name of another agent's connector (`core.formats.registry`)
+AgentName = str
+#: the agents whose readers live in this package from the start (the registry lists
+#: every other agent the mount shows)
 AGENTS: Final[tuple[AgentName, ...]] = ("xcsh", "claude", "codex")
 
 Entry = dict[str, Any]
@@ -187,7 +190,7 @@ class SessionSource(ABC):
     `catch_up` when it finds a change.
     """
 
-    #: "xcsh", "claude" or "codex"
+    #: "xcsh", or the registered name of another agent ("claude", "codex", …)
     agent: AgentName
     #: whether ``stats.json`` carries ``malformedLines`` (an xcsh session's stats keep
     #: exactly the keys they always had)

@@ -294,12 +294,15 @@ def test_compacted_replaces_what_came_before(tmp_path: Path) -> None:
         cx.message("user", "after"),
         cx.message("assistant", "ok"),
     ]
-    assert [m.entry_name for m in s.transcript_messages()] == [
+    transcript = s.transcript_messages()
+    assert [m.entry_name for m in transcript] == [
         "000002-response_item-message",
         "000003-response_item-message",
+        "000004-compacted",
         "000006-response_item-message",
         "000007-response_item-message",
     ]
+    assert transcript[2].message == {"role": "compactionSummary", "summary": "summary text"}
     older = [*lines[:3], cx.line("compacted", {"message": "only a summary"}, 3), *lines[5:]]
     s = CodexSession(cx.write_jsonl(tmp_path / "rollout-d.jsonl", older))
     assert s.context()["messages"] == [
