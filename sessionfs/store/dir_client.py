@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+from core.formats.file_walk import is_utf8
 from core.private_files import PRIVATE_FILE_MODE
 
 from .client import (
@@ -81,14 +82,6 @@ def _proc() -> int:
 def _etag(info: os.stat_result) -> str:
     """Objects are never rewritten: the inode and mtime name one object's bytes."""
     return f"{info.st_ino:x}-{info.st_mtime_ns:x}"
-
-
-def _is_utf8(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:  # a byte name os.fsdecode kept as surrogates
-        return False
-    return True
 
 
 class DirStoreClient(StoreClient):
@@ -235,7 +228,7 @@ def _walk(directory: Path, key: str, prefix: str, found: list[ListedObject]) -> 
     except (FileNotFoundError, NotADirectoryError):
         return
     for entry in entries:
-        if not _is_utf8(entry.name) or (not key and entry.name == TEMP_DIR):
+        if not is_utf8(entry.name) or (not key and entry.name == TEMP_DIR):
             continue
         child = f"{key}/{entry.name}" if key else entry.name
         if not (child.startswith(prefix) or prefix.startswith(child + "/")):

@@ -39,7 +39,7 @@ from typing import BinaryIO
 
 from core.agent_homes import AgentHome
 
-from .archive_sources import AGENT_ARCHIVES, ArchiveFile, agent_dir_files, open_archive_file
+from .archive_sources import ArchiveFile, agent_dir_files, agent_files, open_archive_file
 from .claims import ClaimedElsewhere, take_claim
 from .client import AlreadyExists, NotFound, StoreClient, StoreError, StoreFull, Unreachable
 from .layout import KeyOutOfRange, SegmentKey, StoreLayout, is_blob_name, tree_key
@@ -70,7 +70,7 @@ class SyncOptions:
     segment_bytes: int = 16 << 20
     jobs: int = 8
     takeover: bool = False
-    #: other agents' directories archived too (each by its `AGENT_ARCHIVES` function)
+    #: other agents' directories archived too (each by its connector's `archive_files`)
     agent_homes: tuple[AgentHome, ...] = ()
 
 
@@ -242,11 +242,11 @@ class SyncEngine:
         seen: set[tuple[str, str]] = set()
         sources = [agent_dir_files(self.options.agent_dir)]
         for home in self.options.agent_homes:
-            files_of = AGENT_ARCHIVES.get(home.agent)
-            if files_of is None:  # an agent the mount shows but nothing here archives yet
-                log.debug("%s: no archive function; not archived", home.agent)
+            files = agent_files(home)
+            if files is None:  # a connector without `archive_files`: not archived yet
+                log.debug("%s: its connector archives no file", home.agent)
                 continue
-            sources.append(files_of(home.root))
+            sources.append(files)
         for source in sources:
             for file in source:
                 if (file.tree, file.rel) not in seen:
