@@ -13,6 +13,7 @@ was deleted shows on, read-only, rendered from the archived bytes.
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 import trio
@@ -40,12 +41,13 @@ class LocalArchive:
         cache_dir: Path,
         machine: str,
         refresh_seconds: float,
-        mirror_max_bytes: int,
     ) -> None:
         parsed = parse_store_url(url)
         mirror_dir = mirror_dir_of(cache_dir, parsed, endpoint_url)
+        # No disk budget: the listings show what is on disk, so an evicted file would
+        # drop out of them (a team store's mount fetches one again when asked by name).
         self.refresher = StoreRefresher(
-            open_mirror(parsed, endpoint_url, mirror_dir, mirror_max_bytes), str(parsed)
+            open_mirror(parsed, endpoint_url, mirror_dir, sys.maxsize), str(parsed)
         )
         self.machine = machine
         # New files come with a sync (every 15 min by the timer), and each refresh

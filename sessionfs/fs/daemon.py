@@ -388,7 +388,6 @@ def _open_archive(opts: MountOptions) -> LocalArchive:
             opts.cache_dir,
             opts.machine or default_machine_name(),
             opts.refresh_seconds,
-            int(opts.mirror_max_gb * (1 << 30)),
         )
 
 

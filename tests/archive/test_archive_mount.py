@@ -91,13 +91,16 @@ def test_a_project_lists_live_and_archived_only_sessions_together(
     tmp_path: Path, mount_factory: MountFactory
 ) -> None:
     home = _home(tmp_path)
-    assert sync(home).returncode == 0
+    archive = f"file://{tmp_path / 'elsewhere'}"  # not the default archive: --archive
+    assert sync(home, "--store", archive).returncode == 0
     project = home / ".claude" / "projects" / CLAUDE_PROJECT
     files = sorted(p for p in project.glob("*.jsonl") if not p.name.startswith("agent-"))
     gone, kept = files[0], project / "0a0b0c0d-1111-4222-8333-444455556666.jsonl"
     kept.write_bytes(gone.read_bytes().replace(gone.stem.encode(), kept.stem.encode()))
     gone.unlink()
-    mount = mount_factory(home / "agent", "--machine", "box", env=user_env(home))
+    mount = mount_factory(
+        home / "agent", "--machine", "box", "--archive", archive, env=user_env(home)
+    )
     listed = run("ls", mount.path / "agents" / "claude" / "sessions" / CLAUDE_PROJECT).split()
     assert gone.stem in listed and kept.stem in listed
     live_header = mount.path / "agents" / "claude" / "sessions" / CLAUDE_PROJECT / kept.stem
