@@ -199,21 +199,22 @@ def run_restore(args: argparse.Namespace) -> int:
 
     from .client import StoreError
     from .open_client import open_store_client
-    from .restore import RestoreError, restore_session, tree_roots
+    from .restore import RestoreError, present_files, restore_session, tree_roots
     from .sync import default_machine_name
     from .url import StoreURLError, parse_store_url
 
     overrides = {"claude": args.claude_dir, "codex": args.codex_dir}
     homes = {agent: overrides.get(agent) or agent_home(agent) for agent in OTHER_AGENTS}
-    roots = tree_roots(args.agent_dir or default_agent_dir(), homes)
+    agent_dir = args.agent_dir or default_agent_dir()
+    roots = tree_roots(agent_dir, homes)
+    present = present_files(agent_dir, homes)
     try:
         client = open_store_client(
             parse_store_url(args.store or default_archive_url()), args.endpoint_url
         )
         with tempfile.TemporaryDirectory(prefix="sessionfs-restore-") as scratch:
-            done = restore_session(
-                client, args.machine or default_machine_name(), args.session, roots, Path(scratch)
-            )
+            machine = args.machine or default_machine_name()
+            done = restore_session(client, machine, args.session, roots, Path(scratch), present)
     except (StoreURLError, RestoreError, StoreError, ImportError, OSError) as error:
         print(f"sessionfs restore: {error}", file=sys.stderr)
         return EXIT_USAGE

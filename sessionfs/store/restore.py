@@ -21,12 +21,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.agent_homes import AgentHome
+
+from .archive_sources import agent_dir_files, agent_files
 from .client import StoreClient
-from .layout import SESSIONS_TREE, StoreLayout, split_tree_key
+from .layout import SESSIONS_TREE, StoreLayout, agent_tree, split_tree_key
 from .mirror import StoreMirror, list_store
 from .private import make_private_dirs
 
-__all__ = ["RestoreError", "Restored", "restore_session", "tree_roots"]
+__all__ = ["RestoreError", "Restored", "present_files", "restore_session", "tree_roots"]
 
 _JSONL = ".jsonl"
 
@@ -88,11 +91,13 @@ def restore_session(
     wanted: str,
     roots: Mapping[str, Path],
     scratch: Path,
+    present: Mapping[tuple[str, str], Path] | None = None,
 ) -> Restored:
     """Write the session ``wanted`` names back (module docstring). ``roots``: tree ->
     the directory its files go back to (``sessions`` -> the agent dir's ``sessions/``,
     ``agents/claude`` -> Claude Code's dir, …); ``scratch``: where the archived bytes
-    are gathered first."""
+    are gathered first; ``present``: (tree, rel) -> where the agent has that file now
+    (a Codex rollout moved to ``archived_sessions/`` is there, not deleted)."""
     wanted = Path(wanted.rstrip("/")).name.removesuffix(_JSONL)
     view = list_store(client, StoreLayout(client.url))
     files = view.machines.get(machine)
@@ -104,8 +109,9 @@ def restore_session(
     for name in _session_files(known, wanted):
         tree, rel = split_tree_key(name)
         target = roots[tree] / rel
-        if os.path.lexists(target):
-            done.existing.append(target)
+        elsewhere = (present or {}).get((tree, rel))
+        if elsewhere is not None or os.path.lexists(target):
+            done.existing.append(elsewhere or target)
             continue
         fetched = mirror.fetch_file(machine, name, files.sessions[name])
         if fetched is not None:
@@ -135,8 +141,16 @@ def _create_from(source: Path, target: Path) -> None:
 
 def tree_roots(agent_dir: Path, homes: Mapping[str, Path]) -> dict[str, Path]:
     """Where each tree's files go back: the agent dir's sessions and each agent's dir."""
-    from .layout import agent_tree
-
     return {SESSIONS_TREE: agent_dir / "sessions"} | {
         agent_tree(agent): root for agent, root in homes.items()
     }
+
+
+def present_files(agent_dir: Path, homes: Mapping[str, Path]) -> dict[tuple[str, str], Path]:
+    """(tree, rel) -> path of every file the agents have now, as the archive names them
+    (`sessionfs.store.archive_sources`)."""
+    found = {(file.tree, file.rel): file.path for file in agent_dir_files(agent_dir)}
+    for agent, root in homes.items():
+        for file in agent_files(AgentHome(agent, root)) or ():
+            found.setdefault((file.tree, file.rel), file.path)
+    return found

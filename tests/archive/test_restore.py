@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import zstandard
 from archive_helpers import SYNC_TIMEOUT, sync, user_env
 from support.agent_files import last_assistant_text
 from support.fake_model_server import FakeModelServer
@@ -55,6 +56,12 @@ def test_restore_never_overwrites_and_names_what_it_cannot_find(tmp_path: Path) 
     back = restore(trees.home, rollout.stem[-36:])  # its thread id
     assert back.returncode == 0, back.stderr
     assert rollout.read_bytes() == original
+    archived = trees.codex / "archived_sessions" / (rollout.name + ".zst")
+    archived.write_bytes(zstandard.ZstdCompressor().compress(rollout.read_bytes()))
+    rollout.unlink()  # Codex archived it: moved and compressed, not deleted
+    moved = restore(trees.home, rollout.stem)
+    assert moved.returncode == 1 and f"left as it is: {archived}" in moved.stdout
+    assert not rollout.exists()  # no second copy of the thread beside the archived one
     missing = restore(trees.home, "no-such-session")
     assert missing.returncode == 2 and "no session in the archive matches" in missing.stderr
     ambiguous = restore(trees.home, "rollout-")
