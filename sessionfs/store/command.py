@@ -13,7 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sessionfs.commands.agent_args import add_agent_arguments, chosen_agent_homes
+from sessionfs.commands.agent_args import (
+    add_agent_arguments,
+    chosen_agent_dirs,
+    chosen_agent_homes,
+)
 
 __all__ = ["add_restore_parser", "add_sync_parser", "default_archive_url", "main", "run_sync"]
 
@@ -77,7 +81,7 @@ def add_sync_parser(subparsers: Any) -> argparse.ArgumentParser:
         "carry credentials)",
     )
     parser.add_argument("--segment-mb", type=float, default=16.0, help=argparse.SUPPRESS)
-    add_agent_arguments(parser)  # the other agents archived beside the agent dir
+    add_agent_arguments(parser, "archive", "")  # the other agents beside the agent dir
     parser.set_defaults(func=run_sync)
     return parser
 
@@ -183,8 +187,7 @@ def add_restore_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--endpoint-url", metavar="URL", help="with an s3:// store")
     parser.add_argument("--machine", metavar="NAME", help="whose session (default: host name)")
     parser.add_argument("--agent-dir", type=Path, metavar="DIR", help="default: the agent's")
-    parser.add_argument("--claude-dir", type=Path, metavar="DIR", help="default: ~/.claude")
-    parser.add_argument("--codex-dir", type=Path, metavar="DIR", help="default: ~/.codex")
+    add_agent_arguments(parser, "restore", "")
     parser.set_defaults(func=run_restore)
     return parser
 
@@ -194,7 +197,6 @@ def run_restore(args: argparse.Namespace) -> int:
     session, or the archive cannot be read."""
     import tempfile
 
-    from core.agent_homes import OTHER_AGENTS, agent_home
     from core.paths import default_agent_dir
 
     from .client import StoreError
@@ -203,8 +205,7 @@ def run_restore(args: argparse.Namespace) -> int:
     from .sync import default_machine_name
     from .url import StoreURLError, parse_store_url
 
-    overrides = {"claude": args.claude_dir, "codex": args.codex_dir}
-    homes = {agent: overrides.get(agent) or agent_home(agent) for agent in OTHER_AGENTS}
+    homes = chosen_agent_dirs(args)
     agent_dir = args.agent_dir or default_agent_dir()
     roots = tree_roots(agent_dir, homes)
     present = present_files(agent_dir, homes)
