@@ -127,3 +127,26 @@ def test_a_rewritten_session_keeps_its_older_generation_in_generations(
     assert old.returncode == 0 and old.stdout == before
     assert _write_refused(generations / "g00000001.jsonl", ">>")
     assert session.read_bytes() != before  # the live file is the new one
+
+
+def test_a_directory_store_mounts_like_a_team_store(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    home = _home(tmp_path)
+    session = home / "agent" / "sessions" / "--work--" / "2026-01-01T00-00-00-000Z_a.jsonl"
+    session.parent.mkdir(parents=True)
+    session.write_bytes(
+        b'{"type":"session","version":3,"id":"a","timestamp":"2026-01-01T00:00:00.000Z",'
+        b'"cwd":"/work"}\n'
+    )
+    live = mount_factory(home / "agent", "--no-archive", name="live", env=user_env(home))
+    transcript = (live.path / "sessions" / "--work--" / session.stem / "transcript.md").read_bytes()
+    live.unmount()
+    assert sync(home).returncode == 0
+    session.unlink()
+    store = f"file://{home / 'data' / 'sessionfs' / 'archive'}"
+    mount = mount_factory(home / "agent", "--store", store, name="store", env=user_env(home))
+    machine = mount.path / "machines" / "box"
+    archived = machine / "sessions" / "--work--" / session.stem / "transcript.md"
+    assert archived.read_bytes() == transcript
+    assert "claude" in run("ls", machine / "agents").split()
