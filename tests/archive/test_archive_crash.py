@@ -51,7 +51,7 @@ def _sync_process(home: Path, *args: str) -> subprocess.Popen[bytes]:
 
 def test_sigkill_at_any_point_then_a_sync_completes_every_byte_once(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    expected = _agent_dir(home, sessions=60, lines=120)
+    expected = _agent_dir(home, sessions=100, lines=150)
     archive = default_archive(home)
     chance = random.Random(28)
     kills = 0
@@ -62,7 +62,7 @@ def test_sigkill_at_any_point_then_a_sync_completes_every_byte_once(tmp_path: Pa
             deadline = time.monotonic() + SYNC_TIMEOUT
             while process.poll() is None and time.monotonic() < deadline:
                 if archive.exists() and len(_objects(archive)) > before:
-                    time.sleep(chance.uniform(0, 0.2))
+                    time.sleep(chance.uniform(0, 0.1))
                     process.send_signal(signal.SIGKILL)
                     kills += 1
                     break
