@@ -6,7 +6,9 @@ directory: an `OtherAgentIndex` listing its files, a `SessionCache` whose sessio
 workers render its transcripts into ``--cache-dir`` (one renders dir per agent
 directory, as for an agent dir). Their
 ``prefix`` is ``("agents", <agent>)``, their ``read_only_reason`` makes every write
-``EROFS``, and refusals are recorded in the root's ``ctl``.
+``EROFS``, and refusals are recorded in the root's ``ctl``. With an archive
+(``archive``: where its mirror keeps an agent's files), each agent's listing has the
+archived sessions its dir lost too, and their older generations (`ArchivedCatalog`).
 
 An agent ``send`` can run (`sessionfs.fs.agent_branching`: Claude Code, Codex) gets
 its own `AgentRuns` (logs in its cache dir), the command its template or default
@@ -32,9 +34,10 @@ from sessionfs.fs.nodes.base import MountContext
 from sessionfs.fs.send_log import SendLogs
 from sessionfs.view.agent_notes import NOTES_FILE, AgentNotes
 from sessionfs.view.agent_sources import agent_search_view, catalog_for, open_agent_file
+from sessionfs.view.archived import ArchivedCatalog, ArchiveDirs
 from sessionfs.view.cache_dir import agent_cache_dir
 from sessionfs.view.loaded_session import LoadedSession
-from sessionfs.view.other_agent_index import OtherAgentIndex
+from sessionfs.view.other_agent_index import AgentCatalog, OtherAgentIndex
 from sessionfs.view.prerender import Prerenderer
 from sessionfs.view.refusal import READ_ONLY_REASON
 from sessionfs.view.rss_bound import RssBound
@@ -67,12 +70,23 @@ class AgentMounts:
         rss_bound: RssBound | None = None,
         after_eviction: Callable[[], None] = lambda: None,
         branching: BranchingOptions | None = None,
+        archive: ArchiveDirs | None = None,
     ) -> None:
         self.contexts: dict[str, MountContext] = {}
         self.searches: dict[str, SearchView] = {}
+        #: with an archive: the search index of each agent's archived files (its hits in
+        #: the sessions only the archive holds)
+        self.archive_searches: dict[str, SearchView] = {}
         for home in homes:
-            catalog = catalog_for(home)
+            catalog: AgentCatalog = catalog_for(home)
+            if archive is not None:  # the archive's sessions the live dir lost
+                archived = catalog_for(AgentHome(home.agent, archive.agent_root(home.agent)))
+                catalog = ArchivedCatalog(catalog, archived, archive.generations_root(home.agent))
             index = OtherAgentIndex(catalog)
+            if archive is not None:
+                self.archive_searches[home.agent] = agent_search_view(
+                    cache_dir, index, archive.agent_root(home.agent)
+                )
             agent = home.agent
 
             def new_session(ref: SessionRef, agent: str = agent) -> LoadedSession:
@@ -99,7 +113,7 @@ class AgentMounts:
                 renders=renders,
                 page_renders=renders.pages(renders_dir.with_name("pages"), None),
                 search=self.searches[agent],
-                prefix=(AGENTS, agent),
+                prefix=(*root.prefix, AGENTS, agent),  # a store machine's: below it
                 read_only_reason=READ_ONLY_REASON,
                 root=root,
             )
@@ -131,7 +145,13 @@ class AgentMounts:
         return self.contexts.get(name)
 
     def search_views(self) -> list[tuple[str, SearchView]]:
-        return list(self.searches.items())
+        archived = [(f"{agent}_archive", view) for agent, view in self.archive_searches.items()]
+        return [*self.searches.items(), *archived]
+
+    def archive_search_views(self) -> list[SearchView]:
+        """The archived files' indexes (no context of their own: the daemon runs their
+        indexers beside the agents')."""
+        return list(self.archive_searches.values())
 
     def caches(self) -> list[SessionCache]:
         return [context.sessions for context in self.contexts.values()]
@@ -142,5 +162,5 @@ class AgentMounts:
                 context.page_renders.close()
             if context.renders is not None:
                 context.renders.close()
-        for view in self.searches.values():
+        for view in (*self.searches.values(), *self.archive_searches.values()):
             view.close()

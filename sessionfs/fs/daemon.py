@@ -12,7 +12,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -54,6 +55,7 @@ from sessionfs.view.search_view import SearchView
 from sessionfs.view.session_cache import SessionCache
 
 if TYPE_CHECKING:
+    from sessionfs.fs.archive_mount import LocalArchive
     from sessionfs.fs.store_mount import StoreMount
 
 log = logging.getLogger("sessionfs")
@@ -94,6 +96,11 @@ class MountOptions:
     send_grace: float = DEFAULT_SEND_GRACE
     #: the other agents shown read-only under ``agents/`` (only those whose dir exists)
     agent_homes: tuple[AgentHome, ...] = ()
+    #: ``--archive URL`` (or the default archive, when it exists): its sessions that the
+    #: agents' dirs lost are shown beside the live ones; None: no archive
+    archive: str | None = None
+    #: ``--machine``: whose sessions of the archive to show (default: the host name)
+    machine: str | None = None
 
 
 def log_file_path() -> Path:
@@ -187,7 +194,9 @@ def setup_logging(opts: MountOptions, to_file: bool) -> None:
     root.setLevel(level)
 
 
-def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountContext]:
+def build_operations(
+    opts: MountOptions, archive: LocalArchive | None = None
+) -> tuple[SessionFsOperations, MountContext]:
     index = AgentIndex(opts.agent_dir)
     rss_bound = process_rss_bound()
     cache = SessionCache(
@@ -228,6 +237,7 @@ def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountCont
             branching=BranchingOptions(
                 _other_agent_templates(opts), opts.send_timeout, opts.send_grace
             ),
+            archive=archive,
         )
     ops = SessionFsOperations(RootDir(ctx, ()), read_only=opts.read_only, debug=opts.debug)
     caches = [cache, *(ctx.agents.caches() if isinstance(ctx.agents, AgentMounts) else [])]
@@ -293,6 +303,11 @@ async def _serve(
                 if watched is not None:
                     watched.listeners.append(indexer)
                 nursery.start_soon(indexer.run)
+        archived = ctx.agents.archive_search_views() if isinstance(ctx.agents, AgentMounts) else []
+        for view in archived:  # an archive's copies: a full pass now and then finds changes
+            previous = indexer = SearchIndexer(view, ops.foreground, after=previous)
+            ctx.search_indexers.append(indexer)
+            nursery.start_soon(indexer.run)
         await pyfuse3.main(max_tasks=MAX_FUSE_TASKS)
         await _shutdown_runs(every_runs)  # unmounted from outside: no agent outlives it
         nursery.cancel_scope.cancel()  # unmounted: stop the signal watcher and the indexer
@@ -345,11 +360,14 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
     # from: it must never leave that terminal a breadcrumb (see paths.disown_terminal).
     paths.disown_terminal()
     store = _open_store(opts) if opts.store is not None else None
+    archive = _open_archive(opts) if opts.archive is not None and store is None else None
     if store is not None:
         ops, ctx = store.operations(opts.debug), store.root_context
         store.first_refresh()  # the mount is ready with the store's data, or what is cached
     else:
-        ops, ctx = build_operations(opts)
+        if archive is not None:
+            archive.first_refresh()  # ready with what the archive holds, or what is cached
+        ops, ctx = build_operations(opts, archive)
     fuse_options = set(pyfuse3.default_options) | {"fsname=sessionfs", "subtype=sessionfs"}
     if opts.read_only or store is not None:
         fuse_options.add("ro")
@@ -366,7 +384,8 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
         if store is not None:
             trio.run(_serve, ops, ctx, store.keep_refreshing)
         else:
-            trio.run(_serve, ops, ctx, None, True)
+            refreshing = archive.keep_refreshing if archive is not None else None
+            trio.run(_serve, ops, ctx, refreshing, True)
     finally:
         # The FUSE session is over (or failing): the kernel has nothing left to
         # invalidate, and telling it would only log errors.
@@ -386,12 +405,39 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
         log.info("unmounted %s", opts.mountpoint)
 
 
-def _open_store(opts: MountOptions) -> StoreMount:
-    """The store mount's state; the S3 library is loaded here, only for ``--store``."""
-    from sessionfs.fs.store_mount import open_store_mount
+@contextmanager
+def _store_errors(option: str) -> Iterator[None]:
+    """A bad store address or a missing S3 library, as `MountError` naming ``option``."""
     from sessionfs.store.url import StoreURLError
 
     try:
+        yield
+    except StoreURLError as exc:
+        raise MountError(f"{option}: {exc}") from None
+    except ImportError as exc:
+        raise MountError(f"{option} needs boto3: pip install 'sessionfs[store]' ({exc})") from None
+
+
+def _open_archive(opts: MountOptions) -> LocalArchive:
+    """The archive's mirror (an ``s3://`` archive loads the S3 library here)."""
+    from sessionfs.fs.archive_mount import LocalArchive
+    from sessionfs.store.sync import default_machine_name
+
+    with _store_errors("--archive"):
+        return LocalArchive(
+            opts.archive or "",
+            opts.endpoint_url,
+            opts.cache_dir,
+            opts.machine or default_machine_name(),
+            opts.refresh_seconds,
+        )
+
+
+def _open_store(opts: MountOptions) -> StoreMount:
+    """The store mount's state; the S3 library is loaded here, only for ``--store``."""
+    from sessionfs.fs.store_mount import open_store_mount
+
+    with _store_errors("--store"):
         return open_store_mount(
             opts.store or "",
             opts.endpoint_url,
@@ -401,10 +447,6 @@ def _open_store(opts: MountOptions) -> StoreMount:
             opts.refresh_seconds,
             int(opts.mirror_max_gb * (1 << 30)),
         )
-    except StoreURLError as exc:
-        raise MountError(str(exc)) from None
-    except ImportError as exc:
-        raise MountError(f"--store needs boto3: pip install 'sessionfs[store]' ({exc})") from None
 
 
 def run_foreground(opts: MountOptions, ready_fd: int | None = None) -> int:
@@ -450,7 +492,7 @@ def start_background(opts: MountOptions) -> int:
     ]
     args += [flag for flag, on in _flags(opts) if on]
     args += _agent_args(opts)
-    args += _store_args(opts)
+    args += _store_args(opts) if opts.store is not None else _archive_args(opts)
     args += _send_args(opts)
     log_path = log_file_path()
     with open_log_file() as log_out:
@@ -496,6 +538,14 @@ def _agent_args(opts: MountOptions) -> list[str]:
     for home in opts.agent_homes:
         args += [f"--{home.agent}-dir", str(home.root)]
     return args
+
+
+def _archive_args(opts: MountOptions) -> list[str]:
+    """The archive the daemon shows: exactly what ``mount`` decided."""
+    if opts.archive is None:
+        return ["--no-archive"]
+    args = ["--archive", opts.archive, "--refresh-seconds", str(opts.refresh_seconds)]
+    return args + (["--machine", opts.machine] if opts.machine else [])
 
 
 def _store_args(opts: MountOptions) -> list[str]:

@@ -8,9 +8,12 @@ wherever it was made.
 
 from __future__ import annotations
 
+from typing import Any
+
 from core.formats.base import SessionSource
 from sessionfs.view import render, render_html, render_svg
 from sessionfs.view.agent_notes import SessionLinks
+from sessionfs.view.archived import archive_note
 from sessionfs.view.branch_pages import BRANCHES_DIR, entry_of_page, is_branch_page
 from sessionfs.view.html_images import ImageSource
 
@@ -50,7 +53,7 @@ def render_source(
         header = source.header()
         if links is not None and links.parent is not None:
             header["parentSession"] = links.parent.parent_file
-        return render.pretty_json(header)
+        return render.pretty_json(_with_archive_note(header))
     if what == "title":
         title = source.shown_title()
         return render.title_text({} if title is None else {"title": title})
@@ -81,3 +84,9 @@ def render_source(
 def _branch_page_tip(what: str) -> str | None:
     """The ``entries/`` file name of the tip ``branches/<tip>.html`` is the page of."""
     return entry_of_page(what.removeprefix(BRANCHES_DIR + "/")) if is_branch_page(what) else None
+
+
+def _with_archive_note(header: dict[str, Any]) -> dict[str, Any]:
+    """A session file only the archive holds says so (`archive_note`)."""
+    note = archive_note(header.get("file"))
+    return {**header, "archive": note} if note is not None else header

@@ -24,6 +24,7 @@ from typing import Any
 
 from sessionfs.fs.nodes.agent_send import AgentSendFile
 from sessionfs.fs.nodes.base import STATIC, DirNode, Node, OpenFile
+from sessionfs.fs.nodes.generations import GENERATIONS, GenerationsDir, has_generations
 from sessionfs.fs.nodes.index import ByIdDir, RecentDir
 from sessionfs.fs.nodes.send import SendLogFile
 from sessionfs.fs.nodes.session import (
@@ -60,7 +61,10 @@ class AgentSessionDir(SessionDir):
         return self.ctx.runs is not None
 
     def child_classes(self) -> dict[str, type[Node]]:
-        return _BRANCHING_SESSION_CHILDREN if self._branching() else _AGENT_SESSION_CHILDREN
+        children = _BRANCHING_SESSION_CHILDREN if self._branching() else _AGENT_SESSION_CHILDREN
+        if has_generations(getattr(self.ctx.index, "catalog", None)):
+            return children | {GENERATIONS: GenerationsDir}  # an archive's
+        return children
 
     def read_only_reason(self) -> str | None:
         # Writable only for the leaf (checked by each write below): ops must let
