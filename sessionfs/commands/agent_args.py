@@ -9,13 +9,14 @@ from pathlib import Path
 
 from core.agent_homes import OTHER_AGENTS, AgentHome, parse_agent_names, present_homes
 from core.formats.registry import AGENT_FORMATS
+from sessionfs.commands.completion import completes, words
 
 __all__ = ["add_agent_arguments", "chosen_agent_homes"]
 
 
 def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     """``--agents``, ``--no-agents``, ``--<agent>-dir`` (mount, search)."""
-    parser.add_argument(
+    agents = parser.add_argument(
         "--agents",
         type=_agent_names,
         default=OTHER_AGENTS,
@@ -23,6 +24,7 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         help="other agents whose sessions to show read-only under agents/, comma "
         f"separated (default: {','.join(OTHER_AGENTS)}; one without a directory is absent)",
     )
+    completes(agents, words(*OTHER_AGENTS))
     parser.add_argument(
         "--no-agents", action="store_true", help="show no other agent's sessions"
     )
