@@ -80,6 +80,7 @@ def _default_state_dir() -> Path:
 def run_sync(args: argparse.Namespace) -> int:
     """Run the sync described by parsed ``args``; returns the exit status."""
     from core.paths import default_agent_dir
+    from sessionfs.commands.sync_progress_line import show_sync_progress
 
     from .layout import is_machine_name
     from .redact import quiet_s3_loggers
@@ -127,6 +128,7 @@ def run_sync(args: argparse.Namespace) -> int:
     )
     try:
         engine = SyncEngine(StoreClient(url, args.endpoint_url), state, options)
+        show_sync_progress(engine.progress)  # on a terminal only
         return run_sync_loop(
             engine,
             once=args.once,
