@@ -30,10 +30,10 @@ def make_corpus(root: Path, count: int = SESSIONS) -> Path:
     for n in range(count):
         header = {"type": "session", "version": 3, "id": f"s{n}", "cwd": "/work/demo",
                   "timestamp": "2026-01-01T00:00:00.000Z"}  # fmt: skip
+        content = [{"type": "text", "text": f"okapi number {n}"}]
         entry = {"type": "message", "id": f"u{n}", "parentId": None,
                  "timestamp": "2026-01-01T00:01:00.000Z",
-                 "message": {"role": "user", "content": [{"type": "text",
-                                                          "text": f"okapi number {n}"}]}}  # fmt: skip
+                 "message": {"role": "user", "content": content}}  # fmt: skip
         name = f"2026-01-01T00-00-00-000Z_s{n:04d}.jsonl"
         (project / name).write_bytes(orjson.dumps(header) + b"\n" + orjson.dumps(entry) + b"\n")
     return agent
