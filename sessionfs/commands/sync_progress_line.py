@@ -33,7 +33,8 @@ class SyncProgressLine:
             return
         self.line.show(
             f"sessionfs sync: {moment.files_done}/{moment.files_total} files, "
-            f"{size_text(moment.bytes_done)}, {rate_text(moment.bytes_done, moment.elapsed)}"
+            f"{size_text(moment.bytes_done)}, {rate_text(moment.bytes_done, moment.elapsed)}",
+            now=moment.files_done == moment.files_total,  # all listed done: always drawn
         )
 
 
