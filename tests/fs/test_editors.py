@@ -70,7 +70,9 @@ class Session:
         assert set(os.listdir(self.dir)) == NAMES
         assert tree_of(self.mount.agent_dir, self.file) == self.tree
         assert check_file(self.file).clean, check_file(self.file).problems
-        assert read_ctl(self.dir)["last_result"] == f"title: {title}"
+        status = read_ctl(self.dir)
+        assert status["last_result"] == f"title: {title}"
+        assert status["last_error"] == ""  # nothing the editor did after was refused
 
 
 @pytest.fixture
