@@ -826,12 +826,14 @@ class SessionDir(ScratchHolder, DirNode):
         self.remove_scratch(name)
         return moved
 
-    async def _copy_away(self, name: str, new_name: str) -> Node:
+    async def _copy_away(self, name: str, new_name: str, flags: int) -> Node:
         """``mv title title~`` (vim's rename mode): ``title`` stays (it shows the
         session), ``title~`` is a scratch file holding what it holds now."""
         node = self.child_classes()[name](self.ctx, self.child_key(name))
         if not node.saved_by_editors or new_name in self.child_classes():
             raise WriteRejected(errno.EPERM, f"mv {name} {new_name}: the session's own names stay")
+        if flags & RENAME_NOREPLACE and self.scratch_node(new_name) is not None:
+            raise WriteRejected(errno.EEXIST, f"mv {name} {new_name}: exists")
         assert isinstance(node, FileNode)
         data = await node.content()
         self.ctx.sessions.set_pending_link(self.project, self.stem, new_name, None)
@@ -846,10 +848,9 @@ class SessionDir(ScratchHolder, DirNode):
             return await self._save_over(name, new_name, scratch, flags)
         target = self.ctx.sessions.pending_links(self.project, self.stem).get(name)
         if target is None and name in self.child_classes():
-            return await self._copy_away(name, new_name)
+            return await self._copy_away(name, new_name, flags)
         if target is None:
             raise WriteRejected(errno.ENOENT, f"mv {name}: no such file")
-        self.remove_scratch(new_name)  # a link renamed over a scratch file replaces it
         if new_name == "leaf":
             if flags & RENAME_NOREPLACE and await self._has_leaf():
                 raise WriteRejected(errno.EEXIST, f"mv {name} leaf: there is a leaf")
@@ -858,6 +859,7 @@ class SessionDir(ScratchHolder, DirNode):
         elif new_name in session_children():
             raise WriteRejected(errno.EPERM, f"mv {name} {new_name}: a name of the session")
         else:
+            self.remove_scratch(new_name)  # a link renamed over a scratch file replaces it
             self.ctx.sessions.set_pending_link(self.project, self.stem, new_name, target)
             moved = PendingLink(self.ctx, self.child_key(new_name))
         self.ctx.sessions.set_pending_link(self.project, self.stem, name, None)
