@@ -104,6 +104,8 @@ class SearchProgress:
         """``building 412/1000 sessions (41%), ~12 s left``: the time left is worked
         out from the bytes indexed so far (files differ in size far more than bytes
         differ in cost)."""
+        if self.started is None:
+            return "building, starting"  # waiting for a quiet moment (at most a second)
         done, total = self.files_indexed, self.files_total
         percent = 100 * done // total if total else 0
         text = f"building {done}/{total} sessions ({percent}%)"

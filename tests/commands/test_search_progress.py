@@ -17,7 +17,7 @@ from support.tty import run_with_terminal_stderr
 
 from core.search_index import SearchIndex
 from sessionfs.view.progress_text import eta_text, rate_text, size_text
-from sessionfs.view.search_view import SearchView
+from sessionfs.view.search_view import SearchProgress, SearchView
 
 PROJECT = "--work-demo--"
 SESSIONS = 450  # three slices of the first build (200 files each)
@@ -105,3 +105,7 @@ def test_search_shows_a_first_build_on_a_terminal_only(tmp_path: Path, terminal:
         assert stderr == ""
     assert returncode == 0
     assert len(stdout.splitlines()) == SESSIONS
+
+
+def test_a_build_not_started_yet_says_so() -> None:
+    assert SearchProgress().ctl_items()[0] == ("search", "building, starting")
