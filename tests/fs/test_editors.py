@@ -111,12 +111,15 @@ def test_a_write_in_place_changes_what_it_writes(session: Session) -> None:
     session.assert_only_title_changed("Truncated, then written")
 
 
-def vim(directory: Path, *options: str) -> None:
-    """``vim -u NONE <options> -c 's/redirect/login/' -c wq title``, no terminal."""
-    command = ["vim", "-u", "NONE", *options, "-c", "s/redirect/login/", "-c", "wq", "title"]
+def vim(directory: Path, *options: str, home: Path | None = None) -> None:
+    """``vim -u NONE <options> -c 's/redirect/login/' -c wq title``, no terminal; with
+    ``home``, a plain ``vim`` (no ``-u NONE``: the defaults a user without a vimrc has)."""
+    start = ["vim"] if home is not None else ["vim", "-u", "NONE"]
+    command = [*start, *options, "-c", "s/redirect/login/", "-c", "wq", "title"]
+    env = {**os.environ, "HOME": str(home)} if home is not None else None
     result = subprocess.run(
         command, cwd=directory, stdin=subprocess.DEVNULL, capture_output=True,
-        timeout=COMMAND_TIMEOUT, check=False,
+        timeout=COMMAND_TIMEOUT, check=False, env=env,
     )  # fmt: skip
     assert result.returncode == 0, result
 
@@ -146,6 +149,17 @@ def test_vim(session: Session, options: list[str], tmp_path: Path) -> None:
         assert seen == NAMES | {".title.swp"}  # the swap file, gone once vim quit
 
 
+@pytest.mark.skipif(shutil.which("vim") is None, reason="vim is not installed")
+def test_plain_vim(session: Session, tmp_path: Path) -> None:
+    """``vim title`` as a user without a vimrc runs it: vim's defaults (nocompatible,
+    backupcopy=auto, its swap file beside the file)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    vim(session.dir, home=home)
+    session.assert_only_title_changed("Fix the login login loop")
+
+
+@pytest.mark.skipif(shutil.which("vim") is None, reason="vim is not installed")
 def test_vim_keeps_its_backup_in_memory_only(session: Session) -> None:
     """With ``backup`` on, vim leaves ``title~``: a file of the mount's memory, 0600,
     holding the old title, gone when removed (and at unmount)."""
