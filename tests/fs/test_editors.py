@@ -17,7 +17,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from support.mount import COMMAND_TIMEOUT, Mount, run
+from support.mount import COMMAND_TIMEOUT, Mount, MountFactory, run
 from support.write_setup import errno_of, read_ctl
 
 from core.check import check_file
@@ -287,3 +287,15 @@ def test_scratch_files_are_private_and_bounded(session: Session) -> None:
     assert tree_of(session.mount.agent_dir, session.file) == session.tree
     assert session.file.read_bytes().splitlines() == session.lines
     assert session.mount.alive()
+
+
+def test_scratch_files_are_gone_at_unmount(
+    session: Session, mount_factory: MountFactory
+) -> None:
+    (session.dir / "notes").write_text("held in memory only")
+    assert "notes" in os.listdir(session.dir)
+    session.mount.unmount()
+    assert tree_of(session.mount.agent_dir, session.file) == session.tree
+    again = mount_factory(session.mount.agent_dir, name="again")
+    d = again.path / session.dir.relative_to(session.mount.path)
+    assert set(os.listdir(d)) == NAMES
