@@ -1,7 +1,8 @@
 """``sessionfs sync`` on a terminal: the pass under way as one line, rewritten in
-place (files done of those listed, bytes shipped, the rate), like ``rclone -P``:
+place (files done of those listed, bytes shipped, the rate, the time left at the rate
+of files so far), like ``rclone -P``:
 
-    sessionfs sync: 412/1000 files, 35.2 MB, 4.1 MB/s
+    sessionfs sync: 412/1000 files, 35.2 MB, 4.1 MB/s, ~12 s left
 
 It listens to the engine's `SyncProgress`; a log line (the pass's summary, a warning)
 first erases it, so the two never share a line. Not on a terminal, nothing of it is
@@ -16,7 +17,7 @@ from typing import TextIO
 
 from sessionfs.commands.progress_line import ProgressLine
 from sessionfs.store.sync_progress import PassProgress, SyncProgress
-from sessionfs.view.progress_text import rate_text, size_text
+from sessionfs.view.progress_text import eta_text, rate_text, size_text
 
 __all__ = ["SyncProgressLine", "show_sync_progress"]
 
@@ -31,9 +32,13 @@ class SyncProgressLine:
         if moment.finished:
             self.line.clear()
             return
-        self.line.show(
+        text = (
             f"sessionfs sync: {moment.files_done}/{moment.files_total} files, "
-            f"{size_text(moment.bytes_done)}, {rate_text(moment.bytes_done, moment.elapsed)}",
+            f"{size_text(moment.bytes_done)}, {rate_text(moment.bytes_done, moment.elapsed)}"
+        )
+        left = eta_text(moment.elapsed, moment.files_done, moment.files_total)
+        self.line.show(
+            f"{text}, {left}" if left else text,
             now=moment.files_done == moment.files_total,  # all listed done: always drawn
         )
 
