@@ -25,11 +25,6 @@ from core.check import check_file
 pytestmark = pytest.mark.fuse
 
 TITLE = "Fix the login redirect loop"
-NAMES = {
-    "append", "blobs", "context.json", "ctl", "entries", "header.json", "labels", "leaf",
-    "path", "send", "send.log", "stats.json", "subagents", "title", "transcript.md",
-    "tree.txt",
-}  # fmt: skip
 
 
 def tree_of(agent_dir: Path, skip: Path) -> dict[str, int]:
@@ -51,6 +46,9 @@ class Session:
         self.file = Path(read_ctl(self.dir)["file"])
         self.lines = self.file.read_bytes().splitlines()
         self.tree = tree_of(mount.agent_dir, self.file)
+        #: what the session dir lists of its own (title, ctl, entries/, ...)
+        self.names = set(os.listdir(self.dir))
+        assert "title" in self.names and "ctl" in self.names
         assert (self.dir / "title").read_text() == TITLE + "\n"
 
     def header(self) -> dict[str, object]:
@@ -67,7 +65,7 @@ class Session:
         before.pop("title", None), before.pop("titleSource", None)
         assert after == before
         assert (self.dir / "title").read_text() == title + "\n"
-        assert set(os.listdir(self.dir)) == NAMES
+        assert set(os.listdir(self.dir)) == self.names
         assert tree_of(self.mount.agent_dir, self.file) == self.tree
         assert check_file(self.file).clean, check_file(self.file).problems
         status = read_ctl(self.dir)
@@ -144,9 +142,9 @@ def test_vim(session: Session, options: list[str], tmp_path: Path) -> None:
     session.assert_only_title_changed("Fix the login login loop")
     seen = set(listing.read_text().split())
     if "-n" in options:
-        assert seen == NAMES
+        assert seen == session.names
     else:
-        assert seen == NAMES | {".title.swp"}  # the swap file, gone once vim quit
+        assert seen == session.names | {".title.swp"}  # the swap file, gone once vim quit
 
 
 @pytest.mark.skipif(shutil.which("vim") is None, reason="vim is not installed")
@@ -196,6 +194,11 @@ def test_nano(session: Session, tmp_path: Path) -> None:
         tmux("send-keys", "C-s")  # save, without asking for a name
         wait_for("Wrote")
         tmux("send-keys", "C-x")
+        deadline = time.monotonic() + COMMAND_TIMEOUT
+        while subprocess.run(["tmux", "-S", socket, "has-session"], capture_output=True,
+                             timeout=10).returncode == 0:  # fmt: skip
+            assert time.monotonic() < deadline, "nano did not quit"
+            time.sleep(0.1)  # nano quits, removing its lock file (if it keeps one)
     finally:
         subprocess.run(["tmux", "-S", socket, "kill-server"], check=False, timeout=10)
     session.assert_only_title_changed(TITLE + " (nano)")
@@ -209,7 +212,7 @@ def test_a_refused_save_says_why_and_changes_nothing(session: Session) -> None:
     assert result.returncode != 0 and "Invalid argument" in result.stderr
     assert "session name is empty" in read_ctl(session.dir)["last_error"]
     assert session.file.read_bytes().splitlines() == session.lines
-    assert set(os.listdir(session.dir)) == NAMES  # sed removed its file
+    assert set(os.listdir(session.dir)) == session.names  # sed removed its file
 
 
 def test_sed_i_on_a_symlink_is_refused_saying_why(session: Session) -> None:
@@ -224,7 +227,7 @@ def test_sed_i_on_a_symlink_is_refused_saying_why(session: Session) -> None:
         assert result.returncode != 0
         assert "is a symlink" in read_ctl(session.dir)["last_error"]
     assert os.readlink(session.dir / "leaf") == leaf
-    assert set(os.listdir(session.dir)) == NAMES
+    assert set(os.listdir(session.dir)) == session.names
     assert "plan" in os.listdir(session.dir / "labels")
     assert session.file.read_bytes().splitlines() == session.lines
 
@@ -239,7 +242,7 @@ def test_a_file_renamed_over_leaf_or_to_a_label_names_an_entry(session: Session)
     os.rename(d / "labels" / "tmp", d / "labels" / "start")
     assert os.readlink(d / "labels" / "start") == f"../entries/{first}"
     assert read_ctl(d)["last_result"] == "label: start"
-    assert set(os.listdir(d)) == NAMES and "tmp" not in os.listdir(d / "labels")
+    assert set(os.listdir(d)) == session.names and "tmp" not in os.listdir(d / "labels")
     assert session.file.read_bytes().splitlines()[: len(session.lines)] == session.lines
 
 
@@ -247,7 +250,7 @@ def test_a_file_renamed_over_ctl_runs_its_commands(session: Session) -> None:
     (session.dir / "commands").write_text("flush\n")
     os.rename(session.dir / "commands", session.dir / "ctl")
     assert read_ctl(session.dir)["last_result"] == "flushed"
-    assert set(os.listdir(session.dir)) == NAMES
+    assert set(os.listdir(session.dir)) == session.names
 
 
 def test_scratch_files_are_private_and_bounded(session: Session) -> None:
@@ -260,7 +263,7 @@ def test_scratch_files_are_private_and_bounded(session: Session) -> None:
     assert (d / "notes").read_bytes() == b"kept in memory"
     assert "notes" in os.listdir(d)
     os.unlink(d / "notes")
-    assert set(os.listdir(d)) == NAMES
+    assert set(os.listdir(d)) == session.names
 
     # one file over the bound: EFBIG, the reason in ctl
     result = subprocess.run(
@@ -283,7 +286,7 @@ def test_scratch_files_are_private_and_bounded(session: Session) -> None:
     assert "scratch files are held in memory already" in read_ctl(d)["last_error"]
     for path in made:
         os.unlink(path)
-    assert set(os.listdir(d)) == NAMES
+    assert set(os.listdir(d)) == session.names
     assert tree_of(session.mount.agent_dir, session.file) == session.tree
     assert session.file.read_bytes().splitlines() == session.lines
     assert session.mount.alive()
@@ -298,4 +301,4 @@ def test_scratch_files_are_gone_at_unmount(
     assert tree_of(session.mount.agent_dir, session.file) == session.tree
     again = mount_factory(session.mount.agent_dir, name="again")
     d = again.path / session.dir.relative_to(session.mount.path)
-    assert set(os.listdir(d)) == NAMES
+    assert set(os.listdir(d)) == session.names
