@@ -341,10 +341,10 @@ class SearchIndex:
         """How many session files the index holds and their bytes as last indexed (one
         query, not a stat per file); None when the index cannot be read now."""
         with self._write_lock:
-            conn = self._writer
-            if conn is None or self._closed:
+            if self._closed or not self.available:
                 return None
             try:
+                conn = self._writer_conn()
                 count, size = conn.execute("SELECT count(*), total(size) FROM files").fetchone()
             except sqlite3.Error:
                 return None

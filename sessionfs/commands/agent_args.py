@@ -15,6 +15,7 @@ from core.agent_homes import (
     present_homes,
 )
 from core.formats.registry import AGENT_FORMATS
+from sessionfs.commands.completion import completes, words
 
 __all__ = ["add_agent_arguments", "chosen_agent_dirs", "chosen_agent_homes"]
 
@@ -24,7 +25,7 @@ def add_agent_arguments(
 ) -> None:
     """``--agents``, ``--no-agents``, ``--<agent>-dir`` (mount, search; sync with
     ``verb`` "archive" and no ``where``)."""
-    parser.add_argument(
+    agents = parser.add_argument(
         "--agents",
         type=_agent_names,
         default=OTHER_AGENTS,
@@ -32,6 +33,7 @@ def add_agent_arguments(
         help=f"other agents whose sessions to {verb}{where}, comma "
         f"separated (default: {','.join(OTHER_AGENTS)}; one without a directory is absent)",
     )
+    completes(agents, words(*OTHER_AGENTS))
     parser.add_argument(
         "--no-agents", action="store_true", help=f"{verb} no other agent's sessions"
     )

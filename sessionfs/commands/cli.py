@@ -1,4 +1,4 @@
-"""``sessionfs`` command line: mount, umount, check, history, sync.
+"""``sessionfs`` command line: mount, umount, check, history, search, sync, completion.
 
 Errors the user can fix are one line on stderr and exit status 2, never a traceback.
 The daemon (pyfuse3, trio) is imported only by ``mount`` and ``umount``, so ``check``
@@ -15,6 +15,7 @@ from pathlib import Path
 from core import paths
 from sessionfs.commands import check, history, search
 from sessionfs.commands.agent_args import add_agent_arguments, chosen_agent_homes
+from sessionfs.commands.completion import MOUNTS, add_completion_parser, completes
 from sessionfs.fs.agent_branching import AGENT_PLACEHOLDER, BRANCHING_AGENTS
 from sessionfs.fs.agent_command import AGENT_CMD_ENV, DEFAULT_SEND_GRACE, DEFAULT_SEND_TIMEOUT
 from sessionfs.store.command import (  # no S3 code until `sync` runs
@@ -138,13 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
     mount.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
 
     umount = sub.add_parser("umount", help="unmount a sessionfs mount")
-    umount.add_argument("mountpoint", type=Path)
+    completes(umount.add_argument("mountpoint", type=Path), MOUNTS)
 
     history.add_history_parser(sub)
     check.add_check_parser(sub)
     search.add_search_parser(sub)
     add_sync_parser(sub)
     add_restore_parser(sub)
+    add_completion_parser(sub, parser)  # last: it completes everything above
     return parser
 
 

@@ -131,6 +131,11 @@ class InodeTable:
         if inode is None:
             return
         old = self.nodes.get(inode)
+        if old is not None and old.kind is not node.kind:
+            # A file renamed over ``leaf`` is the symlink it names: the kernel may not
+            # see an inode change its type, so the new name gets an inode of its own
+            # (its dentry is looked up again: a scratch file's name is never cached).
+            return
         if old is not None:
             node.nlookup = old.nlookup
         self.by_key[node.key] = inode
@@ -566,7 +571,18 @@ class SessionFsOperations(pyfuse3.Operations):
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
         node = self.table.node(inode)
-        await self._write_to(node, lambda: node.setattr(attr, fields))
+        found = self._handles.get(fh) if fh is not None else None
+        handle = found if isinstance(found, OpenFile) else None
+
+        async def change() -> None:
+            # ftruncate of a handle that holds the content it will write (``title``
+            # opened by an editor, a scratch file) changes that content; the
+            # rest (a truncate by path, mode, owner, times) is the node's
+            if fields.update_size and handle is not None and await handle.truncate(attr.st_size):
+                return  # ftruncate(2) asks for nothing else
+            await node.setattr(attr, fields)
+
+        await self._write_to(node, change)
         return await self._attrs(node, inode)
 
     @_errno_guard

@@ -102,6 +102,7 @@ def default_archive_url() -> str:
 def run_sync(args: argparse.Namespace) -> int:
     """Run the sync described by parsed ``args``; returns the exit status."""
     from core.paths import default_agent_dir
+    from sessionfs.commands.sync_progress_line import show_sync_progress
 
     from .client import StoreError
     from .layout import is_machine_name
@@ -155,6 +156,7 @@ def run_sync(args: argparse.Namespace) -> int:
         if isinstance(url, DirStoreURL):
             client.create_bucket()  # the archive's dir: made private on first use
         engine = SyncEngine(client, state, options)
+        show_sync_progress(engine.progress)  # on a terminal only
         return run_sync_loop(
             engine,
             once=args.once,

@@ -38,12 +38,14 @@ from pathlib import Path
 from typing import BinaryIO
 
 from core.agent_homes import AgentHome
+from sessionfs.view.progress_text import rate_text
 
 from .archive_sources import ArchiveFile, agent_dir_files, agent_files, open_archive_file
 from .claims import ClaimedElsewhere, take_claim
 from .client import AlreadyExists, NotFound, StoreClient, StoreError, StoreFull, Unreachable
 from .layout import KeyOutOfRange, SegmentKey, StoreLayout, is_blob_name, tree_key
 from .state import FileProgress, SyncState
+from .sync_progress import SyncProgress
 
 __all__ = [
     "ClaimedElsewhere",
@@ -177,6 +179,8 @@ class SyncEngine:
         self._generations_lock = threading.Lock()
         #: rel -> why it was refused (each said once)
         self._refused: dict[str, str] = {}
+        #: what the pass under way has done (``sessionfs sync`` shows it on a terminal)
+        self.progress = SyncProgress()
 
     # -- claim -------------------------------------------------------------------------
 
@@ -198,6 +202,7 @@ class SyncEngine:
         self.ensure_claim()
         self._listed_generations = None
         result = PassResult()
+        self.progress.begin()
         with ThreadPoolExecutor(max_workers=self.options.jobs) as pool:
             uploaded = self.state.uploaded_blobs()
             blob_jobs = [
@@ -213,17 +218,21 @@ class SyncEngine:
                 if not _is_unchanged(file, progress := known.get(tree_key(file.tree, file.rel)))
             ]
             self._collect(session_jobs, result)
+        self.progress.end()
         return result
 
-    @staticmethod
-    def _collect(jobs: list[Future[PassResult]], result: PassResult) -> None:
+    def _collect(self, jobs: list[Future[PassResult]], result: PassResult) -> None:
         """Wait for every job; re-raise the first :class:`Unreachable` after all ended."""
+        self.progress.listed(len(jobs))
         unreachable: Unreachable | None = None
         for job in jobs:
             try:
-                result.add(job.result())
+                done = job.result()
             except Unreachable as error:
                 unreachable = unreachable or error
+                continue
+            result.add(done)
+            self.progress.file_done(done.bytes)
         if unreachable is not None:
             raise unreachable
 
@@ -503,11 +512,15 @@ def run_sync_loop(
             "pass done: %d segments, %d files refused", result.segments, len(result.conflicts)
         )
         if result.segments or result.blobs or once:  # a quiet loop logs nothing
+            moment = engine.progress.now()
             log.info(
-                "shipped %d segments, %d blobs, %d bytes",
+                "shipped %d segments, %d blobs, %d bytes; %d files looked at in %.1f s (%s)",
                 result.segments,
                 result.blobs,
                 result.bytes,
+                moment.files_done,
+                moment.elapsed,
+                rate_text(result.bytes, moment.elapsed),
             )
         if once:
             return 3 if result.conflicts else 0

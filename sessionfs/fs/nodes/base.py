@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pyfuse3
 
+from sessionfs.fs.scratch import ScratchFiles
 from sessionfs.view.refusal import WriteRejected
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ __all__ = [
     "MOUNT_OWN",
     "PER_CALLER",
     "RENDERED",
+    "SCRATCH",
     "STATIC",
     "VOLATILE",
     "WATCHED",
@@ -125,6 +127,11 @@ WATCHED = CacheTier("watched", 3600.0, 3600.0, keep_cache=True, direct_io=False)
 #             so the kernel keeps no attributes (each caller's stat gets its own size)
 #             and no pages (one user's results never serve another).
 PER_CALLER = CacheTier("per-caller", 1.0, 0.0, keep_cache=False, direct_io=True)
+# SCRATCH   - files an editor makes in a session dir (`sessionfs.fs.scratch`): held in
+#             the daemon's memory, changed by every write, renamed over control files.
+#             No name is cached (a name renamed over ``leaf`` must be looked up again,
+#             as the symlink it now is), no attribute, no page.
+SCRATCH = CacheTier("scratch", 0.0, 0.0, keep_cache=False, direct_io=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +226,9 @@ class MountContext:
     listed_children: dict[tuple[str, ...], tuple[object, Hashable, list[tuple[str, Node]]]] = field(
         default_factory=dict
     )
+    #: files editors made in session dirs, held in memory (`sessionfs.fs.scratch`);
+    #: the root context's serves the whole mount
+    scratch: ScratchFiles = field(default_factory=ScratchFiles)
 
     def record_root_refusal(self, exc: WriteRejected) -> None:
         """Keep a refused write's reason for the root ``ctl`` (``last_error``)."""
@@ -307,15 +317,27 @@ def refuse(code: int) -> pyfuse3.FUSEError:
     return pyfuse3.FUSEError(code)
 
 
-def allow_truncate_to_zero(path: str, attr: Any, fields: Any) -> None:
-    """``setattr`` of a file whose content is replaced on close (title, ctl, append
-    files): the truncate of ``> file`` (size 0, with its time stamps) is accepted and
-    changes nothing by itself; chmod, chown or a truncate to another size is ``EPERM``.
-    """
-    if any(getattr(fields, name, False) for name in ("update_mode", "update_uid", "update_gid")):
-        raise WriteRejected(errno.EPERM, f"{path}: its mode and owner cannot be changed")
+async def allow_truncate_to_zero(node: Node, attr: Any, fields: Any) -> None:
+    """``setattr`` of a file whose content is replaced on close (title, ctl, send,
+    append files): the truncate of ``> file`` (size 0, with its time stamps) is
+    accepted and changes nothing by itself; so is a chmod or chown to the mode and
+    owner it shows already (editors set them on the file they saved: vim after
+    ``:w``). Any other mode or owner, or a truncate to another size, is ``EPERM``."""
+    path = node.display_path()
     if getattr(fields, "update_size", False) and attr.st_size != 0:
         raise WriteRejected(errno.EPERM, f"{path}: can only be truncated to size 0")
+    changes = {name: getattr(fields, f"update_{name}", False) for name in ("mode", "uid", "gid")}
+    if not any(changes.values()):
+        return
+    shown = await node.permissions()
+    now = {
+        "mode": node.mode & shown.mask,
+        "uid": os.getuid() if shown.uid is None else shown.uid,
+        "gid": os.getgid() if shown.gid is None else shown.gid,
+    }
+    asked = {"mode": attr.st_mode & 0o7777, "uid": attr.st_uid, "gid": attr.st_gid}
+    if any(changes[name] and asked[name] != now[name] for name in changes):
+        raise WriteRejected(errno.EPERM, f"{path}: its mode and owner cannot be changed")
 
 
 class OpenFile:
@@ -338,6 +360,11 @@ class OpenFile:
 
     async def release(self) -> None:
         return None
+
+    async def truncate(self, size: int) -> bool:
+        """``ftruncate`` of this handle; False when the handle keeps no content of its
+        own (the node's ``setattr`` then decides, as for a truncate by path)."""
+        return False
 
 
 class BytesHandle(OpenFile):
@@ -368,6 +395,10 @@ class Node:
     #: whether what it shows depends on who asks: ``ops`` then hands it the caller
     #: (`seen_by`) on every request, and tells the kernel to cache nothing of it
     per_caller: bool = False
+    #: whether editors may save over it (``title``, ``ctl``): a scratch file renamed
+    #: over it is one write of it, and renaming it away leaves it and a copy of it
+    #: (`sessionfs.fs.nodes.scratch`)
+    saved_by_editors: bool = False
 
     def __init__(self, ctx: MountContext, key: tuple[str, ...]) -> None:
         self.ctx = ctx

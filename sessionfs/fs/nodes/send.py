@@ -151,7 +151,7 @@ class SendFile(InSession, FileNode):
         return BytesHandle((self._now_text() + "\n").encode("utf-8"))
 
     async def setattr(self, attr: Any, fields: Any) -> None:
-        allow_truncate_to_zero(self.display_path(), attr, fields)
+        await allow_truncate_to_zero(self, attr, fields)
 
     async def check_at_open(self) -> None:
         """More that refuses ``send`` before a prompt is written (a kind of session
