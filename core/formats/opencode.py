@@ -218,7 +218,8 @@ class OpencodeSession(SessionSource):
             if not isinstance(tokens, dict):
                 continue
             found = True
-            cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+            cache = tokens.get("cache")
+            cache = cache if isinstance(cache, dict) else {}
             totals["input"] += _int(tokens.get("input"))
             totals["output"] += _int(tokens.get("output")) + _int(tokens.get("reasoning"))
             totals["cacheRead"] += _int(cache.get("read"))
