@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from support.newer_agent_files import write_copilot_session
+
 from core.formats.copilot import CopilotSession, read_workspace
 from core.formats.copilot_agent import COPILOT_SEARCH, list_copilot_sessions
 from core.formats.copilot_dirs import copilot_dir, list_sessions
 from core.formats.registry import AGENT_FORMATS
 from core.paths import encode_cwd
-from support.newer_agent_files import write_copilot_session
 
 SID = "1eebf1e6-1997-4afd-98a6-6f767c4fbba6"
 

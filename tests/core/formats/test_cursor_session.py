@@ -9,17 +9,18 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from core.formats.cursor import CursorChatSession, CursorTranscriptSession, root_fields
-from core.formats.cursor_agent import CURSOR_SEARCH, list_cursor_sessions, open_cursor_session
-from core.formats.cursor_dirs import list_sessions
-from core.formats.sqlite_store import StoreUnreadable, read_only
-from core.paths import encode_cwd
 from support.newer_agent_files import (
     CURSOR_MESSAGES,
     set_cursor_messages,
     write_cursor_store,
     write_cursor_transcript,
 )
+
+from core.formats.cursor import CursorChatSession, CursorTranscriptSession, root_fields
+from core.formats.cursor_agent import CURSOR_SEARCH, list_cursor_sessions, open_cursor_session
+from core.formats.cursor_dirs import list_sessions
+from core.formats.sqlite_store import StoreUnreadable, read_only
+from core.paths import encode_cwd
 
 CHAT = "ac437fdf-3e7e-4a54-98a4-7bb04fd3efc6"
 
@@ -97,7 +98,7 @@ def test_bad_stores_are_unreadable_with_a_reason(tmp_path: Path) -> None:
     corrupt = tmp_path / "a" / "store.db"
     corrupt.parent.mkdir()
     corrupt.write_bytes(b"SQLite format 3\x00" + b"\xff" * 5000)
-    with pytest.raises(StoreUnreadable, match="store.db"):
+    with pytest.raises(StoreUnreadable, match=r"store\.db"):
         CursorChatSession(corrupt)
     locked_dir = tmp_path / "b"
     conn = write_cursor_store(locked_dir, CURSOR_MESSAGES)
@@ -112,7 +113,7 @@ def test_bad_stores_are_unreadable_with_a_reason(tmp_path: Path) -> None:
     conn.execute("INSERT INTO blobs VALUES ('x', x'00ff')")
     conn.execute(
         "UPDATE meta SET value = ? WHERE key = '0'",
-        ('{"agentId": "c", "latestRootBlobId": "x"}'.encode().hex(),),
+        (b'{"agentId": "c", "latestRootBlobId": "x"}'.hex(),),
     )
     conn.commit()
     with pytest.raises(StoreUnreadable, match="root blob"):

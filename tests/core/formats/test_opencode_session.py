@@ -9,15 +9,16 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from core.formats.opencode import OpencodeSession
-from core.formats.opencode_dirs import list_sessions, opencode_dir
-from core.formats.sqlite_store import StoreUnreadable
-from core.paths import encode_cwd
 from support.newer_agent_files import (
     add_opencode_session,
     write_opencode_db,
     write_opencode_storage,
 )
+
+from core.formats.opencode import OpencodeSession
+from core.formats.opencode_dirs import list_sessions, opencode_dir
+from core.formats.sqlite_store import StoreUnreadable
+from core.paths import encode_cwd
 
 EXPECTED_CONTEXT = [
     {"role": "user", "content": '"count files"'},
@@ -114,7 +115,8 @@ def test_the_reader_queries_by_index(tmp_path: Path) -> None:
     conn = sqlite3.connect(db)
     plans = []
     for sql in (
-        "SELECT id, time_created, data FROM message WHERE session_id = 'x' ORDER BY time_created, id",
+        "SELECT id, time_created, data FROM message WHERE session_id = 'x'"
+        " ORDER BY time_created, id",
         "SELECT id, message_id, time_created, data FROM part WHERE session_id = 'x' ORDER BY id",
         "SELECT * FROM session WHERE id = 'x'",
     ):
