@@ -380,3 +380,23 @@ def write_opencode_storage(
                 json.dumps({**part, "messageID": message["id"]})
             )
     return session_file
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def chat_view(messages: list[Json]) -> list[Json]:
+    """Chat-completions messages as compared with a ``context.json``: role, content,
+    the tool call id of a result and each call's id, name and parsed arguments (an
+    agent's own extra keys and the JSON spacing of arguments left out)."""
+    out = []
+    for message in messages:
+        kept = {k: message[k] for k in ("role", "content", "tool_call_id") if k in message}
+        calls = message.get("tool_calls")
+        if calls:
+            kept["tool_calls"] = [
+                (c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
+                for c in calls
+            ]
+        out.append(kept)
+    return out
