@@ -133,6 +133,9 @@ class SessionCache:
         #: pages back to the OS there: `sessionfs.fs.memory.release_free_memory`)
         self.after_eviction = after_eviction
         self._sessions: OrderedDict[tuple[str, str], LoadedSession] = OrderedDict()
+        #: why the last session that could not be read was skipped (a corrupt or
+        #: locked store of another agent, junk in place of a session), for ``ctl``
+        self.last_skip: str | None = None
         self._loading: dict[tuple[str, str], trio.Lock] = {}
         #: bytes writes added to the estimate since `_evict` last looked (see
         #: `_EVICT_CHECK_GROWTH`)
@@ -212,6 +215,7 @@ class SessionCache:
             try:
                 session.load(warming)  # compact unless it must be parsed (module docstring)
             except NotASessionError as exc:  # e.g. replaced by junk since it was listed
+                self.last_skip = str(exc) or str(ref.path)
                 raise NotASession(str(ref.path)) from exc
             return session
 
