@@ -18,6 +18,7 @@ from core.formats.claude_agent import CLAUDE_CODE
 from core.formats.codex_agent import CODEX_CLI
 from core.formats.copilot_agent import COPILOT_CLI
 from core.formats.cursor_agent import CURSOR_AGENT
+from core.formats.opencode_agent import OPENCODE
 
 __all__ = ["AGENT_FORMATS", "agent_format"]
 
@@ -26,6 +27,7 @@ REGISTERED: Final[tuple[AgentFormat, ...]] = (
     CLAUDE_CODE,
     CODEX_CLI,
     COPILOT_CLI,
+    OPENCODE,
     CURSOR_AGENT,
 )
 

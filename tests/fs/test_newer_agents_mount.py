@@ -9,8 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sqlite3
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,14 @@ from support.newer_agent_files import (
     write_cursor_store,
     write_cursor_transcript,
 )
-from support.real_agents import AgentUnavailable, CopilotAgent, InstallFailed, install_copilot
+from support.real_agents import (
+    AgentUnavailable,
+    CopilotAgent,
+    InstallFailed,
+    OpencodeAgent,
+    install_copilot,
+    install_opencode,
+)
 from support.write_setup import read_ctl
 
 from core.paths import encode_cwd
@@ -37,13 +46,17 @@ def _env(home: Path) -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if k not in drop}, "HOME": str(home)}
 
 
-def _copilot(tmp_path: Path, fake_model: FakeModelServer) -> CopilotAgent:
+def _installed(install: Callable[[], Path]) -> Path:
     try:
-        install = install_copilot()
+        return install()
     except AgentUnavailable as error:
         pytest.skip(str(error))
     except InstallFailed as error:
         pytest.fail(str(error))
+
+
+def _copilot(tmp_path: Path, fake_model: FakeModelServer) -> CopilotAgent:
+    install = _installed(install_copilot)
     return CopilotAgent.at_home(tmp_path / "home", fake_model.url, "fake-model", install)
 
 
@@ -165,4 +178,70 @@ def test_cursor_chats_and_a_corrupt_store(
     hits = _wait_for_search(mount, "haystack", "agents/cursor/sessions/")
     assert any("agents/cursor/sessions/home-me-web/t-1/entries/000001-user" in h for h in hits)
     assert read_ctl(mount.path)["search_cursor_last_error"] == ""
+    assert mount.alive()
+
+
+def _until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 15
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.3)
+
+
+def test_a_real_opencode_database_through_the_mount(
+    tmp_path: Path, fake_model: FakeModelServer, demo_agent: Path, mount_factory: MountFactory
+) -> None:
+    install = _installed(install_opencode)
+    opencode = OpencodeAgent.at_home(tmp_path / "home", fake_model.url, "fake-model", install)
+    fake_model.set_default_reply(_script)
+    work = tmp_path / "home" / "work"
+    opencode.run("which files are here", cwd=work, timeout=TIMEOUT_S).check()
+
+    mount = mount_factory(demo_agent, "--agents", "opencode", env=_env(tmp_path / "home"))
+    project = encode_cwd(str(work))
+    sessions = mount.path / "agents" / "opencode" / "sessions"
+    (session_id,) = run("ls", sessions / project).split()
+    session = sessions / project / session_id
+    context = json.loads(run("cat", session / "context.json"))
+    assert "needle-in-output" in run("cat", session / "transcript.md")
+
+    # The agent goes on while the mount is up: its next request is what the mount
+    # showed, and the mount shows the new turn (written to the WAL, not checkpointed).
+    opencode.run("and now?", cwd=work, options=["--continue"], timeout=TIMEOUT_S).check()
+    sent = [r for r in fake_model.requests if r.body.get("tools")][-1].messages
+    assert chat_view(context["messages"]) == chat_view(sent[1:-1])
+    _until(lambda: "and now?" in run("cat", session / "transcript.md"), "the new turn")
+    grown = json.loads(run("cat", session / "context.json"))["messages"]
+    assert chat_view(grown[: len(sent) - 1]) == chat_view(sent[1:])
+
+    # A fork is a session of its own; writes are refused; the database is untouched.
+    opencode.run(
+        "forked", cwd=work, options=["--session", session_id, "--fork"], timeout=TIMEOUT_S
+    ).check()
+    _until(lambda: len(run("ls", sessions / project).split()) == 2, "the fork listed")
+    title = run("cat", session / "title").strip()
+    assert title and json.loads(run("cat", session / "header.json"))["version"] == "1.18.33"
+    before = opencode.database().read_bytes()
+    done = subprocess.run(["touch", str(session / "new")], capture_output=True, text=True)
+    assert done.returncode != 0 and "Read-only file system" in done.stderr
+    assert opencode.database().read_bytes() == before
+
+    # Locked past the busy timeout: the session's files fail (not EIO), ctl says why.
+    locker = sqlite3.connect(opencode.database())
+    locker.execute("PRAGMA locking_mode = EXCLUSIVE")
+    locker.execute("BEGIN EXCLUSIVE")
+    try:
+        fork_id = next(s for s in run("ls", sessions / project).split() if s != session_id)
+        done = subprocess.run(
+            ["cat", str(sessions / project / fork_id / "context.json")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode != 0 and "Input/output error" not in done.stderr, done.stderr
+        assert "locked" in read_ctl(mount.path)["agents_opencode_last_skip"]
+    finally:
+        locker.rollback()
+        locker.close()
+    assert "forked" in run("cat", sessions / project / fork_id / "transcript.md")
     assert mount.alive()
