@@ -151,7 +151,9 @@ MountFactory = Callable[..., Mount]
 def isolated_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """The daemon's environment: ``env`` when given (a test's fake HOME), else this
     process's with Claude Code's and Codex's dirs pointed where no dir can be (below
-    ``/dev/null``), so no test shows, or reads, the sessions of the machine's user."""
+    ``/dev/null``), and HOME too (the other agents' dirs are in it: ``~/.cursor``,
+    ``~/.local/share/opencode``), so no test shows, or reads, the sessions of the
+    machine's user."""
     if env is not None:
         return env
     nowhere = Path(os.devnull)
@@ -159,6 +161,8 @@ def isolated_env(env: dict[str, str] | None = None) -> dict[str, str]:
         **os.environ,
         "CLAUDE_CONFIG_DIR": str(nowhere / "claude"),
         "CODEX_HOME": str(nowhere / "codex"),
+        "COPILOT_HOME": str(nowhere / "copilot"),
+        "HOME": str(nowhere / "home"),
     }
 
 
