@@ -4,11 +4,13 @@ of a database.
 Most agents keep a file per session, and the mount tells that a session changed by
 one ``stat`` of it. opencode keeps every session in one SQLite database written in
 WAL mode; such a session's path is ``<database file>/<session id>`` (never a real
-file: nothing can be below a regular file), and its stat is the database's -- mode,
-owner, device and inode of the database file, size and mtime of the database and its
-``-wal`` together, since a write lands in the WAL until a checkpoint. A write to any
-session of the database changes it: the reader then asks the database whether its
-own session changed (`core.formats.opencode.OpencodeSession.catch_up`).
+file: nothing can be below a regular file), and its stat is the database's: mode,
+owner, device and inode of the database file; mtime the newer of the database's and
+its ``-wal``'s (a write lands in the WAL until a checkpoint copies it over); size the
+WAL's. Not the database's size: the mount bounds what it renders by a session's file
+size, and the whole database is every session together. A write to any session of the
+database changes the stat: the reader then asks the database whether its own session
+changed (`core.formats.opencode.OpencodeSession.catch_up`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def split_row_session_path(path: PathArg) -> tuple[str, str] | None:
 
 def session_stat(path: PathArg) -> os.stat_result:
     """``os.stat(path)``; for a session of a database (module docstring), the
-    database's stat with the WAL's size and mtime folded in. ``OSError`` as
+    database's stat with the WAL's size and mtime. ``OSError`` as
     ``os.stat`` raises it when neither exists."""
     try:
         return os.stat(path)
@@ -48,13 +50,13 @@ def session_stat(path: PathArg) -> os.stat_result:
         st = os.stat(database)
         if not stat.S_ISREG(st.st_mode):
             raise
-    size, mtime_ns = st.st_size, st.st_mtime_ns
+    size, mtime_ns = 0, st.st_mtime_ns
     try:
         wal = os.stat(database + "-wal")
     except OSError:
         pass
     else:
-        size += wal.st_size
+        size = wal.st_size
         mtime_ns = max(mtime_ns, wal.st_mtime_ns)
     fields = list(st[:10])
     fields[stat.ST_SIZE] = size
