@@ -24,7 +24,9 @@ from support.real_agents import (
     OmpAgent,
     PiAgent,
     install_codex,
+    install_copilot,
     install_omp,
+    install_opencode,
     install_pi,
 )
 
@@ -127,6 +129,18 @@ def codex_install() -> Path:
     if (platform.system(), platform.machine()) != ("Linux", "x86_64"):
         pytest.skip("the tests install Codex's native binary for linux-x64 only")
     return _installed(install_codex)
+
+
+@pytest.fixture(scope="session")
+def copilot_install() -> Path:
+    """The cache dir holding the pinned GitHub Copilot CLI."""
+    return _installed(install_copilot)
+
+
+@pytest.fixture(scope="session")
+def opencode_install() -> Path:
+    """The cache dir holding the pinned opencode."""
+    return _installed(install_opencode)
 
 
 @pytest.fixture

@@ -38,6 +38,7 @@ from core.formats.chat_messages import (
     tool_result_message,
 )
 from core.formats.jsonl_source import JsonlSession, LineRecord, line_times
+from core.formats.linear import Linear
 from core.formats.lines import Line
 from core.formats.sqlite_store import StoreUnreadable, read_only
 from core.jsonl import loads
@@ -230,7 +231,7 @@ class _Blob:
     message: dict[str, Any]
 
 
-class CursorChatSession(_Messages, SessionSource):
+class CursorChatSession(Linear, _Messages, SessionSource):
     """One ``store.db`` read-only (module docstring)."""
 
     agent = "cursor"
@@ -349,22 +350,13 @@ class CursorChatSession(_Messages, SessionSource):
     def entry_text(self, index: int) -> str:
         return text_of(_parts(self._blobs[index].message.get("content")))
 
-    def parent_index(self, index: int) -> int | None:
-        return index - 1 if index > 0 else None
-
-    def leaf_index(self) -> int | None:
-        return len(self._blobs) - 1 if self._blobs else None
-
-    def path_indexes(self) -> list[int]:
-        return list(range(len(self._blobs)))
-
 
 @dataclass(slots=True)
 class _TranscriptLine(LineRecord):
     role: str | None
 
 
-class CursorTranscriptSession(_Messages, JsonlSession[_TranscriptLine]):
+class CursorTranscriptSession(Linear, _Messages, JsonlSession[_TranscriptLine]):
     """One ``agent-transcripts/<id>.jsonl`` read-only (module docstring)."""
 
     agent = "cursor"
@@ -414,12 +406,3 @@ class CursorTranscriptSession(_Messages, JsonlSession[_TranscriptLine]):
 
     def entry_text(self, index: int) -> str:
         return text_of(_parts(self._message(index).get("content")))
-
-    def parent_index(self, index: int) -> int | None:
-        return index - 1 if index > 0 else None
-
-    def leaf_index(self) -> int | None:
-        return len(self._lines) - 1 if self._lines else None
-
-    def path_indexes(self) -> list[int]:
-        return list(range(len(self._lines)))

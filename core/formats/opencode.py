@@ -38,6 +38,7 @@ from core.formats.chat_messages import (
     tool_call_block,
     tool_result_message,
 )
+from core.formats.linear import Linear
 from core.formats.opencode_rows import (
     Row,
     SessionRows,
@@ -64,7 +65,7 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-class OpencodeSession(SessionSource):
+class OpencodeSession(Linear, SessionSource):
     """Session ``session_id`` of the database ``store`` (a ``.db``), or the older
     layout's session file ``store`` (``storage/session/<project>/<id>.json``)."""
 
@@ -272,15 +273,6 @@ class OpencodeSession(SessionSource):
         if data.get("type") == "tool":
             return str(data.get("tool", ""))
         return str(data.get("reason") or data.get("modelID") or "")
-
-    def parent_index(self, index: int) -> int | None:
-        return index - 1 if index > 0 else None
-
-    def leaf_index(self) -> int | None:
-        return len(self._entries) - 1 if self._entries else None
-
-    def path_indexes(self) -> list[int]:
-        return list(range(len(self._entries)))
 
 
 def _state(tool: dict[str, Any]) -> dict[str, Any]:

@@ -25,12 +25,8 @@ from support.newer_agent_files import (
     write_cursor_transcript,
 )
 from support.real_agents import (
-    AgentUnavailable,
     CopilotAgent,
-    InstallFailed,
     OpencodeAgent,
-    install_copilot,
-    install_opencode,
 )
 from support.write_setup import read_ctl
 
@@ -44,20 +40,6 @@ TIMEOUT_S = 120
 def _env(home: Path) -> dict[str, str]:
     drop = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "COPILOT_HOME", "XDG_DATA_HOME")
     return {**{k: v for k, v in os.environ.items() if k not in drop}, "HOME": str(home)}
-
-
-def _installed(install: Callable[[], Path]) -> Path:
-    try:
-        return install()
-    except AgentUnavailable as error:
-        pytest.skip(str(error))
-    except InstallFailed as error:
-        pytest.fail(str(error))
-
-
-def _copilot(tmp_path: Path, fake_model: FakeModelServer) -> CopilotAgent:
-    install = _installed(install_copilot)
-    return CopilotAgent.at_home(tmp_path / "home", fake_model.url, "fake-model", install)
 
 
 def _script(request: ModelRequest) -> object:
@@ -77,9 +59,13 @@ def _wait_for_search(mount: Mount, words: str, expect: str) -> list[str]:
 
 
 def test_a_real_copilot_session_through_the_mount(
-    tmp_path: Path, fake_model: FakeModelServer, demo_agent: Path, mount_factory: MountFactory
+    tmp_path: Path,
+    fake_model: FakeModelServer,
+    demo_agent: Path,
+    mount_factory: MountFactory,
+    copilot_install: Path,
 ) -> None:
-    copilot = _copilot(tmp_path, fake_model)
+    copilot = CopilotAgent.at_home(tmp_path / "home", fake_model.url, "fake-model", copilot_install)
     fake_model.set_default_reply(_script)
     work = tmp_path / "home" / "work"
     copilot.run("which files are here", cwd=work, timeout=TIMEOUT_S).check()
@@ -189,10 +175,15 @@ def _until(check: Callable[[], bool], what: str) -> None:
 
 
 def test_a_real_opencode_database_through_the_mount(
-    tmp_path: Path, fake_model: FakeModelServer, demo_agent: Path, mount_factory: MountFactory
+    tmp_path: Path,
+    fake_model: FakeModelServer,
+    demo_agent: Path,
+    mount_factory: MountFactory,
+    opencode_install: Path,
 ) -> None:
-    install = _installed(install_opencode)
-    opencode = OpencodeAgent.at_home(tmp_path / "home", fake_model.url, "fake-model", install)
+    opencode = OpencodeAgent.at_home(
+        tmp_path / "home", fake_model.url, "fake-model", opencode_install
+    )
     fake_model.set_default_reply(_script)
     work = tmp_path / "home" / "work"
     opencode.run("which files are here", cwd=work, timeout=TIMEOUT_S).check()

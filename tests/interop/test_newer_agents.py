@@ -13,12 +13,8 @@ import pytest
 from support.fake_model_server import FakeModelServer, ModelRequest, ToolCallReply
 from support.newer_agent_files import chat_view
 from support.real_agents import (
-    AgentUnavailable,
     CopilotAgent,
-    InstallFailed,
     OpencodeAgent,
-    install_copilot,
-    install_opencode,
 )
 
 from core.formats.copilot import CopilotSession
@@ -29,15 +25,6 @@ from core.paths import encode_cwd
 
 #: a real run takes 1-5 s here; generous for a loaded machine
 TIMEOUT_S = 120
-
-
-def _installed(install: Callable[[], Path]) -> Path:
-    try:
-        return install()
-    except AgentUnavailable as error:
-        pytest.skip(str(error))
-    except InstallFailed as error:
-        pytest.fail(str(error))
 
 
 def tool_then_text(prompt: str, tool: str, command: str) -> Callable[[ModelRequest], object]:
@@ -59,15 +46,13 @@ def main_requests(server: FakeModelServer) -> list[ModelRequest]:
 
 
 @pytest.fixture
-def copilot(tmp_path: Path, fake_model: FakeModelServer) -> CopilotAgent:
-    install = _installed(install_copilot)
-    return CopilotAgent.at_home(tmp_path / "home", fake_model.url, "fake-model", install)
+def copilot(tmp_path: Path, fake_model: FakeModelServer, copilot_install: Path) -> CopilotAgent:
+    return CopilotAgent.at_home(tmp_path / "home", fake_model.url, "fake-model", copilot_install)
 
 
 @pytest.fixture
-def opencode(tmp_path: Path, fake_model: FakeModelServer) -> OpencodeAgent:
-    install = _installed(install_opencode)
-    return OpencodeAgent.at_home(tmp_path / "home", fake_model.url, "fake-model", install)
+def opencode(tmp_path: Path, fake_model: FakeModelServer, opencode_install: Path) -> OpencodeAgent:
+    return OpencodeAgent.at_home(tmp_path / "home", fake_model.url, "fake-model", opencode_install)
 
 
 def test_copilot_context_is_what_the_model_is_sent_next(
