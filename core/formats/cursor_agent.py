@@ -24,16 +24,25 @@ from core.formats.base import SessionSource
 from core.formats.cursor import CursorChatSession, CursorTranscriptSession
 from core.search_index.formats import FileFormat, Lines, _capped, _dirs, _row, _strings
 from core.search_index.rows import MODE_LEGACY, Row, parse_object
+from core.session_stat import row_session_path, split_row_session_path
 
 __all__ = ["CURSOR_AGENT", "CURSOR_SEARCH", "list_cursor_sessions", "open_cursor_session"]
 
 
 def list_cursor_sessions(root: Path) -> Iterator[ListedSession]:
+    """Each chat's path is ``<store.db>/<id>`` (`core.session_stat`): stat'ed with its
+    WAL, where the CLI's writes land until a checkpoint, so a live chat shows its new
+    turns; a transcript's path is its file."""
     for found in cursor_dirs.list_sessions(root):
-        yield ListedSession(found.project, found.id, found.path, {"id": found.id})
+        path = Path(row_session_path(found.path, found.id)) if found.is_store else found.path
+        yield ListedSession(found.project, found.id, path, {"id": found.id})
 
 
 def open_cursor_session(path: Path) -> SessionSource:
+    """A chat (``<store.db>/<id>``, or the ``store.db`` itself) or a transcript."""
+    in_store = split_row_session_path(path)
+    if in_store is not None:
+        return CursorChatSession(in_store[0])
     if path.name == cursor_dirs.STORE_FILE:
         return CursorChatSession(path)
     return CursorTranscriptSession(path)

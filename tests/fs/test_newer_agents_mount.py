@@ -21,6 +21,7 @@ from support.mount import Mount, MountFactory, run
 from support.newer_agent_files import (
     CURSOR_MESSAGES,
     chat_view,
+    set_cursor_messages,
     write_cursor_store,
     write_cursor_transcript,
 )
@@ -122,7 +123,8 @@ def test_cursor_chats_and_a_corrupt_store(
     home = tmp_path / "home"
     chats = home / ".cursor" / "chats"
     chat = chats / hashlib.md5(b"/home/me/app").hexdigest() / "chat-1"
-    write_cursor_store(chat, CURSOR_MESSAGES, name="Count lines", cwd="/home/me/app").close()
+    writer = write_cursor_store(chat, CURSOR_MESSAGES, name="Count lines", cwd="/home/me/app")
+    writer.execute("PRAGMA wal_autocheckpoint = 0")  # the CLI's next turn stays in the WAL
     bad = chats / hashlib.md5(b"/home/me/app").hexdigest() / "chat-bad" / "store.db"
     bad.parent.mkdir(parents=True)
     bad.write_bytes(b"SQLite format 3\x00" + b"\xee" * 8192)
@@ -149,6 +151,17 @@ def test_cursor_chats_and_a_corrupt_store(
     assert run("cat", sessions / project / "chat-1" / "title").strip() == "Count lines"
     other = run("cat", sessions / "home-me-web" / "t-1" / "transcript.md")
     assert "find the haystack" in other
+
+    # The chat goes on (a new root blob, in the WAL only): the mount shows the turn.
+    store_before = (chat / "store.db").read_bytes()
+    more = [{"role": "user", "content": "<user_query>and words?</user_query>"}]
+    set_cursor_messages(writer, "chat-1", CURSOR_MESSAGES + more, name="Count lines")
+    assert (chat / "store.db").read_bytes() == store_before
+    _until(
+        lambda: "and words?" in run("cat", sessions / project / "chat-1" / "transcript.md"),
+        "the new turn",
+    )
+    writer.close()
 
     # The corrupt store: its files are absent (not EIO), the root ctl says why, and
     # nothing else is affected.
