@@ -208,6 +208,9 @@ def test_a_real_opencode_database_through_the_mount(
     session = sessions / project / session_id
     context = json.loads(run("cat", session / "context.json"))
     assert "needle-in-output" in run("cat", session / "transcript.md")
+    transcripts = mount.path / "agents" / "opencode" / "transcripts"
+    found = run("grep", "-rl", "needle-in-output", transcripts).split()
+    assert found == [str(transcripts / project / f"{session_id}.md")]
 
     # The agent goes on while the mount is up: its next request is what the mount
     # showed, and the mount shows the new turn (written to the WAL, not checkpointed).
