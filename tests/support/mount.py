@@ -151,9 +151,7 @@ MountFactory = Callable[..., Mount]
 def isolated_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """The daemon's environment: ``env`` when given (a test's fake HOME), else this
     process's with Claude Code's and Codex's dirs pointed where no dir can be (below
-    ``/dev/null``), and HOME too (the other agents' dirs are in it: ``~/.cursor``,
-    ``~/.local/share/opencode``), so no test shows, or reads, the sessions of the
-    machine's user."""
+    ``/dev/null``), so no test shows, or reads, the sessions of the machine's user."""
     if env is not None:
         return env
     nowhere = Path(os.devnull)
@@ -161,8 +159,6 @@ def isolated_env(env: dict[str, str] | None = None) -> dict[str, str]:
         **os.environ,
         "CLAUDE_CONFIG_DIR": str(nowhere / "claude"),
         "CODEX_HOME": str(nowhere / "codex"),
-        "COPILOT_HOME": str(nowhere / "copilot"),
-        "HOME": str(nowhere / "home"),
     }
 
 
@@ -171,6 +167,10 @@ def start_mount(
 ) -> Mount:
     mountpoint.mkdir(parents=True, exist_ok=True)
     log = mountpoint.parent / f"{mountpoint.name}.log"
+    if env is None and not {"--agents", "--no-agents"} & set(extra):
+        # Without a fake HOME only the agents whose dirs `isolated_env` points nowhere:
+        # the machine's ~/.copilot, ~/.cursor or ~/.local/share/opencode never show.
+        extra = (*extra, "--agents", "claude,codex")
     if "--cache-dir" not in extra:
         # Never the user's real cache dir: each test's caches die with its tmp dir.
         extra = (*extra, "--cache-dir", str(mountpoint.parent / f"{mountpoint.name}.cache"))
