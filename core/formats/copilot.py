@@ -140,8 +140,8 @@ class CopilotSession(JsonlSession[_CopilotLine]):
         if kind == "session.start" and self._start is None:
             self._start = data
             self._model = _str(data.get("selectedModel")) or self._model
-        elif kind in ("assistant.message", "session.resume", "session.model_change"):
-            for key in ("model", "selectedModel", "newModel"):
+        elif kind in ("assistant.message", "session.resume"):
+            for key in ("model", "selectedModel"):
                 self._model = _str(data.get(key)) or self._model
         elif kind == "session.usage_record":
             usage = data.get("usage")
