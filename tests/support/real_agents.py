@@ -11,6 +11,10 @@
   ``@openai/codex-linux-x64``, the package's Node launcher runs it) into
   ``$SESSIONFS_CODEX_CACHE`` (else ``<repo>/.cache/npm-codex``). It talks to the
   Responses API: `fake_responses_server`.
+* **GitHub Copilot CLI** 1.0.102 (npm ``@github/copilot``) and **opencode** 1.18.33
+  (npm ``opencode-ai``), both native binaries, into ``$SESSIONFS_NEWER_AGENTS_CACHE``
+  (else ``<repo>/.cache/newer-agents``). Both talk chat completions:
+  `fake_model_server` (``ToolCallReply`` scripts a tool call).
 
 Each agent run gets its own ``HOME`` (nothing of the real user's config, keys or
 sessions leaks in, and nothing the agent writes leaks out), a clean environment (no
