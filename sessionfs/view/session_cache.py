@@ -235,6 +235,10 @@ class SessionCache:
             except FileNotFoundError:
                 self.drop(session)
                 raise NotASession(str(session.ref.path)) from None
+            except NotASessionError as exc:  # e.g. another agent's store locked or corrupt
+                self.last_skip = str(exc) or str(session.ref.path)
+                self.drop(session)  # read again at the next access
+                raise NotASession(str(session.ref.path)) from exc
         if changed:
             log.debug("%s changed (%d)", session.ref.path, changed)
             for listener in self.listeners:
@@ -267,7 +271,12 @@ class SessionCache:
             return fn()
 
         async with session.lock:
-            result = await trio.to_thread.run_sync(readable)
+            try:
+                result = await trio.to_thread.run_sync(readable)
+            except NotASessionError as exc:  # reloaded, and unreadable now (a locked store)
+                self.last_skip = str(exc) or str(session.ref.path)
+                self.drop(session)
+                raise FileNotFoundError(errno.ENOENT, self.last_skip) from exc
         self._evict(keep=session)
         return result
 

@@ -233,22 +233,30 @@ def test_a_real_opencode_database_through_the_mount(
     assert done.returncode != 0 and "Read-only file system" in done.stderr
     assert opencode.database().read_bytes() == before
 
-    # Locked past the busy timeout: the session's files fail (not EIO), ctl says why.
+    # Locked past the busy timeout: a session not read yet, and one read before whose
+    # database changed since, both fail (not EIO) and ctl says why; both read again
+    # once the lock is gone.
+    fork_id = next(s for s in run("ls", sessions / project).split() if s != session_id)
     locker = sqlite3.connect(opencode.database())
     locker.execute("PRAGMA locking_mode = EXCLUSIVE")
-    locker.execute("BEGIN EXCLUSIVE")
+    locker.execute("UPDATE session SET time_updated = time_updated + 1")  # the WAL changes
+    locker.commit()
+    locker.execute("BEGIN EXCLUSIVE")  # and no reader gets in until it ends
     try:
-        fork_id = next(s for s in run("ls", sessions / project).split() if s != session_id)
-        done = subprocess.run(
-            ["cat", str(sessions / project / fork_id / "context.json")],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert done.returncode != 0 and "Input/output error" not in done.stderr, done.stderr
-        assert "locked" in read_ctl(mount.path)["agents_opencode_last_skip"]
+        for name in (fork_id, session_id):
+            time.sleep(1.5)  # past the kernel's attribute timeout for agents/ files
+            done = subprocess.run(
+                ["cat", str(sessions / project / name / "context.json")],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode != 0, (name, done.stdout[-200:])
+            assert "Input/output error" not in done.stderr, done.stderr
+            assert "locked" in read_ctl(mount.path)["agents_opencode_last_skip"]
     finally:
         locker.rollback()
         locker.close()
+    assert "and now?" in run("cat", session / "transcript.md")
     assert "forked" in run("cat", sessions / project / fork_id / "transcript.md")
     assert mount.alive()
