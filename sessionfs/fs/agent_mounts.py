@@ -65,6 +65,7 @@ class AgentMounts:
                 new_session=new_session,
             )
             renders_dir = agent_cache_dir(cache_dir, home.root) / "renders"
+            renders = Prerenderer(home.root, renders_dir, agent=agent)
             self.searches[agent] = agent_search_view(cache_dir, index)
             self.contexts[agent] = MountContext(
                 index=index,
@@ -72,7 +73,8 @@ class AgentMounts:
                 history=root.history,
                 started_ns=root.started_ns,
                 mountpoint=root.mountpoint,
-                renders=Prerenderer(home.root, renders_dir, agent=agent),
+                renders=renders,
+                page_renders=renders.pages(renders_dir.with_name("pages"), None),
                 search=self.searches[agent],
                 prefix=(AGENTS, agent),
                 read_only_reason=READ_ONLY_REASON,
@@ -95,6 +97,8 @@ class AgentMounts:
 
     def close(self) -> None:
         for context in self.contexts.values():
+            if context.page_renders is not None:
+                context.page_renders.close()
             if context.renders is not None:
                 context.renders.close()
         for view in self.searches.values():

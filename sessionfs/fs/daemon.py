@@ -182,14 +182,18 @@ def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountCont
         after_eviction=release_free_memory,
         rss_bound=rss_bound,
     )
+    renders = Prerenderer(
+        index.sessions_root, agent_cache_dir(opts.cache_dir, opts.agent_dir) / "renders"
+    )
     ctx = MountContext(
         index=index,
         sessions=cache,
         history=HistoryView(paths.history_db_path(opts.agent_dir)),
         started_ns=time.time_ns(),
         mountpoint=os.path.abspath(opts.mountpoint),
-        renders=Prerenderer(
-            index.sessions_root, agent_cache_dir(opts.cache_dir, opts.agent_dir) / "renders"
+        renders=renders,
+        page_renders=renders.pages(
+            agent_cache_dir(opts.cache_dir, opts.agent_dir) / "pages", index.blobs_dir
         ),
         search=SearchView(opts.cache_dir, opts.agent_dir, index.sessions_root),
         runs=AgentRuns(
@@ -250,10 +254,11 @@ async def _serve(
         )
         previous: SearchIndexer | None = None
         for each in (ctx, *agent_contexts):  # the local agent dir's, then each agent's
-            if each.renders is not None:
-                nursery.start_soon(
-                    keep_render_cache_clean, each.renders, CLEAN_INTERVAL_SECONDS, ops.foreground
-                )
+            for renders in (each.renders, each.page_renders):
+                if renders is not None:
+                    nursery.start_soon(
+                        keep_render_cache_clean, renders, CLEAN_INTERVAL_SECONDS, ops.foreground
+                    )
             if each.search is not None:  # one first build at a time, the local one first
                 watched = session_watch if each is ctx else None  # only the local dir's
                 previous = indexer = SearchIndexer(
@@ -334,6 +339,8 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
         ctx.history.close()
         if store is not None:
             store.close()
+        if ctx.page_renders is not None:
+            ctx.page_renders.close()
         if ctx.renders is not None:
             ctx.renders.close()  # the render workers
         if isinstance(ctx.agents, AgentMounts):

@@ -45,6 +45,8 @@ from core.storage import FileSessionStorage, PathArg, StorageStat
 from sessionfs.view import render
 from sessionfs.view.access import FileAccess
 from sessionfs.view.agent_index import SessionRef
+from sessionfs.view.branch_pages import is_branch_page, page_name, tip_indexes
+from sessionfs.view.html_images import BlobFiles
 from sessionfs.view.names import entry_file_names
 from sessionfs.view.refusal import READ_ONLY_REASON, WriteRejected
 from sessionfs.view.renderings import parses_entries, render_source
@@ -63,6 +65,8 @@ __all__ = [
 
 #: How old a freshness check may be before the next access repeats it (one stat).
 FRESH_INTERVAL = 0.2
+#: Branch pages (``branches/<tip>.html``) a session keeps rendered; older ones go.
+BRANCH_PAGES_KEPT = 4
 #: "not known without work" (see `LoadedSession.cached_leaf_name`)
 UNKNOWN = object()
 
@@ -152,6 +156,9 @@ class LoadedSession:
     whole_read_limit: int | None = None
     last_result: str | None = None
     last_error: str | None = None
+    #: the blob store ``transcript.html`` inlines images from (an xcsh agent dir's;
+    #: ``None``: images are links only)
+    blobs_dir: Path | None = None
 
     @classmethod
     def parsed(cls, ref: SessionRef, manager: SessionManager) -> LoadedSession:
@@ -481,6 +488,11 @@ class LoadedSession:
     def blob_shas(self) -> list[str]:
         return self._held().blob_shas()
 
+    def branch_page_names(self) -> list[str]:
+        """``branches/``: a page per tip of the tree, named like its entry file."""
+        names = self.table().names
+        return [page_name(names[index]) for index in tip_indexes(self._held())]
+
     # -- renderings, cached per version -----------------------------------------------
 
     def cached(self, what: str) -> bytes | None:
@@ -490,14 +502,25 @@ class LoadedSession:
         data = self._renders.get(what)
         if data is None:
             source = self._held()
+            images = BlobFiles(self.blobs_dir, self.access) if self.blobs_dir else None
             if parses_entries(what):
                 with source.parsed_once():
-                    data = render_source(source, what)
+                    data = render_source(source, what, images)
             else:
-                data = render_source(source, what)
+                data = render_source(source, what, images)
+            if is_branch_page(what):
+                self._forget_branch_pages(keep=BRANCH_PAGES_KEPT - 1)
             self._renders[what] = data
             self._cached_bytes += len(data)
         return data
+
+    def _forget_branch_pages(self, keep: int) -> None:
+        """Keep only the ``keep`` newest branch pages: a session has a page per tip,
+        each about as big as its transcript, and ``cat branches/*`` must not hold them
+        all (the dict keeps insertion order: the first ones are the oldest)."""
+        pages = [name for name in self._renders if is_branch_page(name)]
+        for name in pages[: max(0, len(pages) - keep)]:
+            self._cached_bytes -= len(self._renders.pop(name))
 
     def memory_cost(self) -> int:
         """Bytes counted against the cache's budget: the session as held (its source's

@@ -124,7 +124,9 @@ class SessionCache:
         self.index = index
         #: a listed session not loaded yet: an xcsh file's `LoadedSession` by default;
         #: another agent's mount passes one with that agent's reader (``opener``)
-        self.new_session = new_session or (lambda ref: LoadedSession(ref=ref))
+        self.new_session = new_session or (
+            lambda ref: LoadedSession(ref=ref, blobs_dir=index.blobs_dir)
+        )
         self.budget = budget_bytes
         #: the process's real RSS checked after each load and job (the daemon's; None:
         #: the estimate alone bounds the cache, as in tests of other things)

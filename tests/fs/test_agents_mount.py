@@ -18,7 +18,6 @@ from support.other_agents import (
     CLAUDE_PROJECT,
     CODEX_PROJECT,
     AgentTrees,
-    fake_home,
     home_env,
     load_demo_agents,
 )
@@ -28,6 +27,7 @@ pytestmark = pytest.mark.fuse
 
 DEMO_PROJECT = "-home-demo-webapp"
 SESSION_FILES = [
+    "branches",
     "context.json",
     "entries",
     "header.json",
@@ -36,19 +36,21 @@ SESSION_FILES = [
     "stats.json",
     "subagents",
     "title",
+    "transcript.html",
     "transcript.md",
+    "tree.svg",
     "tree.txt",
 ]
 
 
 @pytest.fixture
-def trees(tmp_path: Path) -> AgentTrees:
-    return fake_home(tmp_path)
+def trees(agent_trees: AgentTrees) -> AgentTrees:
+    return agent_trees
 
 
 @pytest.fixture
-def mounted(trees: AgentTrees, demo_agent: Path, mount_factory: MountFactory) -> Mount:
-    return mount_factory(demo_agent, env=home_env(trees.home))
+def mounted(agents_mount: Mount) -> Mount:
+    return agents_mount
 
 
 def _json(path: Path) -> dict:
@@ -339,5 +341,5 @@ def test_one_search_spans_every_agent(mounted: Mount, trees: AgentTrees, tmp_pat
 
 def test_the_root_ignore_covers_the_agents_duplicate_views(mounted: Mount) -> None:
     ignore = (mounted.path / ".ignore").read_text().splitlines()
-    for name in ("entries/", "path/", "context.json", "tree.txt", "transcript.md"):
+    for name in ("entries/", "path/", "context.json", "tree.txt", "transcript.md", "branches/"):
         assert f"/agents/*/sessions/**/{name}" in ignore

@@ -11,6 +11,11 @@
   ``@openai/codex-linux-x64``, the package's Node launcher runs it) into
   ``$SESSIONFS_CODEX_CACHE`` (else ``<repo>/.cache/npm-codex``). It talks to the
   Responses API: `fake_responses_server`.
+* **Claude Code** 2.1 (npm ``@anthropic-ai/claude-code``; npm brings its native binary
+  through the platform package and its install script puts it at ``bin/claude.exe``)
+  is installed with npm into ``$SESSIONFS_CLAUDE_CACHE`` (else
+  ``<repo>/.cache/claude-code``). It talks the Anthropic Messages API to
+  `fake_anthropic_server` (``ANTHROPIC_BASE_URL``).
 * **GitHub Copilot CLI** 1.0.102 (npm ``@github/copilot``) and **opencode** 1.18.33
   (npm ``opencode-ai``), both native binaries, into ``$SESSIONFS_NEWER_AGENTS_CACHE``
   (else ``<repo>/.cache/newer-agents``). Both talk chat completions:
@@ -61,6 +66,12 @@ CODEX_VERSION = "0.171.0"
 CODEX_CACHE_ENV = "SESSIONFS_CODEX_CACHE"
 #: The env var Codex reads the fake provider's API key from (``env_key``).
 CODEX_KEY_ENV = "FAKE_API_KEY"
+CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
+CLAUDE_VERSION = "2.1.332"
+CLAUDE_CACHE_ENV = "SESSIONFS_CLAUDE_CACHE"
+#: What Claude Code may do unasked in print mode. As root ``--dangerously-skip-
+#: permissions`` is refused; listing the tools is what works for every user.
+CLAUDE_TOOLS = "Read,Bash,Agent,Write,Edit"
 
 #: GitHub Copilot CLI and opencode (native binaries from npm), run offline against
 #: `fake_model_server` (chat completions); each into its own cache dir.
@@ -114,6 +125,11 @@ def omp_cache_dir() -> Path:
 def codex_cache_dir() -> Path:
     configured = os.environ.get(CODEX_CACHE_ENV)
     return Path(configured) if configured else REPO / ".cache" / "npm-codex"
+
+
+def claude_cache_dir() -> Path:
+    configured = os.environ.get(CLAUDE_CACHE_ENV)
+    return Path(configured) if configured else REPO / ".cache" / "claude-code"
 
 
 def _package_dir(root: Path, package: str) -> Path:
@@ -209,6 +225,38 @@ def install_codex(cache: Path | None = None) -> Path:
             "node is not installed: the codex launcher runs on Node (CI installs it)"
         )
     return cache
+
+
+def install_claude(cache: Path | None = None) -> Path:
+    """The pinned Claude Code in ``cache`` (installed unless it is already there); the
+    cache. The native binary must answer ``--version`` with the pinned version: the
+    package's install script replaces a placeholder with it, and a placeholder left
+    behind (the platform package missing) is a failed install, not a skip."""
+    cache = cache or claude_cache_dir()
+    with _install_lock(cache):
+        _npm_install(cache, CLAUDE_PACKAGE, CLAUDE_VERSION, "sessionfs-claude-code")
+        binary = claude_executable(cache)
+        try:
+            done = subprocess.run(
+                [str(binary), "--version"],
+                env={"PATH": os.environ.get("PATH", ""), "HOME": str(cache)},
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+        except OSError as error:
+            raise InstallFailed(f"{binary} does not run: {error}") from error
+        if not done.stdout.startswith(CLAUDE_VERSION):
+            raise InstallFailed(
+                f"{binary} --version said {done.stdout.strip()!r} {done.stderr[-500:]!r}, "
+                f"not {CLAUDE_VERSION} (no native binary for this platform?)"
+            )
+    return cache
+
+
+def claude_executable(claude_cache: Path) -> Path:
+    return _package_dir(claude_cache, CLAUDE_PACKAGE) / "bin" / "claude.exe"
 
 
 def newer_agents_cache_dir() -> Path:
@@ -612,6 +660,121 @@ def rollout_thread_id(rollout: Path) -> str:
     return str(first["payload"]["id"])
 
 
+class ClaudeAgent(RealAgent):
+    """Claude Code 2.1 in print mode: ``claude -p PROMPT`` (``--resume ID`` continues
+    a session, more options as given), its sessions under ``<home>/.claude``.
+
+    ``model_url`` is the fake Anthropic server's root (``ANTHROPIC_BASE_URL``);
+    ``model_id``, when not empty, is passed as ``--model`` (else the CLI's default).
+    Output is ``--output-format json``: `ClaudeTurn` has the session id and result.
+    """
+
+    name = "claude"
+
+    @classmethod
+    def at_home(cls, home: Path, model_url: str, model_id: str, install: Path) -> Self:
+        return cls(home, home / ".claude", model_url, model_id, install).configure()
+
+    def write_config(self) -> None:
+        # Nothing to configure: the environment points Claude Code at the fake
+        # server. Its temp dir must exist (it is inside the test's HOME).
+        self.temp_dir().mkdir(parents=True, exist_ok=True)
+
+    def temp_dir(self) -> Path:
+        return self.home / "tmp"
+
+    def agent_env(self) -> dict[str, str]:
+        temp = str(self.temp_dir())
+        return {
+            "ANTHROPIC_BASE_URL": self.model_url,
+            "ANTHROPIC_API_KEY": "x",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            # Temp files (shell snapshots, sockets) stay in the test dir.
+            "TMPDIR": temp,
+            "CLAUDE_CODE_TMPDIR": temp,
+        }
+
+    def command(self, prompt: str, session: Path | None, options: Sequence[str] = ()) -> list[str]:
+        """``session``: a session file (its stem is the id) to resume."""
+        resume = ["--resume", session.stem] if session is not None else []
+        return self._argv(["-p", prompt, "--output-format", "json"], [*resume, *options])
+
+    def _argv(self, mode: list[str], options: Sequence[str]) -> list[str]:
+        argv = [str(claude_executable(self.install)), *mode, "--allowedTools", CLAUDE_TOOLS]
+        if self.model_id:
+            argv += ["--model", self.model_id]
+        return [*argv, *options]
+
+    def turn(
+        self,
+        prompt: str,
+        cwd: Path,
+        resume: str | None = None,
+        options: Sequence[str] = (),
+        timeout: float = RUN_TIMEOUT_S,
+    ) -> ClaudeTurn:
+        """One print-mode turn in ``cwd`` (``resume``: a session id to continue),
+        checked to have exited 0; its JSON result."""
+        more = ["--resume", resume, *options] if resume is not None else list(options)
+        result = self.run(prompt, cwd=cwd, options=more, timeout=timeout).check()
+        return ClaudeTurn.parse(result)
+
+    def turn_messages(
+        self,
+        messages: Sequence[dict[str, object]],
+        cwd: Path,
+        resume: str | None = None,
+        timeout: float = RUN_TIMEOUT_S,
+    ) -> ClaudeTurn:
+        """One print-mode turn whose prompt is user messages in the Messages API shape
+        (``{"role": "user", "content": [blocks]}``: an image block, say), given as
+        ``--input-format stream-json`` on stdin; its result, checked."""
+        mode = ["-p", "--input-format", "stream-json", "--output-format", "stream-json"]
+        options = ["--verbose", *(["--resume", resume] if resume is not None else [])]
+        process = self.spawn(self._argv(mode, options), cwd, stdin=subprocess.PIPE)
+        lines = "".join(json.dumps({"type": "user", "message": m}) + "\n" for m in messages)
+        try:
+            stdout, stderr = process.communicate(lines, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill(process)
+            raise AssertionError(f"claude took over {timeout} s") from None
+        return ClaudeTurn.parse(AgentResult(process.returncode, stdout, stderr).check())
+
+    def sessions(self) -> list[Path]:
+        """Every session file (no sub-agent files), oldest first by name."""
+        return sorted((self.agent_dir / "projects").glob("*/*.jsonl"))
+
+    def session_file(self, session_id: str) -> Path:
+        """The file of session ``session_id`` (it must exist)."""
+        found = list((self.agent_dir / "projects").glob(f"*/{session_id}.jsonl"))
+        if len(found) != 1:
+            raise AssertionError(f"{len(found)} files for Claude session {session_id}")
+        return found[0]
+
+
+@dataclass(frozen=True)
+class ClaudeTurn:
+    """What ``claude -p --output-format json`` (or ``stream-json``: its last line)
+    printed for one turn."""
+
+    session_id: str
+    result: str
+    output: dict[str, object]
+
+    @classmethod
+    def parse(cls, run: AgentResult) -> ClaudeTurn:
+        try:
+            output = json.loads(run.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError) as error:
+            raise AssertionError(f"claude printed no JSON result:\n{run.stdout[-2000:]}") from error
+        if output.get("is_error"):
+            raise AssertionError(f"claude reported an error: {output}")
+        return cls(str(output.get("session_id")), str(output.get("result", "")), output)
+
+
 @dataclass
 class CopilotAgent(RealAgent):
     """GitHub Copilot CLI 1.0 in prompt mode, offline (``COPILOT_OFFLINE``, the fake
@@ -714,6 +877,7 @@ def _main(argv: list[str]) -> int:
         ("pi", install_pi),
         ("omp", install_omp),
         ("codex", install_codex),
+        ("Claude Code", install_claude),
         ("GitHub Copilot CLI", install_copilot),
         ("opencode", install_opencode),
     )

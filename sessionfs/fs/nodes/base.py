@@ -185,6 +185,9 @@ class MountContext:
     #: transcripts rendered in worker processes and kept in ``--cache-dir``
     #: (``transcripts/``); set by the daemon
     renders: Prerenderer | None = None
+    #: ``transcript.html`` rendered the same way, into a cache dir of its own, on the
+    #: same worker processes (only what is asked for; None: rendered in the daemon)
+    page_renders: Prerenderer | None = None
     #: ``search/``'s index and the indexer's progress (root ``ctl``); None: no search
     search: SearchView | None = None
     #: the indexers of every index the root ``search/`` reads (set by the daemon): a

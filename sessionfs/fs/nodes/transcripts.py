@@ -308,11 +308,15 @@ class TranscriptFile(FileNode):
         return await open_transcript(self.ctx, self.path, identity)
 
 
-async def transcript_record(ctx: MountContext, path: Path, identity: FileIdentity) -> CachedRender:
+async def transcript_record(
+    ctx: MountContext, path: Path, identity: FileIdentity, renders: Prerenderer | None = None
+) -> CachedRender:
     """What is known of the transcript of the session file ``path`` at ``identity``:
     remembered, else its cache file's head checked in the daemon, else a worker's
-    validation or rendering. ``ENOENT`` when it is not a session (any more)."""
-    renders = _renders(ctx)
+    validation or rendering. ``ENOENT`` when it is not a session (any more).
+    ``renders``: the workers of another rendering than ``ctx.renders``' (the pages)."""
+    if renders is None:
+        renders = _renders(ctx)
     renders.read_ahead_after(path)
     record = renders.known(path, identity) or await renders.validated(path, identity)
     if record is not None:
@@ -323,17 +327,21 @@ async def transcript_record(ctx: MountContext, path: Path, identity: FileIdentit
         raise refuse(errno.ENOENT) from None
 
 
-async def open_transcript(ctx: MountContext, path: Path, identity: FileIdentity) -> OpenFile:
+async def open_transcript(
+    ctx: MountContext, path: Path, identity: FileIdentity, renders: Prerenderer | None = None
+) -> OpenFile:
     """An open transcript of ``path`` at ``identity``: ``pread``s of its cache file, or
     the bytes from a worker when there is no usable cache file."""
-    record = await transcript_record(ctx, path, identity)
+    if renders is None:
+        renders = _renders(ctx)
+    record = await transcript_record(ctx, path, identity, renders)
     handle = _open_cache_file(record)
     if handle is not None:
         return handle
     # Not stored (a full or missing cache dir) or changed since it was validated:
     # the worker validates or renders again and hands over the bytes themselves.
     try:
-        outcome = await _renders(ctx).outcome(path, want_bytes=True)
+        outcome = await renders.outcome(path, want_bytes=True)
     except RenderFailed:
         raise refuse(errno.ENOENT) from None
     handle = _open_cache_file(outcome.record)
