@@ -208,6 +208,7 @@ def test_a_real_opencode_database_through_the_mount(
     session = sessions / project / session_id
     context = json.loads(run("cat", session / "context.json"))
     assert "needle-in-output" in run("cat", session / "transcript.md")
+    assert "needle-in-output" in run("cat", session / "transcript.html")
     transcripts = mount.path / "agents" / "opencode" / "transcripts"
     found = run("grep", "-rl", "needle-in-output", transcripts).split()
     assert found == [str(transcripts / project / f"{session_id}.md")]
