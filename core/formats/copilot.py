@@ -11,7 +11,10 @@ one); the tree follows ``parentId``; the leaf is the last event. What the mount 
   first, each ``user.message`` as its ``transformedContent`` (what the model is sent;
   ``content`` when there is none), each ``assistant.message`` with its
   ``toolRequests`` as ``tool_calls``, each ``tool.execution_complete`` as a ``tool``
-  message; ``model`` the newest model an event names;
+  message; a successful ``session.compaction_complete`` (``/compact``, or the context
+  filling up) replaces what came before with the one user message Copilot sends
+  instead: every prompt typed so far, then its ``summaryContent``; ``model`` the
+  newest model an event names;
 * ``transcript.md``: what the user typed (``content``), the replies with their tool
   calls, and each tool's result right where it completed;
 * ``header.json``: ``session.start``'s data (id, cwd, version, start time, model) and
@@ -60,7 +63,14 @@ _ROLES: Final = {
     "tool.execution_complete": "toolResult",
 }
 #: what the context and transcript read; other events are only shown
-_MESSAGE_TYPES: Final = frozenset(_ROLES) | {"tool.execution_start"}
+_COMPACTED: Final = "session.compaction_complete"
+_MESSAGE_TYPES: Final = frozenset(_ROLES) | {"tool.execution_start", _COMPACTED}
+#: the user message a compaction leaves in place of the history (Copilot CLI 1.0.102)
+_COMPACTED_HEAD: Final = (
+    "Some of the conversation history has been summarized to free up context.\n\n"
+    "You were originally given instructions from a user over one or more turns. "
+    "Here were the user messages:\n"
+)
 
 
 def read_workspace(path: PathArg) -> dict[str, str]:
@@ -186,14 +196,18 @@ class CopilotSession(JsonlSession[_CopilotLine]):
     def context(self) -> dict[str, Any]:
         system: dict[str, Any] | None = None
         messages: list[dict[str, Any]] = []
+        typed: list[str] = []  # every prompt as typed: a compaction lists them all
         for _, kind, data in self._events():
             if kind == "system.message":
                 system = {"role": "system", "content": text_of(data.get("content"))}
             elif kind == "user.message":
+                typed.append(text_of(data.get("content")))
                 content = data.get("transformedContent")
                 if not isinstance(content, str):
-                    content = text_of(data.get("content"))
+                    content = typed[-1]
                 messages.append({"role": "user", "content": content})
+            elif kind == _COMPACTED and data.get("success") is True:
+                messages = [{"role": "user", "content": _compacted(typed, data)}]
             elif kind == "assistant.message":
                 calls = [
                     chat_tool_call(r.get("toolCallId"), r.get("name"), r.get("arguments"))
@@ -278,6 +292,17 @@ class CopilotSession(JsonlSession[_CopilotLine]):
 
     def leaf_index(self) -> int | None:
         return len(self._lines) - 1 if self._lines else None
+
+
+def _compacted(typed: list[str], data: dict[str, Any]) -> str:
+    """The one user message a compaction leaves: every prompt typed so far and the
+    summary the model wrote."""
+    prompts = "\n".join(f"<user_message>\n{text}\n</user_message>" for text in typed)
+    summary = text_of(data.get("summaryContent"))
+    return (
+        f"{_COMPACTED_HEAD}{prompts}\n\n"
+        f"Here is a summary of the prior context:\n<summary>\n{summary}\n</summary>\n"
+    )
 
 
 def _requests(data: dict[str, Any]) -> list[dict[str, Any]]:

@@ -86,6 +86,20 @@ def test_copilot_context_is_what_the_model_is_sent_next(
     (listed,) = list_copilot_sessions(copilot.agent_dir)
     assert listed.project == encode_cwd(str(work)) and listed.stem == header["id"]
 
+    # /compact: the model is sent one user message in place of the history (the
+    # prompts typed so far and the summary it wrote); context.json says the same.
+    # (A run after a compaction writes a new system prompt: compared after the run.)
+    fake_model.set_default_reply("the summary so far")
+    copilot.run("/compact", cwd=work, options=["--continue"], timeout=TIMEOUT_S).check()
+    copilot.run("after the compaction", cwd=work, options=["--continue"], timeout=TIMEOUT_S)
+    sent = main_requests(fake_model)[-1].messages
+    assert "after the compaction" in sent[-1]["content"] and len(sent) == 3
+    assert session.catch_up()
+    compacted = session.context()["messages"]
+    assert chat_view(compacted[:3]) == chat_view(sent)
+    assert "the summary so far" in compacted[1]["content"]
+    assert "<user_message>\nand now?\n</user_message>" in compacted[1]["content"]
+
 
 def test_opencode_context_is_what_the_model_is_sent_next_and_a_fork(
     opencode: OpencodeAgent, fake_model: FakeModelServer, tmp_path: Path

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.newer_agent_files import write_copilot_session
+from support.newer_agent_files import copilot_event, write_copilot_session
 
 from core.formats.copilot import CopilotSession, read_workspace
 from core.formats.copilot_agent import COPILOT_SEARCH, list_copilot_sessions
@@ -129,3 +129,31 @@ def test_workspace_yaml_scalars_only(tmp_path: Path) -> None:
     path.write_text('name: "quoted: yes"\nsummary: |\n  multi\nlist:\n  - a\ncwd: /x\n')
     assert read_workspace(path) == {"name": "quoted: yes", "cwd": "/x"}
     assert json.dumps(read_workspace(tmp_path / "missing.yaml")) == "{}"
+
+
+def test_a_compaction_replaces_the_history(tmp_path: Path) -> None:
+    path = write_copilot_session(tmp_path, SID, "/home/me/app")
+    compacted = {"success": True, "outcome": "applied", "summaryContent": "We listed files."}
+    failed = {"success": False, "summaryContent": "ignored"}
+    more = [
+        copilot_event("session.compaction_complete", failed, "e11", "e10", 11),
+        copilot_event("session.compaction_complete", compacted, "e12", "e11", 12),
+        copilot_event(
+            "user.message", {"content": "next", "transformedContent": "<t/>next"}, "e13", "e12", 13
+        ),
+    ]
+    with path.open("a") as f:
+        f.writelines(json.dumps(event) + "\n" for event in more)
+    messages = CopilotSession(path).context()["messages"]
+    assert messages == [
+        {"role": "system", "content": "You are Copilot."},
+        {
+            "role": "user",
+            "content": "Some of the conversation history has been summarized to free up "
+            "context.\n\nYou were originally given instructions from a user over one or "
+            "more turns. Here were the user messages:\n<user_message>\nlist files\n"
+            "</user_message>\n\nHere is a summary of the prior context:\n<summary>\n"
+            "We listed files.\n</summary>\n",
+        },
+        {"role": "user", "content": "<t/>next"},
+    ]
