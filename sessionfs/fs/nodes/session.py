@@ -56,7 +56,7 @@ from sessionfs.fs.nodes.write_handles import BufferedWriteHandle, LineBatchHandl
 from sessionfs.view.access import NO_ACCESS, FileAccess
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.branch_pages import BRANCHES_DIR
-from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN
+from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN, LoadedSession
 from sessionfs.view.prerender import Prerenderer
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.render import status_text
@@ -142,7 +142,7 @@ class RenderedFile(InSession, FileNode):
         parsed session, one with this rendering in memory, or one holding a leaf moved
         through the mount (which the file does not have) answers from memory; a
         dehydrated one has nothing the file lacks."""
-        if self.prerenderer() is None:
+        if self.prerenderer() is None or self.ctx.sessions.noted(self.project, self.stem):
             return None
         loaded = self.ctx.sessions.peek(self.project, self.stem)
         if loaded is not None and (
@@ -335,6 +335,7 @@ class SessionCtl(InSession, CommandFile):
                     ("entries", session.entry_count()),
                     ("needs_rewrite", session.needs_rewrite()),
                     ("persist_error", str(persist_error) if persist_error else None),
+                    *self.more_status(session),
                     ("last_result", session.last_result),
                     ("last_error", session.last_error),
                     *send_pairs,
@@ -342,6 +343,10 @@ class SessionCtl(InSession, CommandFile):
             )
 
         return await self.ctx.sessions.run(session, status)
+
+    def more_status(self, session: LoadedSession) -> list[tuple[str, object]]:
+        """Lines a kind of session adds to its status (worker thread, under its lock)."""
+        return []
 
     def _send_status(self) -> list[tuple[str, str | None]]:
         """``send: idle`` or ``send: running pid N since <time>``, and the last run's

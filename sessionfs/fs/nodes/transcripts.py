@@ -48,6 +48,7 @@ from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.prerender import Prerenderer, RenderFailed
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.render_cache import CachedRender, FileIdentity
+from sessionfs.view.session_cache import NotASession
 
 __all__ = [
     "TRANSCRIPTS",
@@ -264,9 +265,21 @@ class TranscriptFile(FileNode):
         loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
         return loaded if loaded is not None and loaded.pinned_leaf is not None else None
 
+    async def _noted_session(self) -> LoadedSession | None:
+        """`_moved_leaf`, or the session loaded now when the mount remembers a leaf
+        chosen for it (another agent's, after a remount: `SessionCache.noted`)."""
+        loaded = self._moved_leaf()
+        if loaded is not None or not self.ctx.sessions.noted(self.project, self.stem):
+            return loaded
+        try:
+            session = await self.ctx.sessions.get(self.project, self.stem)
+        except NotASession:
+            raise refuse(errno.ENOENT) from None
+        return session if session.pinned_leaf is not None else None
+
     async def stat(self) -> Stat:
         identity, _access = self._identity()
-        loaded = self._moved_leaf()
+        loaded = await self._noted_session()
         if loaded is not None:
             data = await self.ctx.sessions.render(loaded, "transcript.md")
             return Stat(len(data), loaded.mtime_ns)
@@ -282,7 +295,8 @@ class TranscriptFile(FileNode):
 
     def _listed(self, identity: FileIdentity) -> Stat:
         record = _renders(self.ctx).known(self.path, identity)
-        if record is None or self._moved_leaf() is not None:
+        noted = self._moved_leaf() is not None or self.ctx.sessions.noted(self.project, self.stem)
+        if record is None or noted:
             return Stat(0, identity.mtime_ns, exact=False)  # a listing renders nothing
         return Stat(record.transcript_size, identity.mtime_ns)
 
@@ -301,7 +315,7 @@ class TranscriptFile(FileNode):
         if opened_for_writing(flags):
             raise WriteRejected(errno.EACCES, f"{self.display_path()}: a transcript, read-only")
         identity, _access = self._identity()
-        loaded = self._moved_leaf()
+        loaded = await self._noted_session()
         if loaded is not None:
             data = await self.ctx.sessions.render(loaded, "transcript.md")
             return BytesHandle(data, version=(loaded.file_state, loaded.version))
