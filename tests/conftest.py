@@ -27,7 +27,9 @@ from support.real_agents import (
     PiAgent,
     install_claude,
     install_codex,
+    install_copilot,
     install_omp,
+    install_opencode,
     install_pi,
 )
 
@@ -130,6 +132,18 @@ def codex_install() -> Path:
     if (platform.system(), platform.machine()) != ("Linux", "x86_64"):
         pytest.skip("the tests install Codex's native binary for linux-x64 only")
     return _installed(install_codex)
+
+
+@pytest.fixture(scope="session")
+def copilot_install() -> Path:
+    """The cache dir holding the pinned GitHub Copilot CLI."""
+    return _installed(install_copilot)
+
+
+@pytest.fixture(scope="session")
+def opencode_install() -> Path:
+    """The cache dir holding the pinned opencode."""
+    return _installed(install_opencode)
 
 
 @pytest.fixture

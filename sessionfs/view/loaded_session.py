@@ -41,6 +41,7 @@ from core.formats.jsonl_source import JsonlSession
 from core.formats.xcsh import XcshSession
 from core.formats.xcsh_file import CompactSession, NotCompact, read_file
 from core.formats.xcsh_parsed import PARSED_SIZE_FACTOR, ManagerSource
+from core.session_stat import session_stat
 from core.storage import FileSessionStorage, PathArg, StorageStat
 from sessionfs.view import render
 from sessionfs.view.access import FileAccess
@@ -232,7 +233,7 @@ class LoadedSession:
         ``warm`` (the file about to be read) from the same parse. ``NotASessionError``
         when an xcsh file is not a session."""
         if self.opener is not None:
-            st = os.stat(self.ref.path)
+            st = session_stat(self.ref.path)
             self._hold(self.opener(self.ref), st)
             self.apply_pin()
         elif self.pinned_leaf is not None or not self._load_compact(warm):
@@ -358,7 +359,7 @@ class LoadedSession:
         return changed
 
     def _catch_up(self) -> int:
-        state = self._saw(os.stat(self.ref.path))
+        state = self._saw(session_stat(self.ref.path))
         self.checked_at = time.monotonic()
         if state == self.file_state:
             return 0
@@ -422,7 +423,7 @@ class LoadedSession:
         change (or an error) goes the slow way through ``refresh`` in a worker thread.
         """
         try:
-            st = os.stat(self.ref.path)
+            st = session_stat(self.ref.path)
         except OSError:
             return False
         if self._saw(st) != self.file_state or self.mode_changed:

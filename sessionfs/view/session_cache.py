@@ -141,6 +141,9 @@ class SessionCache:
         #: pages back to the OS there: `sessionfs.fs.memory.release_free_memory`)
         self.after_eviction = after_eviction
         self._sessions: OrderedDict[tuple[str, str], LoadedSession] = OrderedDict()
+        #: why the last session that could not be read was skipped (a corrupt or
+        #: locked store of another agent, junk in place of a session), for ``ctl``
+        self.last_skip: str | None = None
         self._loading: dict[tuple[str, str], trio.Lock] = {}
         #: bytes writes added to the estimate since `_evict` last looked (see
         #: `_EVICT_CHECK_GROWTH`)
@@ -221,6 +224,7 @@ class SessionCache:
             try:
                 session.load(warming)  # compact unless it must be parsed (module docstring)
             except NotASessionError as exc:  # e.g. replaced by junk since it was listed
+                self.last_skip = str(exc) or str(ref.path)
                 raise NotASession(str(ref.path)) from exc
             return session
 
@@ -299,6 +303,10 @@ class SessionCache:
             except FileNotFoundError:
                 self.drop(session)
                 raise NotASession(str(session.ref.path)) from None
+            except NotASessionError as exc:  # e.g. another agent's store locked or corrupt
+                self.last_skip = str(exc) or str(session.ref.path)
+                self.drop(session)  # read again at the next access
+                raise NotASession(str(session.ref.path)) from exc
             notes = self.notes
             if notes is not None and session.pinned_leaf is None and notes.leaf(session.key):
                 await trio.to_thread.run_sync(notes.set_leaf, session.key, None)
@@ -334,7 +342,12 @@ class SessionCache:
             return fn()
 
         async with session.lock:
-            result = await trio.to_thread.run_sync(readable)
+            try:
+                result = await trio.to_thread.run_sync(readable)
+            except NotASessionError as exc:  # reloaded, and unreadable now (a locked store)
+                self.last_skip = str(exc) or str(session.ref.path)
+                self.drop(session)
+                raise FileNotFoundError(errno.ENOENT, self.last_skip) from exc
         self._evict(keep=session)
         return result
 

@@ -60,9 +60,26 @@ def message_text(message: Json) -> str:
     return ""
 
 
-#: A scripted reply: a fixed text, or a function of the request (e.g. to answer a
-#: side call such as title generation differently from the main turn).
-Reply = str | Callable[[ModelRequest], str]
+@dataclass(frozen=True)
+class ToolCallReply:
+    """A scripted reply that asks the agent to call one tool (``finish_reason``
+    ``tool_calls``), e.g. ``ToolCallReply("bash", {"command": "echo hi"})``."""
+
+    name: str
+    arguments: Json
+    call_id: str = "call_fake_1"
+
+    def chat_call(self) -> Json:
+        return {
+            "id": self.call_id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": json.dumps(self.arguments)},
+        }
+
+
+#: A scripted reply: a fixed text, a tool call, or a function of the request (e.g. to
+#: answer a side call such as title generation differently from the main turn).
+Reply = str | ToolCallReply | Callable[[ModelRequest], "str | ToolCallReply"]
 
 
 @dataclass
@@ -258,9 +275,12 @@ class _ChatHandler(JsonHandler):
         else:
             self._send_json(_completion(model, text))
 
-    def _stream(self, model: str, text: str) -> None:
+    def _stream(self, model: str, text: str | ToolCallReply) -> None:
         self._start_events()
-        for chunk in _chunks(model, text):
+        chunks = (
+            _tool_chunks(model, text) if isinstance(text, ToolCallReply) else _chunks(model, text)
+        )
+        for chunk in chunks:
             self._send_event(chunk)
         self._send_event("[DONE]")
 
@@ -310,7 +330,34 @@ def _chunks(model: str, text: str) -> list[Json]:
     ]
 
 
-def _completion(model: str, text: str) -> Json:
+def _tool_chunks(model: str, call: ToolCallReply) -> list[Json]:
+    """The SSE chunks of a streamed tool call: the call with its arguments, the
+    ``tool_calls`` stop, then the usage."""
+    base = {
+        "id": _completion_id(),
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+    delta = {"role": "assistant", "content": None, "tool_calls": [{"index": 0, **call.chat_call()}]}
+    return [
+        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        {**base, "choices": [], "usage": _usage(call.name)},
+    ]
+
+
+def _completion(model: str, text: str | ToolCallReply) -> Json:
+    if isinstance(text, ToolCallReply):
+        message = {"role": "assistant", "content": None, "tool_calls": [text.chat_call()]}
+        return {
+            "id": _completion_id(),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+            "usage": _usage(text.name),
+        }
     return {
         "id": _completion_id(),
         "object": "chat.completion",

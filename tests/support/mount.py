@@ -169,6 +169,10 @@ def start_mount(
 ) -> Mount:
     mountpoint.mkdir(parents=True, exist_ok=True)
     log = mountpoint.parent / f"{mountpoint.name}.log"
+    if env is None and not {"--agents", "--no-agents"} & set(extra):
+        # Without a fake HOME only the agents whose dirs `isolated_env` points nowhere:
+        # the machine's ~/.copilot, ~/.cursor or ~/.local/share/opencode never show.
+        extra = (*extra, "--agents", "claude,codex")
     if "--cache-dir" not in extra:
         # Never the user's real cache dir: each test's caches die with its tmp dir.
         extra = (*extra, "--cache-dir", str(mountpoint.parent / f"{mountpoint.name}.cache"))

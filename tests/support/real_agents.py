@@ -16,6 +16,10 @@
   is installed with npm into ``$SESSIONFS_CLAUDE_CACHE`` (else
   ``<repo>/.cache/claude-code``). It talks the Anthropic Messages API to
   `fake_anthropic_server` (``ANTHROPIC_BASE_URL``).
+* **GitHub Copilot CLI** 1.0.102 (npm ``@github/copilot``) and **opencode** 1.18.33
+  (npm ``opencode-ai``), both native binaries, into ``$SESSIONFS_NEWER_AGENTS_CACHE``
+  (else ``<repo>/.cache/newer-agents``). Both talk chat completions:
+  `fake_model_server` (``ToolCallReply`` scripts a tool call).
 
 Each agent run gets its own ``HOME`` (nothing of the real user's config, keys or
 sessions leaks in, and nothing the agent writes leaks out), a clean environment (no
@@ -69,6 +73,14 @@ CLAUDE_CACHE_ENV = "SESSIONFS_CLAUDE_CACHE"
 #: permissions`` is refused; listing the tools is what works for every user.
 CLAUDE_TOOLS = "Read,Bash,Agent,Write,Edit"
 
+#: GitHub Copilot CLI and opencode (native binaries from npm), run offline against
+#: `fake_model_server` (chat completions); each into its own cache dir.
+COPILOT_PACKAGE = "@github/copilot"
+COPILOT_VERSION = "1.0.102"
+OPENCODE_PACKAGE = "opencode-ai"
+OPENCODE_VERSION = "1.18.33"
+NEWER_AGENTS_CACHE_ENV = "SESSIONFS_NEWER_AGENTS_CACHE"
+
 INSTALL_TIMEOUT_S = 600
 #: One agent turn against the fake server takes ~5 s (mostly start-up); generous for
 #: a loaded 2-core machine, short enough that a hang fails the test.
@@ -113,6 +125,8 @@ def omp_cache_dir() -> Path:
 def codex_cache_dir() -> Path:
     configured = os.environ.get(CODEX_CACHE_ENV)
     return Path(configured) if configured else REPO / ".cache" / "npm-codex"
+
+
 def claude_cache_dir() -> Path:
     configured = os.environ.get(CLAUDE_CACHE_ENV)
     return Path(configured) if configured else REPO / ".cache" / "claude-code"
@@ -243,6 +257,27 @@ def install_claude(cache: Path | None = None) -> Path:
 
 def claude_executable(claude_cache: Path) -> Path:
     return _package_dir(claude_cache, CLAUDE_PACKAGE) / "bin" / "claude.exe"
+
+
+def newer_agents_cache_dir() -> Path:
+    configured = os.environ.get(NEWER_AGENTS_CACHE_ENV)
+    return Path(configured) if configured else REPO / ".cache" / "newer-agents"
+
+
+def install_copilot(cache: Path | None = None) -> Path:
+    """The pinned GitHub Copilot CLI in ``cache`` (installed unless it is there)."""
+    cache = cache or newer_agents_cache_dir()
+    with _install_lock(cache):
+        _npm_install(cache, COPILOT_PACKAGE, COPILOT_VERSION, "sessionfs-newer-agents")
+    return cache
+
+
+def install_opencode(cache: Path | None = None) -> Path:
+    """The pinned opencode in ``cache`` (installed unless it is there)."""
+    cache = cache or newer_agents_cache_dir()
+    with _install_lock(cache):
+        _npm_install(cache, OPENCODE_PACKAGE, OPENCODE_VERSION, "sessionfs-newer-agents")
+    return cache
 
 
 def _npm_registry() -> str:
@@ -623,6 +658,8 @@ def rollout_thread_id(rollout: Path) -> str:
     with open(rollout, "rb") as file:
         first = json.loads(file.readline())
     return str(first["payload"]["id"])
+
+
 class ClaudeAgent(RealAgent):
     """Claude Code 2.1 in print mode: ``claude -p PROMPT`` (``--resume ID`` continues
     a session, more options as given), its sessions under ``<home>/.claude``.
@@ -738,6 +775,92 @@ class ClaudeTurn:
         return cls(str(output.get("session_id")), str(output.get("result", "")), output)
 
 
+@dataclass
+class CopilotAgent(RealAgent):
+    """GitHub Copilot CLI 1.0 in prompt mode, offline (``COPILOT_OFFLINE``, the fake
+    server as its provider): ``copilot -p PROMPT --allow-all-tools``; ``--continue``
+    goes on with the newest session. Sessions in ``<home>/.copilot/session-state/``."""
+
+    name = "copilot"
+
+    @classmethod
+    def at_home(cls, home: Path, model_url: str, model_id: str, install: Path) -> Self:
+        return cls(home, home / ".copilot", model_url, model_id, install).configure()
+
+    def write_config(self) -> None:
+        self.agent_dir.mkdir(parents=True, exist_ok=True)
+
+    def agent_env(self) -> dict[str, str]:
+        return {
+            "COPILOT_HOME": str(self.agent_dir),
+            "COPILOT_OFFLINE": "true",
+            "COPILOT_PROVIDER_BASE_URL": self.model_url,
+            "COPILOT_PROVIDER_API_KEY": FAKE_API_KEY,
+            "COPILOT_MODEL": self.model_id,
+            "COPILOT_AUTO_UPDATE": "false",
+        }
+
+    def command(self, prompt: str, session: Path | None, options: Sequence[str] = ()) -> list[str]:
+        binary = self.install / "node_modules" / ".bin" / "copilot"
+        return [str(binary), "-p", prompt, "--allow-all-tools", "--no-auto-update", *options]
+
+    def sessions(self) -> list[Path]:
+        return sorted((self.agent_dir / "session-state").glob("*/events.jsonl"))
+
+
+@dataclass
+class OpencodeAgent(RealAgent):
+    """opencode 1.18 offline (a ``fake`` provider in ``opencode.json``, model fetches,
+    updates, LSP downloads and default plugins off): ``opencode run PROMPT``,
+    ``--continue``, ``--session ID --fork``. Sessions in
+    ``<home>/.local/share/opencode/opencode.db``."""
+
+    name = "opencode"
+
+    @classmethod
+    def at_home(cls, home: Path, model_url: str, model_id: str, install: Path) -> Self:
+        agent_dir = home / ".local" / "share" / "opencode"
+        return cls(home, agent_dir, model_url, model_id, install).configure()
+
+    def write_config(self) -> None:
+        provider = {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "Fake",
+            "options": {"baseURL": self.model_url, "apiKey": FAKE_API_KEY},
+            "models": {self.model_id: {"name": self.model_id}},
+        }
+        config = {
+            "provider": {FAKE_PROVIDER: provider},
+            "model": f"{FAKE_PROVIDER}/{self.model_id}",
+            "small_model": f"{FAKE_PROVIDER}/{self.model_id}",
+            "autoupdate": False,
+            "share": "disabled",
+            "permission": {"bash": "allow", "edit": "allow"},
+        }
+        config_dir = self.home / ".config" / "opencode"
+        config_dir.mkdir(parents=True, exist_ok=True)
+        (config_dir / "opencode.json").write_text(json.dumps(config, indent=2))
+
+    def agent_env(self) -> dict[str, str]:
+        return {
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+            "XDG_CONFIG_HOME": str(self.home / ".config"),
+            "XDG_DATA_HOME": str(self.home / ".local" / "share"),
+            "XDG_CACHE_HOME": str(self.home / ".cache"),
+            "XDG_STATE_HOME": str(self.home / ".local" / "state"),
+        }
+
+    def command(self, prompt: str, session: Path | None, options: Sequence[str] = ()) -> list[str]:
+        binary = self.install / "node_modules" / ".bin" / "opencode"
+        return [str(binary), "run", *options, prompt]
+
+    def database(self) -> Path:
+        return self.agent_dir / "opencode.db"
+
+
 def default_agent_dir(home: Path, agent: str) -> Path:
     """Where the agent keeps its agent dir when nothing overrides it."""
     return home / f".{agent}" / "agent"
@@ -755,6 +878,8 @@ def _main(argv: list[str]) -> int:
         ("omp", install_omp),
         ("codex", install_codex),
         ("Claude Code", install_claude),
+        ("GitHub Copilot CLI", install_copilot),
+        ("opencode", install_opencode),
     )
     for what, install in agents:
         try:

@@ -109,6 +109,10 @@ class RootCtl(CommandFile):
         if self.ctx.agents is not None:
             for name, view in self.ctx.agents.search_views():
                 search += view.progress.ctl_items(f"search_{name}")
+            for name in self.ctx.agents.agent_names():
+                context = self.ctx.agents.agent_context(name)
+                if context is not None:  # a session of this agent that could not be read
+                    search.append((f"agents_{name}_last_skip", context.sessions.last_skip))
         return status_text(
             [
                 ("last_result", self.ctx.root_last_result),

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, TypeVar
 
 import trio
 
+from core.session_stat import session_stat
 from sessionfs.fs.nodes.artifacts import ArtifactsDir, has_artifacts_dir
 from sessionfs.fs.nodes.base import (
     DROPBOX,
@@ -153,7 +154,7 @@ class RenderedFile(InSession, FileNode):
             return None
         path = self.ctx.index.session_path(self.project, self.stem)
         try:
-            return path, FileIdentity.of(os.stat(path))
+            return path, FileIdentity.of(session_stat(path))
         except OSError:
             return None  # the loaded path answers (ENOENT, or a session it finds)
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import trio
 
+from core.session_stat import session_stat
 from sessionfs.fs.nodes.base import (
     RENDERED,
     STATIC,
@@ -253,7 +254,7 @@ class TranscriptFile(FileNode):
     def _identity(self) -> tuple[FileIdentity, FileAccess]:
         """The session file as it is now (one stat, on the event loop), its mode and owner."""
         try:
-            st = os.stat(self.path)
+            st = session_stat(self.path)
         except OSError:
             raise refuse(errno.ENOENT) from None
         return FileIdentity.of(st), FileAccess.of(st)
