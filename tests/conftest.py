@@ -21,6 +21,7 @@ from support.real_agents import (
     InstallFailed,
     OmpAgent,
     PiAgent,
+    install_gemini,
     install_omp,
     install_pi,
 )
@@ -95,6 +96,12 @@ def omp_install() -> Path:
     if (platform.system(), platform.machine()) != ("Linux", "x86_64"):
         pytest.skip("omp runs on the npm build of Bun for linux-x64 only")
     return _installed(install_omp)
+
+
+@pytest.fixture(scope="session")
+def gemini_install() -> Path:
+    """The cache dir holding the pinned Gemini CLI (``$SESSIONFS_GEMINI_CACHE``)."""
+    return _installed(install_gemini)
 
 
 @pytest.fixture

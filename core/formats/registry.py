@@ -16,6 +16,7 @@ from typing import Final
 from core.formats.agent_format import AgentFormat
 from core.formats.claude_agent import CLAUDE_CODE
 from core.formats.codex_agent import CODEX_CLI
+from core.formats.gemini_agent import GEMINI_CLI
 
 __all__ = ["AGENT_FORMATS", "agent_format"]
 
@@ -23,6 +24,7 @@ __all__ = ["AGENT_FORMATS", "agent_format"]
 REGISTERED: Final[tuple[AgentFormat, ...]] = (
     CLAUDE_CODE,
     CODEX_CLI,
+    GEMINI_CLI,
 )
 
 #: name -> connector, in `REGISTERED` order

@@ -83,9 +83,14 @@ class FakeModelServer:
         self.model_ids = model_ids
         self._script = _Script()
         self._script.released.set()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self, self.handler()))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    def handler(self) -> type[ModelHandler]:
+        """The request handler: OpenAI chat completions. A server of another wire
+        format (`fake_gemini_server`) subclasses this and returns its own."""
+        return _ChatHandler
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -160,7 +165,8 @@ class FakeModelServer:
 
     # ------------------------------------------------------------------ the handler's side
 
-    def _record(self, request: ModelRequest) -> str:
+    def _record(self, request: ModelRequest) -> Any:
+        """Record ``request``; the scripted reply for it (after any hold or delay)."""
         script = self._script
         with script.lock:
             script.requests.append(request)
@@ -174,44 +180,35 @@ class FakeModelServer:
         return reply(request) if callable(reply) else reply
 
 
-def _handler_for(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(_ChatHandler):
+def _handler_for(
+    server: FakeModelServer, base: type[ModelHandler]
+) -> type[BaseHTTPRequestHandler]:
+    class Handler(base):
         fake = server
 
     return Handler
 
 
-class _ChatHandler(BaseHTTPRequestHandler):
+class ModelHandler(BaseHTTPRequestHandler):
+    """What every fake wire format shares: quiet logging, JSON bodies in and out,
+    server-sent events."""
+
     fake: FakeModelServer
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the agents' requests are recorded, not logged to stderr."""
 
-    def do_GET(self) -> None:
-        if self.path.rstrip("/").endswith("/models"):
-            models = [{"id": m, "object": "model", "owned_by": "fake"} for m in self.fake.model_ids]
-            self._send_json({"object": "list", "data": models})
-        else:
-            self._send_json({"error": {"message": f"no such path {self.path}"}}, status=404)
-
-    def do_POST(self) -> None:
+    def read_json(self) -> Json | None:
+        """The request's JSON body (``None``, and a 400 sent, when it is not JSON)."""
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
-        if not self.path.rstrip("/").endswith("/chat/completions"):
-            self._send_json({"error": {"message": f"no such path {self.path}"}}, status=404)
-            return
         try:
             body = json.loads(raw or b"{}")
         except json.JSONDecodeError as error:
             self._send_json({"error": {"message": f"bad JSON: {error}"}}, status=400)
-            return
-        text = self.fake._record(ModelRequest(self.path, body))
-        model = str(body.get("model") or DEFAULT_MODEL)
-        if body.get("stream"):
-            self._stream(model, text)
-        else:
-            self._send_json(_completion(model, text))
+            return None
+        return body if isinstance(body, dict) else {}
 
     def _send_json(self, payload: Json, status: int = 200) -> None:
         data = json.dumps(payload).encode()
@@ -221,18 +218,47 @@ class _ChatHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _stream(self, model: str, text: str) -> None:
+    def send_events(self, events: list[Json], done: bytes | None = None) -> None:
+        """``events`` as server-sent ``data:`` events (then ``done``, e.g. ``[DONE]``),
+        closing the connection after them."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
-        for chunk in _chunks(model, text):
-            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        for event in events:
+            self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
             self.wfile.flush()
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
+        if done is not None:
+            self.wfile.write(b"data: " + done + b"\n\n")
+            self.wfile.flush()
+
+
+class _ChatHandler(ModelHandler):
+    """OpenAI ``/v1/chat/completions`` (and ``GET /v1/models``)."""
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            models = [{"id": m, "object": "model", "owned_by": "fake"} for m in self.fake.model_ids]
+            self._send_json({"object": "list", "data": models})
+        else:
+            self._send_json({"error": {"message": f"no such path {self.path}"}}, status=404)
+
+    def do_POST(self) -> None:
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self._send_json({"error": {"message": f"no such path {self.path}"}}, status=404)
+            return
+        body = self.read_json()
+        if body is None:
+            return
+        text = self.fake._record(ModelRequest(self.path, body))
+        model = str(body.get("model") or DEFAULT_MODEL)
+        if body.get("stream"):
+            self.send_events(_chunks(model, text), done=b"[DONE]")
+        else:
+            self._send_json(_completion(model, text))
 
 
 _ids = iter(range(1, 1 << 62))

@@ -15,7 +15,7 @@ model server (`fake_model_server`), with update checks, telemetry and the probin
 local model servers off.
 
 This module imports nothing outside the standard library, so CI can run it before the
-test venv exists: ``python3 tests/support/real_agents.py install`` installs both agents
+test venv exists: ``python3 tests/support/real_agents.py install`` installs every agent
 into the cache dirs the tests use, and exits non-zero on any failure (a registry
 failure fails CI instead of turning into skipped tests).
 """
@@ -46,6 +46,12 @@ OMP_PACKAGE = "@oh-my-pi/pi-coding-agent"
 #: 18.2.3 resolves from npm; 18.3's dependencies do not.
 OMP_VERSION = "18.2.3"
 OMP_CACHE_ENV = "SESSIONFS_OMP_CACHE"
+
+#: Gemini CLI (npm, a Node bundle), installed like pi into ``$SESSIONFS_GEMINI_CACHE``
+#: (else ``<repo>/.cache/npm-gemini``).
+GEMINI_PACKAGE = "@google/gemini-cli"
+GEMINI_VERSION = "0.61.0"
+GEMINI_CACHE_ENV = "SESSIONFS_GEMINI_CACHE"
 
 INSTALL_TIMEOUT_S = 600
 #: One agent turn against the fake server takes ~5 s (mostly start-up); generous for
@@ -230,6 +236,27 @@ def omp_package_dir(omp_cache: Path) -> Path:
 
 def pi_package_dir(pi_cache: Path) -> Path:
     return _package_dir(pi_cache, PI_PACKAGE)
+
+
+def install_node_agent(package: str, version: str, cache: Path, manifest_name: str) -> Path:
+    """The pinned npm ``package`` (a CLI that runs on Node) in ``cache``, installed
+    unless it is already there; the cache."""
+    with _install_lock(cache):
+        _npm_install(cache, package, version, manifest_name)
+    if shutil.which("node") is None:  # installed earlier, but nothing here can run it
+        raise AgentUnavailable(f"node is not installed: {package} runs on Node (CI installs it)")
+    return cache
+
+
+def _cache_dir(variable: str, default: str) -> Path:
+    configured = os.environ.get(variable)
+    return Path(configured) if configured else REPO / ".cache" / default
+
+
+def install_gemini(cache: Path | None = None) -> Path:
+    """The pinned Gemini CLI in ``cache`` (``$SESSIONFS_GEMINI_CACHE``); the cache."""
+    cache = cache or _cache_dir(GEMINI_CACHE_ENV, "npm-gemini")
+    return install_node_agent(GEMINI_PACKAGE, GEMINI_VERSION, cache, "sessionfs-gemini-interop")
 
 
 # --------------------------------------------------------------------------- running
@@ -466,6 +493,50 @@ class OmpAgent(RealAgent):
         return finish(process, timeout)
 
 
+@dataclass
+class GeminiAgent(RealAgent):
+    """Gemini CLI 0.61 against a fake Gemini API (`fake_gemini_server`): ``gemini -m
+    MODEL -p PROMPT``, ``--resume latest`` to continue the project's newest session.
+    Its dir is ``~/.gemini`` (``agent_dir``), its settings ``~/.gemini/settings.json``:
+    an API key (any), no update check, no usage statistics, no telemetry; the
+    workspace trusted (headless runs refuse an untrusted one). The model is named on
+    the command line: without it Gemini first asks a classifier model which to use."""
+
+    name = "gemini"
+
+    @classmethod
+    def at_home(cls, home: Path, model_url: str, model_id: str, install: Path) -> Self:
+        agent = cls(home, home / ".gemini", model_url, model_id, install)
+        return agent.configure()
+
+    def write_config(self) -> None:
+        self.agent_dir.mkdir(parents=True, exist_ok=True)
+        settings = {
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+        }
+        (self.agent_dir / "settings.json").write_text(json.dumps(settings, indent=2))
+
+    def agent_env(self) -> dict[str, str]:
+        return {
+            "GEMINI_API_KEY": FAKE_API_KEY,
+            "GOOGLE_GEMINI_BASE_URL": self.model_url,
+            "GEMINI_CLI_TRUST_WORKSPACE": "true",
+        }
+
+    def command(self, prompt: str, session: Path | None, options: Sequence[str] = ()) -> list[str]:
+        cli = _package_dir(self.install, GEMINI_PACKAGE) / "bundle" / "gemini.js"
+        argv = ["node", str(cli), "-m", self.model_id]
+        if session is not None:  # the project's newest session is the one continued
+            argv += ["--resume", "latest"]
+        return [*argv, *options, "-p", prompt]
+
+    def sessions(self) -> list[Path]:
+        return sorted((self.agent_dir / "tmp").glob("*/chats/session-*.jsonl"))
+
+
 def default_agent_dir(home: Path, agent: str) -> Path:
     """Where the agent keeps its agent dir when nothing overrides it."""
     return home / f".{agent}" / "agent"
@@ -478,7 +549,8 @@ def _main(argv: list[str]) -> int:
     if argv != ["install"]:
         print("usage: real_agents.py install", file=sys.stderr)
         return 2
-    for what, install in (("pi", install_pi), ("omp", install_omp)):
+    installs = (("pi", install_pi), ("omp", install_omp), ("gemini", install_gemini))
+    for what, install in installs:
         try:
             cache = install()
         except (AgentUnavailable, InstallFailed) as error:

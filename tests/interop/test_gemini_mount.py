@@ -1,0 +1,154 @@
+"""The real Gemini CLI 0.61, offline against a fake Gemini API, and its sessions under
+``agents/gemini/`` of a real mount.
+
+One session of three runs: a first turn, a resumed turn in which the model calls the
+shell tool, and a third resumed turn. What the third run sent the model is the
+conversation Gemini loaded back from its own file: the mount's ``context.json`` must be
+exactly that and the third answer, less what Gemini adds on the wire (its fresh
+``<session_context>``, ``thoughtSignature`` markers, call ids without their ``<tool
+name>__`` prefix). Then ``transcript.md``, ``entries/``, ``leaf``, ``header.json``,
+``transcripts/``, ``search/`` and read-only-ness, with real tools.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.fake_gemini_server import (
+    GEMINI_MODEL,
+    FakeGeminiServer,
+    FunctionCall,
+    contents_of,
+)
+from support.fake_model_server import ModelRequest
+from support.file_snapshot import fingerprint
+from support.mount import Mount, MountFactory, run
+from support.other_agents import home_env
+from support.real_agents import GeminiAgent
+from support.write_setup import drop, errno_of, read_ctl
+
+pytestmark = pytest.mark.fuse
+
+MARKER = "tool-output-42"
+
+
+@dataclass
+class Recorded:
+    agent: GeminiAgent
+    workdir: Path
+    #: the conversation request of the third run
+    third_request: ModelRequest
+
+
+@pytest.fixture
+def recorded(gemini_install: Path, tmp_path: Path) -> Iterator[Recorded]:
+    with FakeGeminiServer() as server:
+        agent = GeminiAgent.at_home(tmp_path / "home", server.url, GEMINI_MODEL, gemini_install)
+        workdir = tmp_path / "work" / "webapp"
+        server.reply_with("first answer")
+        agent.run("hello there", cwd=workdir).check()
+        [file] = agent.sessions()
+        server.reply_with(FunctionCall("run_shell_command", {"command": f"echo {MARKER}"}))
+        server.reply_with("done with tool")
+        agent.run("run the echo", session=file, cwd=workdir, options=["--approval-mode", "yolo"])
+        server.clear_requests()
+        server.reply_with("third answer")
+        agent.run("third prompt", session=file, cwd=workdir).check()
+        [third] = server.turns()
+        yield Recorded(agent, workdir, third)
+
+
+def _strip_call_prefix(part: dict[str, Any]) -> None:
+    """Gemini sends a call id without the ``<tool name>__`` prefix it stores."""
+    for key in ("functionCall", "functionResponse"):
+        call = part.get(key)
+        if isinstance(call, dict) and str(call.get("id", "")).startswith(f"{call.get('name')}__"):
+            call["id"] = call["id"][len(call["name"]) + 2 :]
+
+
+def _as_sent(contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``contents`` with the wire's own additions taken out (module docstring)."""
+    kept = []
+    for content in copy.deepcopy(contents):
+        parts = []
+        for part in content.get("parts") or []:
+            if str(part.get("text", "")).startswith("<session_context>"):
+                continue
+            part.pop("thoughtSignature", None)
+            _strip_call_prefix(part)
+            parts.append(part)
+        if parts:
+            kept.append({"role": content["role"], "parts": parts})
+    return kept
+
+
+def _mounted(recorded: Recorded, mount_factory: MountFactory, tmp_path: Path) -> Mount:
+    empty = tmp_path / "xcsh-agent"
+    (empty / "sessions").mkdir(parents=True)
+    return mount_factory(empty, "--agents", "gemini", env=home_env(recorded.agent.home))
+
+
+def _wait_for_search(mount: Mount) -> None:
+    deadline = time.monotonic() + 30
+    while "search_gemini: ready" not in (ctl := (mount.path / "ctl").read_text()):
+        assert time.monotonic() < deadline, ctl
+        time.sleep(0.2)
+
+
+def test_real_gemini_session_through_the_mount(
+    recorded: Recorded, mount_factory: MountFactory, tmp_path: Path
+) -> None:
+    [file] = recorded.agent.sessions()
+    before = fingerprint(recorded.agent.agent_dir)
+    mount = _mounted(recorded, mount_factory, tmp_path)
+    agents = mount.path / "agents"
+    assert run("ls", agents).split() == ["gemini"]  # found in ~/.gemini, chosen by --agents
+    [project] = run("ls", agents / "gemini" / "sessions").split()
+    assert project == "webapp"  # projects.json's short name for the cwd
+    stem = file.name.removesuffix(".jsonl")
+    assert run("ls", agents / "gemini" / "sessions" / project).split() == [stem]
+    session = agents / "gemini" / "sessions" / project / stem
+
+    context = json.loads(run("cat", session / "context.json"))
+    sent = contents_of(recorded.third_request)
+    assert sent[-1] == {"role": "user", "parts": [{"text": "third prompt"}]}
+    answer = {"role": "model", "parts": [{"text": "third answer"}]}
+    assert _as_sent(context["messages"]) == _as_sent([*sent, answer])
+    assert context["model"] == GEMINI_MODEL
+    # the tool's result went to the model twice (Gemini's own loader): shown as it is
+    responses = [p for c in context["messages"] for p in c["parts"] if "functionResponse" in p]
+    assert len(responses) == 2 and MARKER in json.dumps(responses[0])
+
+    transcript = run("cat", session / "transcript.md")
+    order = ["hello there", "first answer", "run the echo", f"echo {MARKER}", "done with tool"]
+    order += ["third prompt", "third answer"]
+    positions = [transcript.index(text) for text in order]
+    assert positions == sorted(positions), transcript
+    assert transcript.count(f"Output: {MARKER}") == 1  # one result, shown once
+
+    lines = file.read_bytes().splitlines()
+    entries = sorted(run("ls", session / "entries").split())
+    assert len(entries) == len(lines)
+    assert json.loads(run("cat", session / "entries" / entries[2])) == json.loads(lines[2])
+    assert run("readlink", session / "leaf").strip() == f"entries/{entries[-1]}"
+    header = json.loads(run("cat", session / "header.json"))
+    assert header["agent"] == "gemini" and header["cwd"] == str(recorded.workdir)
+    assert header["id"] == json.loads(lines[0])["sessionId"]
+
+    assert run("grep", "-rl", "third answer", agents / "gemini" / "transcripts").strip()
+    _wait_for_search(mount)
+    hits = run("cat", mount.path / "search" / MARKER).splitlines()
+    paths = [hit.split("\t")[1] for hit in hits]
+    assert paths and all(p.startswith(f"agents/gemini/sessions/{project}/{stem}/") for p in paths)
+    assert all(MARKER in (mount.path / p).read_text() for p in paths)
+
+    assert errno_of(lambda: drop(session, "title", b"renamed\n")) == 30  # EROFS
+    assert "read-only" in str(read_ctl(mount.path)["last_error"])
+    assert fingerprint(recorded.agent.agent_dir) == before  # nothing of Gemini's written
