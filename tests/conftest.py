@@ -24,6 +24,7 @@ from support.real_agents import (
     install_gemini,
     install_omp,
     install_pi,
+    install_qwen,
 )
 
 
@@ -102,6 +103,12 @@ def omp_install() -> Path:
 def gemini_install() -> Path:
     """The cache dir holding the pinned Gemini CLI (``$SESSIONFS_GEMINI_CACHE``)."""
     return _installed(install_gemini)
+
+
+@pytest.fixture(scope="session")
+def qwen_install() -> Path:
+    """The cache dir holding the pinned Qwen Code (``$SESSIONFS_QWEN_CACHE``)."""
+    return _installed(install_qwen)
 
 
 @pytest.fixture

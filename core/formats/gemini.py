@@ -37,6 +37,8 @@ from core.formats.gemini_messages import (
     KIND_HEADER,
     KIND_REWIND,
     KIND_SET,
+    MODEL_TYPES,
+    ROLES,
     client_history,
     message_text,
     record_kind,
@@ -57,7 +59,6 @@ __all__ = ["DOCUMENT_LIMIT", "GeminiDocumentSession", "GeminiSession", "open_gem
 DOCUMENT_LIMIT: Final = 64 * 1024 * 1024
 PROJECT_ROOT_FILE: Final = ".project_root"
 _USAGE_FIELDS: Final = (("input", "input"), ("output", "output"), ("cacheRead", "cached"))
-_ROLES: Final = {"user": "user", "gemini": "assistant"}
 
 
 @dataclass(slots=True)
@@ -125,7 +126,7 @@ class _GeminiRecords(SessionSource):
             self._meta.update((k, v) for k, v in obj.items() if k != "messages")
         elif kind == KIND_SET:
             self._meta.update((k, v) for k, v in obj["$set"].items() if k != "messages")
-        elif kind == "gemini":
+        elif kind in MODEL_TYPES:
             model = obj.get("model")
             self._model = model if isinstance(model, str) and model else self._model
         if kind in (KIND_HEADER, KIND_SET):
@@ -154,7 +155,7 @@ class _GeminiRecords(SessionSource):
     def header(self) -> dict[str, Any]:
         meta = self._meta
         return {
-            "agent": "gemini",
+            "agent": self.agent,
             "id": meta.get("sessionId") if isinstance(meta.get("sessionId"), str) else None,
             "projectHash": meta.get("projectHash"),
             "cwd": project_root(self.path),
@@ -201,7 +202,7 @@ class _GeminiRecords(SessionSource):
         return self._lines[index].kind
 
     def entry_role(self, index: int) -> str | None:
-        return _ROLES.get(self._lines[index].kind)
+        return ROLES.get(self._lines[index].kind)
 
     def entry_text(self, index: int) -> str:
         kind = self._lines[index].kind

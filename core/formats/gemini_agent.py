@@ -27,7 +27,7 @@ from core.formats.gemini_dirs import (
     gemini_dir,
     list_gemini_sessions,
 )
-from core.formats.gemini_messages import message_text, record_kind
+from core.formats.gemini_messages import ROLES, message_text, record_kind
 from core.search_index.formats import (
     FileFormat,
     Lines,
@@ -41,8 +41,6 @@ from core.search_index.formats import (
 from core.search_index.rows import MODE_LEGACY, Row, parse_object
 
 __all__ = ["GEMINI_CLI", "GEMINI_SEARCH", "list_sessions"]
-
-_ROLES: Final = {"user": "user", "gemini": "assistant"}
 
 
 def list_sessions(root: Path) -> Iterator[ListedSession]:
@@ -88,8 +86,8 @@ def _rows(lines: Lines) -> Iterator[Row]:
     for number, at, line in numbered_lines(lines):
         obj = parse_object(line)
         kind = record_kind(obj) if obj is not None else None
-        if obj is not None and kind in _ROLES:
-            row = text_row(f"{number:06d}-{kind}", _ROLES[kind], _message_text(obj), obj, at, line)
+        if obj is not None and kind in ROLES:
+            row = text_row(f"{number:06d}-{kind}", ROLES[kind], _message_text(obj), obj, at, line)
             if row is not None:
                 yield row
 
@@ -103,7 +101,7 @@ def _appended(lines: Lines) -> Iterator[Row]:
 
 
 def _line_text(obj: dict[str, Any]) -> str | None:
-    return capped_text(_message_text(obj)) if record_kind(obj) in _ROLES else None
+    return capped_text(_message_text(obj)) if record_kind(obj) in ROLES else None
 
 
 GEMINI_SEARCH: Final = FileFormat(

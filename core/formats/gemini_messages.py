@@ -33,10 +33,14 @@ __all__ = [
     "KIND_HEADER",
     "KIND_REWIND",
     "KIND_SET",
+    "MODEL_TYPES",
+    "ROLES",
     "client_history",
     "message_text",
+    "part_blocks",
     "record_kind",
     "replay",
+    "response_message",
     "tokens_of",
     "transcript_turns",
 ]
@@ -45,6 +49,11 @@ KIND_HEADER: Final = "session"
 KIND_SET: Final = "set"
 KIND_REWIND: Final = "rewind"
 KIND_UNKNOWN: Final = "unknown"
+#: the model's messages: ``gemini``; an older Qwen Code (a fork of Gemini CLI that
+#: kept this format) names them ``qwen``
+MODEL_TYPES: Final = frozenset({"gemini", "qwen"})
+#: the role ``stats.json``'s ``byRole`` counts for each message type
+ROLES: Final = {"user": "user", "gemini": "assistant", "qwen": "assistant"}
 #: message types that are not sent to the model (shown to the user only)
 _DISPLAY_ONLY: Final = frozenset({"info", "error", "warning"})
 #: user content Gemini leaves out of a resumed history: its own injected context and
@@ -227,7 +236,7 @@ def client_history(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]
         kind = message.get("type")
         if kind == "user" and not _is_ignored_user(message):
             add("user", _parts(message.get("content")))
-        elif kind == "gemini":
+        elif kind in MODEL_TYPES:
             parts = _model_parts(message)
             if parts:
                 add("model", parts)
@@ -238,7 +247,7 @@ def client_history(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]
 
 
 def tokens_of(message: Mapping[str, Any]) -> dict[str, int] | None:
-    """A ``gemini`` message's ``tokens`` (``None``: none recorded)."""
+    """A model message's ``tokens`` (``None``: none recorded)."""
     tokens = message.get("tokens")
     if not isinstance(tokens, dict):
         return None
@@ -263,7 +272,8 @@ def _response_text(response: Any) -> str:
     return orjson.dumps(response, default=str).decode() if response is not None else ""
 
 
-def _result_message(part: Mapping[str, Any]) -> dict[str, Any]:
+def response_message(part: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``functionResponse`` part as an xcsh ``toolResult`` message."""
     answer = part["functionResponse"]
     response = answer.get("response")
     return {
@@ -275,7 +285,7 @@ def _result_message(part: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _blocks(parts: Iterable[Any]) -> list[dict[str, Any]]:
+def part_blocks(parts: Iterable[Any]) -> list[dict[str, Any]]:
     """Text, thought, call and media parts as xcsh blocks (responses are messages of
     their own)."""
     blocks: list[dict[str, Any]] = []
@@ -312,14 +322,14 @@ def transcript_turns(message: Mapping[str, Any], shown_results: set[str]) -> lis
     content = message.get("content")
     if kind in _DISPLAY_ONLY:
         return [{"role": "system", "content": f"[{kind}] {message_text(content)}"}]
-    if kind == "gemini":
+    if kind in MODEL_TYPES:
         turns: list[dict[str, Any]] = [
-            {"role": "assistant", "content": _blocks(_model_parts(message))}
+            {"role": "assistant", "content": part_blocks(_model_parts(message))}
         ]
         for part in _responses(message):
             if isinstance(part, dict) and isinstance(part.get("functionResponse"), dict):
                 shown_results.add(str(part["functionResponse"].get("id")))
-                turns.append(_result_message(part))
+                turns.append(response_message(part))
         return turns
     if kind != "user":
         return []
@@ -329,9 +339,10 @@ def transcript_turns(message: Mapping[str, Any], shown_results: set[str]) -> lis
         answer = part.get("functionResponse") if isinstance(part, dict) else None
         if isinstance(answer, dict) and str(answer.get("id")) not in shown_results:
             shown_results.add(str(answer.get("id")))
-            turns.append(_result_message(part))
+            turns.append(response_message(part))
     text = message_text(content)
     if text.lstrip().startswith(_IGNORED_USER_PREFIXES[2:]):
         return [{"role": "user", "content": _folded(text)}, *turns]
-    blocks = _blocks(p for p in parts if not (isinstance(p, dict) and p.get("functionResponse")))
+    said = [p for p in parts if not (isinstance(p, dict) and p.get("functionResponse"))]
+    blocks = part_blocks(said)
     return ([{"role": "user", "content": blocks}] if blocks else []) + turns

@@ -17,6 +17,7 @@ from core.formats.agent_format import AgentFormat
 from core.formats.claude_agent import CLAUDE_CODE
 from core.formats.codex_agent import CODEX_CLI
 from core.formats.gemini_agent import GEMINI_CLI
+from core.formats.qwen_agent import QWEN_CODE
 
 __all__ = ["AGENT_FORMATS", "agent_format"]
 
@@ -25,6 +26,7 @@ REGISTERED: Final[tuple[AgentFormat, ...]] = (
     CLAUDE_CODE,
     CODEX_CLI,
     GEMINI_CLI,
+    QWEN_CODE,
 )
 
 #: name -> connector, in `REGISTERED` order

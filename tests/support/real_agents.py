@@ -53,6 +53,12 @@ GEMINI_PACKAGE = "@google/gemini-cli"
 GEMINI_VERSION = "0.61.0"
 GEMINI_CACHE_ENV = "SESSIONFS_GEMINI_CACHE"
 
+#: Qwen Code (npm, a Node bundle; says it wants Node 22, runs on Node 20 in print mode),
+#: into ``$SESSIONFS_QWEN_CACHE`` (else ``<repo>/.cache/npm-qwen``).
+QWEN_PACKAGE = "@qwen-code/qwen-code"
+QWEN_VERSION = "0.24.4"
+QWEN_CACHE_ENV = "SESSIONFS_QWEN_CACHE"
+
 INSTALL_TIMEOUT_S = 600
 #: One agent turn against the fake server takes ~5 s (mostly start-up); generous for
 #: a loaded 2-core machine, short enough that a hang fails the test.
@@ -537,6 +543,55 @@ class GeminiAgent(RealAgent):
         return sorted((self.agent_dir / "tmp").glob("*/chats/session-*.jsonl"))
 
 
+def install_qwen(cache: Path | None = None) -> Path:
+    """The pinned Qwen Code in ``cache`` (``$SESSIONFS_QWEN_CACHE``); the cache."""
+    cache = cache or _cache_dir(QWEN_CACHE_ENV, "npm-qwen")
+    return install_node_agent(QWEN_PACKAGE, QWEN_VERSION, cache, "sessionfs-qwen-interop")
+
+
+@dataclass
+class QwenAgent(RealAgent):
+    """Qwen Code 0.24 against the fake OpenAI-compatible server: ``qwen -p PROMPT``,
+    ``--continue`` to continue the project's newest session. Its dir is ``~/.qwen``
+    (``agent_dir``), its settings ``~/.qwen/settings.json`` (the ``openai`` auth type,
+    no update check, no usage statistics, no telemetry); the endpoint, key and model
+    come from ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and ``OPENAI_MODEL``."""
+
+    name = "qwen"
+
+    @classmethod
+    def at_home(cls, home: Path, model_url: str, model_id: str, install: Path) -> Self:
+        agent = cls(home, home / ".qwen", model_url, model_id, install)
+        return agent.configure()
+
+    def write_config(self) -> None:
+        self.agent_dir.mkdir(parents=True, exist_ok=True)
+        settings = {
+            "security": {"auth": {"selectedType": "openai"}},
+            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+        }
+        (self.agent_dir / "settings.json").write_text(json.dumps(settings, indent=2))
+
+    def agent_env(self) -> dict[str, str]:
+        return {
+            "OPENAI_API_KEY": FAKE_API_KEY,
+            "OPENAI_BASE_URL": self.model_url,
+            "OPENAI_MODEL": self.model_id,
+        }
+
+    def command(self, prompt: str, session: Path | None, options: Sequence[str] = ()) -> list[str]:
+        cli = _package_dir(self.install, QWEN_PACKAGE) / "cli-entry.js"
+        argv = ["node", str(cli)]
+        if session is not None:  # the project's newest session is the one continued
+            argv.append("--continue")
+        return [*argv, *options, "-p", prompt]
+
+    def sessions(self) -> list[Path]:
+        return sorted((self.agent_dir / "projects").glob("*/chats/*.jsonl"))
+
+
 def default_agent_dir(home: Path, agent: str) -> Path:
     """Where the agent keeps its agent dir when nothing overrides it."""
     return home / f".{agent}" / "agent"
@@ -549,7 +604,12 @@ def _main(argv: list[str]) -> int:
     if argv != ["install"]:
         print("usage: real_agents.py install", file=sys.stderr)
         return 2
-    installs = (("pi", install_pi), ("omp", install_omp), ("gemini", install_gemini))
+    installs = (
+        ("pi", install_pi),
+        ("omp", install_omp),
+        ("gemini", install_gemini),
+        ("qwen", install_qwen),
+    )
     for what, install in installs:
         try:
             cache = install()

@@ -1,0 +1,127 @@
+"""The real Qwen Code 0.24, offline against the fake OpenAI-compatible server, and its
+sessions under ``agents/qwen/`` of a real mount.
+
+Two runs of one session: a first turn, then ``--continue`` with a second prompt. What
+the second run sent the model is the conversation Qwen loaded back from its own file
+(as chat-completions messages): the mount's ``context.json`` (Gemini ``contents``)
+must hold the same turns with the same texts, plus the second answer -- less what Qwen
+adds on the wire (its system prompt and ``<system-reminder>`` parts). Then
+``transcript.md``, ``entries/``, ``leaf``, ``header.json``, ``search/`` and
+read-only-ness, with real tools.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.fake_model_server import DEFAULT_MODEL, FakeModelServer, ModelRequest
+from support.file_snapshot import fingerprint
+from support.mount import MountFactory, run
+from support.other_agents import home_env
+from support.real_agents import QwenAgent
+from support.write_setup import drop, errno_of
+
+pytestmark = pytest.mark.fuse
+
+ANSWERS = {"hello there": "first answer", "second prompt": "second answer"}
+
+
+@dataclass
+class Recorded:
+    agent: QwenAgent
+    workdir: Path
+    #: the conversation request of the second run
+    second_request: ModelRequest
+
+
+def _said(request: ModelRequest) -> list[tuple[str, str]]:
+    """(role, text) of the request's user and assistant messages, Qwen's reminders
+    taken out."""
+    found = []
+    for message in request.messages:
+        content = message.get("content")
+        parts = [content] if isinstance(content, str) else [
+            p.get("text", "") for p in content or [] if isinstance(p, dict)
+        ]  # fmt: skip
+        text = "".join(p for p in parts if not p.startswith("<system-reminder>"))
+        if message.get("role") in ("user", "assistant") and text:
+            found.append((message["role"], text))
+    return found
+
+
+def _answer(request: ModelRequest) -> str:
+    """The scripted answer to the prompt a conversation request ends with (side calls,
+    such as Qwen's memory extractor, get a plain one)."""
+    said = _said(request)
+    return ANSWERS.get(said[-1][1], "noted") if said and said[-1][0] == "user" else "noted"
+
+
+@pytest.fixture
+def recorded(qwen_install: Path, tmp_path: Path) -> Iterator[Recorded]:
+    with FakeModelServer() as server:
+        server.set_default_reply(_answer)
+        agent = QwenAgent.at_home(tmp_path / "home", server.url, DEFAULT_MODEL, qwen_install)
+        workdir = tmp_path / "work" / "tool"
+        agent.run("hello there", cwd=workdir).check()
+        [file] = agent.sessions()
+        server.clear_requests()
+        agent.run("second prompt", session=file, cwd=workdir).check()
+        second = [r for r in server.requests if _said(r)[-1:] == [("user", "second prompt")]]
+        yield Recorded(agent, workdir, second[0])
+
+
+def _contents_said(contents: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    roles = {"user": "user", "model": "assistant"}
+    return [(roles[c["role"]], "".join(p.get("text", "") for p in c["parts"])) for c in contents]
+
+
+def test_real_qwen_session_through_the_mount(
+    recorded: Recorded, mount_factory: MountFactory, tmp_path: Path
+) -> None:
+    [file] = recorded.agent.sessions()
+    before = fingerprint(recorded.agent.agent_dir)
+    empty = tmp_path / "xcsh-agent"
+    (empty / "sessions").mkdir(parents=True)
+    mount = mount_factory(empty, "--agents", "qwen", env=home_env(recorded.agent.home))
+    agents = mount.path / "agents"
+    assert run("ls", agents).split() == ["qwen"]  # found in ~/.qwen, chosen by --agents
+    [project] = run("ls", agents / "qwen" / "sessions").split()
+    assert project == str(recorded.workdir).replace("/", "-").replace("_", "-")
+    session = agents / "qwen" / "sessions" / project / file.stem
+
+    context = json.loads(run("cat", session / "context.json"))
+    sent = _said(recorded.second_request)
+    assert _contents_said(context["messages"]) == [*sent, ("assistant", "second answer")]
+    assert context["model"] == DEFAULT_MODEL
+
+    transcript = run("cat", session / "transcript.md")
+    order = ["hello there", "first answer", "second prompt", "second answer"]
+    positions = [transcript.index(text) for text in order]
+    assert positions == sorted(positions), transcript
+
+    records = [json.loads(line) for line in file.read_text().splitlines()]
+    entries = run("ls", session / "entries").split()
+    assert sorted(entries) == sorted(f"{r['uuid']}.json" for r in records)
+    assert json.loads(run("cat", session / "entries" / f"{records[0]['uuid']}.json")) == records[0]
+    assert run("readlink", session / "leaf").strip() == f"entries/{records[-1]['uuid']}.json"
+    header = json.loads(run("cat", session / "header.json"))
+    assert header["agent"] == "qwen" and header["cwd"] == str(recorded.workdir)
+    assert header["id"] == file.stem and header["version"] == "0.24.4"
+
+    deadline = time.monotonic() + 30
+    while "search_qwen: ready" not in (ctl := (mount.path / "ctl").read_text()):
+        assert time.monotonic() < deadline, ctl
+        time.sleep(0.2)
+    hits = run("cat", mount.path / "search" / "second answer").splitlines()
+    paths = [hit.split("\t")[1] for hit in hits]
+    assert paths and all(p.startswith(f"agents/qwen/sessions/{project}/") for p in paths)
+    assert all("second answer" in (mount.path / p).read_text() for p in paths)
+
+    assert errno_of(lambda: drop(session, "title", b"renamed\n")) == 30  # EROFS
+    assert fingerprint(recorded.agent.agent_dir) == before
