@@ -102,7 +102,7 @@ class QwenSession(JsonlSession[_QwenLine]):
             name = uuid
             self._first_of[uuid] = index
         else:
-            name = f"{uuid}.{len(self._fragments.get(uuid, [])) + 2}"
+            name = f"{uuid}.{len(self._fragments[uuid]) + 1}"
         if uuid is not None:
             self._fragments.setdefault(uuid, []).append(index)
         self._note(obj, kind, subtype, index if first is None else first)
