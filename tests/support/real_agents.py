@@ -7,6 +7,10 @@
   ``<repo>/.cache/omp``), and that Bun installs omp into ``<cache>/omp`` from npm's
   configured registry. Versions are pinned so a new upstream release cannot change
   what the interop tests mean under our feet.
+* **Gemini CLI** 0.61 (npm ``@google/gemini-cli``) and **Qwen Code** 0.24 (npm
+  ``@qwen-code/qwen-code``), Node bundles installed like pi into
+  ``$SESSIONFS_GEMINI_CACHE`` / ``$SESSIONFS_QWEN_CACHE`` (else ``<repo>/.cache/npm-gemini``,
+  ``npm-qwen``); Gemini talks to `fake_gemini_server`, Qwen to `fake_model_server`.
 
 Each agent run gets its own ``HOME`` (nothing of the real user's config, keys or
 sessions leaks in, and nothing the agent writes leaks out), a clean environment (no
