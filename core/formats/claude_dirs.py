@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from core.formats.dir_scan import sorted_entries
 from core.formats.prefix import read_prefix, string_field
 from core.jsonl import loads
 from core.paths import env_dir_or_home
@@ -50,17 +51,10 @@ def claude_dir(env: Mapping[str, str] | None = None) -> Path:
     return env_dir_or_home(CLAUDE_DIR_ENV, ".claude", env)
 
 
-def _entries(directory: PathArg) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(directory) as found:
-            return sorted(found, key=lambda e: e.name)
-    except (FileNotFoundError, NotADirectoryError, PermissionError):
-        return []
-
-
 def list_projects(root: PathArg) -> list[str]:
     """The project dir names under ``<root>/projects`` (sorted)."""
-    return [e.name for e in _entries(Path(root) / "projects") if e.is_dir(follow_symlinks=False)]
+    projects = sorted_entries(Path(root) / "projects")
+    return [e.name for e in projects if e.is_dir(follow_symlinks=False)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +87,7 @@ def list_sessions(project_dir: PathArg) -> list[ClaudeSessionFile]:
     """The sessions of one project dir, newest first (flat ``agent-*.jsonl``
     sub-agent files are not sessions)."""
     found = []
-    for entry in _entries(project_dir):
+    for entry in sorted_entries(project_dir):
         if not _is_session_file(entry) or entry.name.startswith(_AGENT_PREFIX):
             continue
         try:
@@ -130,7 +124,7 @@ def nested_sub_agents(session_path: PathArg) -> list[ClaudeSubAgentFile]:
     path = Path(session_path)
     directory = path.with_name(path.name[: -len(_SUFFIX)]) / "subagents"
     found = []
-    for entry in _entries(directory):
+    for entry in sorted_entries(directory):
         if _is_session_file(entry) and entry.name.startswith(_AGENT_PREFIX):
             stem = entry.name[: -len(_SUFFIX)]
             meta = read_meta(directory / (stem + _META_SUFFIX))
@@ -142,7 +136,7 @@ def flat_sub_agents(project_dir: PathArg) -> dict[str, list[ClaudeSubAgentFile]]
     """The older flat ``agent-<id>.jsonl`` files of a project by the ``sessionId``
     their first KiB names (a file naming none is left out)."""
     found: dict[str, list[ClaudeSubAgentFile]] = {}
-    for entry in _entries(project_dir):
+    for entry in sorted_entries(project_dir):
         if not (_is_session_file(entry) and entry.name.startswith(_AGENT_PREFIX)):
             continue
         try:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from core.formats.dir_scan import named_stem, sorted_entries
 from core.formats.prefix import read_prefix, string_field
 from core.paths import child_stem, home_dir
 from core.safe_open import PathArg
@@ -54,12 +55,7 @@ def gemini_dir(env: Mapping[str, str] | None = None) -> Path:
 def session_stem(name: str) -> str | None:
     """``session-….jsonl`` / ``session-….json`` -> ``session-…`` (``None``: not a
     session file name)."""
-    if not name.startswith(SESSION_PREFIX):
-        return None
-    for suffix in _SUFFIXES:
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return None
+    return named_stem(name, SESSION_PREFIX, _SUFFIXES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,18 +68,10 @@ class GeminiChat:
     session_id: str | None
 
 
-def _entries(directory: PathArg) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(directory) as found:
-            return sorted(found, key=lambda e: e.name)
-    except (FileNotFoundError, NotADirectoryError, PermissionError):
-        return []
-
-
 def list_chats(chats_dir: PathArg) -> list[GeminiChat]:
     """The sessions of one ``chats/`` dir (a ``.json`` beside its ``.jsonl`` left out),
     in name order."""
-    files = [e for e in _entries(chats_dir) if e.is_file(follow_symlinks=False)]
+    files = [e for e in sorted_entries(chats_dir) if e.is_file(follow_symlinks=False)]
     stems: dict[str, os.DirEntry[str]] = {}
     for entry in files:
         stem = session_stem(entry.name)
@@ -105,7 +93,7 @@ def sub_agent_chats(chats_dir: Path, session_id: str) -> list[Path]:
         return []
     return [
         Path(e.path)
-        for e in _entries(chats_dir / session_id)
+        for e in sorted_entries(chats_dir / session_id)
         if e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False)
     ]
 
@@ -113,7 +101,7 @@ def sub_agent_chats(chats_dir: Path, session_id: str) -> list[Path]:
 def list_gemini_sessions(root: Path) -> Iterator[tuple[str, str, Path, str | None]]:
     """``(project, stem, path, session id)`` of every session under ``tmp/``, each
     followed by its sub-agents' chats (stem ``<session stem>/<chat stem>``)."""
-    for project in _entries(root / TMP_DIR):
+    for project in sorted_entries(root / TMP_DIR):
         if not project.is_dir(follow_symlinks=False):
             continue
         chats_dir = Path(project.path) / CHATS_DIR

@@ -76,8 +76,7 @@ class _GeminiHandler(ModelHandler):
         path = self.path.split("?", 1)[0]
         model, _, method = path.rpartition("/")[2].partition(":")
         if method not in ("streamGenerateContent", "generateContent"):
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            self._send_json({"error": {"message": f"no such path {self.path}"}}, status=404)
+            self.refuse_path()
             return
         body = self.read_json()
         if body is None:

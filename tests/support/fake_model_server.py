@@ -180,9 +180,7 @@ class FakeModelServer:
         return reply(request) if callable(reply) else reply
 
 
-def _handler_for(
-    server: FakeModelServer, base: type[ModelHandler]
-) -> type[BaseHTTPRequestHandler]:
+def _handler_for(server: FakeModelServer, base: type[ModelHandler]) -> type[BaseHTTPRequestHandler]:
     class Handler(base):
         fake = server
 
@@ -209,6 +207,11 @@ class ModelHandler(BaseHTTPRequestHandler):
             self._send_json({"error": {"message": f"bad JSON: {error}"}}, status=400)
             return None
         return body if isinstance(body, dict) else {}
+
+    def refuse_path(self) -> None:
+        """A 404 for a path this server does not serve (its body read and dropped)."""
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._send_json({"error": {"message": f"no such path {self.path}"}}, status=404)
 
     def _send_json(self, payload: Json, status: int = 200) -> None:
         data = json.dumps(payload).encode()
@@ -247,8 +250,7 @@ class _ChatHandler(ModelHandler):
 
     def do_POST(self) -> None:
         if not self.path.rstrip("/").endswith("/chat/completions"):
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            self._send_json({"error": {"message": f"no such path {self.path}"}}, status=404)
+            self.refuse_path()
             return
         body = self.read_json()
         if body is None:

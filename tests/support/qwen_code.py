@@ -1,12 +1,13 @@
 """Qwen Code 0.24 session records in the documented format (``chatRecordingService``:
 see ``core/formats/qwen.py``), for tests: the fixtures are written by these, never
-copied from a real session. `write_jsonl` is the Gemini fixtures' (same JSONL)."""
+copied from a real session. `ts` and `write_jsonl` are the Gemini fixtures' (Qwen Code
+is a fork of Gemini CLI)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from support.gemini_cli import write_jsonl
+from support.gemini_cli import ts, write_jsonl
 
 __all__ = ["SESSION_ID", "record", "system", "write_jsonl"]
 
@@ -16,10 +17,6 @@ ENC = "-home-me-tool"
 MODEL = "qwen3-coder-plus"
 
 Record = dict[str, Any]
-
-
-def ts(second: int) -> str:
-    return f"2026-03-01T10:{second // 60:02d}:{second % 60:02d}.000Z"
 
 
 def record(kind: str, uuid: str, parent: str | None, second: int, **extra: Any) -> Record:

@@ -504,30 +504,39 @@ class OmpAgent(RealAgent):
 
 
 @dataclass
-class GeminiAgent(RealAgent):
-    """Gemini CLI 0.61 against a fake Gemini API (`fake_gemini_server`): ``gemini -m
-    MODEL -p PROMPT``, ``--resume latest`` to continue the project's newest session.
-    Its dir is ``~/.gemini`` (``agent_dir``), its settings ``~/.gemini/settings.json``:
-    an API key (any), no update check, no usage statistics, no telemetry; the
-    workspace trusted (headless runs refuse an untrusted one). The model is named on
-    the command line: without it Gemini first asks a classifier model which to use."""
+class GeminiFamilyAgent(RealAgent):
+    """Gemini CLI and its fork Qwen Code: their dir is ``~/.<name>`` (``agent_dir``),
+    their settings ``~/.<name>/settings.json``: the auth type `auth_type`, no update
+    check, no usage statistics, no telemetry."""
 
-    name = "gemini"
+    auth_type = ""
 
     @classmethod
     def at_home(cls, home: Path, model_url: str, model_id: str, install: Path) -> Self:
-        agent = cls(home, home / ".gemini", model_url, model_id, install)
+        agent = cls(home, home / f".{cls.name}", model_url, model_id, install)
         return agent.configure()
 
     def write_config(self) -> None:
         self.agent_dir.mkdir(parents=True, exist_ok=True)
         settings = {
-            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "security": {"auth": {"selectedType": self.auth_type}},
             "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
             "privacy": {"usageStatisticsEnabled": False},
             "telemetry": {"enabled": False},
         }
         (self.agent_dir / "settings.json").write_text(json.dumps(settings, indent=2))
+
+
+@dataclass
+class GeminiAgent(GeminiFamilyAgent):
+    """Gemini CLI 0.61 against a fake Gemini API (`fake_gemini_server`): ``gemini -m
+    MODEL -p PROMPT``, ``--resume latest`` to continue the project's newest session;
+    any API key, the workspace trusted (headless runs refuse an untrusted one). The
+    model is named on the command line: without it Gemini first asks a classifier
+    model which to use."""
+
+    name = "gemini"
+    auth_type = "gemini-api-key"
 
     def agent_env(self) -> dict[str, str]:
         return {
@@ -554,29 +563,13 @@ def install_qwen(cache: Path | None = None) -> Path:
 
 
 @dataclass
-class QwenAgent(RealAgent):
+class QwenAgent(GeminiFamilyAgent):
     """Qwen Code 0.24 against the fake OpenAI-compatible server: ``qwen -p PROMPT``,
-    ``--continue`` to continue the project's newest session. Its dir is ``~/.qwen``
-    (``agent_dir``), its settings ``~/.qwen/settings.json`` (the ``openai`` auth type,
-    no update check, no usage statistics, no telemetry); the endpoint, key and model
-    come from ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and ``OPENAI_MODEL``."""
+    ``--continue`` to continue the project's newest session; the endpoint, key and
+    model from ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and ``OPENAI_MODEL``."""
 
     name = "qwen"
-
-    @classmethod
-    def at_home(cls, home: Path, model_url: str, model_id: str, install: Path) -> Self:
-        agent = cls(home, home / ".qwen", model_url, model_id, install)
-        return agent.configure()
-
-    def write_config(self) -> None:
-        self.agent_dir.mkdir(parents=True, exist_ok=True)
-        settings = {
-            "security": {"auth": {"selectedType": "openai"}},
-            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
-            "privacy": {"usageStatisticsEnabled": False},
-            "telemetry": {"enabled": False},
-        }
-        (self.agent_dir / "settings.json").write_text(json.dumps(settings, indent=2))
+    auth_type = "openai"
 
     def agent_env(self) -> dict[str, str]:
         return {
