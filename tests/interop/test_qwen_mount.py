@@ -1,11 +1,12 @@
 """The real Qwen Code 0.24, offline against the fake OpenAI-compatible server, and its
 sessions under ``agents/qwen/`` of a real mount.
 
-Two runs of one session: a first turn, then ``--continue`` with a second prompt. What
-the second run sent the model is the conversation Qwen loaded back from its own file
-(as chat-completions messages): the mount's ``context.json`` (Gemini ``contents``)
-must hold the same turns with the same texts, plus the second answer -- less what Qwen
-adds on the wire (its system prompt and ``<system-reminder>`` parts). Then
+Two runs of one session: a first turn in which the model runs a shell command, then
+``--continue`` with a second prompt. What the second run sent the model is the
+conversation Qwen loaded back from its own file (as chat-completions messages): the
+mount's ``context.json`` (Gemini ``contents``) must hold the same turns -- texts, the
+call, its result -- plus the second answer, less what Qwen adds on the wire (its
+system prompt and ``<system-reminder>`` parts). Then
 ``transcript.md``, ``entries/``, ``leaf``, ``header.json``, ``search/`` and
 read-only-ness, with real tools.
 """
@@ -13,6 +14,7 @@ read-only-ness, with real tools.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.fake_model_server import DEFAULT_MODEL, FakeModelServer, ModelRequest
+from support.fake_model_server import DEFAULT_MODEL, FakeModelServer, ModelRequest, ToolCall
 from support.file_snapshot import fingerprint
 from support.mount import MountFactory, run
 from support.other_agents import home_env
@@ -29,7 +31,9 @@ from support.write_setup import drop, errno_of
 
 pytestmark = pytest.mark.fuse
 
-ANSWERS = {"hello there": "first answer", "second prompt": "second answer"}
+MARKER = "qwen-tool-42"
+SHELL = ToolCall("run_shell_command", {"command": f"echo {MARKER}"})
+ANSWERS: dict[str, str | ToolCall] = {"run the echo": SHELL, "second prompt": "second answer"}
 
 
 @dataclass
@@ -40,25 +44,60 @@ class Recorded:
     second_request: ModelRequest
 
 
-def _said(request: ModelRequest) -> list[tuple[str, str]]:
-    """(role, text) of the request's user and assistant messages, Qwen's reminders
+Said = tuple[str, ...]
+
+
+def _said(request: ModelRequest) -> list[Said]:
+    """What the request's user, assistant and tool messages say: ``(role, text)``,
+    ``("call", name, arguments)``, ``("result", call id, text)`` -- Qwen's reminders
     taken out."""
-    found = []
+    found: list[Said] = []
     for message in request.messages:
         content = message.get("content")
         parts = [content] if isinstance(content, str) else [
             p.get("text", "") for p in content or [] if isinstance(p, dict)
         ]  # fmt: skip
         text = "".join(p for p in parts if not p.startswith("<system-reminder>"))
-        if message.get("role") in ("user", "assistant") and text:
-            found.append((message["role"], text))
+        role = message.get("role")
+        if role == "tool":
+            found.append(("result", message["tool_call_id"], text))
+        elif role in ("user", "assistant") and text:
+            found.append((role, text))
+        for call in message.get("tool_calls") or []:
+            function = call["function"]
+            found.append(("call", function["name"], _canonical(json.loads(function["arguments"]))))
     return found
 
 
-def _answer(request: ModelRequest) -> str:
-    """The scripted answer to the prompt a conversation request ends with (side calls,
-    such as Qwen's memory extractor, get a plain one)."""
+def _canonical(arguments: Any) -> str:
+    return json.dumps(arguments, sort_keys=True)
+
+
+def _contents_said(contents: list[dict[str, Any]]) -> list[Said]:
+    """The same of Gemini ``contents`` (`_said`)."""
+    found: list[Said] = []
+    for content in contents:
+        role = {"user": "user", "model": "assistant"}[content["role"]]
+        text = "".join(p.get("text", "") for p in content["parts"])
+        if text:
+            found.append((role, text))
+        for part in content["parts"]:
+            if "functionCall" in part:
+                call = part["functionCall"]
+                found.append(("call", call["name"], _canonical(call["args"])))
+            if "functionResponse" in part:
+                answer = part["functionResponse"]
+                found.append(("result", answer["id"], answer["response"]["output"]))
+    return found
+
+
+def _answer(request: ModelRequest) -> str | ToolCall:
+    """The scripted answer to a conversation request: by the prompt it ends with; after
+    the tool's result, the end of the turn (side calls, such as Qwen's memory
+    extractor, get a plain one)."""
     said = _said(request)
+    if said and said[-1][0] == "result":
+        return "done with tool"
     return ANSWERS.get(said[-1][1], "noted") if said and said[-1][0] == "user" else "noted"
 
 
@@ -68,17 +107,12 @@ def recorded(qwen_install: Path, tmp_path: Path) -> Iterator[Recorded]:
         server.set_default_reply(_answer)
         agent = QwenAgent.at_home(tmp_path / "home", server.url, DEFAULT_MODEL, qwen_install)
         workdir = tmp_path / "work" / "tool"
-        agent.run("hello there", cwd=workdir).check()
+        agent.run("run the echo", cwd=workdir, options=["--approval-mode", "yolo"]).check()
         [file] = agent.sessions()
         server.clear_requests()
         agent.run("second prompt", session=file, cwd=workdir).check()
         second = [r for r in server.requests if _said(r)[-1:] == [("user", "second prompt")]]
         yield Recorded(agent, workdir, second[0])
-
-
-def _contents_said(contents: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    roles = {"user": "user", "model": "assistant"}
-    return [(roles[c["role"]], "".join(p.get("text", "") for p in c["parts"])) for c in contents]
 
 
 def test_real_qwen_session_through_the_mount(
@@ -92,16 +126,18 @@ def test_real_qwen_session_through_the_mount(
     agents = mount.path / "agents"
     assert run("ls", agents).split() == ["qwen"]  # found in ~/.qwen, chosen by --agents
     [project] = run("ls", agents / "qwen" / "sessions").split()
-    assert project == str(recorded.workdir).replace("/", "-").replace("_", "-")
+    assert project == re.sub("[^a-zA-Z0-9]", "-", str(recorded.workdir))  # Qwen's encoding
     session = agents / "qwen" / "sessions" / project / file.stem
 
     context = json.loads(run("cat", session / "context.json"))
     sent = _said(recorded.second_request)
     assert _contents_said(context["messages"]) == [*sent, ("assistant", "second answer")]
+    assert ("call", "run_shell_command", _canonical(SHELL.arguments)) in sent
     assert context["model"] == DEFAULT_MODEL
 
     transcript = run("cat", session / "transcript.md")
-    order = ["hello there", "first answer", "second prompt", "second answer"]
+    order = ["run the echo", f"echo {MARKER}", f"Output: {MARKER}", "done with tool"]
+    order += ["second prompt", "second answer"]
     positions = [transcript.index(text) for text in order]
     assert positions == sorted(positions), transcript
 
