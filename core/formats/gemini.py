@@ -158,13 +158,19 @@ class _GeminiRecords(SessionSource):
             "agent": self.agent,
             "id": meta.get("sessionId") if isinstance(meta.get("sessionId"), str) else None,
             "projectHash": meta.get("projectHash"),
-            "cwd": project_root(self.path),
+            "cwd": self._cwd(),
             "kind": meta.get("kind"),
             "startTime": meta.get("startTime"),
             "lastUpdated": meta.get("lastUpdated"),
             "directories": meta.get("directories"),
             "file": os.fspath(self.path),
         }
+
+    def _cwd(self) -> str | None:
+        """The project's ``.project_root`` (read once: Gemini writes it once)."""
+        if not hasattr(self, "_project_root"):
+            self._project_root = project_root(self.path)
+        return self._project_root
 
     def title(self) -> str:
         summary = self._meta.get("summary")

@@ -88,8 +88,9 @@ def list_chats(chats_dir: PathArg) -> list[GeminiChat]:
 
 
 def sub_agent_chats(chats_dir: Path, session_id: str) -> list[Path]:
-    """``chats/<session id>/*.jsonl``: the sub-agents' chats of one session."""
-    if not session_id or "/" in session_id or session_id in (".", ".."):
+    """``chats/<session id>/*.jsonl``: the sub-agents' chats of one session (none for an
+    id, read from the file, that is no plain file name)."""
+    if not session_id or session_id in (".", "..") or "/" in session_id or "\x00" in session_id:
         return []
     return [
         Path(e.path)

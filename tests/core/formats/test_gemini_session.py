@@ -181,6 +181,15 @@ def test_listing_projects_documents_and_sub_agents(tmp_path: Path) -> None:
     assert open_gemini_session(chats / gc.SESSION_ID / "sub-7.jsonl").header()["cwd"] == gc.CWD
 
 
+def test_hostile_session_ids_name_no_sub_agent_dir(tmp_path: Path) -> None:
+    chats = gc.gemini_home(tmp_path)
+    for number, session_id in enumerate(["a\u0000b", "..", "../../etc", "."]):
+        gc.write_jsonl(chats / f"session-{number}.jsonl", [gc.header(0, session_id=session_id)])
+    (chats / ".." / "x.jsonl").write_text("{}\n")
+    listed = [s.stem for s in list_sessions(tmp_path / ".gemini")]
+    assert listed == ["session-0", "session-1", "session-2", "session-3"]
+
+
 def test_where_the_dir_is_and_the_registration(tmp_path: Path) -> None:
     assert gemini_dir({"HOME": str(tmp_path)}) == tmp_path / ".gemini"
     assert gemini_dir({"HOME": "/x", "GEMINI_CLI_HOME": str(tmp_path)}) == tmp_path / ".gemini"
