@@ -33,6 +33,7 @@ __all__ = [
     "KIND_HEADER",
     "KIND_REWIND",
     "KIND_SET",
+    "KIND_UNKNOWN",
     "MODEL_TYPES",
     "ROLES",
     "client_history",

@@ -10,12 +10,13 @@
   (`QwenLegacySession`, `QwenLegacyDocument`: model messages ``type: "qwen"``);
 * search: `QWEN_SEARCH`: a row per ``user``/``assistant``/``tool_result`` record of a
   0.24 session, named by its ``uuid`` (a later fragment of a uuid is found under the
-  first: the entry its message is shown in); the files of an older version are shown,
-  not searched.
+  first: the entry its message is shown in), appended lines read as they come; an older
+  version's files as Gemini's are (`core.formats.gemini_search.chat_rows`).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -26,6 +27,8 @@ from core.formats.agent_format import AgentFormat, ListedSession
 from core.formats.base import SessionSource
 from core.formats.gemini import GeminiDocumentSession, GeminiSession
 from core.formats.gemini_dirs import list_chats
+from core.formats.gemini_messages import KIND_UNKNOWN, ROLES, record_kind
+from core.formats.gemini_search import chat_rows, message_search_text
 from core.formats.prefix import read_prefix, string_field
 from core.formats.qwen import QwenSession
 from core.paths import home_dir
@@ -38,7 +41,13 @@ from core.search_index.formats import (
     file_names,
     text_row,
 )
-from core.search_index.rows import MODE_APPENDABLE, Row, parse_object
+from core.search_index.rows import (
+    MODE_APPENDABLE,
+    MODE_LEGACY,
+    MODE_NOT_SESSION,
+    Row,
+    parse_object,
+)
 
 __all__ = ["QWEN_CODE", "QWEN_SEARCH", "list_sessions", "open_qwen_session", "qwen_dir"]
 
@@ -117,7 +126,8 @@ def list_sessions(root: Path) -> Iterator[ListedSession]:
 
 
 def _file_keys(root: str) -> Iterator[tuple[str, ...]]:
-    """``projects/<enc>/chats/<id>.jsonl`` and ``chats/archive/<id>.jsonl``."""
+    """``projects/<enc>/chats/<id>.jsonl``, ``chats/archive/<id>.jsonl``, and an older
+    version's ``tmp/<hash>/chats/session-*.json[l]``."""
     for project in dir_entries(f"{root}/{PROJECTS_DIR}"):
         chats = f"{project.path}/{CHATS_DIR}"
         for name in file_names(chats, ""):
@@ -126,6 +136,10 @@ def _file_keys(root: str) -> Iterator[tuple[str, ...]]:
         for name in file_names(f"{chats}/{ARCHIVE_DIR}", ""):
             if SESSION_FILE.fullmatch(name):
                 yield (PROJECTS_DIR, project.name, CHATS_DIR, ARCHIVE_DIR, name)
+    for project in dir_entries(f"{root}/{LEGACY_DIR}"):
+        for suffix in (".jsonl", ".json"):
+            for name in file_names(f"{project.path}/{CHATS_DIR}", "session-", suffix):
+                yield (LEGACY_DIR, project.name, CHATS_DIR, name)
 
 
 def _record_text(obj: dict[str, Any]) -> list[str]:
@@ -152,11 +166,29 @@ def _rows(lines: Lines) -> Iterator[Row]:
                 yield row
 
 
+def _is_older(first: bytes) -> bool:
+    """A file's first line is an older version's (Gemini's format): a record Gemini's
+    loader knows, or the start of a pretty-printed document."""
+    obj = parse_object(first)
+    if obj is None:
+        return first.lstrip().startswith(b"{")
+    return record_kind(obj) != KIND_UNKNOWN
+
+
 def _whole(lines: Lines) -> tuple[int, Iterator[Row]]:
-    return MODE_APPENDABLE, _rows(lines)
+    stream = iter(lines)
+    head = next(stream, None)
+    if head is None:
+        return MODE_NOT_SESSION, iter(())  # nothing yet: read again when it grows
+    again = itertools.chain([head], stream)
+    if _is_older(head[1]):
+        return MODE_LEGACY, chat_rows(again)
+    return MODE_APPENDABLE, _rows(again)
 
 
 def _line_text(obj: dict[str, Any]) -> str | None:
+    if record_kind(obj) in ROLES:  # an older version's message
+        return capped_text(message_search_text(obj))
     return capped_text(_record_text(obj)) if _ROLES.get(str(obj.get("type"))) else None
 
 

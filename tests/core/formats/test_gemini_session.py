@@ -15,10 +15,11 @@ from support import gemini_cli as gc
 
 from core.formats import gemini as gemini_module
 from core.formats.gemini import GeminiDocumentSession, GeminiSession, open_gemini_session
-from core.formats.gemini_agent import GEMINI_SEARCH, list_sessions
+from core.formats.gemini_agent import list_sessions
 from core.formats.gemini_dirs import gemini_dir
+from core.formats.gemini_search import GEMINI_SEARCH
 from core.formats.registry import AGENT_FORMATS
-from core.search_index.rows import ChunkedLines
+from core.search_index.rows import ChunkedLines, Row
 
 CALL = gc.tool_call("run_shell_command__c1", "run_shell_command", {"command": "ls"}, "a.txt")
 
@@ -204,14 +205,42 @@ def test_search_rows_are_named_as_entries(tmp_path: Path) -> None:
     root = tmp_path / ".gemini"
     keys = sorted(GEMINI_SEARCH.file_keys(str(root)))
     assert keys == sorted([tuple(file.relative_to(root).parts), tuple(sub.relative_to(root).parts)])
-    fd = os.open(file, os.O_RDONLY)
-    try:
-        _, rows = GEMINI_SEARCH.whole_file_rows(ChunkedLines.of_file(fd, 0, file.stat().st_size))
-        found = {row.entry_id: (row.role, row.text) for row in rows}
-    finally:
-        os.close(fd)
+    found = {row.entry_id: (row.role, row.text) for row in _rows_of(file)}
     s = GeminiSession(file)
     assert set(found) <= {s.entry_name(i) for i in range(len(s))}
     assert found["000005-gemini"][0] == "assistant" and "a.txt" in found["000005-gemini"][1]
     assert found["000009-user"] == ("user", "now delete it")  # rewound, still searchable
     assert GEMINI_SEARCH.line_text(gc.set_(lastUpdated="x")) is None
+
+
+def _rows_of(file: Path) -> list[Row]:
+    fd = os.open(file, os.O_RDONLY)
+    try:
+        _, rows = GEMINI_SEARCH.whole_file_rows(ChunkedLines.of_file(fd, 0, file.stat().st_size))
+        return list(rows)
+    finally:
+        os.close(fd)
+
+
+def test_older_documents_are_searched_message_by_message(tmp_path: Path) -> None:
+    chats = gc.gemini_home(tmp_path)
+    messages = [
+        gc.user("u1", 'a "quoted" {brace} question', 1),
+        {"not": "a message"},
+        gc.gemini("g1", "an answer with ] and [ inside", 2, toolCalls=[CALL]),
+    ]
+    file = gc.write_document(chats / "session-old.json", messages)
+    rows = _rows_of(file)
+    document = GeminiDocumentSession(file)
+    assert [r.entry_id for r in rows] == ["000002-user", "000004-gemini"]
+    assert {r.entry_id for r in rows} <= {document.entry_name(i) for i in range(len(document))}
+    data = file.read_bytes()
+    for row in rows:  # read back as a hit's snippet is: the message's own bytes
+        obj = json.loads(data[row.offset : row.offset + row.length])
+        assert GEMINI_SEARCH.line_text(obj) == row.text
+    assert "a.txt" in rows[1].text and '"quoted"' in rows[0].text
+    assert ("tmp", gc.PROJECT, "chats", "session-old.json") in set(
+        GEMINI_SEARCH.file_keys(str(tmp_path / ".gemini"))
+    )
+    file.write_bytes(data[: rows[1].offset + 10])  # torn inside the second message
+    assert [r.entry_id for r in _rows_of(file)] == ["000002-user"]

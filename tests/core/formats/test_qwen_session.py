@@ -14,7 +14,7 @@ from support import qwen_code as qc
 
 from core.formats.qwen import QwenSession
 from core.formats.qwen_agent import QWEN_SEARCH, list_sessions, open_qwen_session, qwen_dir
-from core.search_index.rows import ChunkedLines
+from core.search_index.rows import MODE_APPENDABLE, MODE_LEGACY, ChunkedLines
 
 CALL = {"functionCall": {"id": "call_1", "name": "read_file", "args": {"path": "a.txt"}}}
 
@@ -118,10 +118,38 @@ def test_search_rows_are_named_by_uuid(tmp_path: Path) -> None:
     assert list(QWEN_SEARCH.file_keys(str(root))) == [tuple(file.relative_to(root).parts)]
     fd = os.open(file, os.O_RDONLY)
     try:
-        _, rows = QWEN_SEARCH.whole_file_rows(ChunkedLines.of_file(fd, 0, file.stat().st_size))
+        mode, rows = QWEN_SEARCH.whole_file_rows(ChunkedLines.of_file(fd, 0, file.stat().st_size))
         found = [(row.entry_id, row.role, row.text) for row in rows]
+        assert mode == MODE_APPENDABLE  # named by uuid: appended lines are read as they come
     finally:
         os.close(fd)
     assert ("t1", "toolResult") in [(e, r) for e, r, _ in found]
     assert ("a1", "assistant", "call_1\nread_file\na.txt") in found  # the call's fragment
     assert all(e != "s1" for e, _, _ in found)  # telemetry is not conversation
+
+
+def test_an_older_qwen_is_searched_as_gemini(tmp_path: Path) -> None:
+    root = tmp_path / ".qwen"
+    chats = root / "tmp" / ("c" * 64) / "chats"
+    qwen_message = {"id": "q1", "timestamp": gc.ts(2), "type": "qwen", "content": "old answer"}
+    old = gc.write_document(
+        chats / "session-old.json", [gc.user("u1", "old question", 1), qwen_message]
+    )
+    records = gc.write_jsonl(chats / "session-new.jsonl", [gc.header(0), qwen_message])
+    keys = {tuple(path.relative_to(root).parts) for path in (old, records)}
+    assert set(QWEN_SEARCH.file_keys(str(root))) == keys
+    for file, names in ((old, ["000002-user", "000003-qwen"]), (records, ["000002-qwen"])):
+        fd = os.open(file, os.O_RDONLY)
+        try:
+            mode, rows = QWEN_SEARCH.whole_file_rows(
+                ChunkedLines.of_file(fd, 0, file.stat().st_size)
+            )
+            assert mode == MODE_LEGACY  # line-numbered names: read whole on change
+            assert [(r.entry_id, r.role) for r in rows] == [
+                (name, "assistant" if name.endswith("qwen") else "user") for name in names
+            ]
+        finally:
+            os.close(fd)
+        source = open_qwen_session(file)
+        assert set(names) <= {source.entry_name(i) for i in range(len(source))}
+    assert QWEN_SEARCH.line_text(qwen_message) == "old answer"
