@@ -19,6 +19,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from core.formats.registry import AGENT_FORMATS
+
 if TYPE_CHECKING:  # the benchmarks import this module without pytest
     import pytest
 
@@ -150,16 +152,17 @@ MountFactory = Callable[..., Mount]
 
 def isolated_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """The daemon's environment: ``env`` when given (a test's fake HOME), else this
-    process's with Claude Code's and Codex's dirs pointed where no dir can be (below
+    process's with every other agent's dir (Claude Code's, Codex's, Gemini CLI's, Qwen
+    Code's, ...: the registry's variables) pointed where no dir can be (below
     ``/dev/null``), so no test shows, or reads, the sessions of the machine's user."""
     if env is not None:
         return env
     nowhere = Path(os.devnull)
-    return {
-        **os.environ,
-        "CLAUDE_CONFIG_DIR": str(nowhere / "claude"),
-        "CODEX_HOME": str(nowhere / "codex"),
-    }
+    isolated = {**os.environ}
+    isolated.pop("QWEN_RUNTIME_DIR", None)  # Qwen Code's sessions: before $QWEN_HOME
+    for agent in AGENT_FORMATS.values():
+        isolated[agent.env_var] = str(nowhere / agent.name)
+    return isolated
 
 
 def start_mount(
