@@ -2,7 +2,7 @@
 ``agents/gemini/`` of a real mount.
 
 One session of three runs: a first turn, a resumed turn in which the model calls the
-shell tool, and a third resumed turn. What the third run sent the model is the
+shell tool and then a sub-agent, and a third resumed turn. What the third run sent the model is the
 conversation Gemini loaded back from its own file: the mount's ``context.json`` must be
 exactly that and the third answer, less what Gemini adds on the wire (its fresh
 ``<session_context>``, ``thoughtSignature`` markers, call ids without their ``<tool
@@ -43,26 +43,50 @@ MARKER = "tool-output-42"
 class Recorded:
     agent: GeminiAgent
     workdir: Path
+    #: the session's file (a resume in another minute adds a file without conversation)
+    file: Path
     #: the conversation request of the third run
     third_request: ModelRequest
+
+
+SHELL = FunctionCall("run_shell_command", {"command": f"echo {MARKER}"})
+#: Gemini's sub-agent tool, asking its generalist agent (which ends with `DONE`)
+DELEGATE = FunctionCall("invoke_agent", {"agent_name": "generalist", "prompt": "look around"})
+DONE = FunctionCall("complete_task", {"result": {"response": "the sub-agent looked"}})
+ANSWERS = {"hello there": "first answer", "run the echo": SHELL, "third prompt": "third answer"}
+AFTER_TOOL = {"run_shell_command": DELEGATE, "invoke_agent": "done with tool"}
+
+
+def _script(request: ModelRequest) -> str | FunctionCall:
+    """The model's side of the conversation: an answer to each prompt; in the second
+    run the shell tool, then a sub-agent, then the end of the turn; the sub-agent
+    (offered ``complete_task``) completes at once."""
+    tools = [
+        d.get("name") for t in request.body.get("tools") or [] for d in t["functionDeclarations"]
+    ]
+    if "complete_task" in tools:
+        return DONE
+    last = (contents_of(request) or [{}])[-1].get("parts") or [{}]
+    answered = last[-1].get("functionResponse")
+    if answered is not None:
+        return AFTER_TOOL.get(answered.get("name"), "noted")
+    return ANSWERS.get(str(last[-1].get("text")), "noted")
 
 
 @pytest.fixture
 def recorded(gemini_install: Path, tmp_path: Path) -> Iterator[Recorded]:
     with FakeGeminiServer() as server:
+        server.set_default_reply(_script)
         agent = GeminiAgent.at_home(tmp_path / "home", server.url, GEMINI_MODEL, gemini_install)
         workdir = tmp_path / "work" / "webapp"
-        server.reply_with("first answer")
         agent.run("hello there", cwd=workdir).check()
         [file] = agent.sessions()
-        server.reply_with(FunctionCall("run_shell_command", {"command": f"echo {MARKER}"}))
-        server.reply_with("done with tool")
-        agent.run("run the echo", session=file, cwd=workdir, options=["--approval-mode", "yolo"])
+        yolo = ["--approval-mode", "yolo"]
+        agent.run("run the echo", session=file, cwd=workdir, options=yolo).check()
         server.clear_requests()
-        server.reply_with("third answer")
         agent.run("third prompt", session=file, cwd=workdir).check()
         [third] = server.turns()
-        yield Recorded(agent, workdir, third)
+        yield Recorded(agent, workdir, file, third)
 
 
 def _strip_call_prefix(part: dict[str, Any]) -> None:
@@ -105,7 +129,7 @@ def _wait_for_search(mount: Mount) -> None:
 def test_real_gemini_session_through_the_mount(
     recorded: Recorded, mount_factory: MountFactory, tmp_path: Path
 ) -> None:
-    [file] = recorded.agent.sessions()
+    file = recorded.file
     before = fingerprint(recorded.agent.agent_dir)
     mount = _mounted(recorded, mount_factory, tmp_path)
     agents = mount.path / "agents"
@@ -113,7 +137,10 @@ def test_real_gemini_session_through_the_mount(
     [project] = run("ls", agents / "gemini" / "sessions").split()
     assert project == "webapp"  # projects.json's short name for the cwd
     stem = file.name.removesuffix(".jsonl")
-    assert run("ls", agents / "gemini" / "sessions" / project).split() == [stem]
+    listed = run("ls", agents / "gemini" / "sessions" / project).split()
+    assert stem in listed and listed == [
+        p.name.removesuffix(".jsonl") for p in recorded.agent.sessions()
+    ]
     session = agents / "gemini" / "sessions" / project / stem
 
     context = json.loads(run("cat", session / "context.json"))
@@ -122,9 +149,11 @@ def test_real_gemini_session_through_the_mount(
     answer = {"role": "model", "parts": [{"text": "third answer"}]}
     assert _as_sent(context["messages"]) == _as_sent([*sent, answer])
     assert context["model"] == GEMINI_MODEL
-    # the tool's result went to the model twice (Gemini's own loader): shown as it is
+    # each tool's result went to the model twice (Gemini's own loader): shown as it is
     responses = [p for c in context["messages"] for p in c["parts"] if "functionResponse" in p]
-    assert len(responses) == 2 and MARKER in json.dumps(responses[0])
+    names = [p["functionResponse"]["name"] for p in responses]
+    assert names == ["run_shell_command"] * 2 + ["invoke_agent"] * 2
+    assert MARKER in json.dumps(responses[0]) and "the sub-agent looked" in json.dumps(responses[2])
 
     transcript = run("cat", session / "transcript.md")
     order = ["hello there", "first answer", "run the echo", f"echo {MARKER}", "done with tool"]
@@ -141,6 +170,11 @@ def test_real_gemini_session_through_the_mount(
     header = json.loads(run("cat", session / "header.json"))
     assert header["agent"] == "gemini" and header["cwd"] == str(recorded.workdir)
     assert header["id"] == json.loads(lines[0])["sessionId"]
+
+    [sub] = run("ls", session / "subagents").split()  # chats/<session id>/<sub id>.jsonl
+    assert json.loads(run("cat", session / "subagents" / sub / "header.json"))["kind"] == "subagent"
+    sub_transcript = run("cat", session / "subagents" / sub / "transcript.md")
+    assert "look around" in sub_transcript and "the sub-agent looked" in sub_transcript
 
     assert run("grep", "-rl", "third answer", agents / "gemini" / "transcripts").strip()
     _wait_for_search(mount)
