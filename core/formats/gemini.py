@@ -114,6 +114,9 @@ class _GeminiRecords(SessionSource):
     path: Path
 
     def _start(self) -> None:
+        """Forget what was gathered from the records (the file is read anew)."""
+        #: the project's ``.project_root`` (Gemini writes it once, with the project)
+        self._project_root = project_root(self.path)
         self._tree = _RecordTree()
         self._meta: dict[str, Any] = {}
         self._model: str | None = None
@@ -158,19 +161,13 @@ class _GeminiRecords(SessionSource):
             "agent": self.agent,
             "id": meta.get("sessionId") if isinstance(meta.get("sessionId"), str) else None,
             "projectHash": meta.get("projectHash"),
-            "cwd": self._cwd(),
+            "cwd": self._project_root,
             "kind": meta.get("kind"),
             "startTime": meta.get("startTime"),
             "lastUpdated": meta.get("lastUpdated"),
             "directories": meta.get("directories"),
             "file": os.fspath(self.path),
         }
-
-    def _cwd(self) -> str | None:
-        """The project's ``.project_root`` (read once: Gemini writes it once)."""
-        if not hasattr(self, "_project_root"):
-            self._project_root = project_root(self.path)
-        return self._project_root
 
     def title(self) -> str:
         summary = self._meta.get("summary")
