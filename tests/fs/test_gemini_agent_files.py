@@ -48,8 +48,13 @@ def test_bad_gemini_files_are_named_and_cost_the_rest_nothing(
     torn = gc.write_document(chats / "session-torn.json", [gc.user("u1", "half", 1)])
     torn.write_bytes(torn.read_bytes()[:-15])
     write_big_chat(chats / "session-big.jsonl")
+    elsewhere = tmp_path / "no-home"  # the dir is found by --gemini-dir alone
+    elsewhere.mkdir()
     mount = mount_factory(
-        demo_agent, "--agents", "gemini", "--cache-mb", str(CACHE_MB), env=home_env(tmp_path)
+        demo_agent,
+        *("--agents", "gemini", "--gemini-dir", str(tmp_path / ".gemini")),
+        *("--cache-mb", str(CACHE_MB)),
+        env=home_env(elsewhere),
     )
     sessions = mount.path / "agents" / "gemini" / "sessions" / gc.PROJECT
     names = ["session-big", "session-good", "session-junk", "session-torn"]

@@ -150,6 +150,7 @@ def test_real_qwen_session_through_the_mount(
     assert header["agent"] == "qwen" and header["cwd"] == str(recorded.workdir)
     assert header["id"] == file.stem and header["version"] == "0.24.4"
 
+    assert run("grep", "-rl", "second answer", agents / "qwen" / "transcripts").strip()
     deadline = time.monotonic() + 30
     while "search_qwen: ready" not in (ctl := (mount.path / "ctl").read_text()):
         assert time.monotonic() < deadline, ctl
