@@ -39,6 +39,7 @@ from core.formats.base import TranscriptMessage
 from core.formats.gemini_messages import part_blocks, response_message
 from core.formats.jsonl_source import JsonlSession, LineRecord, line_times
 from core.formats.lines import Line
+from core.safe_open import PathArg
 
 __all__ = ["QwenSession"]
 
@@ -55,6 +56,8 @@ _NOT_CONVERSATION: Final = frozenset(
 )
 _ROLES: Final = {"user": "user", "assistant": "assistant", "tool_result": "toolResult"}
 _HEADER_FIELDS: Final = ("sessionId", "cwd", "version", "gitBranch", "timestamp")
+#: what a sub-agent's meta file adds to ``header.json``
+_META_FIELDS: Final = ("agentId", "agentType", "description", "toolUseId")
 _USAGE_FIELDS: Final = (
     ("input", "promptTokenCount"),
     ("output", "candidatesTokenCount"),
@@ -77,9 +80,15 @@ def _str(value: Any) -> str | None:
 
 
 class QwenSession(JsonlSession[_QwenLine]):
-    """One Qwen Code ``.jsonl`` session, read-only (module docstring)."""
+    """One Qwen Code ``.jsonl`` session, read-only (module docstring). ``meta``: a
+    sub-agent's ``agent-<id>.meta.json`` (its ``agentType``, ``description``,
+    ``toolUseId`` go into ``header.json``)."""
 
     agent = "qwen"
+
+    def __init__(self, path: PathArg, meta: dict[str, Any] | None = None) -> None:
+        self.meta = meta or {}
+        super().__init__(path)
 
     def _reset_state(self) -> None:
         self._first_of: dict[str, int] = {}
@@ -140,7 +149,7 @@ class QwenSession(JsonlSession[_QwenLine]):
             "gitBranch": found.get("gitBranch"),
             "timestamp": found.get("timestamp"),
             "file": os.fspath(self.path),
-        }
+        } | {key: self.meta[key] for key in _META_FIELDS if key in self.meta}
 
     def title(self) -> str:
         return self._title or ""

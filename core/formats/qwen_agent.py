@@ -1,37 +1,37 @@
 """Qwen Code's connector (`QWEN_CODE`, registered in `core.formats.registry`).
 
-* directory: where Qwen Code keeps its sessions: ``$QWEN_RUNTIME_DIR`` when set (its
-  runtime output dir), else ``$QWEN_HOME``, else ``~/.qwen``;
-* sessions (0.24): ``projects/<enc>/chats/<sessionId>.jsonl`` (``<enc>``: the cwd with
-  every character but ASCII letters and digits made ``-``) and archived ones in
-  ``chats/archive/``, read by `core.formats.qwen.QwenSession`; an older Qwen Code (a
-  fork of Gemini CLI that kept its format) wrote ``tmp/<project hash>/chats/session-*``
-  ``.json`` documents or ``.jsonl`` records, read by the Gemini readers
-  (`QwenLegacySession`, `QwenLegacyDocument`: model messages ``type: "qwen"``);
+* directory, listing and readers: `core.formats.qwen_dirs` (``~/.qwen``;
+  ``projects/<enc>/chats/<sessionId>.jsonl``, its sub-agents in
+  ``projects/<enc>/subagents/<sessionId>/``, an older version's ``tmp/<hash>/chats/``);
 * search: `QWEN_SEARCH`: a row per ``user``/``assistant``/``tool_result`` record of a
-  0.24 session, named by its ``uuid`` (a later fragment of a uuid is found under the
-  first: the entry its message is shown in), appended lines read as they come; an older
-  version's files as Gemini's are (`core.formats.gemini_search.chat_rows`).
+  0.24 session or sub-agent, named by its ``uuid`` (a later fragment of a uuid is found
+  under the first: the entry its message is shown in), appended lines read as they
+  come; an older version's files as Gemini's are (`core.formats.gemini_search`).
 """
 
 from __future__ import annotations
 
 import itertools
-import os
-import re
-from collections.abc import Iterator, Mapping
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, Final
 
-from core.formats.agent_format import AgentFormat, ListedSession
-from core.formats.base import SessionSource
-from core.formats.gemini import GeminiDocumentSession, GeminiSession
-from core.formats.gemini_dirs import list_chats
+from core.formats.agent_format import AgentFormat
 from core.formats.gemini_messages import KIND_UNKNOWN, ROLES, record_kind
 from core.formats.gemini_search import chat_rows, message_search_text
-from core.formats.prefix import read_prefix, string_field
-from core.formats.qwen import QwenSession
-from core.paths import home_dir
+from core.formats.qwen_dirs import (
+    ARCHIVE_DIR,
+    CHATS_DIR,
+    LEGACY_DIR,
+    PROJECTS_DIR,
+    QWEN_HOME_ENV,
+    QWEN_RUNTIME_ENV,
+    SESSION_FILE,
+    SUB_AGENT_PREFIX,
+    SUBAGENTS_DIR,
+    list_sessions,
+    open_qwen_session,
+    qwen_dir,
+)
 from core.search_index.formats import (
     FileFormat,
     Lines,
@@ -49,85 +49,15 @@ from core.search_index.rows import (
     parse_object,
 )
 
-__all__ = ["QWEN_CODE", "QWEN_SEARCH", "list_sessions", "open_qwen_session", "qwen_dir"]
+__all__ = ["QWEN_CODE", "QWEN_SEARCH"]
 
-QWEN_HOME_ENV: Final = "QWEN_HOME"
-QWEN_RUNTIME_ENV: Final = "QWEN_RUNTIME_DIR"
-PROJECTS_DIR: Final = "projects"
-LEGACY_DIR: Final = "tmp"
-CHATS_DIR: Final = "chats"
-ARCHIVE_DIR: Final = "archive"
-#: Qwen's own pattern for a session file's name
-SESSION_FILE: Final = re.compile(r"[0-9a-fA-F-]{32,36}\.jsonl")
 _ROLES: Final = {"user": "user", "assistant": "assistant", "tool_result": "toolResult"}
 
 
-def qwen_dir(env: Mapping[str, str] | None = None) -> Path:
-    """Where Qwen Code keeps its sessions (module docstring), existing or not."""
-    environ = os.environ if env is None else env
-    for variable in (QWEN_RUNTIME_ENV, QWEN_HOME_ENV):
-        configured = environ.get(variable)
-        if configured:
-            return Path(os.path.abspath(os.path.expanduser(configured)))
-    return home_dir(env) / ".qwen"
-
-
-class QwenLegacySession(GeminiSession):
-    """An older Qwen Code's ``tmp/<hash>/chats/session-*.jsonl`` (Gemini's records)."""
-
-    agent = "qwen"
-
-
-class QwenLegacyDocument(GeminiDocumentSession):
-    """An older Qwen Code's ``tmp/<hash>/chats/session-*.json`` (Gemini's document)."""
-
-    agent = "qwen"
-
-
-def open_qwen_session(path: Path) -> SessionSource:
-    """A 0.24 session as `QwenSession`; an older version's (``tmp/<hash>/chats/``) with
-    the Gemini readers."""
-    if path.parts[-4:-3] == (LEGACY_DIR,):
-        return QwenLegacyDocument(path) if path.suffix == ".json" else QwenLegacySession(path)
-    return QwenSession(path)
-
-
-def _session_files(chats: Path) -> list[Path]:
-    """The files of ``chats`` named as Qwen names sessions, in name order."""
-    try:
-        with os.scandir(chats) as found:
-            names = [
-                e.name
-                for e in found
-                if SESSION_FILE.fullmatch(e.name) and e.is_file(follow_symlinks=False)
-            ]
-    except OSError:
-        return []
-    return [chats / name for name in sorted(names)]
-
-
-def list_sessions(root: Path) -> Iterator[ListedSession]:
-    """0.24's sessions (active, then archived) of every project, then an older
-    version's."""
-    for project in dir_entries(str(root / PROJECTS_DIR)):
-        chats = Path(project.path) / CHATS_DIR
-        for path in _session_files(chats) + _session_files(chats / ARCHIVE_DIR):
-            try:
-                session_id = string_field(read_prefix(path), "sessionId")
-            except OSError:
-                continue
-            stem = path.name.removesuffix(".jsonl")
-            yield ListedSession(project.name, stem, path, {"id": session_id or stem})
-    for project in dir_entries(str(root / LEGACY_DIR)):
-        for chat in list_chats(Path(project.path) / CHATS_DIR):
-            yield ListedSession(
-                project.name, chat.stem, chat.path, {"id": chat.session_id or chat.stem}
-            )
-
-
 def _file_keys(root: str) -> Iterator[tuple[str, ...]]:
-    """``projects/<enc>/chats/<id>.jsonl``, ``chats/archive/<id>.jsonl``, and an older
-    version's ``tmp/<hash>/chats/session-*.json[l]``."""
+    """``projects/<enc>/chats/<id>.jsonl``, ``chats/archive/<id>.jsonl``,
+    ``subagents/<id>/agent-*.jsonl``, and an older version's
+    ``tmp/<hash>/chats/session-*.json[l]``."""
     for project in dir_entries(f"{root}/{PROJECTS_DIR}"):
         chats = f"{project.path}/{CHATS_DIR}"
         for name in file_names(chats, ""):
@@ -136,6 +66,9 @@ def _file_keys(root: str) -> Iterator[tuple[str, ...]]:
         for name in file_names(f"{chats}/{ARCHIVE_DIR}", ""):
             if SESSION_FILE.fullmatch(name):
                 yield (PROJECTS_DIR, project.name, CHATS_DIR, ARCHIVE_DIR, name)
+        for session in dir_entries(f"{project.path}/{SUBAGENTS_DIR}"):
+            for name in file_names(session.path, SUB_AGENT_PREFIX):
+                yield (PROJECTS_DIR, project.name, SUBAGENTS_DIR, session.name, name)
     for project in dir_entries(f"{root}/{LEGACY_DIR}"):
         for suffix in (".jsonl", ".json"):
             for name in file_names(f"{project.path}/{CHATS_DIR}", "session-", suffix):
@@ -192,7 +125,16 @@ def _line_text(obj: dict[str, Any]) -> str | None:
     return capped_text(_record_text(obj)) if _ROLES.get(str(obj.get("type"))) else None
 
 
-QWEN_SEARCH: Final = FileFormat("qwen", _file_keys, _whole, _rows, _line_text, lambda key: None)
+def _parent_key(key: bytes) -> bytes | None:
+    """``projects/<enc>/subagents/<id>/agent-<a>.jsonl`` -> ``projects/<enc>/chats/<id>.jsonl``:
+    who may not read a session may not read its sub-agents either."""
+    parts = key.split(b"/")
+    if len(parts) == 5 and parts[2] == SUBAGENTS_DIR.encode():
+        return b"/".join([parts[0], parts[1], CHATS_DIR.encode(), parts[3] + b".jsonl"])
+    return None
+
+
+QWEN_SEARCH: Final = FileFormat("qwen", _file_keys, _whole, _rows, _line_text, _parent_key)
 
 QWEN_CODE: Final = AgentFormat(
     name="qwen",

@@ -1,8 +1,8 @@
 """The real Qwen Code 0.24, offline against the fake OpenAI-compatible server, and its
 sessions under ``agents/qwen/`` of a real mount.
 
-Two runs of one session: a first turn in which the model runs a shell command, then
-``--continue`` with a second prompt. What the second run sent the model is the
+Two runs of one session: a first turn in which the model runs a shell command and then
+a sub-agent, then ``--continue`` with a second prompt. What the second run sent the model is the
 conversation Qwen loaded back from its own file (as chat-completions messages): the
 mount's ``context.json`` (Gemini ``contents``) must hold the same turns -- texts, the
 call, its result -- plus the second answer, less what Qwen adds on the wire (its
@@ -33,7 +33,22 @@ pytestmark = pytest.mark.fuse
 
 MARKER = "qwen-tool-42"
 SHELL = ToolCall("run_shell_command", {"command": f"echo {MARKER}"})
-ANSWERS: dict[str, str | ToolCall] = {"run the echo": SHELL, "second prompt": "second answer"}
+#: Qwen's sub-agent tool, asking its general-purpose agent to look around
+DELEGATE = ToolCall(
+    "agent",
+    {"description": "look around", "prompt": "look around the project",
+     "subagent_type": "general-purpose"},
+    call_id="call_agent_1",
+)  # fmt: skip
+ANSWERS: dict[str, str | ToolCall] = {
+    "run the echo": SHELL,
+    "look around the project": "the sub-agent looked",
+    "second prompt": "second answer",
+}
+AFTER_TOOL: dict[str, str | ToolCall] = {
+    SHELL.call_id: DELEGATE,
+    DELEGATE.call_id: "done with tool",
+}
 
 
 @dataclass
@@ -45,6 +60,13 @@ class Recorded:
 
 
 Said = tuple[str, ...]
+REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
+
+
+def _plain(text: str) -> str:
+    """``text`` without Qwen's ``<system-reminder>`` blocks (it adds them on the wire,
+    and to a stored prompt after a background agent ran)."""
+    return REMINDER.sub("", text).strip()
 
 
 def _said(request: ModelRequest) -> list[Said]:
@@ -57,7 +79,7 @@ def _said(request: ModelRequest) -> list[Said]:
         parts = [content] if isinstance(content, str) else [
             p.get("text", "") for p in content or [] if isinstance(p, dict)
         ]  # fmt: skip
-        text = "".join(p for p in parts if not p.startswith("<system-reminder>"))
+        text = _plain("".join(parts))
         role = message.get("role")
         if role == "tool":
             found.append(("result", message["tool_call_id"], text))
@@ -78,7 +100,7 @@ def _contents_said(contents: list[dict[str, Any]]) -> list[Said]:
     found: list[Said] = []
     for content in contents:
         role = {"user": "user", "model": "assistant"}[content["role"]]
-        text = "".join(p.get("text", "") for p in content["parts"])
+        text = _plain("".join(p.get("text", "") for p in content["parts"]))
         if text:
             found.append((role, text))
         for part in content["parts"]:
@@ -92,12 +114,12 @@ def _contents_said(contents: list[dict[str, Any]]) -> list[Said]:
 
 
 def _answer(request: ModelRequest) -> str | ToolCall:
-    """The scripted answer to a conversation request: by the prompt it ends with; after
-    the tool's result, the end of the turn (side calls, such as Qwen's memory
-    extractor, get a plain one)."""
+    """The scripted answer to a conversation request: by the prompt it ends with (the
+    sub-agent's too); after the shell's result a sub-agent, after the sub-agent's the
+    end of the turn (side calls, such as Qwen's memory extractor, get a plain one)."""
     said = _said(request)
     if said and said[-1][0] == "result":
-        return "done with tool"
+        return AFTER_TOOL.get(said[-1][1], "noted")
     return ANSWERS.get(said[-1][1], "noted") if said and said[-1][0] == "user" else "noted"
 
 
@@ -149,6 +171,13 @@ def test_real_qwen_session_through_the_mount(
     header = json.loads(run("cat", session / "header.json"))
     assert header["agent"] == "qwen" and header["cwd"] == str(recorded.workdir)
     assert header["id"] == file.stem and header["version"] == "0.24.4"
+
+    [sub] = run("ls", session / "subagents").split()  # subagents/<session id>/agent-*.jsonl
+    sub_header = json.loads(run("cat", session / "subagents" / sub / "header.json"))
+    assert (
+        sub_header["agentType"] == "general-purpose" and sub_header["toolUseId"] == "call_agent_1"
+    )
+    assert "the sub-agent looked" in run("cat", session / "subagents" / sub / "transcript.md")
 
     assert run("grep", "-rl", "second answer", agents / "qwen" / "transcripts").strip()
     deadline = time.monotonic() + 30

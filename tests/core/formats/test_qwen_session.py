@@ -6,6 +6,7 @@ the listing and the search rows."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from support import gemini_cli as gc
 from support import qwen_code as qc
 
 from core.formats.qwen import QwenSession
-from core.formats.qwen_agent import QWEN_SEARCH, list_sessions, open_qwen_session, qwen_dir
+from core.formats.qwen_agent import QWEN_SEARCH
+from core.formats.qwen_dirs import list_sessions, open_qwen_session, qwen_dir
 from core.search_index.rows import MODE_APPENDABLE, MODE_LEGACY, ChunkedLines
 
 CALL = {"functionCall": {"id": "call_1", "name": "read_file", "args": {"path": "a.txt"}}}
@@ -153,3 +155,26 @@ def test_an_older_qwen_is_searched_as_gemini(tmp_path: Path) -> None:
         source = open_qwen_session(file)
         assert set(names) <= {source.entry_name(i) for i in range(len(source))}
     assert QWEN_SEARCH.line_text(qwen_message) == "old answer"
+
+
+def test_sub_agents_beside_their_session(tmp_path: Path) -> None:
+    root = tmp_path / ".qwen"
+    project = root / "projects" / qc.ENC
+    qc.write_jsonl(project / "chats" / f"{qc.SESSION_ID}.jsonl", _records()[:1])
+    subagents = project / "subagents" / qc.SESSION_ID
+    sub = qc.write_jsonl(subagents / "agent-explore-c1.jsonl", [qc.user("s1", None, "look", 1)])
+    meta = {"agentId": "explore-c1", "agentType": "explore", "description": "look around",
+            "toolUseId": "c1", "parentSessionId": qc.SESSION_ID}  # fmt: skip
+    (subagents / "agent-explore-c1.meta.json").write_text(json.dumps(meta))
+    (subagents / "notes.txt").write_text("not an agent")
+    listed = [(s.stem, s.path) for s in list_sessions(root)]
+    assert listed == [
+        (qc.SESSION_ID, project / "chats" / f"{qc.SESSION_ID}.jsonl"),
+        (f"{qc.SESSION_ID}/agent-explore-c1", sub),
+    ]
+    header = open_qwen_session(sub).header()
+    assert header["agentType"] == "explore" and header["toolUseId"] == "c1"
+    key = tuple(sub.relative_to(root).parts)
+    assert key in set(QWEN_SEARCH.file_keys(str(root)))
+    parent = QWEN_SEARCH.parent_key("/".join(key).encode())
+    assert parent == f"projects/{qc.ENC}/chats/{qc.SESSION_ID}.jsonl".encode()
