@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from core.formats.dir_scan import sorted_entries
+from core.formats.dir_scan import read_meta, sorted_entries
 from core.formats.prefix import read_prefix, string_field
-from core.jsonl import loads
 from core.paths import env_dir_or_home
-from core.safe_open import PathArg, open_regular
+from core.safe_open import PathArg
 
 __all__ = [
     "CLAUDE_DIR_ENV",
@@ -42,8 +41,6 @@ CLAUDE_DIR_ENV: Final = "CLAUDE_CONFIG_DIR"
 _SUFFIX: Final = ".jsonl"
 _AGENT_PREFIX: Final = "agent-"
 _META_SUFFIX: Final = ".meta.json"
-#: a sub-agent's meta.json is a few hundred bytes; more is not a meta file
-_META_LIMIT: Final = 64 * 1024
 
 
 def claude_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -107,16 +104,6 @@ def list_sessions(project_dir: PathArg) -> list[ClaudeSessionFile]:
         )
     found.sort(key=lambda s: (-s.mtime_ns, s.id))
     return found
-
-
-def read_meta(path: Path) -> dict[str, Any]:
-    try:
-        with open_regular(path) as f:
-            data = f.read(_META_LIMIT + 1)
-        meta = loads(data) if len(data) <= _META_LIMIT else None
-    except (OSError, ValueError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
 
 
 def nested_sub_agents(session_path: PathArg) -> list[ClaudeSubAgentFile]:

@@ -23,18 +23,16 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from core.formats.agent_format import ListedSession
 from core.formats.base import SessionSource
-from core.formats.dir_scan import sorted_entries
+from core.formats.dir_scan import read_meta, sorted_entries
 from core.formats.gemini import GeminiDocumentSession, GeminiSession
 from core.formats.gemini_dirs import list_chats
 from core.formats.prefix import read_prefix, string_field
 from core.formats.qwen import QwenSession
-from core.jsonl import loads
 from core.paths import child_stem, home_dir
-from core.safe_open import open_regular
 from core.search_index.formats import dir_entries
 
 __all__ = [
@@ -65,8 +63,6 @@ ARCHIVE_DIR: Final = "archive"
 SESSION_FILE: Final = re.compile(r"[0-9a-fA-F-]{32,36}\.jsonl")
 SUBAGENTS_DIR: Final = "subagents"
 SUB_AGENT_PREFIX: Final = "agent-"
-#: a sub-agent's meta file is a few hundred bytes; more is not one
-_META_LIMIT: Final = 64 * 1024
 
 
 def qwen_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -99,17 +95,6 @@ def open_qwen_session(path: Path) -> SessionSource:
     if path.parts[-3:-2] == (SUBAGENTS_DIR,):
         return QwenSession(path, meta=read_meta(path.with_name(path.stem + ".meta.json")))
     return QwenSession(path)
-
-
-def read_meta(path: Path) -> dict[str, Any]:
-    """A sub-agent's ``agent-<id>.meta.json`` (``{}``: none, unreadable, too big)."""
-    try:
-        with open_regular(path) as f:
-            data = f.read(_META_LIMIT + 1)
-        meta = loads(data) if len(data) <= _META_LIMIT else None
-    except (OSError, ValueError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
 
 
 def _session_files(chats: Path) -> list[Path]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from support.file_snapshot import fingerprint
 from support.mount import MountFactory, run
 from support.other_agents import home_env
 from support.real_agents import QwenAgent
+from support.waiting import agent_search_ready
 from support.write_setup import drop, errno_of
 
 pytestmark = pytest.mark.fuse
@@ -180,10 +180,7 @@ def test_real_qwen_session_through_the_mount(
     assert "the sub-agent looked" in run("cat", session / "subagents" / sub / "transcript.md")
 
     assert run("grep", "-rl", "second answer", agents / "qwen" / "transcripts").strip()
-    deadline = time.monotonic() + 30
-    while "search_qwen: ready" not in (ctl := (mount.path / "ctl").read_text()):
-        assert time.monotonic() < deadline, ctl
-        time.sleep(0.2)
+    agent_search_ready(mount.path, "qwen")
     hits = run("cat", mount.path / "search" / "second answer").splitlines()
     paths = [hit.split("\t")[1] for hit in hits]
     assert paths and all(p.startswith(f"agents/qwen/sessions/{project}/") for p in paths)
