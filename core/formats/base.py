@@ -240,6 +240,16 @@ class SessionSource(ABC):
     def transcript_messages(self) -> list[TranscriptMessage]:
         """The turns ``transcript.md`` shows, in order (module docstring)."""
 
+    def transcript_messages_at(self, leaf: int | None) -> list[TranscriptMessage]:
+        """The turns `transcript_messages` would show were the leaf at entry ``leaf``
+        (``transcript.html``'s pages of other branches). By default those of the
+        current turns whose first line is on the path to ``leaf``: right for a
+        session whose tree is one chain (Codex); an agent with branches overrides it."""
+        if leaf == self.leaf_index():
+            return self.transcript_messages()
+        on_path = {self.entry_name(index) for index in self.forest().path_to(leaf)}
+        return [turn for turn in self.transcript_messages() if turn.entry_name in on_path]
+
     @abstractmethod
     def usage(self) -> dict[str, Any] | None:
         """``stats.json``'s ``usage``: xcsh -- core's ``usage_totals``; Claude --

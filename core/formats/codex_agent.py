@@ -6,16 +6,18 @@
   names a parent thread is below that session's ``subagents/`` (and that one's
   parent's), up to `MAX_SUBAGENT_DEPTH` levels;
 * reader: `core.formats.codex.CodexSession` with its title from
-  ``session_index.jsonl``; search: `core.search_index.formats.CODEX`.
+  ``session_index.jsonl`` or Codex's state database, and a fork's parent found by
+  thread id in the same home; search: `core.search_index.formats.CODEX`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Final
 
-from core.formats import codex_dirs
+from core.formats import codex_dirs, codex_state
 from core.formats.agent_format import AgentFormat, ListedSession
 from core.formats.codex import ARCHIVE_DIR, CodexSession
 from core.paths import child_stem
@@ -50,18 +52,28 @@ def _with_sub_agents(
 
 def codex_index_title(path: Path) -> str:
     """The session's name in ``<codex home>/session_index.jsonl`` (last line wins)."""
-    home = path.parent.parent if path.parent.name == ARCHIVE_DIR else None
-    if home is None and len(path.parents) >= 5:
-        home = path.parents[4]  # sessions/YYYY/MM/DD/<file>
-    rollout = codex_dirs.read_rollout(path, archived=home == path.parent.parent)
+    home = codex_dirs.home_of_rollout(path)
+    rollout = codex_dirs.read_rollout(path, archived=path.parent.name == ARCHIVE_DIR)
     if home is None or rollout is None:
         return ""
     return codex_dirs.read_session_index(home).get(rollout.id, "")
 
 
 def open_codex_session(path: Path) -> CodexSession:
-    """The rollout as a `CodexSession`, titled by ``session_index.jsonl``."""
-    return CodexSession(path, index_title=codex_index_title(path) or None)
+    """The rollout as a `CodexSession` with what its Codex home knows of it: its name in
+    ``session_index.jsonl``, else (``codex exec`` writes no index) the title in Codex's
+    state database, looked up when wanted (`core.formats.codex_state`); where a fork's
+    parent rollout is."""
+    home = codex_dirs.home_of_rollout(path)
+    rollout = codex_dirs.read_rollout(path, archived=path.parent.name == ARCHIVE_DIR)
+    if home is None or rollout is None:
+        return CodexSession(path)
+    return CodexSession(
+        path,
+        index_title=codex_dirs.read_session_index(home).get(rollout.id),
+        find_thread=partial(codex_dirs.find_rollout, home),
+        state_title=partial(codex_state.thread_title, home, rollout.id),
+    )
 
 
 CODEX_CLI: Final = AgentFormat(

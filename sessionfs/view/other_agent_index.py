@@ -77,6 +77,13 @@ class OtherAgentIndex(AgentIndex):
                 scan = self._scan = self._scan_now()
             return scan
 
+    def rescan(self) -> None:
+        """The next listing scans again, not up to `LIST_INTERVAL` later (a session the
+        mount's ``send`` just made shows at once); lookups keep the last scan."""
+        with self._lock:
+            if self._scan is not None:
+                self._scan.at = float("-inf")
+
     def _known(self) -> _Scan:
         """For lookups run on the event loop: the last scan, however old, while it
         knows what is asked (a session's file never moves; a stale mtime is caught

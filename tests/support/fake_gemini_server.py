@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from support.fake_model_server import FakeModelServer, ModelHandler, ModelRequest
+from support.fake_model_server import FakeModelServer, JsonHandler, ModelRequest
 
 Json = dict[str, Any]
 
@@ -55,7 +56,7 @@ class FakeGeminiServer(FakeModelServer):
     def __init__(self, model_ids: tuple[str, ...] = (GEMINI_MODEL,)) -> None:
         super().__init__(model_ids)
 
-    def handler(self) -> type[ModelHandler]:
+    def _handler_base(self) -> type[BaseHTTPRequestHandler]:
         return _GeminiHandler
 
     @property
@@ -68,7 +69,7 @@ class FakeGeminiServer(FakeModelServer):
         return [r for r in self.requests if is_conversation_turn(r)]
 
 
-class _GeminiHandler(ModelHandler):
+class _GeminiHandler(JsonHandler):
     def do_GET(self) -> None:
         self._send_json({"error": {"message": f"no such path {self.path}"}}, status=404)
 
@@ -76,15 +77,18 @@ class _GeminiHandler(ModelHandler):
         path = self.path.split("?", 1)[0]
         model, _, method = path.rpartition("/")[2].partition(":")
         if method not in ("streamGenerateContent", "generateContent"):
-            self.refuse_path()
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self._send_json({"error": {"message": f"no such path {self.path}"}}, status=404)
             return
-        body = self.read_json()
+        body = self._json_body("")  # the path is checked above (it ends in ``?alt=sse``)
         if body is None:
             return
         reply = self.fake._record(ModelRequest(self.path, body))
         response = _response(model or GEMINI_MODEL, reply)
         if method == "streamGenerateContent":
-            self.send_events(_stream_events(response))
+            self._start_events()
+            for event in _stream_events(response):
+                self._send_event(event)
         else:
             self._send_json(response)
 

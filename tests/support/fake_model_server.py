@@ -93,13 +93,15 @@ class FakeModelServer:
         self.model_ids = model_ids
         self._script = _Script()
         self._script.released.set()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self, self.handler()))
+        self._httpd = ThreadingHTTPServer(
+            ("127.0.0.1", 0), _handler_for(self, self._handler_base())
+        )
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
-    def handler(self) -> type[ModelHandler]:
-        """The request handler: OpenAI chat completions. A server of another wire
-        format (`fake_gemini_server`) subclasses this and returns its own."""
+    def _handler_base(self) -> type[BaseHTTPRequestHandler]:
+        """The request handler of this server's wire format (a server of another wire
+        format, e.g. `fake_responses_server`, overrides it and keeps the scripting)."""
         return _ChatHandler
 
     # ------------------------------------------------------------------ lifecycle
@@ -176,7 +178,8 @@ class FakeModelServer:
     # ------------------------------------------------------------------ the handler's side
 
     def _record(self, request: ModelRequest) -> Any:
-        """Record ``request``; the scripted reply for it (after any hold or delay)."""
+        """Record ``request``; its scripted reply once any hold is over (a `Reply`'s
+        text here; a server of another wire format scripts its own kinds of reply)."""
         script = self._script
         with script.lock:
             script.requests.append(request)
@@ -190,16 +193,15 @@ class FakeModelServer:
         return reply(request) if callable(reply) else reply
 
 
-def _handler_for(server: FakeModelServer, base: type[ModelHandler]) -> type[BaseHTTPRequestHandler]:
-    class Handler(base):
-        fake = server
+def _handler_for(
+    server: FakeModelServer, base: type[BaseHTTPRequestHandler]
+) -> type[BaseHTTPRequestHandler]:
+    return type("Handler", (base,), {"fake": server})
 
-    return Handler
 
-
-class ModelHandler(BaseHTTPRequestHandler):
-    """What every fake wire format shares: quiet logging, JSON bodies in and out,
-    server-sent events."""
+class JsonHandler(BaseHTTPRequestHandler):
+    """What every wire format's handler shares: a quiet log, the model list, a JSON
+    request body read, JSON and SSE answers."""
 
     fake: FakeModelServer
     protocol_version = "HTTP/1.1"
@@ -207,21 +209,27 @@ class ModelHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the agents' requests are recorded, not logged to stderr."""
 
-    def read_json(self) -> Json | None:
-        """The request's JSON body (``None``, and a 400 sent, when it is not JSON)."""
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            models = [{"id": m, "object": "model", "owned_by": "fake"} for m in self.fake.model_ids]
+            self._send_json({"object": "list", "data": models})
+        else:
+            self._send_json({"error": {"message": f"no such path {self.path}"}}, status=404)
+
+    def _json_body(self, endpoint: str) -> Json | None:
+        """The POSTed JSON body when the path ends in ``endpoint``; else ``None``, with
+        the error already answered."""
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
+        if not self.path.rstrip("/").endswith(endpoint):
+            self._send_json({"error": {"message": f"no such path {self.path}"}}, status=404)
+            return None
         try:
             body = json.loads(raw or b"{}")
         except json.JSONDecodeError as error:
             self._send_json({"error": {"message": f"bad JSON: {error}"}}, status=400)
             return None
-        return body if isinstance(body, dict) else {}
-
-    def refuse_path(self) -> None:
-        """A 404 for a path this server does not serve (its body read and dropped)."""
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self._send_json({"error": {"message": f"no such path {self.path}"}}, status=404)
+        return body if isinstance(body, dict) else {"body": body}
 
     def _send_json(self, payload: Json, status: int = 200) -> None:
         data = json.dumps(payload).encode()
@@ -231,38 +239,26 @@ class ModelHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def send_events(self, events: list[Json], done: bytes | None = None) -> None:
-        """``events`` as server-sent ``data:`` events (then ``done``, e.g. ``[DONE]``),
-        closing the connection after them."""
+    def _start_events(self) -> None:
+        """Answer with an SSE stream, ended by closing the connection."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
-        for event in events:
-            self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
-            self.wfile.flush()
-        if done is not None:
-            self.wfile.write(b"data: " + done + b"\n\n")
-            self.wfile.flush()
+
+    def _send_event(self, data: Json | str, event: str | None = None) -> None:
+        """One SSE event (``event:`` line when named, then its ``data:``)."""
+        head = f"event: {event}\n".encode() if event else b""
+        payload = data if isinstance(data, str) else json.dumps(data)
+        self.wfile.write(head + b"data: " + payload.encode() + b"\n\n")
+        self.wfile.flush()
 
 
-class _ChatHandler(ModelHandler):
-    """OpenAI ``/v1/chat/completions`` (and ``GET /v1/models``)."""
-
-    def do_GET(self) -> None:
-        if self.path.rstrip("/").endswith("/models"):
-            models = [{"id": m, "object": "model", "owned_by": "fake"} for m in self.fake.model_ids]
-            self._send_json({"object": "list", "data": models})
-        else:
-            self._send_json({"error": {"message": f"no such path {self.path}"}}, status=404)
-
+class _ChatHandler(JsonHandler):
     def do_POST(self) -> None:
-        if not self.path.rstrip("/").endswith("/chat/completions"):
-            self.refuse_path()
-            return
-        body = self.read_json()
+        body = self._json_body("/chat/completions")
         if body is None:
             return
         text = self.fake._record(ModelRequest(self.path, body))
@@ -270,7 +266,7 @@ class _ChatHandler(ModelHandler):
         if isinstance(text, ToolCall):
             self._send_tool_call(model, text, bool(body.get("stream")))
         elif body.get("stream"):
-            self.send_events(_chunks(model, text), done=b"[DONE]")
+            self._stream(model, text)
         else:
             self._send_json(_completion(model, text))
 
@@ -289,7 +285,16 @@ class _ChatHandler(ModelHandler):
         chunks = _chunks(model, "")  # the role, the stop, the usage: no text
         chunks[1]["choices"][0]["finish_reason"] = "tool_calls"
         chunks.insert(1, {**chunks[0], "choices": [{"index": 0, "delta": answer}]})
-        self.send_events(chunks, done=b"[DONE]")
+        self._start_events()
+        for chunk in chunks:
+            self._send_event(chunk)
+        self._send_event("[DONE]")
+
+    def _stream(self, model: str, text: str) -> None:
+        self._start_events()
+        for chunk in _chunks(model, text):
+            self._send_event(chunk)
+        self._send_event("[DONE]")
 
 
 _ids = iter(range(1, 1 << 62))
