@@ -28,9 +28,11 @@ from support.real_agents import (
     install_claude,
     install_codex,
     install_copilot,
+    install_gemini,
     install_omp,
     install_opencode,
     install_pi,
+    install_qwen,
 )
 
 
@@ -103,6 +105,18 @@ def omp_install() -> Path:
     if (platform.system(), platform.machine()) != ("Linux", "x86_64"):
         pytest.skip("omp runs on the npm build of Bun for linux-x64 only")
     return _installed(install_omp)
+
+
+@pytest.fixture(scope="session")
+def gemini_install() -> Path:
+    """The cache dir holding the pinned Gemini CLI (``$SESSIONFS_GEMINI_CACHE``)."""
+    return _installed(install_gemini)
+
+
+@pytest.fixture(scope="session")
+def qwen_install() -> Path:
+    """The cache dir holding the pinned Qwen Code (``$SESSIONFS_QWEN_CACHE``)."""
+    return _installed(install_qwen)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from typing import Any, Final
 from core.formats import claude_dirs
 from core.formats.agent_format import AgentFormat, ArchivedFile, ListedSession
 from core.formats.claude import ClaudeSession
+from core.formats.dir_scan import read_meta
 from core.formats.file_walk import regular_files
 from core.paths import child_stem
 from core.search_index.formats import CLAUDE
@@ -60,7 +61,7 @@ def open_claude_session(path: Path) -> ClaudeSession:
 
 def _sub_agent_meta(path: Path) -> dict[str, Any] | None:
     """A sub-agent's ``agent-<id>.meta.json`` beside its file (None: none)."""
-    meta = claude_dirs.read_meta(path.with_name(path.name.removesuffix(_JSONL) + ".meta.json"))
+    meta = read_meta(path.with_name(path.name.removesuffix(_JSONL) + ".meta.json"))
     return meta or None
 
 

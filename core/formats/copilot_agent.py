@@ -20,7 +20,14 @@ from typing import Any, Final
 from core.formats import copilot_dirs
 from core.formats.agent_format import AgentFormat, ListedSession
 from core.formats.copilot import CopilotSession
-from core.search_index.formats import FileFormat, Lines, _capped, _dirs, _row, _strings
+from core.search_index.formats import (
+    FileFormat,
+    Lines,
+    capped_text,
+    collect_strings,
+    dir_entries,
+    text_row,
+)
 from core.search_index.rows import MODE_APPENDABLE, Row, parse_object
 
 __all__ = ["COPILOT_CLI", "COPILOT_SEARCH", "list_copilot_sessions"]
@@ -39,7 +46,7 @@ def list_copilot_sessions(root: Path) -> Iterator[ListedSession]:
 
 def _keys(root: str) -> Iterator[tuple[str, ...]]:
     state = os.path.join(root, copilot_dirs.SESSION_STATE_DIR)
-    for session in _dirs(state):
+    for session in dir_entries(state):
         if os.path.isfile(os.path.join(session.path, copilot_dirs.EVENTS_FILE)):
             yield (copilot_dirs.SESSION_STATE_DIR, session.name, copilot_dirs.EVENTS_FILE)
     try:
@@ -58,10 +65,10 @@ def _text(obj: dict[str, Any]) -> tuple[str, list[str]] | None:
         return None
     parts: list[str] = []
     if role == "toolResult":
-        _strings(data.get("result"), parts)
+        collect_strings(data.get("result"), parts)
     else:
-        _strings(data.get("content"), parts)
-        _strings(data.get("toolRequests"), parts)
+        collect_strings(data.get("content"), parts)
+        collect_strings(data.get("toolRequests"), parts)
     return role, parts
 
 
@@ -71,7 +78,7 @@ def _rows(lines: Lines) -> Iterator[Row]:
         ident = obj.get("id") if obj is not None else None
         found = _text(obj) if obj is not None and isinstance(ident, str) else None
         if obj is not None and found is not None and isinstance(ident, str):
-            row = _row(ident, found[0], found[1], obj, at, line)
+            row = text_row(ident, found[0], found[1], obj, at, line)
             if row is not None:
                 yield row
 
@@ -82,7 +89,7 @@ def _whole(lines: Lines) -> tuple[int, Iterator[Row]]:
 
 def _line_text(obj: dict[str, Any]) -> str | None:
     found = _text(obj)
-    return _capped(found[1]) if found is not None else None
+    return capped_text(found[1]) if found is not None else None
 
 
 COPILOT_SEARCH: Final = FileFormat("copilot", _keys, _whole, _rows, _line_text, lambda key: None)

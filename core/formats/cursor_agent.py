@@ -22,7 +22,14 @@ from core.formats import cursor_dirs
 from core.formats.agent_format import AgentFormat, ListedSession
 from core.formats.base import SessionSource
 from core.formats.cursor import CursorChatSession, CursorTranscriptSession
-from core.search_index.formats import FileFormat, Lines, _capped, _dirs, _row, _strings
+from core.search_index.formats import (
+    FileFormat,
+    Lines,
+    capped_text,
+    collect_strings,
+    dir_entries,
+    text_row,
+)
 from core.search_index.rows import MODE_LEGACY, Row, parse_object
 from core.session_stat import row_session_path, split_row_session_path
 
@@ -49,7 +56,7 @@ def open_cursor_session(path: Path) -> SessionSource:
 
 
 def _keys(root: str) -> Iterator[tuple[str, ...]]:
-    for project in _dirs(os.path.join(root, "projects")):
+    for project in dir_entries(os.path.join(root, "projects")):
         transcripts = os.path.join(project.path, cursor_dirs.TRANSCRIPTS_DIR)
         try:
             with os.scandir(transcripts) as found:
@@ -66,7 +73,7 @@ def _text(obj: dict[str, Any]) -> tuple[str, list[str]] | None:
         return None
     inner = obj.get("message")
     parts: list[str] = []
-    _strings(inner.get("content") if isinstance(inner, dict) else obj.get("content"), parts)
+    collect_strings(inner.get("content") if isinstance(inner, dict) else obj.get("content"), parts)
     return role, parts
 
 
@@ -80,7 +87,7 @@ def _numbered_rows(lines: Lines) -> Iterator[Row]:
         obj = parse_object(line)
         found = _text(obj) if obj is not None else None
         if obj is not None and found is not None:
-            row = _row(f"{number:06d}-{found[0]}", found[0], found[1], obj, at, line)
+            row = text_row(f"{number:06d}-{found[0]}", found[0], found[1], obj, at, line)
             if row is not None:
                 yield row
 
@@ -95,7 +102,7 @@ def _appended(lines: Lines) -> Iterator[Row]:
 
 def _line_text(obj: dict[str, Any]) -> str | None:
     found = _text(obj)
-    return _capped(found[1]) if found is not None else None
+    return capped_text(found[1]) if found is not None else None
 
 
 CURSOR_SEARCH: Final = FileFormat("cursor", _keys, _whole, _appended, _line_text, lambda key: None)

@@ -18,7 +18,9 @@ from core.formats.claude_agent import CLAUDE_CODE
 from core.formats.codex_agent import CODEX_CLI
 from core.formats.copilot_agent import COPILOT_CLI
 from core.formats.cursor_agent import CURSOR_AGENT
+from core.formats.gemini_agent import GEMINI_CLI
 from core.formats.opencode_agent import OPENCODE
+from core.formats.qwen_agent import QWEN_CODE
 
 __all__ = ["AGENT_FORMATS", "agent_format"]
 
@@ -29,6 +31,8 @@ REGISTERED: Final[tuple[AgentFormat, ...]] = (
     COPILOT_CLI,
     OPENCODE,
     CURSOR_AGENT,
+    GEMINI_CLI,
+    QWEN_CODE,
 )
 
 #: name -> connector, in `REGISTERED` order

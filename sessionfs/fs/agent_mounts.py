@@ -6,7 +6,8 @@ directory: an `OtherAgentIndex` listing its files, a `SessionCache` whose sessio
 workers render its transcripts into ``--cache-dir`` (one renders dir per agent
 directory, as for an agent dir). Their
 ``prefix`` is ``("agents", <agent>)``, their ``read_only_reason`` makes every write
-``EROFS``, and refusals are recorded in the root's ``ctl``. With an archive
+``EROFS``, and refusals are recorded in the root's ``ctl`` (a session of theirs has no
+``ctl``: a rendering refused as too big is named there too). With an archive
 (``archive``: where its mirror keeps an agent's files), each agent's listing has the
 archived sessions its dir lost too, and their older generations (`ArchivedCatalog`).
 
@@ -39,10 +40,11 @@ from sessionfs.view.cache_dir import agent_cache_dir
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.other_agent_index import AgentCatalog, OtherAgentIndex
 from sessionfs.view.prerender import Prerenderer
-from sessionfs.view.refusal import READ_ONLY_REASON
+from sessionfs.view.refusal import READ_ONLY_REASON, WriteRejected
 from sessionfs.view.rss_bound import RssBound
 from sessionfs.view.search_view import SearchView
 from sessionfs.view.session_cache import SessionCache
+from sessionfs.view.session_keys import mount_parts
 from sessionfs.view.session_ref import SessionRef
 
 __all__ = ["AgentMounts", "BranchingOptions"]
@@ -101,6 +103,7 @@ class AgentMounts:
                 new_session=new_session,
                 notes=AgentNotes.load(own_cache / NOTES_FILE),
             )
+            cache.refusal_listeners.append(_root_ctl_notice(root, agent))
             renders_dir = own_cache / "renders"
             renders = Prerenderer(home.root, renders_dir, agent=agent)
             self.searches[agent] = agent_search_view(cache_dir, index)
@@ -164,3 +167,15 @@ class AgentMounts:
                 context.renders.close()
         for view in (*self.searches.values(), *self.archive_searches.values()):
             view.close()
+
+
+def _root_ctl_notice(
+    root: MountContext, agent: str
+) -> Callable[[LoadedSession, WriteRejected], None]:
+    """Puts a session's refused rendering in the root ``ctl``, naming the session."""
+
+    def notice(session: LoadedSession, exc: WriteRejected) -> None:
+        where = "/".join((AGENTS, agent, *mount_parts(session.ref.project, session.ref.stem)))
+        root.record_root_refusal(WriteRejected(exc.errno, f"{where}/{exc.reason}"))
+
+    return notice

@@ -151,6 +151,9 @@ class SessionCache:
         self.listeners: list[ChangeListener] = []
         #: called with a session about to be dehydrated, while its listings still exist
         self.dehydrate_listeners: list[Callable[[LoadedSession], None]] = []
+        #: told of a rendering refused as too big (another agent's session has no
+        #: ``ctl`` of its own: its mount shows the reason in the root's)
+        self.refusal_listeners: list[Callable[[LoadedSession, WriteRejected], None]] = []
         #: pinned leaves of sessions dropped after a failed write, restored on reload
         self._dropped_pins: dict[tuple[str, str], tuple[str | None]] = {}
         #: ``ctl``'s last_result/last_error of sessions dropped after a failed write:
@@ -384,6 +387,8 @@ class SessionCache:
             "raises the limit)",
         )
         session.record_refusal(exc)
+        for listener in self.refusal_listeners:
+            listener(session, exc)
         raise exc
 
     def _make_room_to_render(self, keep: LoadedSession | None, file_size: int) -> None:

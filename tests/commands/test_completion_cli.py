@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from support.mount import COMMAND_TIMEOUT, REPO, MountFactory, load_demo_module
 
+from core.agent_homes import OTHER_AGENTS
 from sessionfs.commands.cli import build_parser
 
 
@@ -100,7 +101,7 @@ def test_bash_completes_values(tmp_path: Path) -> None:
     )
     assert got == [
         ["agent-a"],
-        ["claude", "codex"],
+        [name for name in OTHER_AGENTS if name.startswith("c")],
         [],
         ["agent-a"],
         ["--limit"],
@@ -140,7 +141,7 @@ def test_fish(tmp_path: Path) -> None:
     assert set(fish_complete(tmp_path, "sessionfs ")) == expected[()][0]
     long_options = {o for o in expected[("mount",)][1] if o.startswith("--")}
     assert set(fish_complete(tmp_path, "sessionfs mount --")) == long_options
-    assert fish_complete(tmp_path, "sessionfs mount --agents ") == ["claude", "codex"]
+    assert sorted(fish_complete(tmp_path, "sessionfs mount --agents ")) == sorted(OTHER_AGENTS)
     assert set(fish_complete(tmp_path, "sessionfs history ")) == {"search"}
     search = {o for o in expected[("history", "search")][1] if o.startswith("--")}
     assert set(fish_complete(tmp_path, "sessionfs history search --")) == search

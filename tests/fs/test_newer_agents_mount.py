@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.fake_model_server import FakeModelServer, ModelRequest, ToolCallReply
+from support.fake_model_server import FakeModelServer, ModelRequest, ToolCall
 from support.mount import Mount, MountFactory, run
 from support.newer_agent_files import (
     CURSOR_MESSAGES,
@@ -46,7 +46,7 @@ def _env(home: Path) -> dict[str, str]:
 def _script(request: ModelRequest) -> object:
     last = request.messages[-1] if request.messages else {}
     if last.get("role") == "user" and "which files" in str(last.get("content")):
-        return ToolCallReply("bash", {"command": "echo needle-in-output", "description": "ls"})
+        return ToolCall("bash", {"command": "echo needle-in-output", "description": "ls"})
     return f"answer after {len(request.messages)} messages"
 
 

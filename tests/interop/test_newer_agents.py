@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.fake_model_server import FakeModelServer, ModelRequest, ToolCallReply
+from support.fake_model_server import FakeModelServer, ModelRequest, ToolCall
 from support.newer_agent_files import chat_view
 from support.real_agents import (
     CopilotAgent,
@@ -34,7 +34,7 @@ def tool_then_text(prompt: str, tool: str, command: str) -> Callable[[ModelReque
     def reply(request: ModelRequest) -> object:
         last = request.messages[-1] if request.messages else {}
         if request.body.get("tools") and last.get("role") == "user" and prompt in str(last):
-            return ToolCallReply(tool, {"command": command, "description": "run it"})
+            return ToolCall(tool, {"command": command, "description": "run it"})
         return f"answer after {len(request.messages)} messages"
 
     return reply

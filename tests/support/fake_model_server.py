@@ -61,25 +61,18 @@ def message_text(message: Json) -> str:
 
 
 @dataclass(frozen=True)
-class ToolCallReply:
-    """A scripted reply that asks the agent to call one tool (``finish_reason``
-    ``tool_calls``), e.g. ``ToolCallReply("bash", {"command": "echo hi"})``."""
+class ToolCall:
+    """A reply asking the agent to run one tool (``tool_calls``, ``finish_reason``
+    ``tool_calls``) instead of a text."""
 
     name: str
-    arguments: Json
+    arguments: Json = field(default_factory=dict)
     call_id: str = "call_fake_1"
 
-    def chat_call(self) -> Json:
-        return {
-            "id": self.call_id,
-            "type": "function",
-            "function": {"name": self.name, "arguments": json.dumps(self.arguments)},
-        }
 
-
-#: A scripted reply: a fixed text, a tool call, or a function of the request (e.g. to
-#: answer a side call such as title generation differently from the main turn).
-Reply = str | ToolCallReply | Callable[[ModelRequest], "str | ToolCallReply"]
+#: A scripted reply: a fixed text (or a `ToolCall`), or a function of the request (e.g.
+#: to answer a side call such as title generation differently from the main turn).
+Reply = str | ToolCall | Callable[[ModelRequest], "str | ToolCall"]
 
 
 @dataclass
@@ -270,17 +263,36 @@ class _ChatHandler(JsonHandler):
             return
         text = self.fake._record(ModelRequest(self.path, body))
         model = str(body.get("model") or DEFAULT_MODEL)
-        if body.get("stream"):
+        if isinstance(text, ToolCall):
+            self._send_tool_call(model, text, bool(body.get("stream")))
+        elif body.get("stream"):
             self._stream(model, text)
         else:
             self._send_json(_completion(model, text))
 
-    def _stream(self, model: str, text: str | ToolCallReply) -> None:
+    def _send_tool_call(self, model: str, call: ToolCall, stream: bool) -> None:
+        wire = {
+            "id": call.call_id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+        }
+        answer = {"role": "assistant", "content": None, "tool_calls": [{"index": 0, **wire}]}
+        if not stream:
+            completion = _completion(model, "")
+            completion["choices"][0].update(message=answer, finish_reason="tool_calls")
+            self._send_json(completion)
+            return
+        chunks = _chunks(model, "")  # the role, the stop, the usage: no text
+        chunks[1]["choices"][0]["finish_reason"] = "tool_calls"
+        chunks.insert(1, {**chunks[0], "choices": [{"index": 0, "delta": answer}]})
         self._start_events()
-        chunks = (
-            _tool_chunks(model, text) if isinstance(text, ToolCallReply) else _chunks(model, text)
-        )
         for chunk in chunks:
+            self._send_event(chunk)
+        self._send_event("[DONE]")
+
+    def _stream(self, model: str, text: str) -> None:
+        self._start_events()
+        for chunk in _chunks(model, text):
             self._send_event(chunk)
         self._send_event("[DONE]")
 
@@ -330,34 +342,7 @@ def _chunks(model: str, text: str) -> list[Json]:
     ]
 
 
-def _tool_chunks(model: str, call: ToolCallReply) -> list[Json]:
-    """The SSE chunks of a streamed tool call: the call with its arguments, the
-    ``tool_calls`` stop, then the usage."""
-    base = {
-        "id": _completion_id(),
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-    }
-    delta = {"role": "assistant", "content": None, "tool_calls": [{"index": 0, **call.chat_call()}]}
-    return [
-        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
-        {**base, "choices": [], "usage": _usage(call.name)},
-    ]
-
-
-def _completion(model: str, text: str | ToolCallReply) -> Json:
-    if isinstance(text, ToolCallReply):
-        message = {"role": "assistant", "content": None, "tool_calls": [text.chat_call()]}
-        return {
-            "id": _completion_id(),
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
-            "usage": _usage(text.name),
-        }
+def _completion(model: str, text: str) -> Json:
     return {
         "id": _completion_id(),
         "object": "chat.completion",

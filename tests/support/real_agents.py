@@ -19,7 +19,11 @@
 * **GitHub Copilot CLI** 1.0.102 (npm ``@github/copilot``) and **opencode** 1.18.33
   (npm ``opencode-ai``), both native binaries, into ``$SESSIONFS_NEWER_AGENTS_CACHE``
   (else ``<repo>/.cache/newer-agents``). Both talk chat completions:
-  `fake_model_server` (``ToolCallReply`` scripts a tool call).
+  `fake_model_server` (``ToolCall`` scripts a tool call).
+* **Gemini CLI** 0.61 (npm ``@google/gemini-cli``) and **Qwen Code** 0.24 (npm
+  ``@qwen-code/qwen-code``), Node bundles installed like pi into
+  ``$SESSIONFS_GEMINI_CACHE`` / ``$SESSIONFS_QWEN_CACHE`` (else ``<repo>/.cache/npm-gemini``,
+  ``npm-qwen``); Gemini talks to `fake_gemini_server`, Qwen to `fake_model_server`.
 
 Each agent run gets its own ``HOME`` (nothing of the real user's config, keys or
 sessions leaks in, and nothing the agent writes leaks out), a clean environment (no
@@ -80,6 +84,17 @@ COPILOT_VERSION = "1.0.102"
 OPENCODE_PACKAGE = "opencode-ai"
 OPENCODE_VERSION = "1.18.33"
 NEWER_AGENTS_CACHE_ENV = "SESSIONFS_NEWER_AGENTS_CACHE"
+#: Gemini CLI (npm, a Node bundle), installed like pi into ``$SESSIONFS_GEMINI_CACHE``
+#: (else ``<repo>/.cache/npm-gemini``).
+GEMINI_PACKAGE = "@google/gemini-cli"
+GEMINI_VERSION = "0.61.0"
+GEMINI_CACHE_ENV = "SESSIONFS_GEMINI_CACHE"
+
+#: Qwen Code (npm, a Node bundle; says it wants Node 22, runs on Node 20 in print mode),
+#: into ``$SESSIONFS_QWEN_CACHE`` (else ``<repo>/.cache/npm-qwen``).
+QWEN_PACKAGE = "@qwen-code/qwen-code"
+QWEN_VERSION = "0.24.4"
+QWEN_CACHE_ENV = "SESSIONFS_QWEN_CACHE"
 
 INSTALL_TIMEOUT_S = 600
 #: One agent turn against the fake server takes ~5 s (mostly start-up); generous for
@@ -341,6 +356,27 @@ def omp_package_dir(omp_cache: Path) -> Path:
 
 def pi_package_dir(pi_cache: Path) -> Path:
     return _package_dir(pi_cache, PI_PACKAGE)
+
+
+def install_node_agent(package: str, version: str, cache: Path, manifest_name: str) -> Path:
+    """The pinned npm ``package`` (a CLI that runs on Node) in ``cache``, installed
+    unless it is already there; the cache."""
+    with _install_lock(cache):
+        _npm_install(cache, package, version, manifest_name)
+    if shutil.which("node") is None:  # installed earlier, but nothing here can run it
+        raise AgentUnavailable(f"node is not installed: {package} runs on Node (CI installs it)")
+    return cache
+
+
+def _cache_dir(variable: str, default: str) -> Path:
+    configured = os.environ.get(variable)
+    return Path(configured) if configured else REPO / ".cache" / default
+
+
+def install_gemini(cache: Path | None = None) -> Path:
+    """The pinned Gemini CLI in ``cache`` (``$SESSIONFS_GEMINI_CACHE``); the cache."""
+    cache = cache or _cache_dir(GEMINI_CACHE_ENV, "npm-gemini")
+    return install_node_agent(GEMINI_PACKAGE, GEMINI_VERSION, cache, "sessionfs-gemini-interop")
 
 
 # --------------------------------------------------------------------------- running
@@ -859,6 +895,89 @@ class OpencodeAgent(RealAgent):
 
     def database(self) -> Path:
         return self.agent_dir / "opencode.db"
+class GeminiFamilyAgent(RealAgent):
+    """Gemini CLI and its fork Qwen Code: their dir is ``~/.<name>`` (``agent_dir``),
+    their settings ``~/.<name>/settings.json``: the auth type `auth_type`, no update
+    check, no usage statistics, no telemetry."""
+
+    auth_type = ""
+
+    @classmethod
+    def at_home(cls, home: Path, model_url: str, model_id: str, install: Path) -> Self:
+        agent = cls(home, home / f".{cls.name}", model_url, model_id, install)
+        return agent.configure()
+
+    def write_config(self) -> None:
+        self.agent_dir.mkdir(parents=True, exist_ok=True)
+        settings = {
+            "security": {"auth": {"selectedType": self.auth_type}},
+            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+        }
+        (self.agent_dir / "settings.json").write_text(json.dumps(settings, indent=2))
+
+
+@dataclass
+class GeminiAgent(GeminiFamilyAgent):
+    """Gemini CLI 0.61 against a fake Gemini API (`fake_gemini_server`): ``gemini -m
+    MODEL -p PROMPT``, ``--resume latest`` to continue the project's newest session;
+    any API key, the workspace trusted (headless runs refuse an untrusted one). The
+    model is named on the command line: without it Gemini first asks a classifier
+    model which to use."""
+
+    name = "gemini"
+    auth_type = "gemini-api-key"
+
+    def agent_env(self) -> dict[str, str]:
+        return {
+            "GEMINI_API_KEY": FAKE_API_KEY,
+            "GOOGLE_GEMINI_BASE_URL": self.model_url,
+            "GEMINI_CLI_TRUST_WORKSPACE": "true",
+        }
+
+    def command(self, prompt: str, session: Path | None, options: Sequence[str] = ()) -> list[str]:
+        cli = _package_dir(self.install, GEMINI_PACKAGE) / "bundle" / "gemini.js"
+        argv = ["node", str(cli), "-m", self.model_id]
+        if session is not None:  # the project's newest session is the one continued
+            argv += ["--resume", "latest"]
+        return [*argv, *options, "-p", prompt]
+
+    def sessions(self) -> list[Path]:
+        return sorted((self.agent_dir / "tmp").glob("*/chats/session-*.jsonl"))
+
+
+def install_qwen(cache: Path | None = None) -> Path:
+    """The pinned Qwen Code in ``cache`` (``$SESSIONFS_QWEN_CACHE``); the cache."""
+    cache = cache or _cache_dir(QWEN_CACHE_ENV, "npm-qwen")
+    return install_node_agent(QWEN_PACKAGE, QWEN_VERSION, cache, "sessionfs-qwen-interop")
+
+
+@dataclass
+class QwenAgent(GeminiFamilyAgent):
+    """Qwen Code 0.24 against the fake OpenAI-compatible server: ``qwen -p PROMPT``,
+    ``--continue`` to continue the project's newest session; the endpoint, key and
+    model from ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and ``OPENAI_MODEL``."""
+
+    name = "qwen"
+    auth_type = "openai"
+
+    def agent_env(self) -> dict[str, str]:
+        return {
+            "OPENAI_API_KEY": FAKE_API_KEY,
+            "OPENAI_BASE_URL": self.model_url,
+            "OPENAI_MODEL": self.model_id,
+        }
+
+    def command(self, prompt: str, session: Path | None, options: Sequence[str] = ()) -> list[str]:
+        cli = _package_dir(self.install, QWEN_PACKAGE) / "cli-entry.js"
+        argv = ["node", str(cli)]
+        if session is not None:  # the project's newest session is the one continued
+            argv.append("--continue")
+        return [*argv, *options, "-p", prompt]
+
+    def sessions(self) -> list[Path]:
+        return sorted((self.agent_dir / "projects").glob("*/chats/*.jsonl"))
 
 
 def default_agent_dir(home: Path, agent: str) -> Path:
@@ -880,6 +999,8 @@ def _main(argv: list[str]) -> int:
         ("Claude Code", install_claude),
         ("GitHub Copilot CLI", install_copilot),
         ("opencode", install_opencode),
+        ("gemini", install_gemini),
+        ("qwen", install_qwen),
     )
     for what, install in agents:
         try:
