@@ -1,0 +1,152 @@
+"""Acceptance: a rendering read right after another process appended to its session
+file is one whole document -- never the new rendering cut at the size the kernel had
+cached for the file (the attribute timeout) -- for every agent and every rendering
+whose size changes as a session grows.
+
+Each round: ``stat`` the file (the kernel now holds its size), another process appends
+an entry to the session file, then a real ``cat``, started after the append and after
+the daemon's freshness interval, must return the whole rendering that shows it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pytest
+from support import claude_code as cc
+from support.mount import Mount, MountFactory
+from support.other_agents import home_env
+from support.pi_sessions import branched_session
+
+from sessionfs.view.loaded_session import FRESH_INTERVAL, LoadedSession, open_browse
+from sessionfs.view.session_ref import SessionRef
+
+pytestmark = pytest.mark.fuse
+
+#: The renderings in a session dir whose size changes as the session grows.
+GROWING = ("context.json", "stats.json", "tree.txt", "transcript.md", "transcript.html")
+#: Rounds per file: cheap, and every one of them must come back whole.
+ROUNDS = 4
+
+
+def cat(path: Path) -> bytes:
+    return subprocess.run(["cat", str(path)], capture_output=True, check=True, timeout=30).stdout
+
+
+def whole_and_new(name: str, data: bytes, entry_id: str, text: str) -> bool:
+    """Whether ``data`` is a complete rendering ``name`` that shows the entry appended
+    last (``entry_id``, whose message is ``text``)."""
+    if name.endswith(".json"):
+        try:
+            document = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return False
+        if name == "stats.json":
+            return bool(document.get("leafId") == entry_id)
+        return text.encode() in data
+    if name == "transcript.html":
+        return data.rstrip().endswith(b"</html>") and text.encode() in data
+    if name == "tree.txt":
+        return data.endswith(b"\n") and entry_id.encode() in data
+    return data.endswith(b"\n") and text.encode() in data  # transcript.md
+
+
+def read_after_appends(
+    files: list[tuple[str, Path]],
+    append: Callable[[int], tuple[str, str]],
+    expected: Callable[[str], bytes] | None = None,
+) -> list[str]:
+    """Every round of every ``(rendering, path)`` in ``files``: the reads that were
+    not whole and new (nor, with ``expected``, exactly the engine's rendering)."""
+    failures = []
+    number = 0
+    for _round in range(ROUNDS):
+        for name, path in files:
+            os.stat(path)  # the kernel caches the size of the rendering as it is now
+            entry_id, text = append(number)
+            number += 1
+            time.sleep(FRESH_INTERVAL + 0.05)  # any open from now on renders the append
+            data = cat(path)
+            want = expected(name) if expected is not None else None
+            if not whole_and_new(name, data, entry_id, text) or want not in (None, data):
+                failures.append(f"{path}: {len(data)} bytes, ending {data[-60:]!r}")
+    return failures
+
+
+def rendering_of(file: Path, what: str) -> bytes:
+    """What an xcsh session file renders as ``what``, made by the engine from the
+    file as it is now."""
+    st = os.stat(file)
+    ref = SessionRef(file.parent.name, file.stem, file, {}, st.st_mtime_ns, st.st_size)
+    return LoadedSession.parsed(ref, open_browse(file)).rendered(what)
+
+
+def test_xcsh_renderings_read_right_after_an_append_are_whole(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    agent = tmp_path / "agent"
+    file, ids = branched_session(agent, tmp_path / "work")
+    mount = mount_factory(agent)
+    session = mount.path / "sessions" / file.parent.name / file.stem
+    transcript = mount.path / "transcripts" / file.parent.name / f"{file.stem}.md"
+    parent = [ids["u3"]]
+
+    def append(number: int) -> tuple[str, str]:
+        entry_id, text = f"fe{number:06d}", f"appended-{number} " + "z" * (40 * number)
+        entry = {
+            "type": "message",
+            "id": entry_id,
+            "parentId": parent[0],
+            "timestamp": "2026-01-01T00:00:00.000Z",
+            "message": {"role": "user", "content": text, "timestamp": 1767225600000},
+        }
+        with open(file, "ab") as out:  # this process, not the daemon: another writer
+            out.write(orjson.dumps(entry) + b"\n")
+        parent[0] = entry_id
+        return entry_id, text
+
+    files = [(name, session / name) for name in GROWING] + [("transcript.md", transcript)]
+    failures = read_after_appends(files, append, lambda what: rendering_of(file, what))
+    assert not failures, "\n".join(failures)
+
+
+def claude_mount(tmp_path: Path, mount_factory: MountFactory) -> tuple[Mount, Path, Path]:
+    """A mount whose only sessions are one Claude Code session (``--claude-dir``):
+    the mount, the session file, and its dir under ``agents/claude/sessions``."""
+    claude = tmp_path / "claude"
+    file = claude / "projects" / "-home-me-app" / f"{cc.SESSION_ID}.jsonl"
+    cc.write_jsonl(file, [cc.user("u0", None, "hello", 0)])
+    home = tmp_path / "home"
+    home.mkdir()
+    (tmp_path / "agent" / "sessions").mkdir(parents=True)
+    mount = mount_factory(tmp_path / "agent", "--claude-dir", str(claude), env=home_env(home))
+    sessions = mount.path / "agents" / "claude" / "sessions"
+    (project,) = os.listdir(sessions)
+    (stem,) = os.listdir(sessions / project)
+    return mount, file, sessions / project / stem
+
+
+def test_claude_code_renderings_read_right_after_an_append_are_whole(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    mount, file, session = claude_mount(tmp_path, mount_factory)
+    project, stem = session.parent.name, session.name
+    transcript = mount.path / "agents" / "claude" / "transcripts" / project / f"{stem}.md"
+    parent = ["u0"]
+
+    def append(number: int) -> tuple[str, str]:
+        uuid, text = f"a{number:06d}", f"answered-{number} " + "y" * (40 * number)
+        line = cc.assistant(uuid, parent[0], f"msg_{number}", cc.text(text), number + 1)
+        with open(file, "ab") as out:  # as Claude Code does: one line at a time
+            out.write(orjson.dumps(line) + b"\n")
+        parent[0] = uuid
+        return uuid, text
+
+    files = [(name, session / name) for name in GROWING] + [("transcript.md", transcript)]
+    failures = read_after_appends(files, append)
+    assert not failures, "\n".join(failures)
