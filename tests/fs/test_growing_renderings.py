@@ -5,7 +5,9 @@ whose size changes as a session grows.
 
 Each round: ``stat`` the file (the kernel now holds its size), another process appends
 an entry to the session file, then a real ``cat``, started after the append and after
-the daemon's freshness interval, must return the whole rendering that shows it.
+the daemon's freshness interval, must return the whole rendering that shows it. And a
+reader that opened the rendering before the append keeps reading its own version whole
+while the new one is read beside it.
 """
 
 from __future__ import annotations
@@ -78,6 +80,17 @@ def read_after_appends(
     return failures
 
 
+def _entry(entry_id: str, parent: str, text: str) -> dict[str, object]:
+    """An xcsh user message entry, as an agent appends it."""
+    return {
+        "type": "message",
+        "id": entry_id,
+        "parentId": parent,
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "message": {"role": "user", "content": text, "timestamp": 1767225600000},
+    }
+
+
 def rendering_of(file: Path, what: str) -> bytes:
     """What an xcsh session file renders as ``what``, made by the engine from the
     file as it is now."""
@@ -98,15 +111,8 @@ def test_xcsh_renderings_read_right_after_an_append_are_whole(
 
     def append(number: int) -> tuple[str, str]:
         entry_id, text = f"fe{number:06d}", f"appended-{number} " + "z" * (40 * number)
-        entry = {
-            "type": "message",
-            "id": entry_id,
-            "parentId": parent[0],
-            "timestamp": "2026-01-01T00:00:00.000Z",
-            "message": {"role": "user", "content": text, "timestamp": 1767225600000},
-        }
         with open(file, "ab") as out:  # this process, not the daemon: another writer
-            out.write(orjson.dumps(entry) + b"\n")
+            out.write(orjson.dumps(_entry(entry_id, parent[0], text)) + b"\n")
         parent[0] = entry_id
         return entry_id, text
 
@@ -150,3 +156,27 @@ def test_claude_code_renderings_read_right_after_an_append_are_whole(
     files = [(name, session / name) for name in GROWING] + [("transcript.md", transcript)]
     failures = read_after_appends(files, append)
     assert not failures, "\n".join(failures)
+
+
+def test_a_reader_still_reading_keeps_its_version_while_a_new_one_is_read(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """Two opens of one rendering, before and after an append, read side by side (a
+    pager kept open while ``cat`` runs): each reads its own version whole, never pages
+    the other one's read brought into the kernel's cache."""
+    agent = tmp_path / "agent"
+    file, ids = branched_session(agent, tmp_path / "work")
+    with open(file, "ab") as out:  # big enough that a first read leaves most of it unread
+        out.write(orjson.dumps(_entry("big00000", ids["u3"], "w" * 3_000_000)) + b"\n")
+    mount = mount_factory(agent)
+    page = mount.path / "sessions" / file.parent.name / file.stem / "transcript.html"
+    old = rendering_of(file, "transcript.html")
+    with open(page, "rb", buffering=0) as pager:
+        start = pager.read(4096)
+        with open(file, "ab") as out:
+            out.write(orjson.dumps(_entry("new00000", "big00000", "the new turn")) + b"\n")
+        time.sleep(FRESH_INTERVAL + 0.05)
+        new = cat(page)
+        rest = b"".join(iter(lambda: pager.read(65536), b""))
+    assert new == rendering_of(file, "transcript.html") and b"the new turn" in new
+    assert start + rest == old
