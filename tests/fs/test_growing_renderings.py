@@ -22,7 +22,7 @@ import orjson
 import pytest
 from support import claude_code as cc
 from support.mount import Mount, MountFactory
-from support.other_agents import home_env
+from support.other_agents import CODEX_PROJECT, START, AgentTrees, home_env, load_demo_agents
 from support.pi_sessions import branched_session
 
 from sessionfs.view.loaded_session import FRESH_INTERVAL, LoadedSession, open_browse
@@ -154,6 +154,30 @@ def test_claude_code_renderings_read_right_after_an_append_are_whole(
         return uuid, text
 
     files = [(name, session / name) for name in GROWING] + [("transcript.md", transcript)]
+    failures = read_after_appends(files, append)
+    assert not failures, "\n".join(failures)
+
+
+def test_codex_renderings_read_right_after_an_append_are_whole(
+    agent_trees: AgentTrees, agents_mount: Mount
+) -> None:
+    rollout = agent_trees.codex_rollout
+    stem = rollout.name.removesuffix(".jsonl")
+    agent = agents_mount.path / "agents" / "codex"
+    session = agent / "sessions" / CODEX_PROJECT / stem
+    transcript = agent / "transcripts" / CODEX_PROJECT / f"{stem}.md"
+    demo = load_demo_agents()
+
+    def append(number: int) -> tuple[str, str]:
+        text = f"codex-said-{number} " + "c" * (40 * number)
+        lines = demo.CodexLines(START + 1000 + number)
+        lines.message("assistant", text)
+        with open(rollout, "ab") as out:  # as Codex does: the message's lines at once
+            out.write(b"".join(orjson.dumps(line) + b"\n" for line in lines.lines))
+        return "", text  # its entries' ids are the mount's own: checked by their text
+
+    shown_by_text = ("context.json", "transcript.md", "transcript.html")
+    files = [(name, session / name) for name in shown_by_text] + [("transcript.md", transcript)]
     failures = read_after_appends(files, append)
     assert not failures, "\n".join(failures)
 
