@@ -21,6 +21,7 @@ from pathlib import Path
 import orjson
 import pytest
 from support import claude_code as cc
+from support.agent_messages import user_entry
 from support.mount import Mount, MountFactory
 from support.other_agents import CODEX_PROJECT, START, AgentTrees, home_env, load_demo_agents
 from support.pi_sessions import branched_session
@@ -58,13 +59,17 @@ def whole_and_new(name: str, data: bytes, entry_id: str, text: str) -> bool:
     return data.endswith(b"\n") and text.encode() in data  # transcript.md
 
 
-def read_after_appends(
-    files: list[tuple[str, Path]],
+def assert_whole_after_appends(
+    session: Path,
+    transcript: Path,
+    names: tuple[str, ...],
     append: Callable[[int], tuple[str, str]],
     expected: Callable[[str], bytes] | None = None,
-) -> list[str]:
-    """Every round of every ``(rendering, path)`` in ``files``: the reads that were
-    not whole and new (nor, with ``expected``, exactly the engine's rendering)."""
+) -> None:
+    """Every round for the renderings ``names`` in the session dir ``session`` and its
+    ``transcripts/`` file: each read whole and new (and, with ``expected``, exactly the
+    engine's rendering)."""
+    files = [(name, session / name) for name in names] + [("transcript.md", transcript)]
     failures = []
     number = 0
     for _round in range(ROUNDS):
@@ -77,18 +82,7 @@ def read_after_appends(
             want = expected(name) if expected is not None else None
             if not whole_and_new(name, data, entry_id, text) or want not in (None, data):
                 failures.append(f"{path}: {len(data)} bytes, ending {data[-60:]!r}")
-    return failures
-
-
-def _entry(entry_id: str, parent: str, text: str) -> dict[str, object]:
-    """An xcsh user message entry, as an agent appends it."""
-    return {
-        "type": "message",
-        "id": entry_id,
-        "parentId": parent,
-        "timestamp": "2026-01-01T00:00:00.000Z",
-        "message": {"role": "user", "content": text, "timestamp": 1767225600000},
-    }
+    assert not failures, "\n".join(failures)
 
 
 def rendering_of(file: Path, what: str) -> bytes:
@@ -112,13 +106,13 @@ def test_xcsh_renderings_read_right_after_an_append_are_whole(
     def append(number: int) -> tuple[str, str]:
         entry_id, text = f"fe{number:06d}", f"appended-{number} " + "z" * (40 * number)
         with open(file, "ab") as out:  # this process, not the daemon: another writer
-            out.write(orjson.dumps(_entry(entry_id, parent[0], text)) + b"\n")
+            out.write(orjson.dumps(user_entry(entry_id, parent[0], text)) + b"\n")
         parent[0] = entry_id
         return entry_id, text
 
-    files = [(name, session / name) for name in GROWING] + [("transcript.md", transcript)]
-    failures = read_after_appends(files, append, lambda what: rendering_of(file, what))
-    assert not failures, "\n".join(failures)
+    assert_whole_after_appends(
+        session, transcript, GROWING, append, lambda what: rendering_of(file, what)
+    )
 
 
 def claude_mount(tmp_path: Path, mount_factory: MountFactory) -> tuple[Mount, Path, Path]:
@@ -153,9 +147,7 @@ def test_claude_code_renderings_read_right_after_an_append_are_whole(
         parent[0] = uuid
         return uuid, text
 
-    files = [(name, session / name) for name in GROWING] + [("transcript.md", transcript)]
-    failures = read_after_appends(files, append)
-    assert not failures, "\n".join(failures)
+    assert_whole_after_appends(session, transcript, GROWING, append)
 
 
 def test_codex_renderings_read_right_after_an_append_are_whole(
@@ -177,9 +169,7 @@ def test_codex_renderings_read_right_after_an_append_are_whole(
         return "", text  # its entries' ids are the mount's own: checked by their text
 
     shown_by_text = ("context.json", "transcript.md", "transcript.html")
-    files = [(name, session / name) for name in shown_by_text] + [("transcript.md", transcript)]
-    failures = read_after_appends(files, append)
-    assert not failures, "\n".join(failures)
+    assert_whole_after_appends(session, transcript, shown_by_text, append)
 
 
 def test_a_reader_still_reading_keeps_its_version_while_a_new_one_is_read(
@@ -191,14 +181,14 @@ def test_a_reader_still_reading_keeps_its_version_while_a_new_one_is_read(
     agent = tmp_path / "agent"
     file, ids = branched_session(agent, tmp_path / "work")
     with open(file, "ab") as out:  # big enough that a first read leaves most of it unread
-        out.write(orjson.dumps(_entry("big00000", ids["u3"], "w" * 3_000_000)) + b"\n")
+        out.write(orjson.dumps(user_entry("big00000", ids["u3"], "w" * 3_000_000)) + b"\n")
     mount = mount_factory(agent)
     page = mount.path / "sessions" / file.parent.name / file.stem / "transcript.html"
     old = rendering_of(file, "transcript.html")
     with open(page, "rb", buffering=0) as pager:
         start = pager.read(4096)
         with open(file, "ab") as out:
-            out.write(orjson.dumps(_entry("new00000", "big00000", "the new turn")) + b"\n")
+            out.write(orjson.dumps(user_entry("new00000", "big00000", "the new turn")) + b"\n")
         time.sleep(FRESH_INTERVAL + 0.05)
         new = cat(page)
         rest = b"".join(iter(lambda: pager.read(65536), b""))
