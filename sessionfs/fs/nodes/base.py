@@ -89,6 +89,9 @@ class CacheTier:
     attr_timeout: float  # size, mtime, mode
     keep_cache: bool  # keep page cache across opens
     direct_io: bool  # bypass the page cache: every read comes to the daemon
+    #: what a name shows never changes while the kernel holds it: an open needs no
+    #: check that the kernel's size is the snapshot's (`sessionfs.fs.kernel_sizes`)
+    fixed: bool = False
 
 
 # The tiers, declared once. Which node uses which:
@@ -103,7 +106,9 @@ class CacheTier:
 #             change with appends, read often. The page cache is kept across opens
 #             only while the rendering's version is the one the kernel has cached
 #             (``OpenFile.version``, checked by ``ops.open``); a change drops it, and
-#             attributes are invalidated as soon as the change is seen.
+#             attributes are invalidated as soon as the change is seen. An open whose
+#             snapshot's size is not the one the kernel holds reads it ``direct_io``
+#             (`sessionfs.fs.kernel_sizes`), so a read is never cut at an old size.
 # VOLATILE  - ctl, history files, symlinks and the per-session dirs: change at any
 #             moment; direct_io makes every read current.
 # DROPBOX   - files being written into append/: their name is never cached, so once
@@ -116,8 +121,8 @@ class CacheTier:
 #             the session file drops the kernel's copy at once, so names and
 #             attributes may be kept for long: a warm `grep -r` costs only the open
 #             and the page-cache reads, a warm `ls -l` of a project nothing.
-IMMUTABLE = CacheTier("immutable", 3600.0, 3600.0, keep_cache=True, direct_io=False)
-BLOB = CacheTier("blob", 3600.0, 1.0, keep_cache=True, direct_io=False)
+IMMUTABLE = CacheTier("immutable", 3600.0, 3600.0, keep_cache=True, direct_io=False, fixed=True)
+BLOB = CacheTier("blob", 3600.0, 1.0, keep_cache=True, direct_io=False, fixed=True)
 STATIC = CacheTier("static", 1.0, 1.0, keep_cache=False, direct_io=False)
 RENDERED = CacheTier("rendered", 1.0, 0.5, keep_cache=True, direct_io=False)
 VOLATILE = CacheTier("volatile", 1.0, 0.5, keep_cache=False, direct_io=True)
@@ -344,10 +349,12 @@ class OpenFile:
     """An open file handle. Read-only by default; writers override ``write``/``release``.
 
     ``version`` identifies the content for page-cache reuse (``RENDERED`` tier): equal
-    versions mean equal bytes. ``None`` means "no claim".
+    versions mean equal bytes. ``None`` means "no claim". ``size``: how many bytes a
+    snapshot taken at open holds (``None``: not a snapshot, e.g. a file read live).
     """
 
     version: object = None
+    size: int | None = None
 
     async def read(self, offset: int, size: int) -> bytes:
         raise refuse(errno.EBADF)
@@ -373,6 +380,7 @@ class BytesHandle(OpenFile):
     def __init__(self, data: bytes, version: object = None) -> None:
         self.data = data
         self.version = version
+        self.size = len(data)
 
     async def read(self, offset: int, size: int) -> bytes:
         return self.data[offset : offset + size]

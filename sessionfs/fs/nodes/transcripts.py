@@ -369,6 +369,8 @@ class CacheFileHandle(OpenFile):
     """An open transcript served from its validated cache file (``pread``, in a thread:
     after a remount the file may be on disk, not in the page cache)."""
 
+    size: int  # the transcript's, fixed at open like a snapshot's
+
     def __init__(self, fd: int, record: CachedRender) -> None:
         self.fd = fd
         self.offset = record.data_offset
