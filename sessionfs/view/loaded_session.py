@@ -127,6 +127,8 @@ class LoadedSession:
     opener: SourceOpener | None = None
     version: int = 1
     checked_at: float = 0.0
+    #: when the cache last handed it out (its clock; see `SessionCache.get`)
+    used_at: float = 0.0
     file_state: tuple[int, int, int] = (0, 0, 0)  # inode, size, mtime_ns when last checked
     #: permission bits and owner of the file when last checked (a chmod or chown
     #: changes no other field)
