@@ -98,7 +98,6 @@ class Foreground:
                 return False
             await trio.sleep(min(seconds - idle, left))
 
-
     def give_way(self, poll: float = 0.005) -> None:
         """From a background thread, in the middle of its work: sleep (letting go of
         the GIL) while the mount serves requests, until it has been quiet for

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.fuse
 
 SESSIONS = 60
 ENTRIES = 200
-CACHE_MB = 16
+CACHE_MB = 24
 
 
 def write_corpus(agent: Path) -> dict[str, bytes]:
