@@ -1,29 +1,22 @@
 """Which other agents' directories the mount shows: ``--agents``, the dirs' overrides,
-and only those that exist (an agent nobody uses is simply absent). Where each agent
-keeps its dir by default is core's (`core.formats.claude_dirs.claude_dir`,
-`core.formats.codex_dirs.codex_dir`: ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``,
-``$CODEX_HOME`` or ``~/.codex``).
+and only those that exist (an agent nobody uses is simply absent). Which agents there
+are and where each keeps its dir by default is the registry's
+(`core.formats.registry`: e.g. ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.formats.claude_dirs import claude_dir
-from core.formats.codex_dirs import codex_dir
+from core.formats.registry import AGENT_FORMATS
 
 __all__ = ["OTHER_AGENTS", "AgentHome", "agent_home", "parse_agent_names", "present_homes"]
 
 #: The other agents the mount knows, in the order ``agents/`` lists them.
-OTHER_AGENTS: tuple[str, ...] = ("claude", "codex")
-
-_DEFAULT_DIR: dict[str, Callable[[Mapping[str, str] | None], Path]] = {
-    "claude": claude_dir,
-    "codex": codex_dir,
-}
+OTHER_AGENTS: tuple[str, ...] = tuple(AGENT_FORMATS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +29,7 @@ class AgentHome:
 
 def agent_home(agent: str, env: Mapping[str, str] | None = None) -> Path:
     """The agent's directory by its own rule (existing or not)."""
-    return _DEFAULT_DIR[agent](env)
+    return AGENT_FORMATS[agent].default_dir(env)
 
 
 def parse_agent_names(text: str) -> tuple[str, ...]:
@@ -53,8 +46,8 @@ def present_homes(
     overrides: Mapping[str, Path] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> list[AgentHome]:
-    """The chosen agents whose directory exists (``overrides``: ``--claude-dir`` and
-    ``--codex-dir``), in `OTHER_AGENTS` order."""
+    """The chosen agents whose directory exists (``overrides``: ``--claude-dir``,
+    ``--codex-dir``, …), in `OTHER_AGENTS` order."""
     found = []
     for agent in OTHER_AGENTS:
         if agent not in agents:

@@ -1,6 +1,9 @@
 """fsck for session files: find what is wrong, and repair only what is safe to repair.
 
-What is checked, per file: readability; omp 18's title slot (valid, exactly 256
+A Claude Code or Codex file is recognised and checked by that agent's rules instead
+(`core.check_agents`), and never repaired: it belongs to the other agent.
+
+What is checked, per xcsh/pi/omp file: readability; omp 18's title slot (valid, exactly 256
 bytes); the header; malformed lines; the format version
 (migration pending?); duplicate ids; orphans and parent cycles; ``firstKeptEntryId``,
 ``targetId`` and ``fromId`` pointing nowhere; blob refs whose blob is missing; a torn
@@ -34,6 +37,7 @@ the file open for writing (Linux ``/proc``, best effort) or replaced it since th
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import stat as stat_module
 import time
@@ -43,6 +47,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from core.blobs import BlobStore, may_contain_blob_refs
+from core.check_agents import agent_findings, agent_of
 from core.file_identity import FileIdentity
 from core.jsonl import JsonlReport, dumps_line, is_header, parse_jsonl_report
 from core.migrate import CURRENT_SESSION_VERSION, migrate_session_entries
@@ -110,6 +115,8 @@ class FileReport:
     refused: list[str] = field(default_factory=list)
     #: findings left after ``fix`` (None when no fix was attempted).
     remaining: list[Finding] | None = None
+    #: another agent's file (``"claude"``, ``"codex"``), checked by its rules; None: xcsh
+    agent: str | None = None
 
     @property
     def problems(self) -> list[Finding]:
@@ -131,6 +138,7 @@ class FileReport:
             "fixed": list(self.fixed),
             "refused": list(self.refused),
             "remaining": None if self.remaining is None else [f.to_dict() for f in self.remaining],
+            "agent": self.agent,
         }
 
 
@@ -475,11 +483,39 @@ def _take_title_slot(a: _Analysis) -> None:
         )
 
 
+def _check_other_agent(a: _Analysis) -> bool:
+    """Check a Claude Code or Codex file by its agent's rules; False for any other."""
+    parsed, report = a.parsed, a.report
+    assert parsed is not None
+    agent = agent_of(parsed.objects)
+    if agent is None:
+        return False
+    report.agent = agent
+    report.entries = len(parsed.objects)
+    report.findings[:] = [_never_repaired(f) for f in report.findings]
+    for code, severity, message, line in agent_findings(agent, parsed.objects, parsed.object_lines):
+        report.findings.append(Finding(code, severity, message, line))
+    return True
+
+
+def _never_repaired(finding: Finding) -> Finding:
+    """A line finding of another agent's file: reported, never repaired (the agent may
+    be appending to it; sessionfs only reads other agents' files)."""
+    if not finding.fixable:
+        return finding
+    said = finding.message.split("; fix ")[0]
+    return dataclasses.replace(
+        finding, fixable=False, message=f"{said}; sessionfs never rewrites it"
+    )
+
+
 def _read_structure(a: _Analysis) -> bool:
     """Parse ``a.data``: line findings, title slot, header, migrated view. True with a
     header."""
     a.parsed = parse_jsonl_report(a.data)
     _check_lines(a)
+    if _check_other_agent(a):
+        return False
     _take_title_slot(a)
     if not _check_header(a):
         return False

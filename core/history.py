@@ -74,6 +74,7 @@ __all__ = [
     "ensure_fts5_available",
     "format_history_line",
     "history_match_query",
+    "read_snapshot",
     "record_session_title",
     "unescape_history_field",
 ]
@@ -565,24 +566,25 @@ class HistoryStorage:
         return entries
 
     def _read_snapshot(self, read: Callable[[sqlite3.Connection], _T]) -> _T | None:
-        """``read`` on a fresh read-only connection; None when there is no database.
+        return read_snapshot(self.path, read)
 
-        See "Read-only mode" in the module docstring for why each read has its own
-        connection and when it is ``immutable`` (and then checked and repeated).
-        """
-        for _ in range(_SNAPSHOT_TRIES):
-            before = _DatabaseFiles.of(self.path)
-            if before is None:
-                return None
-            with contextlib.closing(
-                _connect_read_only(self.path, immutable=before.needs_immutable)
-            ) as conn:
-                result = read(conn)
-            if not before.needs_immutable or _DatabaseFiles.of(self.path) == before:
-                return result
-        raise HistoryStorageError(
-            f"{self.path} was rewritten during each of {_SNAPSHOT_TRIES} reads"
-        )
+
+def read_snapshot(path: Path, read: Callable[[sqlite3.Connection], _T]) -> _T | None:
+    """``read`` on a fresh read-only connection to the database at ``path`` (another
+    program's too: nothing is created or changed); None when there is no database.
+
+    See "Read-only mode" in the module docstring for why each read has its own
+    connection and when it is ``immutable`` (and then checked and repeated).
+    """
+    for _ in range(_SNAPSHOT_TRIES):
+        before = _DatabaseFiles.of(path)
+        if before is None:
+            return None
+        with contextlib.closing(_connect_read_only(path, immutable=before.needs_immutable)) as conn:
+            result = read(conn)
+        if not before.needs_immutable or _DatabaseFiles.of(path) == before:
+            return result
+    raise HistoryStorageError(f"{path} was rewritten during each of {_SNAPSHOT_TRIES} reads")
 
 
 def _newest_rows(

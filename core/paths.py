@@ -27,6 +27,7 @@ __all__ = [
     "agent_name",
     "blobs_dir",
     "blobs_dir_for_session_file",
+    "child_stem",
     "config_agent_dir",
     "default_agent_dir",
     "disown_terminal",
@@ -76,6 +77,12 @@ _XDG_PLATFORMS = ("linux", "darwin")
 #: How deep below ``sessions/`` a session file may sit: ``<project>/<file>`` (1 dir),
 #: a sub-agent's ``<project>/<stem>/<task>.jsonl`` (2), and sub-agents of sub-agents.
 MAX_SESSION_DEPTH = 8
+
+
+def child_stem(stem: str, name: str) -> str:
+    """The stem of the sub-agent session ``name`` of the session ``stem``: sessions
+    are ``(project, stem)`` and a sub-agent's stem is ``<parent stem>/<name>``."""
+    return f"{stem}/{name}"
 
 
 # --------------------------------------------------------------------------- agent dir

@@ -1,6 +1,6 @@
 """Shared test fixtures: where the real agent session files are, and tmp copies of them;
-real mounts (`mount_factory`); the real upstream agents (pi, omp) configured against a
-fake model server; and the one rule for FUSE tests: a module marked ``pytestmark =
+real mounts (`mount_factory`); the real upstream agents (pi, omp, Claude Code) configured
+against a fake model server; and the one rule for FUSE tests: a module marked ``pytestmark =
 pytest.mark.fuse`` is skipped where FUSE is not available (no /dev/fuse or
 fusermount3)."""
 
@@ -13,14 +13,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.fake_anthropic_server import FakeAnthropicServer
 from support.fake_model_server import DEFAULT_MODEL, FakeModelServer
+from support.fake_responses_server import FakeResponsesServer
 from support.fixture_paths import FIXTURE_NAMES, fixture_path
 from support.mount import Mount, MountFactory, fuse_available, start_mount
 from support.real_agents import (
     AgentUnavailable,
+    ClaudeAgent,
+    CodexAgent,
     InstallFailed,
     OmpAgent,
     PiAgent,
+    install_claude,
+    install_codex,
     install_omp,
     install_pi,
 )
@@ -116,6 +122,55 @@ def omp_agent(omp_install: Path, fake_model: FakeModelServer, tmp_path: Path) ->
     """omp with its own HOME under tmp_path, agent dir ``~/.omp/agent``, talking to
     ``fake_model``."""
     return OmpAgent.at_home(tmp_path / "omp-home", fake_model.url, DEFAULT_MODEL, omp_install)
+
+
+@pytest.fixture(scope="session")
+def codex_install() -> Path:
+    """The cache dir holding the pinned Codex CLI (``$SESSIONFS_CODEX_CACHE``)."""
+    if (platform.system(), platform.machine()) != ("Linux", "x86_64"):
+        pytest.skip("the tests install Codex's native binary for linux-x64 only")
+    return _installed(install_codex)
+
+
+@pytest.fixture
+def fake_responses() -> Iterator[FakeResponsesServer]:
+    """A fake OpenAI Responses API server on 127.0.0.1, recording every request."""
+    with FakeResponsesServer() as server:
+        yield server
+
+
+@pytest.fixture
+def codex_agent(
+    codex_install: Path, fake_responses: FakeResponsesServer, tmp_path: Path
+) -> CodexAgent:
+    """Codex with its own HOME under tmp_path, ``CODEX_HOME`` ``~/.codex``, talking
+    to ``fake_responses``."""
+    home = tmp_path / "codex-home"
+    return CodexAgent.at_home(home, fake_responses.url, DEFAULT_MODEL, codex_install)
+
+
+@pytest.fixture(scope="session")
+def claude_install() -> Path:
+    """The cache dir holding the pinned Claude Code (``$SESSIONFS_CLAUDE_CACHE``)."""
+    return _installed(install_claude)
+
+
+@pytest.fixture
+def fake_anthropic() -> Iterator[FakeAnthropicServer]:
+    """A fake Anthropic Messages server on 127.0.0.1, recording every request."""
+    with FakeAnthropicServer() as server:
+        yield server
+
+
+@pytest.fixture
+def claude_agent(
+    claude_install: Path, fake_anthropic: FakeAnthropicServer, tmp_path: Path
+) -> ClaudeAgent:
+    """Claude Code with its own HOME under tmp_path (sessions in ``~/.claude``),
+    talking to ``fake_anthropic`` with the CLI's default model."""
+    return ClaudeAgent.at_home(
+        tmp_path / "claude-home", fake_anthropic.base_url, "", claude_install
+    )
 
 
 @pytest.fixture

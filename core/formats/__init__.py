@@ -16,6 +16,9 @@
 * `core.formats.claude_dirs` / `core.formats.codex_dirs`: where each agent keeps its
   sessions and how a listing finds them (sub-agents, archives, titles) reading at most
   the first KiB of each file (`core.formats.prefix`);
+* `core.formats.registry`: every other agent the mount shows, one `AgentFormat`
+  connector each (`core.formats.agent_format`: name, directory, listing, reader,
+  search), e.g. `core.formats.claude_agent`, `core.formats.codex_agent`;
 Nothing here writes, and nothing imports FUSE or trio.
 """
 

@@ -45,7 +45,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 __all__ = [
     "AGENTS",
@@ -56,7 +56,10 @@ __all__ = [
     "image_marker",
 ]
 
-AgentName = Literal["xcsh", "claude", "codex"]
+#: "xcsh", or the name of another agent's connector (`core.formats.registry`)
+AgentName = str
+#: the agents whose readers live in this package from the start (the registry lists
+#: every other agent the mount shows)
 AGENTS: Final[tuple[AgentName, ...]] = ("xcsh", "claude", "codex")
 
 Entry = dict[str, Any]
@@ -187,7 +190,7 @@ class SessionSource(ABC):
     `catch_up` when it finds a change.
     """
 
-    #: "xcsh", "claude" or "codex"
+    #: "xcsh", or the registered name of another agent ("claude", "codex", …)
     agent: AgentName
     #: whether ``stats.json`` carries ``malformedLines`` (an xcsh session's stats keep
     #: exactly the keys they always had)
@@ -236,6 +239,16 @@ class SessionSource(ABC):
     @abstractmethod
     def transcript_messages(self) -> list[TranscriptMessage]:
         """The turns ``transcript.md`` shows, in order (module docstring)."""
+
+    def transcript_messages_at(self, leaf: int | None) -> list[TranscriptMessage]:
+        """The turns `transcript_messages` would show were the leaf at entry ``leaf``
+        (``transcript.html``'s pages of other branches). By default those of the
+        current turns whose first line is on the path to ``leaf``: right for a
+        session whose tree is one chain (Codex); an agent with branches overrides it."""
+        if leaf == self.leaf_index():
+            return self.transcript_messages()
+        on_path = {self.entry_name(index) for index in self.forest().path_to(leaf)}
+        return [turn for turn in self.transcript_messages() if turn.entry_name in on_path]
 
     @abstractmethod
     def usage(self) -> dict[str, Any] | None:

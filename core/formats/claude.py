@@ -2,20 +2,27 @@
 `SessionSource`, read-only.
 
 The file is a JSON object per line. *Chain lines* carry ``uuid`` and ``parentUuid``
-and form a tree; *metadata lines* (no ``uuid``: ``summary``, ``custom-title``,
-``ai-title``, ``tag``, ...) are named ``meta-<line number>-<type>`` and a later one of a
-kind overrides an earlier one. What the mount shows, point by point:
+and form a tree; *metadata lines* (no ``uuid``: ``custom-title``, ``last-prompt``,
+``cost-state``, ``summary``, ...) are named ``meta-<line number>-<type>`` and a later one
+of a kind overrides an earlier one (`core.formats.claude_meta`, which also lists what
+the mount does with every line type). What the mount shows, point by point:
 
 * entries: every chain line in file order, a ``uuid`` seen again (a resumed session
   replaying its prefix) shown once, the first; lines that are not JSON objects are
   skipped and counted;
 * tree: ``parentUuid``, and across a ``compact_boundary`` (a new root) its
   ``logicalParentUuid``, so ``path/`` and ``tree.txt`` show the whole history;
-* leaf: each chain line no other line names as parent, walked up to its nearest
-  ``user``/``assistant`` line; the latest ``timestamp`` that is not ``isSidechain``
-  wins, ties to the later line (a sub-agent file, all sidechain, uses all lines);
+* leaf: a chain line chosen through the mount (`JsonlSession.choose_leaf`), else the
+  entry the agent resumes from, the latest ``last-prompt.leafUuid`` when it
+  names a line of the file; else each chain line no other line names as parent,
+  walked up to its nearest ``user``/``assistant`` line, the latest ``timestamp`` that
+  is not ``isSidechain`` winning, ties to the later line (a sub-agent file, all
+  sidechain, uses all lines);
 * context and transcript: `core.formats.claude_turns`;
-* usage: once per ``message.id``, the last line's ``usage`` of that id.
+* title: ``custom-title``, else ``ai-title``, else ``summary``, else the last prompt;
+* usage: the latest ``cost-state`` (its token totals over every model, and
+  ``cost``: ``totalCostUSD``); a file without one: once per ``message.id``, the last
+  line's ``usage`` of that id.
 
 Per line only a small record is held (`_ClaudeLine`); content is parsed from the
 line's bytes when a rendering asks.
@@ -30,6 +37,7 @@ from typing import Any, Final
 
 from core.formats.base import TranscriptMessage
 from core.formats.claude_blocks import first_text
+from core.formats.claude_meta import SessionMeta
 from core.formats.claude_turns import Turns
 from core.formats.jsonl_source import JsonlSession, LineRecord, line_times
 from core.formats.lines import Line
@@ -77,7 +85,6 @@ class _ClaudeLine(LineRecord):
     #: the tree parent's uuid: ``parentUuid``, or a compact boundary's logical parent
     parent: str | None
     sidechain: bool
-    is_meta: bool
     role: str | None
     message_id: str | None
     usage: tuple[int, ...] | None
@@ -107,7 +114,6 @@ def _record(line: Line, obj: dict[str, Any], name: str, uuid: str | None) -> _Cl
         uuid=uuid,
         parent=parent,
         sidechain=obj.get("isSidechain") is True,
-        is_meta=obj.get("isMeta") is True,
         role=role,
         message_id=message_id,
         usage=usage,
@@ -127,8 +133,7 @@ class ClaudeSession(JsonlSession[_ClaudeLine]):
 
     def _reset_state(self) -> None:
         self._first: dict[str, str] = {}
-        #: metadata kind -> its latest value (``summary``, ``custom-title``, ``ai-title``)
-        self._titles: dict[str, str] = {}
+        self._meta_lines = SessionMeta()
 
     def _changed(self) -> None:
         super()._changed()
@@ -143,16 +148,9 @@ class ClaudeSession(JsonlSession[_ClaudeLine]):
                 self._first[key] = value
         kind = _str(obj.get("type")) or "unknown"
         if uuid is None:
-            self._note_title(kind, obj)
+            self._meta_lines.note(kind, obj)
             return _record(line, obj, f"meta-{line.number}-{kind}", None)
         return _record(line, obj, uuid, uuid)
-
-    def _note_title(self, kind: str, obj: Mapping[str, Any]) -> None:
-        field = {"summary": "summary", "custom-title": "customTitle", "ai-title": "aiTitle"}
-        key = field.get(kind)
-        value = _str(obj.get(key)) if key is not None else None
-        if value is not None:
-            self._titles[kind] = value
 
     # -- the session ---------------------------------------------------------------------
 
@@ -170,10 +168,7 @@ class ClaudeSession(JsonlSession[_ClaudeLine]):
         return header
 
     def title(self) -> str:
-        for kind in ("custom-title", "ai-title", "summary"):
-            if kind in self._titles:
-                return self._titles[kind]
-        return ""
+        return self._meta_lines.title()
 
     def context(self) -> dict[str, Any]:
         # Built per call, not kept: the turns hold every message's content (several
@@ -184,7 +179,12 @@ class ClaudeSession(JsonlSession[_ClaudeLine]):
     def transcript_messages(self) -> list[TranscriptMessage]:
         return list(Turns(self).transcript_messages())
 
+    def transcript_messages_at(self, leaf: int | None) -> list[TranscriptMessage]:
+        return list(Turns(self, self.forest().path_to(leaf)).transcript_messages())
+
     def usage(self) -> dict[str, Any]:
+        if self._meta_lines.cost is not None:
+            return dict(self._meta_lines.cost.usage)
         last: dict[str, tuple[int, ...]] = {}
         loose: list[tuple[int, ...]] = []
         for line in self._lines:
@@ -225,9 +225,6 @@ class ClaudeSession(JsonlSession[_ClaudeLine]):
     def is_chain(self, index: int) -> bool:
         return self._lines[index].uuid is not None
 
-    def is_meta(self, index: int) -> bool:
-        return self._lines[index].is_meta
-
     def is_sidechain(self, index: int) -> bool:
         return self._lines[index].sidechain
 
@@ -240,18 +237,47 @@ class ClaudeSession(JsonlSession[_ClaudeLine]):
             return False
         return self.entry(index).get("subtype") == "compact_boundary"
 
+    def preserved_segment(self, boundary: int) -> tuple[int | None, list[int]]:
+        """A compact boundary's preserved segment: the lines its compaction kept
+        (``compactMetadata.preservedSegment``: ``headUuid`` .. ``tailUuid`` up the
+        chain, before the boundary in the file) in path order, and the line they
+        follow in what the model is sent (``anchorUuid``: the summary). No segment,
+        or one whose chain does not lead from tail to head: ``(None, [])``."""
+        metadata = self.entry(boundary).get("compactMetadata")
+        segment = metadata.get("preservedSegment") if isinstance(metadata, dict) else None
+        if not isinstance(segment, dict):
+            return None, []
+        head, tail = (self._index_of.get(str(segment.get(k))) for k in ("headUuid", "tailUuid"))
+        anchor = self._index_of.get(str(segment.get("anchorUuid")))
+        kept: list[int] = []
+        current = tail
+        while current is not None and len(kept) < len(self._lines):  # longer: a cycle
+            kept.append(current)
+            if current == head:
+                return anchor, kept[::-1]
+            current = self.parent_index(current)
+        return None, []
+
     # -- the tree ------------------------------------------------------------------------
 
     def parent_index(self, index: int) -> int | None:
         parent = self._lines[index].parent
         return self._index_of.get(parent) if parent is not None else None
 
-    def leaf_index(self) -> int | None:
+    def can_be_leaf(self, index: int) -> bool:
+        """Claude Code resumes at a chain line (``--resume-session-at <uuid>``), not at
+        a metadata line."""
+        return self._lines[index].uuid is not None
+
+    def own_leaf_index(self) -> int | None:
         if self._leaf is None:
             self._leaf = (self._find_leaf(),)
         return self._leaf[0]
 
     def _find_leaf(self) -> int | None:
+        agents_leaf = self._meta_lines.leaf_uuid
+        if agents_leaf is not None and agents_leaf in self._index_of:
+            return self._index_of[agents_leaf]
         named: set[str] = {line.parent for line in self._lines if line.parent is not None}
         best: tuple[float, int] | None = None
         best_side: tuple[float, int] | None = None

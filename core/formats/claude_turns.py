@@ -2,25 +2,33 @@
 ``transcript.md`` of a `core.formats.claude.ClaudeSession`.
 
 From the path (root -> leaf, across compactions), starting after its last
-``compact_boundary`` (the model sees the summary, not what it replaced):
+``compact_boundary`` (the model sees the summary, not what it replaced) with the
+boundary's preserved segment (the lines the compaction kept, before the boundary in
+the file) right after the summary it names as anchor -- what Claude Code sends:
 
-* ``user`` and ``assistant`` lines only; ``isMeta`` lines, attachments, system lines
-  and metadata are left out;
+* ``user`` and ``assistant`` lines only, ``isMeta`` user lines included (the caveat of
+  a local command, an image's source path: Claude Code sends them); attachments
+  (harness context Claude Code sends as ``<system-reminder>`` text or ``system``
+  messages), system lines and metadata are left out;
 * the block lines of one response (one ``message.id``) merged into one assistant
   message in path order -- and a block line of the same response that is not on the
   path (parallel tool calls can make a tool result and the next block siblings) after
   them, in file order;
 * each ``tool_result`` placed right after the assistant message holding the
   ``tool_use`` it answers (the result on the path if there is one, else the first in
-  the file), in one user message, in the order of the calls; a result whose call is
-  not in the context stays where it is.
+  the file), in one user message, in file order (the order the calls completed, as
+  Claude Code sends them); a result whose call is not in the context stays where it
+  is;
+* in ``context.json``, consecutive user lines are one user message (their blocks in
+  order, a text as a text block), as Claude Code sends them; ``transcript.md`` keeps
+  one message per line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from core.formats.base import TranscriptMessage
 from core.formats.claude_blocks import agent_blocks, content_blocks, tool_result_message
@@ -36,9 +44,9 @@ class ClaudeLines(Protocol):
     def entry_name(self, index: int) -> str: ...
     def entry_timestamp(self, index: int) -> str: ...
     def entry_type(self, index: int) -> str: ...
-    def is_meta(self, index: int) -> bool: ...
     def message_id(self, index: int) -> str | None: ...
     def is_compact_boundary(self, index: int) -> bool: ...
+    def preserved_segment(self, boundary: int) -> tuple[int | None, list[int]]: ...
     def path_indexes(self) -> list[int]: ...
 
 
@@ -57,16 +65,14 @@ class Turns:
     """The turns of one version of a session (built once; the session drops it when
     the file changes)."""
 
-    def __init__(self, lines: ClaudeLines) -> None:
+    def __init__(self, lines: ClaudeLines, path: list[int] | None = None) -> None:
+        """``path``: root -> leaf (default: the session's current path)."""
         self._lines = lines
         self._parsed: dict[int, dict[str, Any]] = {}
-        path = lines.path_indexes()
-        start = 0
-        for position, index in enumerate(path):
-            if lines.is_compact_boundary(index):
-                start = position + 1
+        if path is None:
+            path = lines.path_indexes()
         self._on_path = set(path)
-        self._segment = path[start:]
+        self._segment = _sent_segment(lines, path)
         self._elsewhere: dict[str, tuple[int, int, dict[str, Any]]] | None = None
         self.turns = self._build()
         self._parsed = {}  # the parsed lines go; the turns keep what they use
@@ -131,7 +137,7 @@ class Turns:
         for index in self._segment:
             kind = self._lines.entry_type(index)
             message = self._message(index) if kind in ("user", "assistant") else None
-            if message is None or self._lines.is_meta(index):
+            if message is None:
                 continue
             if kind == "user":
                 turn = self._user_turn(index, message, placed)
@@ -160,7 +166,7 @@ class Turns:
             blocks.extend(content_blocks(message.get("content")))
             if isinstance(message.get("model"), str):
                 model = message["model"]
-        results: list[tuple[int, dict[str, Any]]] = []
+        found_results: list[tuple[int, int, dict[str, Any]]] = []
         for block in blocks:
             if not (isinstance(block, dict) and block.get("type") == "tool_use"):
                 continue
@@ -170,7 +176,9 @@ class Turns:
             found = on_path_results.get(call_id) or self._result_elsewhere(call_id)
             if found is not None and (found[0], found[1]) not in placed:
                 placed.add((found[0], found[1]))
-                results.append((found[0], found[2]))
+                found_results.append(found)
+        found_results.sort(key=lambda found: (found[0], found[1]))  # file order
+        results = [(line, block) for line, _, block in found_results]
         return _Turn("assistant", members, blocks, results, model)
 
     def _user_turn(
@@ -196,10 +204,17 @@ class Turns:
         """The Anthropic Messages shape: ``{"role", "content"}``, results of one
         response's calls in one user message after it."""
         messages: list[dict[str, Any]] = []
+
+        def add(role: str, content: Any) -> None:
+            if role == "user" and messages and messages[-1]["role"] == "user":
+                messages[-1] = {"role": "user", "content": _joined(messages[-1], content)}
+            else:
+                messages.append({"role": role, "content": content})
+
         for turn in self.turns:
-            messages.append({"role": turn.role, "content": turn.content})
+            add(turn.role, turn.content)
             if turn.results:
-                messages.append({"role": "user", "content": [b for _, b in turn.results]})
+                add("user", [b for _, b in turn.results])
         return messages
 
     def _named(self, index: int, message: dict[str, Any]) -> TranscriptMessage:
@@ -235,3 +250,36 @@ class Turns:
             for result in results:
                 name = tool_names.get(str(result.get("tool_use_id")), "?")
                 yield self._named(first, tool_result_message(result, name))
+
+
+def _joined(message: dict[str, Any], content: Any) -> list[Any]:
+    """A user message's blocks with the next user line's after them. Where a text
+    meets a text, Claude Code ends the first with a newline (it does so when it sends
+    consecutive user lines as one message)."""
+    before, after = content_blocks(message["content"]), content_blocks(content)
+    last = before[-1] if before else None
+    if _is_text(last) and after and _is_text(after[0]):
+        said = str(last.get("text", ""))
+        if not said.endswith("\n"):
+            before[-1] = {**last, "text": said + "\n"}
+    return before + after
+
+
+def _is_text(block: Any) -> TypeGuard[dict[str, Any]]:
+    return isinstance(block, dict) and block.get("type") == "text"
+
+
+def _sent_segment(lines: ClaudeLines, path: list[int]) -> list[int]:
+    """The part of ``path`` Claude Code sends: after its last compact boundary, with
+    that boundary's preserved segment after the anchor (else right after the
+    boundary)."""
+    boundary = None
+    for position, index in enumerate(path):
+        if lines.is_compact_boundary(index):
+            boundary = position
+    if boundary is None:
+        return path
+    after = path[boundary + 1 :]
+    anchor, preserved = lines.preserved_segment(path[boundary])
+    at = after.index(anchor) + 1 if anchor in after else 0
+    return [*after[:at], *preserved, *after[at:]]

@@ -8,24 +8,37 @@ the ``session_meta``, a bare item a ``response_item``, a record a line of that k
 
 A session is linear: entry ``i`` is the ``i``-th JSON object line, named
 ``NNNNNN-<kind>[-<payload type>]`` (``NNNNNN``: its line number); its parent is the
-entry before; the leaf is the last entry. What the mount shows besides:
+entry before; the leaf is the last entry (or one chosen through the mount: then the
+path, context and transcript end there). What the mount shows besides:
 
-* ``context.json``: ``{"messages", "model"}`` -- the response items in their own shape,
-  a ``compacted`` line's ``replacement_history`` replacing what came before, a
-  ``thread_rolled_back {num_turns}`` dropping the last N user turns (injected context
-  is no turn), ``model`` the latest ``turn_context``'s;
+* ``context.json``: ``{"messages", "model"}`` -- the response items as Codex sends them
+  (in their own shape, without the ``internal_chat_message_metadata_passthrough`` it
+  keeps for itself), a ``compacted`` line's ``replacement_history`` replacing what came
+  before, a ``thread_rolled_back {num_turns}`` dropping the last N user turns (injected
+  context is no turn), ``model`` the latest ``turn_context``'s;
+* a fork (``session_meta.history_base {thread_id, end_byte_offset}``, Codex 0.17x)
+  copies none of its parent's items: its context and transcript start with the
+  parent's, read from the parent's rollout up to ``end_byte_offset`` (found through
+  ``find_thread``), as the model is sent them;
 * ``transcript.md``: the response items only (``event_msg`` repeats the same text),
-  calls and their outputs paired by ``call_id`` (`core.formats.codex_items`);
-* ``header.json``: the first ``session_meta`` (a fork copies its parent's after it);
-* ``title``: the newest ``thread_name_updated``, else the session index's name;
-* ``stats.json`` usage: the last ``token_count``'s ``total_token_usage``.
+  calls and their outputs paired by ``call_id`` (`core.formats.codex_items`), a
+  ``compacted`` line as its summary (in place of the assistant reply that wrote it);
+* ``header.json``: the first ``session_meta`` (an older fork copies its parent's after it);
+* ``title``: the newest ``thread_name_updated``, else the title given at construction
+  (the session index's name, or the state database's: `core.formats.codex_state`);
+* ``stats.json`` usage: the last ``token_count``'s ``total_token_usage`` (cumulative:
+  a fork's includes its parent's).
+
+`reads_line` says which lines the reader takes words from, or knows repeat words it
+takes from another line: a newer Codex writing text into a kind it does not know is
+caught by the tests that run the real agent.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -41,7 +54,7 @@ from core.formats.jsonl_source import JsonlSession, LineRecord, line_times
 from core.formats.lines import Line
 from core.safe_open import PathArg
 
-__all__ = ["ARCHIVE_DIR", "CodexSession", "split_line"]
+__all__ = ["ARCHIVE_DIR", "CodexSession", "FindThread", "reads_line", "split_line"]
 
 ARCHIVE_DIR: Final = "archived_sessions"
 #: ``stats.json`` usage key <- ``total_token_usage`` key
@@ -52,10 +65,46 @@ _USAGE_FIELDS: Final = (
 )
 #: what the context and transcript read; other kinds are only shown
 _HISTORY_KINDS: Final = frozenset({"response_item", "compacted", "event_msg"})
+#: ``event_msg`` types read for the title, usage and context
+_EVENTS_READ: Final = frozenset({"thread_name_updated", "token_count", "thread_rolled_back"})
+#: ``event_msg`` types whose words repeat response items (the user's prompt, the
+#: assistant's text, a finished item, the turn's last answer): never read
+_EVENTS_REPEATING: Final = frozenset(
+    {
+        "user_message",
+        "agent_message",
+        "agent_reasoning",
+        "agent_reasoning_raw_content",
+        "item_completed",
+        "task_complete",
+    }
+)
+#: kinds read for the header and the model
+_META_KINDS: Final = frozenset({"session_meta", "turn_context"})
+#: a response item's keys Codex keeps for itself and never sends the model
+_UNSENT_KEYS: Final = ("internal_chat_message_metadata_passthrough",)
+#: forks of forks followed at most this deep (each level reads its parent's file)
+MAX_FORK_DEPTH: Final = 8
+
+#: finds the rollout of a thread id (``None``: not there)
+FindThread = Callable[[str], "Path | None"]
 
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def reads_line(kind: str, payload: Mapping[str, Any]) -> bool:
+    """Whether the reader takes this line's words (context, transcript, title, header)
+    or knows another line it reads carries the same words. A kind it does not know
+    (``world_state``, ``token_usage_record``, a new ``event_msg``) is only shown in
+    ``entries/``: fine for settings and counters, a loss for conversation text."""
+    kind_of = payload.get("type")
+    if kind == "response_item":
+        return agent_message(payload) is not None or output_message(payload, "?") is not None
+    if kind == "event_msg":
+        return kind_of in _EVENTS_READ or kind_of in _EVENTS_REPEATING
+    return kind == "compacted" or kind in _META_KINDS
 
 
 def split_line(obj: Mapping[str, Any], envelope_less: bool) -> tuple[str, dict[str, Any]]:
@@ -84,20 +133,53 @@ class _CodexLine(LineRecord):
     role: str | None
 
 
+@dataclass(frozen=True)
+class _ForkBase:
+    """What a fork starts from: its parent's context and transcript up to the fork."""
+
+    history: list[Any] = field(default_factory=list)
+    transcript: list[TranscriptMessage] = field(default_factory=list)
+    #: bytes of the parent read for it (what holding it costs, roughly)
+    size: int = 0
+
+
+_NO_BASE: Final = _ForkBase()
+
+
 class CodexSession(JsonlSession[_CodexLine]):
     """One Codex rollout file read-only. ``index_title``: the name
-    ``session_index.jsonl`` gives the session (the title when the file names none);
-    ``archived``: shown in the header (default: the file is under
-    ``archived_sessions/``)."""
+    ``session_index.jsonl`` (or the state database) gives the session (the title when
+    the file names none); ``archived``: shown in the header (default: the file is under
+    ``archived_sessions/``); ``find_thread``: where a fork's parent rollout is (``None``:
+    a fork shows only its own items); ``fork_depth``: how many forks down this file was
+    opened as a parent (deeper than `MAX_FORK_DEPTH`: its own parent is not read);
+    ``state_title``: looks the title up elsewhere (Codex's state database) when neither
+    the file nor ``index_title`` names one -- called when the title is first wanted,
+    again after the file changed (Codex may set it after its first lines), never
+    while indexing lines."""
 
     agent = "codex"
 
     def __init__(
-        self, path: PathArg, index_title: str | None = None, archived: bool | None = None
+        self,
+        path: PathArg,
+        index_title: str | None = None,
+        archived: bool | None = None,
+        find_thread: FindThread | None = None,
+        fork_depth: int = 0,
+        state_title: Callable[[], str | None] | None = None,
     ) -> None:
         self.index_title = index_title
         self.archived = ARCHIVE_DIR in Path(path).parts if archived is None else archived
+        self.find_thread = find_thread
+        self.fork_depth = fork_depth
+        self.state_title = state_title
         super().__init__(path)
+
+    def _changed(self) -> None:
+        super()._changed()
+        self._looked_up_title: str | None = None
+        self._title_looked_up = False
 
     def _reset_state(self) -> None:
         self._envelope_less: bool | None = None
@@ -106,6 +188,7 @@ class CodexSession(JsonlSession[_CodexLine]):
         self._thread_name: str | None = None
         self._model: str | None = None
         self._usage: dict[str, Any] | None = None
+        self._base: _ForkBase | None = None
 
     def _record(self, line: Line, obj: dict[str, Any]) -> _CodexLine:
         if self._envelope_less is None:
@@ -171,20 +254,40 @@ class CodexSession(JsonlSession[_CodexLine]):
         return dict(self._meta or {})
 
     def title(self) -> str:
-        return self._thread_name or self.index_title or ""
+        named = self._thread_name or self.index_title
+        if named:
+            return named
+        if self.state_title is not None and not self._title_looked_up:
+            self._looked_up_title = self.state_title()
+            self._title_looked_up = True
+        return self._looked_up_title or ""
 
-    def _payloads(self) -> list[tuple[int, str, dict[str, Any]]]:
-        """(index, kind, payload) of every line the context or transcript reads."""
-        found = []
+    def _payloads(self, until: int | None = None) -> Iterator[tuple[int, str, dict[str, Any]]]:
+        """(index, kind, payload) of every line the context or transcript reads (those
+        ending by byte ``until`` of the file, when given)."""
         for index, line in enumerate(self._lines):
+            if until is not None and line.end > until:
+                return
             if line.kind in _HISTORY_KINDS:
                 kind, payload = split_line(self.entry(index), bool(self._envelope_less))
-                found.append((index, kind, payload))
-        return found
+                yield index, kind, payload
 
     def context(self) -> dict[str, Any]:
-        history: list[Any] = []
-        for _, kind, payload in self._payloads():
+        return {"messages": self._history(self._leaf_end()), "model": self._model}
+
+    def _leaf_end(self) -> int | None:
+        """Where a leaf chosen before the last line ends in the file (the context and
+        transcript stop there); ``None``: the whole file."""
+        leaf = self.leaf_index()
+        if leaf is None or leaf == self.own_leaf_index():
+            return None
+        return self._lines[leaf].end
+
+    def _history(self, until: int | None = None) -> list[Any]:
+        """The items Codex sends the model next (without its base instructions, which
+        it builds anew for each request): a fork's parent's first."""
+        history: list[Any] = list(self._fork_base().history)
+        for _, kind, payload in self._payloads(until):
             if kind == "response_item":
                 history.append(payload)
             elif kind == "compacted":
@@ -196,15 +299,20 @@ class CodexSession(JsonlSession[_CodexLine]):
                     history = [_user_text(summary)] if isinstance(summary, str) and summary else []
             elif payload.get("type") == "thread_rolled_back":
                 _drop_user_turns(history, payload.get("num_turns"))
-        return {"messages": history, "model": self._model}
+        return [_as_sent(item) for item in history]
 
     def transcript_messages(self) -> list[TranscriptMessage]:
+        return self._fork_base().transcript + self._transcript(self._leaf_end())
+
+    def _transcript(self, until: int | None = None) -> list[TranscriptMessage]:
         groups: list[list[TranscriptMessage]] = []
         calls: dict[str, tuple[list[TranscriptMessage], str]] = {}
-        for index, kind, payload in self._payloads():
+        for index, kind, payload in self._payloads(until):
+            line = self._lines[index]
+            if kind == "compacted":
+                _add_compaction(groups, line, payload)
             if kind != "response_item":
                 continue
-            line = self._lines[index]
             call_id = call_id_of(payload)
             owner = calls.get(call_id) if call_id is not None else None
             result = output_message(payload, owner[1] if owner is not None else "?")
@@ -225,11 +333,50 @@ class CodexSession(JsonlSession[_CodexLine]):
                 calls[call_id] = (group, str(block.get("name")))
         return [message for group in groups for message in group]
 
+    def memory_cost(self) -> int:
+        base = self._base.size if self._base is not None else 0
+        return super().memory_cost() + base
+
+    # -- a fork's parent ------------------------------------------------------------------
+
+    def _fork_base(self) -> _ForkBase:
+        if self._base is None:
+            self._base = self._read_fork_base()
+        return self._base
+
+    def _read_fork_base(self) -> _ForkBase:
+        """The parent's history up to ``history_base.end_byte_offset`` (nothing when
+        this is no such fork, or its parent's rollout is not there)."""
+        base = (self._meta or {}).get("history_base")
+        if not isinstance(base, dict) or self.find_thread is None:
+            return _NO_BASE
+        thread_id, offset = base.get("thread_id"), base.get("end_byte_offset")
+        if not isinstance(thread_id, str) or not isinstance(offset, int) or offset <= 0:
+            return _NO_BASE
+        if self.fork_depth >= MAX_FORK_DEPTH:
+            return _NO_BASE
+        path = self.find_thread(thread_id)
+        if path is None or path == self.path:
+            return _NO_BASE
+        try:
+            parent = CodexSession(
+                path, find_thread=self.find_thread, fork_depth=self.fork_depth + 1
+            )
+        except (OSError, ValueError):
+            return _NO_BASE
+        stem = path.name.split(".", 1)[0]
+        transcript = [
+            TranscriptMessage(f"{stem}/{turn.entry_name}", turn.time, turn.message)
+            for turn in parent._fork_base().transcript + parent._transcript(offset)
+        ]
+        size = offset + parent._fork_base().size
+        return _ForkBase(parent._history(offset), transcript, size)
+
     def usage(self) -> dict[str, Any]:
         total = self._usage or {}
         usage = {}
-        for key, field in _USAGE_FIELDS:
-            value = total.get(field)
+        for key, name in _USAGE_FIELDS:
+            value = total.get(name)
             number = isinstance(value, int) and not isinstance(value, bool)
             usage[key] = value if number else 0
         return usage
@@ -248,7 +395,11 @@ class CodexSession(JsonlSession[_CodexLine]):
             return str(payload.get("id", ""))
         if line.payload_type == "message":
             return item_text(payload)
-        for key in ("message", "thread_name", "name", "text", "model", "cwd", "output"):
+        finished = payload.get("item")  # an ``item_completed`` event: the item's words
+        if isinstance(finished, dict) and item_text(finished):
+            return item_text(finished)
+        keys = ("message", "thread_name", "name", "text", "last_agent_message", "model", "cwd")
+        for key in (*keys, "output"):
             value = payload.get(key)
             if isinstance(value, str) and value:
                 return value
@@ -262,11 +413,44 @@ class CodexSession(JsonlSession[_CodexLine]):
     def parent_index(self, index: int) -> int | None:
         return index - 1 if index > 0 else None
 
-    def leaf_index(self) -> int | None:
-        return len(self._lines) - 1 if self._lines else None
-
     def path_indexes(self) -> list[int]:
-        return list(range(len(self._lines)))
+        leaf = self.leaf_index()
+        return [] if leaf is None else list(range(leaf + 1))
+
+
+def _as_sent(item: Any) -> Any:
+    """A history item as Codex sends it: without the keys it keeps for itself."""
+    if isinstance(item, dict) and any(key in item for key in _UNSENT_KEYS):
+        return {key: value for key, value in item.items() if key not in _UNSENT_KEYS}
+    return item
+
+
+def _add_compaction(
+    groups: list[list[TranscriptMessage]], line: _CodexLine, payload: dict[str, Any]
+) -> None:
+    """A ``compacted`` line as a ``compactionSummary`` message. Codex writes the reply
+    that made the summary as an ordinary assistant message just before: that one
+    goes (the summary shows its words, as the model is sent them)."""
+    summary = payload.get("message")
+    if not isinstance(summary, str) or not summary:
+        return
+    if groups and len(groups[-1]) == 1:
+        last = groups[-1][0].message
+        text = _only_text(last) if last.get("role") == "assistant" else None
+        if text and summary.endswith(text):
+            groups.pop()
+    message = {"role": "compactionSummary", "summary": summary}
+    groups.append([TranscriptMessage(line.name, line.timestamp, message)])
+
+
+def _only_text(message: Mapping[str, Any]) -> str | None:
+    """The text of a message that is only text blocks (``None`` otherwise)."""
+    blocks = message.get("content")
+    if not isinstance(blocks, list) or not blocks:
+        return None
+    if not all(isinstance(b, dict) and b.get("type") == "text" for b in blocks):
+        return None
+    return "".join(str(b.get("text", "")) for b in blocks)
 
 
 def _user_text(text: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ sub-agent's ``parent_thread_id`` come before its long ``base_instructions``).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,8 @@ __all__ = [
     "CodexIndex",
     "CodexRollout",
     "codex_dir",
+    "find_rollout",
+    "home_of_rollout",
     "list_rollouts",
     "read_rollout",
     "read_session_index",
@@ -47,6 +50,8 @@ SESSIONS_DIR: Final = "sessions"
 _SUFFIXES: Final = (".jsonl.zst", ".jsonl")
 #: sessions/YYYY/MM/DD: how deep rollouts are under sessions/
 _SESSIONS_DEPTH: Final = 3
+#: a thread id as Codex writes it (a UUID): what `find_rollout` accepts
+_THREAD_ID: Final = re.compile(r"[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}")
 
 
 def codex_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -121,12 +126,43 @@ def _files(directory: Path, depth: int) -> Iterator[Path]:
             yield from _files(Path(entry.path), depth - 1)
 
 
+def home_of_rollout(path: PathArg) -> Path | None:
+    """The Codex home a rollout file is in (``<home>/sessions/YYYY/MM/DD/<file>`` or
+    ``<home>/archived_sessions/<file>``); ``None``: in neither layout."""
+    path = Path(path)
+    if path.parent.name == ARCHIVE_DIR:
+        return path.parent.parent
+    parents = path.parents
+    if len(parents) > _SESSIONS_DEPTH + 1 and parents[_SESSIONS_DEPTH].name == SESSIONS_DIR:
+        return parents[_SESSIONS_DEPTH + 1]
+    return None
+
+
+def find_rollout(root: PathArg, thread_id: str) -> Path | None:
+    """The rollout of thread ``thread_id`` under ``root`` (its file name ends in
+    ``-<thread id>.jsonl[.zst]``), live sessions first; ``None``: none, or an id that is
+    not one (it comes from another agent's file: never a pattern or a path)."""
+    if _THREAD_ID.fullmatch(thread_id) is None:
+        return None
+    root = Path(root)
+    names = tuple(f"-{thread_id}{suffix}" for suffix in _SUFFIXES)
+    for name, depth, _ in _rollout_dirs():
+        for path in _files(root / name, depth):
+            if path.name.startswith("rollout-") and path.name.endswith(names):
+                return path
+    return None
+
+
+def _rollout_dirs() -> list[tuple[str, int, bool]]:
+    """(dir below the home, its depth of dirs above the files, archived)."""
+    return [(SESSIONS_DIR, _SESSIONS_DEPTH, False), (ARCHIVE_DIR, 0, True)]
+
+
 def list_rollouts(root: PathArg) -> list[CodexRollout]:
     """Every rollout under ``sessions/`` and ``archived_sessions/``, newest first."""
     root = Path(root)
     found = []
-    sources = [(SESSIONS_DIR, _SESSIONS_DEPTH, False), (ARCHIVE_DIR, 0, True)]
-    for name, depth, archived in sources:
+    for name, depth, archived in _rollout_dirs():
         for path in _files(root / name, depth):
             rollout = read_rollout(path, archived)
             if rollout is not None:

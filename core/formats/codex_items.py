@@ -24,12 +24,14 @@ __all__ = [
 ]
 
 #: user messages Codex writes itself at the start of a session or turn (the
-#: environment, the user's and the project's instructions): context, not turns
+#: environment, the user's and the project's instructions) or when a sub-agent it
+#: spawned is done: context, not turns
 INJECTED_PREFIXES: Final = (
     "<environment_context>",
     "<user_instructions>",
     "# AGENTS.md instructions",
     "<INSTRUCTIONS>",
+    "<subagent_notification>",
 )
 #: response items that call a tool, and the tool name each shows
 _CALLS: Final = {

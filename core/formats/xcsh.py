@@ -151,8 +151,15 @@ class XcshReads(SessionSource):
         return build_session_context(entries, self._leaf_id(), by_id)
 
     def transcript_messages(self) -> list[TranscriptMessage]:
+        return self._transcript_at(self._leaf_id())
+
+    def transcript_messages_at(self, leaf: int | None) -> list[TranscriptMessage]:
+        leaf_id = None if leaf is None else self._id(leaf)
+        return self._transcript_at(leaf_id if isinstance(leaf_id, str) else None)
+
+    def _transcript_at(self, leaf_id: str | None) -> list[TranscriptMessage]:
         entries, by_id = self._parsed()
-        messages, sources = messages_with_sources(entries, self._leaf_id(), by_id)
+        messages, sources = messages_with_sources(entries, leaf_id, by_id)
         # str(): what the transcript always printed for an id or a time of another type
         return [
             TranscriptMessage(str(source.get("id", "?")), str(source.get("timestamp", "")), message)

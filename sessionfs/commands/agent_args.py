@@ -1,5 +1,6 @@
 """The options that choose the other agents shown (``mount``) and searched
-(``search``): ``--agents``, ``--no-agents``, ``--claude-dir``, ``--codex-dir``."""
+(``search``): ``--agents``, ``--no-agents``, and a ``--<agent>-dir`` per agent of the
+registry (`core.formats.registry`: ``--claude-dir``, ``--codex-dir``, …)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import argparse
 from pathlib import Path
 
 from core.agent_homes import OTHER_AGENTS, AgentHome, parse_agent_names, present_homes
+from core.formats.registry import AGENT_FORMATS
 
 __all__ = ["add_agent_arguments", "chosen_agent_homes"]
 
 
 def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--agents``, ``--no-agents``, ``--claude-dir``, ``--codex-dir`` (mount, search)."""
+    """``--agents``, ``--no-agents``, ``--<agent>-dir`` (mount, search)."""
     parser.add_argument(
         "--agents",
         type=_agent_names,
@@ -24,18 +26,19 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-agents", action="store_true", help="show no other agent's sessions"
     )
-    parser.add_argument(
-        "--claude-dir",
-        type=Path,
-        default=None,
-        help="Claude Code's directory (default: $CLAUDE_CONFIG_DIR, else ~/.claude)",
-    )
-    parser.add_argument(
-        "--codex-dir",
-        type=Path,
-        default=None,
-        help="the Codex CLI's directory (default: $CODEX_HOME, else ~/.codex)",
-    )
+    for agent in AGENT_FORMATS.values():
+        parser.add_argument(
+            agent.dir_option,
+            dest=_dir_dest(agent.name),
+            type=Path,
+            default=None,
+            metavar="DIR",
+            help=f"{agent.title}'s directory (default: {agent.default_dir_text})",
+        )
+
+
+def _dir_dest(agent: str) -> str:
+    return f"{agent.replace('-', '_')}_dir"
 
 
 def _agent_names(text: str) -> tuple[str, ...]:
@@ -51,9 +54,7 @@ def chosen_agent_homes(args: argparse.Namespace) -> list[AgentHome]:
         return []
     overrides = {
         agent: path.expanduser().absolute()
-        for agent, path in (("claude", args.claude_dir), ("codex", args.codex_dir))
-        if path is not None
+        for agent in AGENT_FORMATS
+        if (path := getattr(args, _dir_dest(agent), None)) is not None
     }
     return present_homes(args.agents, overrides)
-
-

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from core.check import CheckTarget, FileReport, Finding, blobs_dir_for, check_targets
+from core.check_agents import agent_title
 from core.jsonl import dumps_pretty
 from core.paths import default_agent_dir, sessions_root
 
@@ -35,7 +36,9 @@ def add_check_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         description=(
             "Check session files: header, malformed or torn lines, format version, "
             "duplicate ids, orphans and cycles, dangling references, missing blobs and "
-            "leftover temp files. Exit 0 clean, 1 problems, 2 usage error."
+            "leftover temp files. Claude Code and Codex files are recognised and checked "
+            "by their agent's rules, never repaired. Exit 0 clean, 1 problems, 2 usage "
+            "error."
         ),
     )
     parser.add_argument(
@@ -135,8 +138,12 @@ def _format_finding(f: Finding) -> str:
 
 
 def _print_report(report: FileReport, out: TextIO) -> None:
-    version = f"v{report.version}" if report.version is not None else "no header"
-    out.write(f"{report.path}: {version}, {report.entries} entries\n")
+    if report.agent is not None:
+        what = f"written by {agent_title(report.agent)}, checked by its rules (never repaired)"
+        out.write(f"{report.path}: {what}, {report.entries} lines\n")
+    else:
+        version = f"v{report.version}" if report.version is not None else "no header"
+        out.write(f"{report.path}: {version}, {report.entries} entries\n")
     shown: dict[str, int] = {}
     hidden: dict[str, int] = {}
     for finding in report.findings:
@@ -193,7 +200,8 @@ def run_check(args: argparse.Namespace) -> int:
     try:
         for report in check_targets(target, fix=fix, blobs_dir_of=blobs_dir_of, progress=bar):
             reports.append(report)
-            if not as_json and (report.findings or report.fixed or report.refused):
+            shown = report.findings or report.fixed or report.refused or report.agent
+            if not as_json and shown:
                 if bar is not None:
                     bar.clear()
                 _print_report(report, sys.stdout)

@@ -15,6 +15,7 @@ from pathlib import Path
 from core import paths
 from sessionfs.commands import check, history, search
 from sessionfs.commands.agent_args import add_agent_arguments, chosen_agent_homes
+from sessionfs.fs.agent_branching import AGENT_PLACEHOLDER, BRANCHING_AGENTS
 from sessionfs.fs.agent_command import AGENT_CMD_ENV, DEFAULT_SEND_GRACE, DEFAULT_SEND_TIMEOUT
 from sessionfs.store.command import add_sync_parser  # no S3 code until `sync` runs
 from sessionfs.view.cache_dir import default_cache_dir
@@ -77,8 +78,19 @@ def build_parser() -> argparse.ArgumentParser:
         "-> the session file, {cwd} -> its cwd, the prompt appended as the last "
         f"argument (default: ${AGENT_CMD_ENV}, else the agent that owns the agent dir: "
         "omp --resume {session} -p, pi --session {session} -p or xcsh --session "
-        "{session} -p)",
+        "{session} -p); {agent} stands for that default, and makes the template serve "
+        "the agents under agents/ too (claude, codex exec)",
     )
+    for agent, (default, _) in BRANCHING_AGENTS.items():
+        mount.add_argument(
+            f"--{agent}-cmd",
+            metavar="TEMPLATE",
+            default=None,
+            help=f"what writing send under agents/{agent}/ runs: the program and its own "
+            f"options, the session's arguments and the prompt appended (default: "
+            f"--agent-cmd if it holds {AGENT_PLACEHOLDER}, which stands for {default!r}; "
+            f"else {default!r}, {default.split()[0]} found on PATH)",
+        )
     mount.add_argument(
         "--send-timeout",
         type=float,
@@ -134,6 +146,11 @@ def _mount(args: argparse.Namespace) -> int:
         refresh_seconds=args.refresh_seconds,
         mirror_max_gb=args.mirror_max_gb,
         agent_cmd=args.agent_cmd,
+        other_agent_cmds=tuple(
+            (agent, template)
+            for agent in BRANCHING_AGENTS
+            if (template := getattr(args, f"{agent}_cmd")) is not None
+        ),
         send_timeout=args.send_timeout,
         send_grace=args.send_grace,
         agent_homes=tuple(chosen_agent_homes(args)),

@@ -8,6 +8,10 @@ directory, as for an agent dir). Their
 ``prefix`` is ``("agents", <agent>)``, their ``read_only_reason`` makes every write
 ``EROFS``, and refusals are recorded in the root's ``ctl``.
 
+An agent ``send`` can run (`sessionfs.fs.agent_branching`: Claude Code, Codex) gets
+its own `AgentRuns` (logs in its cache dir), the command its template or default
+makes, and `AgentNotes` (its chosen leaves and forks, in its cache dir).
+
 Memory: each agent's cache gets half of ``--cache-mb`` and shares the daemon's real-RSS
 bound with the local cache, so what the process holds stays bounded by the same check
 however many agents are shown.
@@ -15,12 +19,18 @@ however many agents are shown.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.agent_homes import AgentHome
+from sessionfs.fs.agent_branching import BRANCHING_AGENTS, BranchingCommand, branching_command
+from sessionfs.fs.agent_runs import AgentRuns
 from sessionfs.fs.nodes.agents import AGENTS
 from sessionfs.fs.nodes.base import MountContext
+from sessionfs.fs.send_log import SendLogs
+from sessionfs.view.agent_notes import NOTES_FILE, AgentNotes
 from sessionfs.view.agent_sources import agent_search_view, catalog_for, open_agent_file
 from sessionfs.view.cache_dir import agent_cache_dir
 from sessionfs.view.loaded_session import LoadedSession
@@ -32,7 +42,17 @@ from sessionfs.view.search_view import SearchView
 from sessionfs.view.session_cache import SessionCache
 from sessionfs.view.session_ref import SessionRef
 
-__all__ = ["AgentMounts"]
+__all__ = ["AgentMounts", "BranchingOptions"]
+
+
+@dataclass(frozen=True)
+class BranchingOptions:
+    """How ``send`` runs the other agents: ``--claude-cmd``/``--codex-cmd`` (or an
+    ``--agent-cmd`` holding ``{agent}``), ``--send-timeout``, ``--send-grace``."""
+
+    templates: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = 30 * 60.0
+    grace: float = 5.0
 
 
 class AgentMounts:
@@ -46,6 +66,7 @@ class AgentMounts:
         budget_bytes: int,
         rss_bound: RssBound | None = None,
         after_eviction: Callable[[], None] = lambda: None,
+        branching: BranchingOptions | None = None,
     ) -> None:
         self.contexts: dict[str, MountContext] = {}
         self.searches: dict[str, SearchView] = {}
@@ -57,14 +78,17 @@ class AgentMounts:
             def new_session(ref: SessionRef, agent: str = agent) -> LoadedSession:
                 return LoadedSession(ref=ref, opener=lambda r: open_agent_file(agent, r.path))
 
+            own_cache = agent_cache_dir(cache_dir, home.root)
             cache = SessionCache(
                 index,
                 max(1, budget_bytes // 2),
                 after_eviction=after_eviction,
                 rss_bound=rss_bound,
                 new_session=new_session,
+                notes=AgentNotes.load(own_cache / NOTES_FILE),
             )
-            renders_dir = agent_cache_dir(cache_dir, home.root) / "renders"
+            renders_dir = own_cache / "renders"
+            renders = Prerenderer(home.root, renders_dir, agent=agent)
             self.searches[agent] = agent_search_view(cache_dir, index)
             self.contexts[agent] = MountContext(
                 index=index,
@@ -72,12 +96,31 @@ class AgentMounts:
                 history=root.history,
                 started_ns=root.started_ns,
                 mountpoint=root.mountpoint,
-                renders=Prerenderer(home.root, renders_dir, agent=agent),
+                renders=renders,
+                page_renders=renders.pages(renders_dir.with_name("pages"), None),
                 search=self.searches[agent],
                 prefix=(AGENTS, agent),
                 read_only_reason=READ_ONLY_REASON,
                 root=root,
             )
+            if branching is not None and agent in BRANCHING_AGENTS:
+                self._can_send(self.contexts[agent], home, own_cache, branching)
+
+    @staticmethod
+    def _can_send(
+        context: MountContext, home: AgentHome, own_cache: Path, options: BranchingOptions
+    ) -> None:
+        command: BranchingCommand | str = branching_command(
+            home.agent, home.root, options.templates.get(home.agent), os.environ
+        )
+        context.agent_command = command
+        context.runs = AgentRuns(
+            SendLogs(own_cache / "send-logs"), timeout=options.timeout, grace=options.grace
+        )
+
+    def runs(self) -> list[AgentRuns]:
+        """The runs of every agent ``send`` can run (the daemon serves and ends them)."""
+        return [c.runs for c in self.contexts.values() if c.runs is not None]
 
     # -- AgentViews ---------------------------------------------------------------------
 
@@ -95,6 +138,8 @@ class AgentMounts:
 
     def close(self) -> None:
         for context in self.contexts.values():
+            if context.page_renders is not None:
+                context.page_renders.close()
             if context.renders is not None:
                 context.renders.close()
         for view in self.searches.values():

@@ -24,6 +24,7 @@ import trio
 from core import paths
 from core.agent_homes import AgentHome
 from core.private_files import make_private_dirs, private_opener
+from sessionfs.fs.agent_branching import AGENT_PLACEHOLDER, BRANCHING_AGENTS, branching_command
 from sessionfs.fs.agent_command import (
     DEFAULT_SEND_GRACE,
     DEFAULT_SEND_TIMEOUT,
@@ -31,7 +32,7 @@ from sessionfs.fs.agent_command import (
     AgentCommandError,
     default_agent_command,
 )
-from sessionfs.fs.agent_mounts import AgentMounts
+from sessionfs.fs.agent_mounts import AgentMounts, BranchingOptions
 from sessionfs.fs.agent_runs import AgentRuns
 from sessionfs.fs.cache_cleaner import CLEAN_INTERVAL_SECONDS, keep_render_cache_clean
 from sessionfs.fs.memory import (
@@ -87,6 +88,8 @@ class MountOptions:
     #: ``--agent-cmd`` (or ``$SESSIONFS_AGENT_CMD``): what ``send`` runs; None: the
     #: agent that owns the agent dir (`default_agent_command`)
     agent_cmd: str | None = None
+    #: ``--claude-cmd``, ``--codex-cmd``: what ``send`` runs under ``agents/<agent>/``
+    other_agent_cmds: tuple[tuple[str, str], ...] = ()
     send_timeout: float = DEFAULT_SEND_TIMEOUT
     send_grace: float = DEFAULT_SEND_GRACE
     #: the other agents shown read-only under ``agents/`` (only those whose dir exists)
@@ -142,11 +145,22 @@ def preflight(opts: MountOptions) -> None:
         raise MountError("--mirror-max-gb must be more than 0")
     if opts.send_timeout <= 0 or opts.send_grace < 0:
         raise MountError("--send-timeout must be positive and --send-grace not negative")
-    if opts.agent_cmd is not None:
-        try:
+    try:
+        if opts.agent_cmd is not None:
             AgentCommand.parse(opts.agent_cmd)
-        except AgentCommandError as exc:
-            raise MountError(str(exc)) from None
+        for agent, template in _other_agent_templates(opts).items():
+            branching_command(agent, Path("/"), template, os.environ)
+    except AgentCommandError as exc:
+        raise MountError(str(exc)) from None
+
+
+def _other_agent_templates(opts: MountOptions) -> dict[str, str]:
+    """``--claude-cmd``/``--codex-cmd``, else an ``--agent-cmd`` holding ``{agent}``."""
+    templates = dict(opts.other_agent_cmds)
+    if opts.agent_cmd is not None and AGENT_PLACEHOLDER in opts.agent_cmd:
+        for agent in BRANCHING_AGENTS:
+            templates.setdefault(agent, opts.agent_cmd)
+    return templates
 
 
 def _check_store_url(text: str) -> None:
@@ -182,14 +196,18 @@ def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountCont
         after_eviction=release_free_memory,
         rss_bound=rss_bound,
     )
+    renders = Prerenderer(
+        index.sessions_root, agent_cache_dir(opts.cache_dir, opts.agent_dir) / "renders"
+    )
     ctx = MountContext(
         index=index,
         sessions=cache,
         history=HistoryView(paths.history_db_path(opts.agent_dir)),
         started_ns=time.time_ns(),
         mountpoint=os.path.abspath(opts.mountpoint),
-        renders=Prerenderer(
-            index.sessions_root, agent_cache_dir(opts.cache_dir, opts.agent_dir) / "renders"
+        renders=renders,
+        page_renders=renders.pages(
+            agent_cache_dir(opts.cache_dir, opts.agent_dir) / "pages", index.blobs_dir
         ),
         search=SearchView(opts.cache_dir, opts.agent_dir, index.sessions_root),
         runs=AgentRuns(
@@ -207,6 +225,9 @@ def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountCont
             opts.cache_mb * 1024 * 1024,
             rss_bound=rss_bound,
             after_eviction=release_free_memory,
+            branching=BranchingOptions(
+                _other_agent_templates(opts), opts.send_timeout, opts.send_grace
+            ),
         )
     ops = SessionFsOperations(RootDir(ctx, ()), read_only=opts.read_only, debug=opts.debug)
     caches = [cache, *(ctx.agents.caches() if isinstance(ctx.agents, AgentMounts) else [])]
@@ -218,10 +239,16 @@ def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountCont
 
 def _agent_command(opts: MountOptions) -> AgentCommand | str:
     """What ``send`` runs on this mount (logged), or why it runs nothing."""
-    if opts.agent_cmd is not None:
-        command: AgentCommand | str = AgentCommand.parse(opts.agent_cmd)
+    default = default_agent_command(opts.agent_dir)
+    if opts.agent_cmd is None:
+        command: AgentCommand | str = default
+    elif AGENT_PLACEHOLDER in opts.agent_cmd:  # {agent}: the agent dir's own agent
+        if isinstance(default, str):
+            return default
+        wrapped = AgentCommand.parse(opts.agent_cmd.replace(AGENT_PLACEHOLDER, str(default)))
+        command = AgentCommand(wrapped.words, default.env_changes)
     else:
-        command = default_agent_command(opts.agent_dir)
+        command = AgentCommand.parse(opts.agent_cmd)
     log.info("send runs: %s", command)
     return command
 
@@ -240,9 +267,10 @@ async def _serve(
             if watch.start():
                 ctx.watch = session_watch = watch
                 nursery.start_soon(watch.run)
-        if ctx.runs is not None:
-            await nursery.start(ctx.runs.serve)
-        nursery.start_soon(_unmount_on_signal, ctx.runs)
+        every_runs = _every_runs(ctx)
+        for runs in every_runs:
+            await nursery.start(runs.serve)
+        nursery.start_soon(_unmount_on_signal, every_runs)
         if background is not None:
             nursery.start_soon(background)
         agent_contexts = (
@@ -250,10 +278,11 @@ async def _serve(
         )
         previous: SearchIndexer | None = None
         for each in (ctx, *agent_contexts):  # the local agent dir's, then each agent's
-            if each.renders is not None:
-                nursery.start_soon(
-                    keep_render_cache_clean, each.renders, CLEAN_INTERVAL_SECONDS, ops.foreground
-                )
+            for renders in (each.renders, each.page_renders):
+                if renders is not None:
+                    nursery.start_soon(
+                        keep_render_cache_clean, renders, CLEAN_INTERVAL_SECONDS, ops.foreground
+                    )
             if each.search is not None:  # one first build at a time, the local one first
                 watched = session_watch if each is ctx else None  # only the local dir's
                 previous = indexer = SearchIndexer(
@@ -265,8 +294,7 @@ async def _serve(
                     watched.listeners.append(indexer)
                 nursery.start_soon(indexer.run)
         await pyfuse3.main(max_tasks=MAX_FUSE_TASKS)
-        if ctx.runs is not None:  # unmounted from outside: no agent outlives the mount
-            await ctx.runs.shutdown()
+        await _shutdown_runs(every_runs)  # unmounted from outside: no agent outlives it
         nursery.cancel_scope.cancel()  # unmounted: stop the signal watcher and the indexer
     if ops.invalidator is not None:
         ops.invalidator.shutdown()  # the kernel side is gone: nothing to invalidate
@@ -274,7 +302,20 @@ async def _serve(
     await cache.commit_pending_labels()
 
 
-async def _unmount_on_signal(runs: AgentRuns | None) -> None:
+def _every_runs(ctx: MountContext) -> list[AgentRuns]:
+    """The agent runs of the local agent dir and of every other agent shown."""
+    local = [ctx.runs] if ctx.runs is not None else []
+    return local + (ctx.agents.runs() if isinstance(ctx.agents, AgentMounts) else [])
+
+
+async def _shutdown_runs(every_runs: list[AgentRuns]) -> None:
+    """Each tree's agents get their grace period at once, not one after another."""
+    async with trio.open_nursery() as nursery:
+        for runs in every_runs:
+            nursery.start_soon(runs.shutdown)
+
+
+async def _unmount_on_signal(every_runs: list[AgentRuns]) -> None:
     """The first SIGINT/SIGTERM unmounts once the agents have finished (the mount
     serves on meanwhile, up to ``--send-grace``); another one stops them at once."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -283,17 +324,16 @@ async def _unmount_on_signal(runs: AgentRuns | None) -> None:
             async for signum in signals:
                 if unmounting:
                     log.info("got signal %d again: stopping the agents now", signum)
-                    if runs is not None:
+                    for runs in every_runs:
                         runs.stop_waiting()
                     continue
                 log.info("got signal %d, unmounting", signum)
                 unmounting = True
-                nursery.start_soon(_unmount_after_agents, runs)
+                nursery.start_soon(_unmount_after_agents, every_runs)
 
 
-async def _unmount_after_agents(runs: AgentRuns | None) -> None:
-    if runs is not None:
-        await runs.shutdown()
+async def _unmount_after_agents(every_runs: list[AgentRuns]) -> None:
+    await _shutdown_runs(every_runs)
     pyfuse3.terminate()
 
 
@@ -334,6 +374,8 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
         ctx.history.close()
         if store is not None:
             store.close()
+        if ctx.page_renders is not None:
+            ctx.page_renders.close()
         if ctx.renders is not None:
             ctx.renders.close()  # the render workers
         if isinstance(ctx.agents, AgentMounts):
@@ -432,6 +474,8 @@ def start_background(opts: MountOptions) -> int:
 
 def _send_args(opts: MountOptions) -> list[str]:
     args = ["--send-timeout", repr(opts.send_timeout), "--send-grace", repr(opts.send_grace)]
+    for agent, template in opts.other_agent_cmds:
+        args += [f"--{agent}-cmd", template]
     return args + (["--agent-cmd", opts.agent_cmd] if opts.agent_cmd is not None else [])
 
 

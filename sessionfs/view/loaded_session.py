@@ -37,6 +37,7 @@ import trio
 
 from core import NotASessionError, SessionManager
 from core.formats.base import SessionSource
+from core.formats.jsonl_source import JsonlSession
 from core.formats.xcsh import XcshSession
 from core.formats.xcsh_file import CompactSession, NotCompact, read_file
 from core.formats.xcsh_parsed import PARSED_SIZE_FACTOR, ManagerSource
@@ -44,6 +45,9 @@ from core.storage import FileSessionStorage, PathArg, StorageStat
 from sessionfs.view import render
 from sessionfs.view.access import FileAccess
 from sessionfs.view.agent_index import SessionRef
+from sessionfs.view.agent_notes import SessionLinks
+from sessionfs.view.branch_pages import is_branch_page, page_name, tip_indexes
+from sessionfs.view.html_images import BlobFiles
 from sessionfs.view.names import entry_file_names
 from sessionfs.view.refusal import READ_ONLY_REASON, WriteRejected
 from sessionfs.view.renderings import parses_entries, render_source
@@ -64,6 +68,8 @@ __all__ = [
 
 #: How old a freshness check may be before the next access repeats it (one stat).
 FRESH_INTERVAL = 0.2
+#: Branch pages (``branches/<tip>.html``) a session keeps rendered; older ones go.
+BRANCH_PAGES_KEPT = 4
 #: What a session's ``entries/`` table costs per entry once built (its name and
 #: index), and a listing per row (the row, its node, the inode table's row once the
 #: kernel has seen the name), beyond the entry files' bytes. Measured (issue 26): 60
@@ -164,6 +170,11 @@ class LoadedSession:
     whole_read_limit: int | None = None
     last_result: str | None = None
     last_error: str | None = None
+    #: forks the mount started from or of this session (another agent's: its notes)
+    links: SessionLinks | None = None
+    #: the blob store ``transcript.html`` inlines images from (an xcsh agent dir's;
+    #: ``None``: images are links only)
+    blobs_dir: Path | None = None
 
     @classmethod
     def parsed(cls, ref: SessionRef, manager: SessionManager) -> LoadedSession:
@@ -236,6 +247,7 @@ class LoadedSession:
         if self.opener is not None:
             st = os.stat(self.ref.path)
             self._hold(self.opener(self.ref), st)
+            self.apply_pin()
         elif self.pinned_leaf is not None or not self._load_compact(warm):
             self.ensure_loaded()
             self.apply_pin()
@@ -290,6 +302,10 @@ class LoadedSession:
     def apply_pin(self) -> None:
         """Put a pinned leaf back after a full reload (the loader picks the last entry);
         a pin whose entry vanished (file replaced) is dropped."""
+        source = self.source
+        if isinstance(source, JsonlSession):
+            self._apply_choice(source)
+            return
         manager = self.manager
         if self.pinned_leaf is None or manager is None:
             return
@@ -300,6 +316,40 @@ class LoadedSession:
             manager.branch(leaf)
         else:
             self.pinned_leaf = None
+
+    def _apply_choice(self, source: JsonlSession[Any]) -> None:
+        """Another agent's session: its reader shows the pinned leaf (`choose_leaf`)."""
+        leaf = self.pinned_leaf[0] if self.pinned_leaf is not None else None
+        try:
+            source.choose_leaf(leaf)
+        except (KeyError, ValueError):  # the entry is gone (the file was replaced)
+            self.pinned_leaf = None
+            source.choose_leaf(None)
+
+    def choose_leaf(self, name: str | None) -> None:
+        """Another agent's session: show entry ``name`` as the leaf (``None``: the
+        agent's own again), held in memory, never written to the file. Worker thread,
+        under the lock. `WriteRejected` (``EINVAL``) for an entry its agent cannot
+        continue from; ``EROFS`` for a session whose reader holds no such choice."""
+        source = self._held()
+        if not isinstance(source, JsonlSession):
+            raise WriteRejected(errno.EROFS, READ_ONLY_REASON)
+        try:
+            source.choose_leaf(name)
+        except ValueError:
+            raise WriteRejected(
+                errno.EINVAL,
+                f"leaf: {name} is a metadata line; the agent continues only from an "
+                "entry of its conversation",
+            ) from None
+        self.pinned_leaf = None if name is None else (name,)
+        self.after_write(entries_changed=False)
+
+    def own_leaf_name(self) -> str | None:
+        """Another agent's session: the entry the agent itself would continue from
+        (``None`` also for an xcsh session, which has no such distinction)."""
+        source = self._held()
+        return source.own_leaf_name() if isinstance(source, JsonlSession) else None
 
     def dehydrate(self) -> None:
         """Let the session go and what is derived per entry; keep the renderings."""
@@ -336,8 +386,11 @@ class LoadedSession:
             changed = 0 if not found else -1 if reread else 1
         if changed > 0:
             # Another process appended: core moved the leaf to its last line, which
-            # records a leaf in the file; the one chosen through the mount is over.
+            # records a leaf in the file; the one chosen through the mount is over
+            # (another agent's: it continued the session itself).
             self.pinned_leaf = None
+            if isinstance(self.source, JsonlSession):
+                self.source.choose_leaf(None)
         elif changed < 0:
             self.apply_pin()
         self.file_state = state
@@ -432,6 +485,11 @@ class LoadedSession:
         """The leaf's entry name (an xcsh session: its id)."""
         return self._held().leaf_name()
 
+    def entry_name(self, index: int) -> str:
+        """Entry ``index``'s raw name (an xcsh session: its id; another agent's: see
+        `core.formats.base`)."""
+        return self._held().entry_name(index)
+
     def index_of_id(self, entry_id: str) -> int | None:
         """The position of the entry named ``entry_id`` (the last one of a repeated
         id)."""
@@ -493,6 +551,11 @@ class LoadedSession:
     def blob_shas(self) -> list[str]:
         return self._held().blob_shas()
 
+    def branch_page_names(self) -> list[str]:
+        """``branches/``: a page per tip of the tree, named like its entry file."""
+        names = self.table().names
+        return [page_name(names[index]) for index in tip_indexes(self._held())]
+
     # -- renderings, cached per version -----------------------------------------------
 
     def cached(self, what: str) -> bytes | None:
@@ -502,14 +565,25 @@ class LoadedSession:
         data = self._renders.get(what)
         if data is None:
             source = self._held()
+            images = BlobFiles(self.blobs_dir, self.access) if self.blobs_dir else None
             if parses_entries(what):
                 with source.parsed_once():
-                    data = render_source(source, what)
+                    data = render_source(source, what, images, self.links)
             else:
-                data = render_source(source, what)
+                data = render_source(source, what, images, self.links)
+            if is_branch_page(what):
+                self._forget_branch_pages(keep=BRANCH_PAGES_KEPT - 1)
             self._renders[what] = data
             self._cached_bytes += len(data)
         return data
+
+    def _forget_branch_pages(self, keep: int) -> None:
+        """Keep only the ``keep`` newest branch pages: a session has a page per tip,
+        each about as big as its transcript, and ``cat branches/*`` must not hold them
+        all (the dict keeps insertion order: the first ones are the oldest)."""
+        pages = [name for name in self._renders if is_branch_page(name)]
+        for name in pages[: max(0, len(pages) - keep)]:
+            self._cached_bytes -= len(self._renders.pop(name))
 
     def memory_cost(self) -> int:
         """Bytes counted against the cache's budget: the session as held (its source's

@@ -1,13 +1,13 @@
 """Another agent's session files, as listings see them: ``OtherAgentIndex``.
 
 The `AgentIndex` the nodes know (projects, a project's sessions, a session's
-sub-agents, one session by its mount names, ``by-id``), over Claude Code's or Codex's
-directory instead of an xcsh agent dir. Where the files are and what the first KiB of
-each says is the agent's `AgentCatalog` (`sessionfs.view.agent_sources`); this class
-keeps the answer for a moment (`LIST_INTERVAL`), so a ``find`` or ``grep -r`` over the
-tree, which asks for every dir, costs one scan per interval, and a new session or a
-new sub-agent shows within it. Each scan is a stat per file; the first KiB of a file
-is read again only when the file was replaced (`AgentCatalog` remembers the rest).
+sub-agents, one session by its mount names, ``by-id``), over another agent's directory
+(Claude Code's, Codex's, …) instead of an xcsh agent dir. Where the files are and what
+the first KiB of each says is the agent's `AgentCatalog` (its registered connector's
+listing, `sessionfs.view.agent_sources`); this class keeps the answer for a moment
+(`LIST_INTERVAL`), so a ``find`` or ``grep -r`` over the tree, which asks for every
+dir, costs one scan per interval, and a new session or a new sub-agent shows within it.
+Each scan is a stat per file and the first KiB of each session file.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from core.formats.agent_format import ListedSession
 from sessionfs.view import session_keys
 from sessionfs.view.agent_index import NEEDS_IO, AgentIndex, ProjectListing
 from sessionfs.view.session_ref import SessionRef
@@ -31,15 +32,8 @@ __all__ = ["LIST_INTERVAL", "AgentCatalog", "Listed", "OtherAgentIndex"]
 LIST_INTERVAL = 0.5
 
 
-@dataclass(frozen=True, slots=True)
-class Listed:
-    """One session file as a catalog finds it: ``stem`` is ``<parent>/<name>`` for a
-    sub-agent's (`session_keys.child_stem`)."""
-
-    project: str
-    stem: str
-    path: Path
-    header: dict[str, object]
+#: One session file as a catalog finds it (its connector's listing).
+Listed = ListedSession
 
 
 class AgentCatalog(Protocol):
@@ -83,6 +77,13 @@ class OtherAgentIndex(AgentIndex):
                 scan = self._scan = self._scan_now()
             return scan
 
+    def rescan(self) -> None:
+        """The next listing scans again, not up to `LIST_INTERVAL` later (a session the
+        mount's ``send`` just made shows at once); lookups keep the last scan."""
+        with self._lock:
+            if self._scan is not None:
+                self._scan.at = float("-inf")
+
     def _known(self) -> _Scan:
         """For lookups run on the event loop: the last scan, however old, while it
         knows what is asked (a session's file never moves; a stale mtime is caught
@@ -92,6 +93,8 @@ class OtherAgentIndex(AgentIndex):
     def _scan_now(self) -> _Scan:
         scan = _Scan(at=time.monotonic())
         for listed in self.catalog.scan():
+            if not session_keys.is_valid_name(listed.project):
+                continue
             try:
                 st = os.stat(listed.path)
             except OSError:

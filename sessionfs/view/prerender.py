@@ -40,9 +40,9 @@ from core.formats.base import SessionSource
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.agent_sources import open_agent_file
 from sessionfs.view.loaded_session import LoadedSession
-from sessionfs.view.render_cache import CachedRender, FileIdentity, RenderCache
+from sessionfs.view.render_cache import TRANSCRIPT, CachedRender, FileIdentity, RenderCache
 
-__all__ = ["Prerenderer", "RenderFailed", "RenderOutcome", "render_transcript"]
+__all__ = ["PAGE", "Prerenderer", "RenderFailed", "RenderOutcome", "render_transcript"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,8 @@ JOBS_PER_WORKER = 2
 RECORDS_KEPT = 65536
 #: How many sessions after the one asked for are rendered ahead.
 READ_AHEAD = 8
+#: What the pages' workers render (`Prerenderer.pages`).
+PAGE = "transcript.html"
 #: Renderings whose sizes a worker also records (cheap next to the transcript).
 EXTRA_SIZES = ("header.json", "title")
 
@@ -80,12 +82,19 @@ class RenderOutcome:
 
 
 def render_transcript(
-    path: str, key: str, cache_root: str | None, want_bytes: bool, agent: str = "xcsh"
+    path: str,
+    key: str,
+    cache_root: str | None,
+    want_bytes: bool,
+    agent: str = "xcsh",
+    what: str = TRANSCRIPT,
+    blobs_dir: str | None = None,
 ) -> RenderOutcome:
     """In a worker: the transcript of the session file ``path`` (written by ``agent``)
     from its cache file when valid, else rendered (and stored). Raises `RenderFailed`
-    for a non-session."""
-    cache = RenderCache(Path(cache_root)) if cache_root is not None else None
+    for a non-session. ``what``: the rendering (``transcript.html`` for the pages,
+    with images inlined from ``blobs_dir``)."""
+    cache = RenderCache(Path(cache_root), what) if cache_root is not None else None
     try:
         before = FileIdentity.of(os.stat(path))
     except OSError as exc:
@@ -98,32 +107,36 @@ def render_transcript(
         found = cache.load(key, before)
         if found is not None:
             return RenderOutcome(found[0], found[1], rendered=False)
-    transcript, sizes = _render(Path(path), agent)
+    transcript, sizes = _render(Path(path), agent, what, blobs_dir)
     if before.size >= TRIM_AFTER_BYTES:
         _trim_heap()
     # Keyed by the identity seen *before* reading: if the file grew meanwhile, the
     # record is stale at once and the next access renders again (never the reverse).
     stored = cache.store(key, before, sizes, transcript) if cache is not None else None
     if stored is None:
-        return RenderOutcome(CachedRender(before, sizes), transcript, rendered=True)
+        return RenderOutcome(CachedRender(before, sizes, body=what), transcript, rendered=True)
     return RenderOutcome(stored, transcript if want_bytes else None, rendered=True)
 
 
-def _render(path: Path, agent: str) -> tuple[bytes, dict[str, int]]:
-    """Load the session as the daemon does and render it: an xcsh file compact (one
-    read, one parse of each line, no manager; an older format version is parsed and
-    migrated), another agent's through the reader the daemon opens it with."""
+def _render(
+    path: Path, agent: str, what: str, blobs_dir: str | None
+) -> tuple[bytes, dict[str, int]]:
+    """Load the session as the daemon does and render ``what``: an xcsh file compact
+    (one read, one parse of each line, no manager; an older format version is parsed
+    and migrated), another agent's through the reader the daemon opens it with."""
     ref = SessionRef(path.parent.name, path.name.removesuffix(".jsonl"), path, {}, 0, 0)
     opener = None if agent == "xcsh" else partial(_open_other, agent)
-    session = LoadedSession(ref=ref, opener=opener)
+    blobs = Path(blobs_dir) if blobs_dir is not None else None
+    session = LoadedSession(ref=ref, opener=opener, blobs_dir=blobs)
     try:
-        session.load(warm="transcript.md")
+        session.load(warm=what)
     except (NotASessionError, OSError) as exc:
         raise RenderFailed(f"{path}: {exc}") from None
-    transcript = session.rendered("transcript.md")
-    sizes = {"transcript.md": len(transcript)}
-    sizes.update({name: len(session.rendered(name)) for name in EXTRA_SIZES})
-    return transcript, sizes
+    body = session.rendered(what)
+    sizes = {what: len(body)}
+    if what == TRANSCRIPT:
+        sizes.update({name: len(session.rendered(name)) for name in EXTRA_SIZES})
+    return body, sizes
 
 
 def _open_other(agent: str, ref: SessionRef) -> SessionSource:
@@ -149,7 +162,13 @@ class _Job:
 
 class Prerenderer:
     """Transcripts of session files, rendered and validated in worker processes
-    (async API, event loop only). ``cache_root`` ``None``: no disk cache at all."""
+    (async API, event loop only). ``cache_root`` ``None``: no disk cache at all.
+
+    ``what``: the rendering it makes, ``transcript.md`` (what ``transcripts/`` and
+    ``grep -r`` read, rendered ahead) or ``transcript.html`` (the pages: only what is
+    asked for, into a cache dir of their own, images inlined from ``blobs_dir``).
+    ``pool_from``: another `Prerenderer` whose worker processes this one shares (the
+    pages borrow the transcripts' two workers rather than starting two more)."""
 
     def __init__(
         self,
@@ -157,12 +176,18 @@ class Prerenderer:
         cache_root: Path | None,
         workers: int = WORKERS,
         agent: str = "xcsh",
+        what: str = TRANSCRIPT,
+        blobs_dir: Path | None = None,
+        pool_from: Prerenderer | None = None,
     ) -> None:
         self.sessions_root = sessions_root
         #: which agent's format the session files are in (`render_transcript`)
         self.agent = agent
         self.cache_root = cache_root
         self.workers = workers
+        self.what = what
+        self.blobs_dir = blobs_dir
+        self.pool_from = pool_from
         self._pool: ProcessPoolExecutor | None = None
         self._records: OrderedDict[Path, CachedRender] = OrderedDict()
         self._jobs: dict[Path, _Job] = {}
@@ -176,6 +201,19 @@ class Prerenderer:
         #: sessions parsed by workers, and cache files found valid (ctl shows them)
         self.rendered_count = 0
         self.reused_count = 0
+
+    def pages(self, cache_root: Path | None, blobs_dir: Path | None) -> Prerenderer:
+        """The workers of the same session files' ``transcript.html``: this one's
+        processes, their own cache dir (``cache_root``)."""
+        return Prerenderer(
+            self.sessions_root,
+            cache_root,
+            self.workers,
+            self.agent,
+            what=PAGE,
+            blobs_dir=blobs_dir,
+            pool_from=self,
+        )
 
     # -- what the nodes ask --------------------------------------------------------
 
@@ -198,7 +236,7 @@ class Prerenderer:
         if self.cache_root is None or path in self._jobs:
             return None  # a worker is on it already: its outcome is the answer
         record = await trio.to_thread.run_sync(
-            RenderCache(self.cache_root).validate, self._key(path), identity
+            RenderCache(self.cache_root, self.what).validate, self._key(path), identity
         )
         if record is not None:
             self._found(path, record)
@@ -246,7 +284,7 @@ class Prerenderer:
         """Read-ahead's check of cache files (a system task: nothing but its own
         cancellation at unmount may leave it)."""
         assert self.cache_root is not None
-        cache = RenderCache(self.cache_root)
+        cache = RenderCache(self.cache_root, self.what)
         keys = [self._key(path) for path in paths]
 
         def check() -> list[CachedRender | None]:
@@ -298,13 +336,14 @@ class Prerenderer:
     def close(self) -> None:
         """Stop the workers (at unmount); queued read-ahead is dropped."""
         log.info(
-            "transcripts: %d rendered, %d found in the cache dir",
+            "%s: %d rendered, %d found in the cache dir",
+            "transcripts" if self.what == TRANSCRIPT else self.what,
             self.rendered_count,
             self.reused_count,
         )
         self._closed = True  # a read-ahead check finishing later starts no new pool
         self._queue.clear()
-        if self._pool is not None:
+        if self._pool is not None:  # (a borrowed pool is its owner's to shut down)
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
@@ -333,9 +372,17 @@ class Prerenderer:
     def _submit(self, job: _Job) -> None:
         token = trio.lowlevel.current_trio_token()
         cache_root = str(self.cache_root) if self.cache_root is not None else None
+        blobs_dir = str(self.blobs_dir) if self.blobs_dir is not None else None
         try:
             future = self._executor().submit(
-                render_transcript, str(job.path), job.key, cache_root, job.want_bytes, self.agent
+                render_transcript,
+                str(job.path),
+                job.key,
+                cache_root,
+                job.want_bytes,
+                self.agent,
+                self.what,
+                blobs_dir,
             )
         except RuntimeError as exc:  # the pool is shut down (unmounting)
             self._finish(job, None, exc)
@@ -376,6 +423,8 @@ class Prerenderer:
     def _executor(self) -> ProcessPoolExecutor:
         if self._closed:
             raise RuntimeError("the render workers are stopped")
+        if self.pool_from is not None:
+            return self.pool_from._executor()
         if self._pool is None:
             # spawn: a fresh interpreter, never a fork of a process with threads
             self._pool = ProcessPoolExecutor(

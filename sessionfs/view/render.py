@@ -13,7 +13,7 @@ its indentation (a comb-shaped tree would otherwise grow with depth squared).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from core.blobs import parse_blob_ref
@@ -33,6 +33,7 @@ __all__ = [
     "status_text",
     "title_text",
     "transcript_md",
+    "tree_rows",
     "tree_text",
 ]
 
@@ -302,20 +303,31 @@ def _indent(level: int, branch_start: bool) -> str:
     return indent + f"[depth {level}] " if level > TREE_MAX_INDENT else indent
 
 
-def _tree_lines(
-    roots: Sequence[T], children: Callable[[T], Sequence[T]], describe: Callable[[T], str]
-) -> bytes:
-    """The lines of a tree, one per node: indented per branch (`_indent`), iteratively
-    (a 100,000-entry chain is one level, and never 100,000 frames deep)."""
-    lines: list[str] = []
+def tree_rows(
+    roots: Sequence[T], children: Callable[[T], Sequence[T]]
+) -> Iterator[tuple[T, int, bool]]:
+    """``(node, level, branch_start)`` per node in ``tree.txt``'s order (depth first,
+    children in order): a chain stays at its level and only a fork's children go one
+    level deeper, ``branch_start`` on each of them. Iterative: a 100,000-entry chain is
+    one level, and never 100,000 frames deep."""
     stack: list[tuple[T, int, bool]] = [(r, 0, False) for r in reversed(roots)]
     while stack:
         node, level, branch_start = stack.pop()
-        lines.append(f"{_indent(level, branch_start)}{describe(node)}\n")
+        yield node, level, branch_start
         kids = children(node)
         forks = len(kids) > 1
         for kid in reversed(kids):
             stack.append((kid, level + 1 if forks else level, forks))
+
+
+def _tree_lines(
+    roots: Sequence[T], children: Callable[[T], Sequence[T]], describe: Callable[[T], str]
+) -> bytes:
+    """The lines of a tree, one per node (`tree_rows`), indented per branch (`_indent`)."""
+    lines = [
+        f"{_indent(level, branch_start)}{describe(node)}\n"
+        for node, level, branch_start in tree_rows(roots, children)
+    ]
     return "".join(lines).encode("utf-8", "surrogatepass")
 
 

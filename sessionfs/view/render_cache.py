@@ -44,7 +44,15 @@ import orjson
 
 from core.file_identity import FileIdentity
 from core.private_files import make_private_dirs
-from sessionfs.view import loaded_session, render, renderings
+from sessionfs.view import (
+    branch_pages,
+    html_images,
+    loaded_session,
+    render,
+    render_html,
+    render_svg,
+    renderings,
+)
 
 __all__ = [
     "MAGIC",
@@ -72,13 +80,23 @@ MAX_META = 64 * 1024
 ENTRY_NAME_CHARS = 40
 #: Cache files being written are named so (then renamed over the real name).
 TEMP_PREFIX = ".tmp-"
+#: What a cache file holds unless told otherwise.
+TRANSCRIPT = "transcript.md"
 
 
 def renderer_fingerprint() -> str:
     """A hash of the code that renders: a cache written by another version of the
     renderer (an upgrade, a fix) is never served as if it were current."""
     digest = hashlib.sha256()
-    for module in (render, renderings, loaded_session):
+    for module in (
+        render,
+        renderings,
+        loaded_session,
+        render_html,
+        html_images,
+        branch_pages,
+        render_svg,
+    ):
         digest.update(Path(str(module.__file__)).read_bytes())
     return digest.hexdigest()[:16]
 
@@ -91,7 +109,7 @@ class CachedRender:
     """What is known of one session file's renderings (tiny: kept in memory per file)."""
 
     identity: FileIdentity
-    #: byte sizes of the renderings made (``transcript.md`` always)
+    #: byte sizes of the renderings made (the `body` always)
     sizes: dict[str, int]
     #: the cache file holding the transcript and its identity when validated, or
     #: ``None`` when it could not be stored (then the bytes come from a worker)
@@ -100,17 +118,24 @@ class CachedRender:
     data_offset: int = 0
     #: the transcript's CRC as stored (checked where the body is read whole)
     crc32: int = 0
+    #: the rendering the cache file holds: ``transcript.md``, or ``transcript.html``
+    #: in the pages' cache
+    body: str = TRANSCRIPT
 
     @property
     def transcript_size(self) -> int:
-        return self.sizes["transcript.md"]
+        """The size of the `body`."""
+        return self.sizes[self.body]
 
 
 class RenderCache:
-    """The cache files of one agent dir (``root`` = ``<cache dir>/agent-<hash>/renders``)."""
+    """The cache files of one agent dir (``root`` = ``<cache dir>/agent-<hash>/renders``)
+    holding one rendering each, ``body`` (the pages' cache: ``.../pages``, holding
+    ``transcript.html``)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, body: str = TRANSCRIPT) -> None:
         self.root = root
+        self.body = body
 
     def path_for(self, key: str) -> Path:
         """The cache file of the session file ``key`` (its path below the sessions root)."""
@@ -128,7 +153,7 @@ class RenderCache:
         except OSError:
             return None
         try:
-            record = _validate_open(fd, path, key, identity)
+            record = _validate_open(fd, path, key, identity, self.body)
             if record is not None and prefetch:
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
             return record
@@ -178,7 +203,7 @@ class RenderCache:
         except OSError as exc:
             log.debug("render cache: cannot store %s: %s", key, exc)
             return None
-        return CachedRender(identity, sizes, (path, cache_identity), len(head), crc)
+        return CachedRender(identity, sizes, (path, cache_identity), len(head), crc, self.body)
 
 
 def entry_name(key: str) -> str:
@@ -253,31 +278,34 @@ def _read_meta(fd: int) -> tuple[dict[str, Any], int] | None:
     return (meta, offset) if isinstance(meta, dict) else None
 
 
-def _validate_open(fd: int, path: Path, key: str, identity: FileIdentity) -> CachedRender | None:
+def _validate_open(
+    fd: int, path: Path, key: str, identity: FileIdentity, body: str
+) -> CachedRender | None:
     cache_identity = FileIdentity.of(os.fstat(fd))
     read = _read_meta(fd)
     if read is None:
         return None
     meta, offset = read
-    parsed = _parse_meta(meta, key, identity)
+    parsed = _parse_meta(meta, key, identity, body)
     if parsed is None:
         return None
     sizes, crc = parsed
-    if cache_identity.size != offset + sizes["transcript.md"]:
+    if cache_identity.size != offset + sizes[body]:
         return None  # truncated, or something appended
-    return CachedRender(identity, sizes, (path, cache_identity), offset, crc)
+    return CachedRender(identity, sizes, (path, cache_identity), offset, crc, body)
 
 
 def _parse_meta(
-    meta: dict[str, Any], key: str, identity: FileIdentity
+    meta: dict[str, Any], key: str, identity: FileIdentity, body: str
 ) -> tuple[dict[str, int], int] | None:
-    """(sizes, transcript CRC) when the meta is ours, for ``key`` at ``identity``."""
+    """(sizes, body CRC) when the meta is ours, for ``key`` at ``identity``, and holds
+    ``body``."""
     try:
         expected = [identity.dev, identity.ino, identity.size, identity.mtime_ns]
         if meta["key"] != key or meta["identity"] != expected or meta["renderer"] != _FINGERPRINT:
             return None
         sizes = {str(k): int(v) for k, v in meta["sizes"].items()}
-        if sizes["transcript.md"] < 0:
+        if sizes[body] < 0:
             return None
         return sizes, int(meta["crc32"])
     except (KeyError, TypeError, ValueError, AttributeError):

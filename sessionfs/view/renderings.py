@@ -9,12 +9,24 @@ wherever it was made.
 from __future__ import annotations
 
 from core.formats.base import SessionSource
-from sessionfs.view import render
+from sessionfs.view import render, render_html, render_svg
+from sessionfs.view.agent_notes import SessionLinks
+from sessionfs.view.branch_pages import BRANCHES_DIR, entry_of_page, is_branch_page
+from sessionfs.view.html_images import ImageSource
 
 __all__ = ["RENDERINGS", "parses_entries", "render_source"]
 
 #: The renderings a session dir shows, by file name.
-RENDERINGS = ("header.json", "title", "context.json", "transcript.md", "tree.txt", "stats.json")
+RENDERINGS = (
+    "header.json",
+    "title",
+    "context.json",
+    "transcript.md",
+    "transcript.html",
+    "tree.txt",
+    "tree.svg",
+    "stats.json",
+)
 #: Renderings made from the header alone (nothing to parse in the compact form).
 _HEADER_ONLY = frozenset({"header.json", "title"})
 
@@ -24,10 +36,21 @@ def parses_entries(what: str) -> bool:
     return what not in _HEADER_ONLY
 
 
-def render_source(source: SessionSource, what: str) -> bytes:
-    """One rendering of a session dir (`RENDERINGS`) from any agent's source."""
+def render_source(
+    source: SessionSource,
+    what: str,
+    images: ImageSource | None = None,
+    links: SessionLinks | None = None,
+) -> bytes:
+    """One rendering of a session dir (`RENDERINGS`, or ``branches/<tip>.html``) from
+    any agent's source. ``images``: where ``transcript.html`` reads blobs to inline;
+    ``links``: the forks the mount started from or of it (`sessionfs.view.agent_notes`),
+    which ``header.json`` (``parentSession``) and ``tree.txt`` show."""
     if what == "header.json":
-        return render.pretty_json(source.header())
+        header = source.header()
+        if links is not None and links.parent is not None:
+            header["parentSession"] = links.parent.parent_file
+        return render.pretty_json(header)
     if what == "title":
         title = source.shown_title()
         return render.title_text({} if title is None else {"title": title})
@@ -40,8 +63,21 @@ def render_source(source: SessionSource, what: str) -> bytes:
             [turn.message for turn in turns],
             [{"id": turn.entry_name, "timestamp": turn.time} for turn in turns],
         )
+    if what == "transcript.html":
+        return render_html.transcript_html(source, images=images)
+    tip = _branch_page_tip(what)
+    if tip is not None:
+        return render_html.transcript_html(source, tip=tip, images=images)
     if what == "tree.txt":
-        return render.source_tree_text(source)
+        tree = render.source_tree_text(source)
+        return tree + links.tree_lines().encode("utf-8") if links else tree
+    if what == "tree.svg":
+        return render_svg.tree_svg(source)
     if what == "stats.json":
         return render.pretty_json(source.stats())
     raise KeyError(what)
+
+
+def _branch_page_tip(what: str) -> str | None:
+    """The ``entries/`` file name of the tip ``branches/<tip>.html`` is the page of."""
+    return entry_of_page(what.removeprefix(BRANCHES_DIR + "/")) if is_branch_page(what) else None

@@ -15,9 +15,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
@@ -26,6 +27,7 @@ import trio
 from core import NotASessionError, SessionManager
 from core.errors import GuestWriteWouldWait
 from sessionfs.view.agent_index import NEEDS_IO, AgentIndex, SessionRef
+from sessionfs.view.agent_notes import AgentNotes, ForkLink, LeafChoice
 from sessionfs.view.cache_counts import CacheCounts
 from sessionfs.view.loaded_session import FRESH_INTERVAL, LoadedSession, parses_entries
 from sessionfs.view.refusal import WriteRejected
@@ -122,15 +124,21 @@ class SessionCache:
         after_eviction: Callable[[], None] = lambda: None,
         rss_bound: RssBound | None = None,
         new_session: Callable[[SessionRef], LoadedSession] | None = None,
+        notes: AgentNotes | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.index = index
+        #: another agent's sessions: leaves chosen and forks started through the mount,
+        #: kept in the cache dir (None: an xcsh agent dir, whose files hold them)
+        self.notes = notes
         #: the time as `get` notes it (``used_at``) and the RSS check reads it; the
         #: freshness checks use ``time.monotonic`` (a test's clock stands still)
         self.clock = clock
         #: a listed session not loaded yet: an xcsh file's `LoadedSession` by default;
         #: another agent's mount passes one with that agent's reader (``opener``)
-        self.new_session = new_session or (lambda ref: LoadedSession(ref=ref))
+        self.new_session = new_session or (
+            lambda ref: LoadedSession(ref=ref, blobs_dir=index.blobs_dir)
+        )
         self.budget = budget_bytes
         #: the process's real RSS checked after each load and job (the daemon's; None:
         #: the estimate alone bounds the cache, as in tests of other things)
@@ -218,6 +226,7 @@ class SessionCache:
             session = self.new_session(ref)
             session.whole_read_limit = limit  # bigger: not renderable, nor read whole
             session.pinned_leaf = self._dropped_pins.pop((project, stem), None)
+            self._take_notes(session)
             outcome = self._dropped_outcomes.pop((project, stem), (None, None))
             session.last_result, session.last_error = outcome
             try:
@@ -232,6 +241,65 @@ class SessionCache:
         self._evict(keep=session)
         return session
 
+    def _take_notes(self, session: LoadedSession) -> None:
+        """A session of another agent being loaded: its leaf chosen through the mount
+        (unless its file grew since: the agent continued it) and its fork links."""
+        notes = self.notes
+        if notes is None:
+            return
+        key = session.key
+        session.links = notes.links(key) or None
+        choice = notes.leaf(key)
+        if choice is None or session.pinned_leaf is not None:
+            return
+        try:
+            size = os.stat(session.ref.path).st_size  # the file as it is, not as listed
+        except OSError:
+            return  # gone: the load says so
+        if size > choice.size:
+            notes.set_leaf(key, None)
+        else:
+            session.pinned_leaf = (choice.leaf,)
+
+    def noted(self, project: str, stem: str) -> bool:
+        """Whether the session is shown otherwise than its file alone says (a leaf
+        chosen through the mount, fork links): then only a loaded session's renderings
+        are right, never those a render worker made from the file."""
+        loaded = self._sessions.get((project, stem))
+        if loaded is not None and loaded.pinned_leaf is not None:
+            return True
+        return self.notes is not None and self.notes.has_notes((project, stem))
+
+    async def choose_leaf(self, session: LoadedSession, name: str | None) -> None:
+        """Another agent's session: show entry ``name`` as its leaf (``None``: the
+        agent's own), remembered in the notes; `WriteRejected` when it cannot be."""
+
+        def choose() -> None:
+            session.choose_leaf(name)
+            if self.notes is not None:
+                size = session.file_state[1]
+                self.notes.set_leaf(session.key, None if name is None else LeafChoice(name, size))
+
+        async with session.lock:
+            with self._changing(session):
+                await trio.to_thread.run_sync(choose)
+
+    async def record_fork(self, link: ForkLink) -> None:
+        """Remember a fork the mount started; the parent and the fork show it at once."""
+        notes = self.notes
+        if notes is None:
+            return
+        await trio.to_thread.run_sync(notes.add_fork, link)
+        for key in (link.parent_key, link.child_key):
+            session = self._sessions.get(key)
+            if session is None:
+                continue
+            async with session.lock:
+                session.links = notes.links(key) or None
+                session.after_write(entries_changed=False)
+            for listener in self.listeners:
+                listener(session, False)
+
     async def _refresh(self, session: LoadedSession) -> None:
         if not session.lock.locked() and session.unchanged_on_disk():
             return  # the common case: one stat on the event loop, no thread hop
@@ -243,6 +311,9 @@ class SessionCache:
             except FileNotFoundError:
                 self.drop(session)
                 raise NotASession(str(session.ref.path)) from None
+            notes = self.notes
+            if notes is not None and session.pinned_leaf is None and notes.leaf(session.key):
+                await trio.to_thread.run_sync(notes.set_leaf, session.key, None)
         if changed:
             log.debug("%s changed (%d)", session.ref.path, changed)
             for listener in self.listeners:
@@ -435,7 +506,7 @@ class SessionCache:
         async with _Held(session.lock):
             if not session.is_loaded:  # let go since it was last used: read again
                 self.counts.loaded(session.key)
-            try:
+            with self._changing(session):
                 inline = (small or memory_only) and self._can_write_inline(session, disk=small)
                 if inline:
                     try:
@@ -445,15 +516,6 @@ class SessionCache:
                         inline = False  # nothing was written: wait in a thread
                 if not inline:
                     result = await trio.to_thread.run_sync(apply)
-            except WriteRejected as exc:
-                session.record_refusal(exc)
-                if exc.reload_session:
-                    self.drop(session)
-                raise
-            finally:
-                for listener in self.listeners:
-                    listener(session, False)
-            session.last_error = None
             if leaf == "moved":
                 session.pinned_leaf = (session.leaf_id(),)
             elif leaf == "recorded":
@@ -472,6 +534,24 @@ class SessionCache:
         self._rss_growth_unchecked += max(grown, 0)
         if self._growth_unchecked > min(_EVICT_CHECK_GROWTH, self.budget // 64):
             self._evict(keep=session, rss=self._rss_growth_unchecked > _RSS_CHECK_GROWTH)
+
+    @contextlib.contextmanager
+    def _changing(self, session: LoadedSession) -> Iterator[None]:
+        """Around a change through the mount: a refusal is kept for ``ctl`` (and a
+        session whose core latched a persistence error is dropped, to be read from
+        disk again), the listeners are told either way, and success clears
+        ``last_error``."""
+        try:
+            yield
+        except WriteRejected as exc:
+            session.record_refusal(exc)
+            if exc.reload_session:
+                self.drop(session)
+            raise
+        finally:
+            for listener in self.listeners:
+                listener(session, False)
+        session.last_error = None
 
     def _can_write_inline(self, session: LoadedSession, *, disk: bool) -> bool:
         """True when a small write can only append and fsync (a leaf move: change

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core import paths
+from core.paths import child_stem
 
 __all__ = [
     "AGENTS_DIR",
@@ -50,11 +51,6 @@ def is_valid_name(name: str) -> bool:
 def is_valid_stem(stem: str) -> bool:
     parts = stem.split("/")
     return len(parts) <= MAX_STEM_PARTS and all(is_valid_name(p) for p in parts)
-
-
-def child_stem(stem: str, name: str) -> str:
-    """The stem of the sub-agent session ``name`` of the session ``stem``."""
-    return f"{stem}/{name}"
 
 
 def session_file(sessions_root: Path, project: str, stem: str) -> Path:

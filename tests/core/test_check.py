@@ -336,7 +336,9 @@ def test_report_is_json_serialisable(session: Path) -> None:
         "fixed",
         "refused",
         "remaining",
+        "agent",
     }
+    assert document["agent"] is None  # an xcsh file
     assert document["findings"][0] == {
         "code": "malformed-line",
         "severity": "error",

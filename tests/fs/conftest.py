@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.mount import Mount, MountFactory, load_demo_module
+from support.other_agents import AgentTrees, fake_home, home_env
 from support.tmpfs import fill, tmpfs
 
 
@@ -30,6 +31,18 @@ def demo_agent(demo_template: Path, tmp_path: Path) -> Path:
 @pytest.fixture
 def demo_mount(demo_agent: Path, mount_factory: MountFactory) -> Mount:
     return mount_factory(demo_agent)
+
+
+@pytest.fixture
+def agent_trees(tmp_path: Path) -> AgentTrees:
+    """Claude Code's and Codex's dirs under a fake HOME (`support.other_agents`)."""
+    return fake_home(tmp_path)
+
+
+@pytest.fixture
+def agents_mount(agent_trees: AgentTrees, demo_agent: Path, mount_factory: MountFactory) -> Mount:
+    """The demo agent dir mounted with ``agent_trees``' HOME (``agents/claude``, ``/codex``)."""
+    return mount_factory(demo_agent, env=home_env(agent_trees.home))
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ from support.other_agents import (
     CLAUDE_PROJECT,
     CODEX_PROJECT,
     AgentTrees,
-    fake_home,
     home_env,
     load_demo_agents,
 )
@@ -27,28 +26,36 @@ from support.write_setup import read_ctl
 pytestmark = pytest.mark.fuse
 
 DEMO_PROJECT = "-home-demo-webapp"
+#: what reading shows, and ``ctl``, ``send``, ``send.log`` (the agent continues the
+#: session: sessionfs writes nothing of it)
 SESSION_FILES = [
+    "branches",
     "context.json",
+    "ctl",
     "entries",
     "header.json",
     "leaf",
     "path",
+    "send",
+    "send.log",
     "stats.json",
     "subagents",
     "title",
+    "transcript.html",
     "transcript.md",
+    "tree.svg",
     "tree.txt",
 ]
 
 
 @pytest.fixture
-def trees(tmp_path: Path) -> AgentTrees:
-    return fake_home(tmp_path)
+def trees(agent_trees: AgentTrees) -> AgentTrees:
+    return agent_trees
 
 
 @pytest.fixture
-def mounted(trees: AgentTrees, demo_agent: Path, mount_factory: MountFactory) -> Mount:
-    return mount_factory(demo_agent, env=home_env(trees.home))
+def mounted(agents_mount: Mount) -> Mount:
+    return agents_mount
 
 
 def _json(path: Path) -> dict:
@@ -339,5 +346,5 @@ def test_one_search_spans_every_agent(mounted: Mount, trees: AgentTrees, tmp_pat
 
 def test_the_root_ignore_covers_the_agents_duplicate_views(mounted: Mount) -> None:
     ignore = (mounted.path / ".ignore").read_text().splitlines()
-    for name in ("entries/", "path/", "context.json", "tree.txt", "transcript.md"):
+    for name in ("entries/", "path/", "context.json", "tree.txt", "transcript.md", "branches/"):
         assert f"/agents/*/sessions/**/{name}" in ignore

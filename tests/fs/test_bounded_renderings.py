@@ -19,7 +19,15 @@ COMB_STEPS = 5000
 DEPTH = 300
 #: "a small multiple of the session file's size"
 BOUND = 3
-RENDERED = ("tree.txt", "context.json", "transcript.md", "stats.json", "header.json")
+RENDERED = (
+    "tree.txt",
+    "tree.svg",
+    "context.json",
+    "transcript.md",
+    "transcript.html",
+    "stats.json",
+    "header.json",
+)
 
 HEADER = {
     "type": "session",

@@ -62,6 +62,7 @@ def test_reading_many_sessions_keeps_the_daemon_under_its_cache_budget(
     first = {}
     for session in sessions:
         first[session.name] = (session / "context.json").read_bytes()
+        assert (session / "transcript.html").read_bytes().endswith(b"</html>\n")
         entries = os.listdir(session / "entries")
         assert len(entries) == ENTRIES
         assert (session / "entries" / sorted(entries)[-1]).read_bytes()

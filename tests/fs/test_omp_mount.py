@@ -108,6 +108,8 @@ def test_an_omp_agent_dir_lists_reads_and_greps(omp_mount: tuple[Mount, Path, Pa
         "__advisor-1",
     ]
     assert run("cat", d / "subagents" / "Anna" / "title") == "Anna\n"
+    assert "How do I list files" in run("cat", d / "transcript.html")
+    assert "<title>Anna</title>" in run("cat", d / "subagents" / "Anna" / "transcript.html")
     assert os.path.realpath(mount.path / "by-id" / OMP_SESSION_ID) == str(d)
     assert os.path.realpath(mount.path / "recent" / "1") == str(d)
     assert run("ls", mount.path / "blobs").split() == [

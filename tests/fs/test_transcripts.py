@@ -205,7 +205,7 @@ def test_a_replaced_or_deleted_session_file(word_agent: Path, mount_factory: Mou
 
 def test_the_root_ignore_leaves_out_the_duplicate_views(demo_mount: Mount) -> None:
     ignore = (demo_mount.path / ".ignore").read_text().splitlines()
-    for name in ("entries/", "path/", "context.json", "tree.txt", "transcript.md"):
+    for name in ("entries/", "path/", "context.json", "tree.txt", "transcript.md", "branches/"):
         assert f"/sessions/**/{name}" in ignore
     assert not any(line.startswith("/transcripts") for line in ignore)
     if shutil.which("rg") is not None:

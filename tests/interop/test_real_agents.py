@@ -1,5 +1,5 @@
-"""The real-agent harness itself: one turn of the real pi and the real omp against the
-fake model server writes a session file whose last assistant message is the scripted
+"""The real-agent harness itself: one turn of the real pi, omp and Claude Code against
+a fake model server writes a session file whose last assistant message is the scripted
 reply, and the server saw the prompt. If these fail, every real-agent test would fail
 for a reason that has nothing to do with sessionfs."""
 
@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from support.agent_files import last_assistant_text, lines_of
+from support.fake_anthropic_server import FakeAnthropicServer, tool_use
 from support.fake_model_server import FakeModelServer, ModelRequest
-from support.real_agents import OmpAgent, PiAgent
+from support.real_agents import ClaudeAgent, OmpAgent, PiAgent
 
 Json = dict[str, Any]
 
@@ -98,3 +99,44 @@ def test_fake_model_holds_replies_until_released() -> None:
         assert plain["choices"][0]["message"]["content"] == "fake reply"
         with urllib.request.urlopen(f"{server.url}/models", timeout=30) as response:
             assert [m["id"] for m in json.loads(response.read())["data"]] == ["fake-model"]
+
+
+def test_claude_code_one_turn_and_a_tool_call(
+    claude_agent: ClaudeAgent, fake_anthropic: FakeAnthropicServer, tmp_path: Path
+) -> None:
+    """The real Claude Code against the fake Anthropic server: a tool call is run and
+    its result sent back, the session file holds the scripted reply, and a resumed
+    turn continues the same file with the first exchange in its request."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("the notes say hello\n")
+    fake_anthropic.reply_with(
+        [tool_use("Bash", {"command": "cat notes.txt", "description": "show notes"})],
+        "the notes greet you",
+    )
+    first = claude_agent.turn("read my notes", work)
+    assert first.result == "the notes greet you"
+    (session,) = claude_agent.sessions()
+    assert session.stem == first.session_id
+    after_tool = fake_anthropic.requests[1].messages
+    results = [
+        block
+        for message in after_tool
+        for block in message["content"]
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    ]
+    assert "the notes say hello" in json.dumps(results)
+    said = [
+        block["text"]
+        for line in lines_of(session)
+        if line["type"] == "assistant"
+        for block in line["message"]["content"]
+        if block["type"] == "text"
+    ]
+    assert said[-1] == "the notes greet you"
+
+    fake_anthropic.reply_with("second answer")
+    again = claude_agent.turn("and now?", work, resume=first.session_id)
+    assert again.session_id == first.session_id and claude_agent.sessions() == [session]
+    texts = " ".join(json.dumps(m["content"]) for m in fake_anthropic.requests[-1].messages)
+    assert "read my notes" in texts and "the notes greet you" in texts

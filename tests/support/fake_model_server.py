@@ -83,9 +83,16 @@ class FakeModelServer:
         self.model_ids = model_ids
         self._script = _Script()
         self._script.released.set()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd = ThreadingHTTPServer(
+            ("127.0.0.1", 0), _handler_for(self, self._handler_base())
+        )
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    def _handler_base(self) -> type[BaseHTTPRequestHandler]:
+        """The request handler of this server's wire format (a server of another wire
+        format, e.g. `fake_responses_server`, overrides it and keeps the scripting)."""
+        return _ChatHandler
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -160,7 +167,9 @@ class FakeModelServer:
 
     # ------------------------------------------------------------------ the handler's side
 
-    def _record(self, request: ModelRequest) -> str:
+    def _record(self, request: ModelRequest) -> Any:
+        """Record ``request``; its scripted reply once any hold is over (a `Reply`'s
+        text here; a server of another wire format scripts its own kinds of reply)."""
         script = self._script
         with script.lock:
             script.requests.append(request)
@@ -174,14 +183,16 @@ class FakeModelServer:
         return reply(request) if callable(reply) else reply
 
 
-def _handler_for(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(_ChatHandler):
-        fake = server
+def _handler_for(
+    server: FakeModelServer, base: type[BaseHTTPRequestHandler]
+) -> type[BaseHTTPRequestHandler]:
+    return type("Handler", (base,), {"fake": server})
 
-    return Handler
 
+class JsonHandler(BaseHTTPRequestHandler):
+    """What every wire format's handler shares: a quiet log, the model list, a JSON
+    request body read, JSON and SSE answers."""
 
-class _ChatHandler(BaseHTTPRequestHandler):
     fake: FakeModelServer
     protocol_version = "HTTP/1.1"
 
@@ -195,23 +206,20 @@ class _ChatHandler(BaseHTTPRequestHandler):
         else:
             self._send_json({"error": {"message": f"no such path {self.path}"}}, status=404)
 
-    def do_POST(self) -> None:
+    def _json_body(self, endpoint: str) -> Json | None:
+        """The POSTed JSON body when the path ends in ``endpoint``; else ``None``, with
+        the error already answered."""
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        if not self.path.rstrip("/").endswith(endpoint):
             self._send_json({"error": {"message": f"no such path {self.path}"}}, status=404)
-            return
+            return None
         try:
             body = json.loads(raw or b"{}")
         except json.JSONDecodeError as error:
             self._send_json({"error": {"message": f"bad JSON: {error}"}}, status=400)
-            return
-        text = self.fake._record(ModelRequest(self.path, body))
-        model = str(body.get("model") or DEFAULT_MODEL)
-        if body.get("stream"):
-            self._stream(model, text)
-        else:
-            self._send_json(_completion(model, text))
+            return None
+        return body if isinstance(body, dict) else {"body": body}
 
     def _send_json(self, payload: Json, status: int = 200) -> None:
         data = json.dumps(payload).encode()
@@ -221,18 +229,40 @@ class _ChatHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _stream(self, model: str, text: str) -> None:
+    def _start_events(self) -> None:
+        """Answer with an SSE stream, ended by closing the connection."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
-        for chunk in _chunks(model, text):
-            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-            self.wfile.flush()
-        self.wfile.write(b"data: [DONE]\n\n")
+
+    def _send_event(self, data: Json | str, event: str | None = None) -> None:
+        """One SSE event (``event:`` line when named, then its ``data:``)."""
+        head = f"event: {event}\n".encode() if event else b""
+        payload = data if isinstance(data, str) else json.dumps(data)
+        self.wfile.write(head + b"data: " + payload.encode() + b"\n\n")
         self.wfile.flush()
+
+
+class _ChatHandler(JsonHandler):
+    def do_POST(self) -> None:
+        body = self._json_body("/chat/completions")
+        if body is None:
+            return
+        text = self.fake._record(ModelRequest(self.path, body))
+        model = str(body.get("model") or DEFAULT_MODEL)
+        if body.get("stream"):
+            self._stream(model, text)
+        else:
+            self._send_json(_completion(model, text))
+
+    def _stream(self, model: str, text: str) -> None:
+        self._start_events()
+        for chunk in _chunks(model, text):
+            self._send_event(chunk)
+        self._send_event("[DONE]")
 
 
 _ids = iter(range(1, 1 << 62))

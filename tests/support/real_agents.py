@@ -7,6 +7,15 @@
   ``<repo>/.cache/omp``), and that Bun installs omp into ``<cache>/omp`` from npm's
   configured registry. Versions are pinned so a new upstream release cannot change
   what the interop tests mean under our feet.
+* **Codex** 0.171 (npm ``@openai/codex``; npm brings the native binary as
+  ``@openai/codex-linux-x64``, the package's Node launcher runs it) into
+  ``$SESSIONFS_CODEX_CACHE`` (else ``<repo>/.cache/npm-codex``). It talks to the
+  Responses API: `fake_responses_server`.
+* **Claude Code** 2.1 (npm ``@anthropic-ai/claude-code``; npm brings its native binary
+  through the platform package and its install script puts it at ``bin/claude.exe``)
+  is installed with npm into ``$SESSIONFS_CLAUDE_CACHE`` (else
+  ``<repo>/.cache/claude-code``). It talks the Anthropic Messages API to
+  `fake_anthropic_server` (``ANTHROPIC_BASE_URL``).
 
 Each agent run gets its own ``HOME`` (nothing of the real user's config, keys or
 sessions leaks in, and nothing the agent writes leaks out), a clean environment (no
@@ -15,7 +24,7 @@ model server (`fake_model_server`), with update checks, telemetry and the probin
 local model servers off.
 
 This module imports nothing outside the standard library, so CI can run it before the
-test venv exists: ``python3 tests/support/real_agents.py install`` installs both agents
+test venv exists: ``python3 tests/support/real_agents.py install`` installs every agent
 into the cache dirs the tests use, and exits non-zero on any failure (a registry
 failure fails CI instead of turning into skipped tests).
 """
@@ -46,6 +55,19 @@ OMP_PACKAGE = "@oh-my-pi/pi-coding-agent"
 #: 18.2.3 resolves from npm; 18.3's dependencies do not.
 OMP_VERSION = "18.2.3"
 OMP_CACHE_ENV = "SESSIONFS_OMP_CACHE"
+
+CODEX_PACKAGE = "@openai/codex"
+#: npm brings the native binary as the optional dependency ``@openai/codex-linux-x64``.
+CODEX_VERSION = "0.171.0"
+CODEX_CACHE_ENV = "SESSIONFS_CODEX_CACHE"
+#: The env var Codex reads the fake provider's API key from (``env_key``).
+CODEX_KEY_ENV = "FAKE_API_KEY"
+CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
+CLAUDE_VERSION = "2.1.332"
+CLAUDE_CACHE_ENV = "SESSIONFS_CLAUDE_CACHE"
+#: What Claude Code may do unasked in print mode. As root ``--dangerously-skip-
+#: permissions`` is refused; listing the tools is what works for every user.
+CLAUDE_TOOLS = "Read,Bash,Agent,Write,Edit"
 
 INSTALL_TIMEOUT_S = 600
 #: One agent turn against the fake server takes ~5 s (mostly start-up); generous for
@@ -86,6 +108,14 @@ def pi_cache_dir() -> Path:
 def omp_cache_dir() -> Path:
     configured = os.environ.get(OMP_CACHE_ENV)
     return Path(configured) if configured else REPO / ".cache" / "omp"
+
+
+def codex_cache_dir() -> Path:
+    configured = os.environ.get(CODEX_CACHE_ENV)
+    return Path(configured) if configured else REPO / ".cache" / "npm-codex"
+def claude_cache_dir() -> Path:
+    configured = os.environ.get(CLAUDE_CACHE_ENV)
+    return Path(configured) if configured else REPO / ".cache" / "claude-code"
 
 
 def _package_dir(root: Path, package: str) -> Path:
@@ -167,6 +197,52 @@ def install_pi(cache: Path | None = None) -> Path:
     if shutil.which("node") is None:  # installed earlier, but nothing here can run it
         raise AgentUnavailable("node is not installed: pi runs on Node 20 (CI installs it)")
     return cache
+
+
+def install_codex(cache: Path | None = None) -> Path:
+    """The pinned Codex CLI in ``cache`` (installed unless it is already there); the
+    cache. Its launcher runs on Node; the agent itself is the native binary npm
+    installs beside it."""
+    cache = cache or codex_cache_dir()
+    with _install_lock(cache):
+        _npm_install(cache, CODEX_PACKAGE, CODEX_VERSION, "sessionfs-codex-interop")
+    if shutil.which("node") is None:
+        raise AgentUnavailable(
+            "node is not installed: the codex launcher runs on Node (CI installs it)"
+        )
+    return cache
+
+
+def install_claude(cache: Path | None = None) -> Path:
+    """The pinned Claude Code in ``cache`` (installed unless it is already there); the
+    cache. The native binary must answer ``--version`` with the pinned version: the
+    package's install script replaces a placeholder with it, and a placeholder left
+    behind (the platform package missing) is a failed install, not a skip."""
+    cache = cache or claude_cache_dir()
+    with _install_lock(cache):
+        _npm_install(cache, CLAUDE_PACKAGE, CLAUDE_VERSION, "sessionfs-claude-code")
+        binary = claude_executable(cache)
+        try:
+            done = subprocess.run(
+                [str(binary), "--version"],
+                env={"PATH": os.environ.get("PATH", ""), "HOME": str(cache)},
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+        except OSError as error:
+            raise InstallFailed(f"{binary} does not run: {error}") from error
+        if not done.stdout.startswith(CLAUDE_VERSION):
+            raise InstallFailed(
+                f"{binary} --version said {done.stdout.strip()!r} {done.stderr[-500:]!r}, "
+                f"not {CLAUDE_VERSION} (no native binary for this platform?)"
+            )
+    return cache
+
+
+def claude_executable(claude_cache: Path) -> Path:
+    return _package_dir(claude_cache, CLAUDE_PACKAGE) / "bin" / "claude.exe"
 
 
 def _npm_registry() -> str:
@@ -466,6 +542,202 @@ class OmpAgent(RealAgent):
         return finish(process, timeout)
 
 
+@dataclass
+class CodexAgent(RealAgent):
+    """Codex CLI 0.171: ``codex exec PROMPT`` (a new session), ``codex exec resume
+    ID|--last PROMPT``, ``codex exec fork ID PROMPT``; the agent dir is ``CODEX_HOME``
+    (``config.toml``, ``sessions/YYYY/MM/DD/rollout-*.jsonl``, ``state_5.sqlite``).
+
+    ``HOME`` is the test home too: Codex writes ``~/.codex/tmp/`` under the account's
+    home whatever ``CODEX_HOME`` says. Every run reads nothing from stdin (``exec``
+    would wait for it otherwise) and asks for no approval (nobody is there to give it).
+    """
+
+    name = "codex"
+    #: ``model_auto_compact_token_limit`` in config.toml (``None``: Codex's default).
+    auto_compact_tokens: int | None = None
+
+    @classmethod
+    def at_home(cls, home: Path, model_url: str, model_id: str, install: Path) -> Self:
+        agent = cls(home, home / ".codex", model_url, model_id, install)
+        return agent.configure()
+
+    def write_config(self) -> None:
+        self.agent_dir.mkdir(parents=True, exist_ok=True)
+        lines = [
+            f"model = {json.dumps(self.model_id)}",
+            f"model_provider = {json.dumps(FAKE_PROVIDER)}",
+            "check_for_update_on_startup = false",
+        ]
+        if self.auto_compact_tokens is not None:
+            lines.append(f"model_auto_compact_token_limit = {self.auto_compact_tokens}")
+        lines += [
+            "",
+            f"[model_providers.{FAKE_PROVIDER}]",
+            'name = "fake"',
+            f"base_url = {json.dumps(self.model_url)}",
+            'wire_api = "responses"',
+            f"env_key = {json.dumps(CODEX_KEY_ENV)}",
+            # One request per turn: a retried request would be a second, unscripted one.
+            "request_max_retries = 0",
+            "stream_max_retries = 0",
+            "",
+            "[analytics]",
+            "enabled = false",
+            "",
+            "[feedback]",
+            "enabled = false",
+        ]
+        (self.agent_dir / "config.toml").write_text("\n".join(lines) + "\n")
+
+    def agent_env(self) -> dict[str, str]:
+        return {"CODEX_HOME": str(self.agent_dir), CODEX_KEY_ENV: FAKE_API_KEY}
+
+    def _exec(self, *args: str) -> list[str]:
+        cli = _package_dir(self.install, CODEX_PACKAGE) / "bin" / "codex.js"
+        flags = ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
+        return ["node", str(cli), "exec", *args[:-1], *flags, args[-1]]
+
+    def command(self, prompt: str, session: Path | None, options: Sequence[str] = ()) -> list[str]:
+        """A new session, or (``session``: a rollout file) that thread resumed."""
+        if session is None:
+            return self._exec(*options, prompt)
+        return self._exec("resume", *options, rollout_thread_id(session), prompt)
+
+    def resume(self, thread_id: str | None, prompt: str, cwd: Path | None = None) -> AgentResult:
+        """``codex exec resume ID PROMPT`` (``thread_id`` ``None``: ``--last``)."""
+        target = "--last" if thread_id is None else thread_id
+        return finish(self.spawn(self._exec("resume", target, prompt), cwd or self.home))
+
+    def fork(self, thread_id: str, prompt: str, cwd: Path | None = None) -> AgentResult:
+        """``codex exec fork ID PROMPT``: a new rollout continuing ``thread_id``."""
+        return finish(self.spawn(self._exec("fork", thread_id, prompt), cwd or self.home))
+
+    def sessions(self) -> list[Path]:
+        """Every rollout under ``sessions/YYYY/MM/DD/``, oldest first by name."""
+        return sorted((self.agent_dir / "sessions").glob("*/*/*/rollout-*.jsonl"))
+
+
+def rollout_thread_id(rollout: Path) -> str:
+    """The thread id a rollout's first line (``session_meta``) names."""
+    with open(rollout, "rb") as file:
+        first = json.loads(file.readline())
+    return str(first["payload"]["id"])
+class ClaudeAgent(RealAgent):
+    """Claude Code 2.1 in print mode: ``claude -p PROMPT`` (``--resume ID`` continues
+    a session, more options as given), its sessions under ``<home>/.claude``.
+
+    ``model_url`` is the fake Anthropic server's root (``ANTHROPIC_BASE_URL``);
+    ``model_id``, when not empty, is passed as ``--model`` (else the CLI's default).
+    Output is ``--output-format json``: `ClaudeTurn` has the session id and result.
+    """
+
+    name = "claude"
+
+    @classmethod
+    def at_home(cls, home: Path, model_url: str, model_id: str, install: Path) -> Self:
+        return cls(home, home / ".claude", model_url, model_id, install).configure()
+
+    def write_config(self) -> None:
+        # Nothing to configure: the environment points Claude Code at the fake
+        # server. Its temp dir must exist (it is inside the test's HOME).
+        self.temp_dir().mkdir(parents=True, exist_ok=True)
+
+    def temp_dir(self) -> Path:
+        return self.home / "tmp"
+
+    def agent_env(self) -> dict[str, str]:
+        temp = str(self.temp_dir())
+        return {
+            "ANTHROPIC_BASE_URL": self.model_url,
+            "ANTHROPIC_API_KEY": "x",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            # Temp files (shell snapshots, sockets) stay in the test dir.
+            "TMPDIR": temp,
+            "CLAUDE_CODE_TMPDIR": temp,
+        }
+
+    def command(self, prompt: str, session: Path | None, options: Sequence[str] = ()) -> list[str]:
+        """``session``: a session file (its stem is the id) to resume."""
+        resume = ["--resume", session.stem] if session is not None else []
+        return self._argv(["-p", prompt, "--output-format", "json"], [*resume, *options])
+
+    def _argv(self, mode: list[str], options: Sequence[str]) -> list[str]:
+        argv = [str(claude_executable(self.install)), *mode, "--allowedTools", CLAUDE_TOOLS]
+        if self.model_id:
+            argv += ["--model", self.model_id]
+        return [*argv, *options]
+
+    def turn(
+        self,
+        prompt: str,
+        cwd: Path,
+        resume: str | None = None,
+        options: Sequence[str] = (),
+        timeout: float = RUN_TIMEOUT_S,
+    ) -> ClaudeTurn:
+        """One print-mode turn in ``cwd`` (``resume``: a session id to continue),
+        checked to have exited 0; its JSON result."""
+        more = ["--resume", resume, *options] if resume is not None else list(options)
+        result = self.run(prompt, cwd=cwd, options=more, timeout=timeout).check()
+        return ClaudeTurn.parse(result)
+
+    def turn_messages(
+        self,
+        messages: Sequence[dict[str, object]],
+        cwd: Path,
+        resume: str | None = None,
+        timeout: float = RUN_TIMEOUT_S,
+    ) -> ClaudeTurn:
+        """One print-mode turn whose prompt is user messages in the Messages API shape
+        (``{"role": "user", "content": [blocks]}``: an image block, say), given as
+        ``--input-format stream-json`` on stdin; its result, checked."""
+        mode = ["-p", "--input-format", "stream-json", "--output-format", "stream-json"]
+        options = ["--verbose", *(["--resume", resume] if resume is not None else [])]
+        process = self.spawn(self._argv(mode, options), cwd, stdin=subprocess.PIPE)
+        lines = "".join(json.dumps({"type": "user", "message": m}) + "\n" for m in messages)
+        try:
+            stdout, stderr = process.communicate(lines, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill(process)
+            raise AssertionError(f"claude took over {timeout} s") from None
+        return ClaudeTurn.parse(AgentResult(process.returncode, stdout, stderr).check())
+
+    def sessions(self) -> list[Path]:
+        """Every session file (no sub-agent files), oldest first by name."""
+        return sorted((self.agent_dir / "projects").glob("*/*.jsonl"))
+
+    def session_file(self, session_id: str) -> Path:
+        """The file of session ``session_id`` (it must exist)."""
+        found = list((self.agent_dir / "projects").glob(f"*/{session_id}.jsonl"))
+        if len(found) != 1:
+            raise AssertionError(f"{len(found)} files for Claude session {session_id}")
+        return found[0]
+
+
+@dataclass(frozen=True)
+class ClaudeTurn:
+    """What ``claude -p --output-format json`` (or ``stream-json``: its last line)
+    printed for one turn."""
+
+    session_id: str
+    result: str
+    output: dict[str, object]
+
+    @classmethod
+    def parse(cls, run: AgentResult) -> ClaudeTurn:
+        try:
+            output = json.loads(run.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError) as error:
+            raise AssertionError(f"claude printed no JSON result:\n{run.stdout[-2000:]}") from error
+        if output.get("is_error"):
+            raise AssertionError(f"claude reported an error: {output}")
+        return cls(str(output.get("session_id")), str(output.get("result", "")), output)
+
+
 def default_agent_dir(home: Path, agent: str) -> Path:
     """Where the agent keeps its agent dir when nothing overrides it."""
     return home / f".{agent}" / "agent"
@@ -478,7 +750,13 @@ def _main(argv: list[str]) -> int:
     if argv != ["install"]:
         print("usage: real_agents.py install", file=sys.stderr)
         return 2
-    for what, install in (("pi", install_pi), ("omp", install_omp)):
+    agents = (
+        ("pi", install_pi),
+        ("omp", install_omp),
+        ("codex", install_codex),
+        ("Claude Code", install_claude),
+    )
+    for what, install in agents:
         try:
             cache = install()
         except (AgentUnavailable, InstallFailed) as error:

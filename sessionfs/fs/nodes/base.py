@@ -30,6 +30,7 @@ import pyfuse3
 from sessionfs.view.refusal import WriteRejected
 
 if TYPE_CHECKING:
+    from sessionfs.fs.agent_branching import BranchingCommand
     from sessionfs.fs.agent_command import AgentCommand
     from sessionfs.fs.agent_runs import AgentRuns
     from sessionfs.fs.search_indexer import SearchIndexer
@@ -185,6 +186,9 @@ class MountContext:
     #: transcripts rendered in worker processes and kept in ``--cache-dir``
     #: (``transcripts/``); set by the daemon
     renders: Prerenderer | None = None
+    #: ``transcript.html`` rendered the same way, into a cache dir of its own, on the
+    #: same worker processes (only what is asked for; None: rendered in the daemon)
+    page_renders: Prerenderer | None = None
     #: ``search/``'s index and the indexer's progress (root ``ctl``); None: no search
     search: SearchView | None = None
     #: the indexers of every index the root ``search/`` reads (set by the daemon): a
@@ -197,7 +201,8 @@ class MountContext:
     #: refuses with ``EROFS``: session kinds that are read-only by nature)
     runs: AgentRuns | None = None
     #: what ``send`` runs, or why nothing can be run (a sentence for ``ctl``)
-    agent_command: AgentCommand | str | None = None
+    #: (another agent's sessions: `BranchingCommand`, how its real agent continues one)
+    agent_command: AgentCommand | BranchingCommand | str | None = None
     #: why every write to this context's nodes is refused (``EROFS``) whatever the
     #: flags: another agent's sessions under ``agents/``. None: the node decides.
     read_only_reason: str | None = None

@@ -60,7 +60,10 @@ ROOT_IGNORE = b"""\
 /sessions/**/path/
 /sessions/**/context.json
 /sessions/**/tree.txt
+/sessions/**/tree.svg
 /sessions/**/transcript.md
+/sessions/**/transcript.html
+/sessions/**/branches/
 /sessions/**/blobs/
 /sessions/**/ctl
 /sessions/**/send
@@ -74,7 +77,13 @@ ROOT_IGNORE = b"""\
 /agents/*/sessions/**/path/
 /agents/*/sessions/**/context.json
 /agents/*/sessions/**/tree.txt
+/agents/*/sessions/**/tree.svg
+/sessions/**/tree.svg
 /agents/*/sessions/**/transcript.md
+/agents/*/sessions/**/transcript.html
+/agents/*/sessions/**/branches/
+/sessions/**/transcript.html
+/sessions/**/branches/
 /agents/*/sessions/**/stats.json
 /agents/*/sessions/**/header.json
 """

@@ -34,7 +34,13 @@ from sessionfs.fs.nodes.base import (
     refuse,
 )
 from sessionfs.fs.nodes.command_file import CommandFile
-from sessionfs.fs.nodes.entries import EntriesDir, LabelsDir, PathDir, SessionBlobsDir
+from sessionfs.fs.nodes.entries import (
+    EntriesDir,
+    LabelsDir,
+    PathDir,
+    SessionBlobsDir,
+    SessionListing,
+)
 from sessionfs.fs.nodes.in_session import (
     RENAME_NOREPLACE,
     InSession,
@@ -48,7 +54,9 @@ from sessionfs.fs.nodes.transcripts import open_transcript, transcript_record
 from sessionfs.fs.nodes.write_handles import BufferedWriteHandle, LineBatchHandle
 from sessionfs.view.access import NO_ACCESS, FileAccess
 from sessionfs.view.agent_index import SessionRef
-from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN
+from sessionfs.view.branch_pages import BRANCHES_DIR
+from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN, LoadedSession
+from sessionfs.view.prerender import Prerenderer
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.render import status_text
 from sessionfs.view.render_cache import FileIdentity
@@ -89,18 +97,27 @@ class RenderedFile(InSession, FileNode):
     tier = RENDERED
     rendering: ClassVar[str]
 
+    def what(self) -> str:
+        """The rendering this file shows (`sessionfs.view.renderings.render_source`)."""
+        return self.rendering
+
+    def prerenderer(self) -> Prerenderer | None:
+        """The render workers that record this rendering's size (and, for a
+        transcript, make it) while the session is not loaded in the daemon."""
+        return self.ctx.renders
+
     async def content(self) -> bytes:
         session = await self.session()
-        return await self.ctx.sessions.render(session, self.rendering)
+        return await self.ctx.sessions.render(session, self.what())
 
     async def mtime_ns(self) -> int:
         return (await self.session()).mtime_ns
 
     async def open(self, flags: int) -> OpenFile:
         if opened_for_writing(flags):
-            raise WriteRejected(errno.EACCES, f"{self.rendering}: a rendering, read-only")
+            raise WriteRejected(errno.EACCES, f"{self.what()}: a rendering, read-only")
         session = await self.session()
-        data = await self.ctx.sessions.render(session, self.rendering)
+        data = await self.ctx.sessions.render(session, self.what())
         return BytesHandle(data, version=(session.file_state, session.version))
 
     async def listing_stat(self) -> Stat:
@@ -108,7 +125,7 @@ class RenderedFile(InSession, FileNode):
         if recorded is not None:
             return recorded
         session = await self.session()
-        cached = session.cached(self.rendering)
+        cached = session.cached(self.what())
         if cached is not None:
             return Stat(len(cached), session.mtime_ns)
         return Stat(0, session.mtime_ns, exact=False)  # listing a dir renders nothing
@@ -124,13 +141,13 @@ class RenderedFile(InSession, FileNode):
         parsed session, one with this rendering in memory, or one holding a leaf moved
         through the mount (which the file does not have) answers from memory; a
         dehydrated one has nothing the file lacks."""
-        if self.ctx.renders is None:
+        if self.prerenderer() is None or self.ctx.sessions.noted(self.project, self.stem):
             return None
         loaded = self.ctx.sessions.peek(self.project, self.stem)
         if loaded is not None and (
             loaded.manager is not None
             or loaded.pinned_leaf is not None
-            or loaded.cached(self.rendering) is not None
+            or loaded.cached(self.what()) is not None
         ):
             return None
         path = self.ctx.index.session_path(self.project, self.stem)
@@ -150,8 +167,9 @@ class RenderedFile(InSession, FileNode):
         if found is None:
             return None
         path, identity = found
-        record = self.ctx.renders.known(path, identity) if self.ctx.renders else None
-        size = record.sizes.get(self.rendering) if record is not None else None
+        renders = self.prerenderer()
+        record = renders.known(path, identity) if renders is not None else None
+        size = record.sizes.get(self.what()) if record is not None else None
         return Stat(size, identity.mtime_ns) if size is not None else None
 
 
@@ -220,20 +238,69 @@ class TranscriptFile(RenderedFile):
         if found is None:
             return await super().stat()
         path, identity = found
-        record = await transcript_record(self.ctx, path, identity)
+        record = await transcript_record(self.ctx, path, identity, self.prerenderer())
         return Stat(record.transcript_size, identity.mtime_ns)
 
     async def open(self, flags: int) -> OpenFile:
         found = None if opened_for_writing(flags) else self.unloaded_file()
         if found is None:
             return await super().open(flags)
-        return await open_transcript(self.ctx, *found)
+        return await open_transcript(self.ctx, *found, self.prerenderer())
+
+
+class TranscriptHtmlFile(TranscriptFile):
+    """``transcript.html``: the conversation as a page (`sessionfs.view.render_html`),
+    served unloaded from the pages' workers and cache dir as ``transcript.md`` is from
+    the transcripts' (a mount without them renders it in the daemon)."""
+
+    __slots__ = ()
+
+    rendering = "transcript.html"
+
+    def prerenderer(self) -> Prerenderer | None:
+        return self.ctx.page_renders
+
+
+class BranchPageFile(RenderedFile):
+    """``branches/<tip>.html``: the page of the branch ending at entry ``<tip>``."""
+
+    __slots__ = ()
+
+    def what(self) -> str:
+        return f"{BRANCHES_DIR}/{self.key[-1]}"
+
+
+class BranchesDir(SessionListing):
+    """``branches/``: one page per branch of the tree (`sessionfs.view.branch_pages`),
+    which ``transcript.html``'s branch points link to."""
+
+    __slots__ = ()
+
+    async def children(self) -> list[tuple[str, Node]]:
+        session = await self.session()
+        cached = session.listings.get(self.key)
+        if cached is None:
+            names = await self.ctx.sessions.run(session, session.branch_page_names)
+            cached = [(name, BranchPageFile(self.ctx, self.child_key(name))) for name in names]
+            session.listings[self.key] = cached
+        return cached
+
+    async def lookup(self, name: str) -> Node | None:
+        return next((node for listed, node in await self.children() if listed == name), None)
 
 
 class TreeFile(RenderedFile):
     __slots__ = ()
 
     rendering = "tree.txt"
+
+
+class TreeSvgFile(RenderedFile):
+    """``tree.svg``: the tree as a picture (`sessionfs.view.render_svg`)."""
+
+    __slots__ = ()
+
+    rendering = "tree.svg"
 
 
 class StatsFile(RenderedFile):
@@ -267,6 +334,7 @@ class SessionCtl(InSession, CommandFile):
                     ("entries", session.entry_count()),
                     ("needs_rewrite", session.needs_rewrite()),
                     ("persist_error", str(persist_error) if persist_error else None),
+                    *self.more_status(session),
                     ("last_result", session.last_result),
                     ("last_error", session.last_error),
                     *send_pairs,
@@ -274,6 +342,10 @@ class SessionCtl(InSession, CommandFile):
             )
 
         return await self.ctx.sessions.run(session, status)
+
+    def more_status(self, session: LoadedSession) -> list[tuple[str, object]]:
+        """Lines a kind of session adds to its status (worker thread, under its lock)."""
+        return []
 
     def _send_status(self) -> list[tuple[str, str | None]]:
         """``send: idle`` or ``send: running pid N since <time>``, and the last run's
@@ -424,9 +496,12 @@ def session_children() -> dict[str, type[Node]]:
         "entries": EntriesDir,
         "context.json": ContextFile,
         "transcript.md": TranscriptFile,
+        "transcript.html": TranscriptHtmlFile,
+        BRANCHES_DIR: BranchesDir,
         "leaf": LeafLink,
         "path": PathDir,
         "tree.txt": TreeFile,
+        "tree.svg": TreeSvgFile,
         "labels": LabelsDir,
         "blobs": SessionBlobsDir,
         "append": AppendDir,

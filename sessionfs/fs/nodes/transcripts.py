@@ -47,6 +47,7 @@ from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.prerender import Prerenderer, RenderFailed
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.render_cache import CachedRender, FileIdentity
+from sessionfs.view.session_cache import NotASession
 
 __all__ = [
     "TRANSCRIPTS",
@@ -263,9 +264,21 @@ class TranscriptFile(FileNode):
         loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
         return loaded if loaded is not None and loaded.pinned_leaf is not None else None
 
+    async def _noted_session(self) -> LoadedSession | None:
+        """`_moved_leaf`, or the session loaded now when the mount remembers a leaf
+        chosen for it (another agent's, after a remount: `SessionCache.noted`)."""
+        loaded = self._moved_leaf()
+        if loaded is not None or not self.ctx.sessions.noted(self.project, self.stem):
+            return loaded
+        try:
+            session = await self.ctx.sessions.get(self.project, self.stem)
+        except NotASession:
+            raise refuse(errno.ENOENT) from None
+        return session if session.pinned_leaf is not None else None
+
     async def stat(self) -> Stat:
         identity, _access = self._identity()
-        loaded = self._moved_leaf()
+        loaded = await self._noted_session()
         if loaded is not None:
             data = await self.ctx.sessions.render(loaded, "transcript.md")
             return Stat(len(data), loaded.mtime_ns)
@@ -281,7 +294,8 @@ class TranscriptFile(FileNode):
 
     def _listed(self, identity: FileIdentity) -> Stat:
         record = _renders(self.ctx).known(self.path, identity)
-        if record is None or self._moved_leaf() is not None:
+        noted = self._moved_leaf() is not None or self.ctx.sessions.noted(self.project, self.stem)
+        if record is None or noted:
             return Stat(0, identity.mtime_ns, exact=False)  # a listing renders nothing
         return Stat(record.transcript_size, identity.mtime_ns)
 
@@ -300,18 +314,22 @@ class TranscriptFile(FileNode):
         if opened_for_writing(flags):
             raise WriteRejected(errno.EACCES, f"{self.display_path()}: a transcript, read-only")
         identity, _access = self._identity()
-        loaded = self._moved_leaf()
+        loaded = await self._noted_session()
         if loaded is not None:
             data = await self.ctx.sessions.render(loaded, "transcript.md")
             return BytesHandle(data, version=(loaded.file_state, loaded.version))
         return await open_transcript(self.ctx, self.path, identity)
 
 
-async def transcript_record(ctx: MountContext, path: Path, identity: FileIdentity) -> CachedRender:
+async def transcript_record(
+    ctx: MountContext, path: Path, identity: FileIdentity, renders: Prerenderer | None = None
+) -> CachedRender:
     """What is known of the transcript of the session file ``path`` at ``identity``:
     remembered, else its cache file's head checked in the daemon, else a worker's
-    validation or rendering. ``ENOENT`` when it is not a session (any more)."""
-    renders = _renders(ctx)
+    validation or rendering. ``ENOENT`` when it is not a session (any more).
+    ``renders``: the workers of another rendering than ``ctx.renders``' (the pages)."""
+    if renders is None:
+        renders = _renders(ctx)
     renders.read_ahead_after(path)
     record = renders.known(path, identity) or await renders.validated(path, identity)
     if record is not None:
@@ -322,17 +340,21 @@ async def transcript_record(ctx: MountContext, path: Path, identity: FileIdentit
         raise refuse(errno.ENOENT) from None
 
 
-async def open_transcript(ctx: MountContext, path: Path, identity: FileIdentity) -> OpenFile:
+async def open_transcript(
+    ctx: MountContext, path: Path, identity: FileIdentity, renders: Prerenderer | None = None
+) -> OpenFile:
     """An open transcript of ``path`` at ``identity``: ``pread``s of its cache file, or
     the bytes from a worker when there is no usable cache file."""
-    record = await transcript_record(ctx, path, identity)
+    if renders is None:
+        renders = _renders(ctx)
+    record = await transcript_record(ctx, path, identity, renders)
     handle = _open_cache_file(record)
     if handle is not None:
         return handle
     # Not stored (a full or missing cache dir) or changed since it was validated:
     # the worker validates or renders again and hands over the bytes themselves.
     try:
-        outcome = await _renders(ctx).outcome(path, want_bytes=True)
+        outcome = await renders.outcome(path, want_bytes=True)
     except RenderFailed:
         raise refuse(errno.ENOENT) from None
     handle = _open_cache_file(outcome.record)

@@ -137,7 +137,14 @@ def test_context_merges_one_response_and_places_results(main_session: ClaudeSess
     ]
     assert main_session.context() == {
         "messages": [
-            {"role": "user", "content": "Fix the bug in app.py"},
+            {
+                # consecutive user lines are one message; the isMeta caveat is sent too
+                "role": "user",
+                "content": [
+                    cc.text("Fix the bug in app.py\n"),
+                    cc.text("<local-command-caveat>ignore</local-command-caveat>"),
+                ],
+            },
             {
                 "role": "assistant",
                 "content": [
@@ -159,6 +166,11 @@ def test_context_merges_one_response_and_places_results(main_session: ClaudeSess
 def test_transcript_messages(main_session: ClaudeSession) -> None:
     assert main_session.transcript_messages() == [
         TranscriptMessage("u1", cc.ts(1), {"role": "user", "content": "Fix the bug in app.py"}),
+        TranscriptMessage(
+            "m1",
+            cc.ts(2),
+            {"role": "user", "content": "<local-command-caveat>ignore</local-command-caveat>"},
+        ),
         TranscriptMessage(
             "a1",
             cc.ts(3),
@@ -292,12 +304,19 @@ def test_appended_lines_and_completed_torn_line(main_session: ClaudeSession) -> 
     assert len(s) == 1 and s.leaf_name() == "u1" and s.title() == ""
 
 
-def test_compaction_new_root_path_follows_logical_parent(tmp_path: Path) -> None:
-    lines: list[dict[str, Any] | bytes] = [
+def _two_exchanges(asked: str, answered: str) -> list[dict[str, Any] | bytes]:
+    """u1 -> a1 ("hi") -> u2 (``asked``) -> a2 (``answered``): what a compaction follows."""
+    return [
         U1,
         cc.assistant("a1", "u1", "msg_1", cc.text("hi"), 2),
-        cc.user("u2", "a1", "more", 3),
-        cc.assistant("a2", "u2", "msg_2", cc.text("sure"), 4),
+        cc.user("u2", "a1", asked, 3),
+        cc.assistant("a2", "u2", "msg_2", cc.text(answered), 4),
+    ]
+
+
+def test_compaction_new_root_path_follows_logical_parent(tmp_path: Path) -> None:
+    lines: list[dict[str, Any] | bytes] = [
+        *_two_exchanges("more", "sure"),
         cc.compact_boundary("cb", "a2", 5),
         cc.user(
             "cs",
@@ -320,11 +339,21 @@ def test_compaction_new_root_path_follows_logical_parent(tmp_path: Path) -> None
     ]  # fmt: skip
     assert s.context() == {
         "messages": [
-            {"role": "user", "content": "This session is being continued. Summary: bug fixed."},
-            {"role": "user", "content": [cc.text("look"), cc.image("image/jpeg", PNG)]},
+            {
+                "role": "user",
+                "content": [
+                    cc.text("This session is being continued. Summary: bug fixed.\n"),
+                    cc.text("look"),
+                    cc.image("image/jpeg", PNG),
+                ],
+            },
             {"role": "assistant", "content": [cc.text("seen")]},
         ],
         "model": "claude-opus-4-1",
+    }
+    assert next(m.message for m in s.transcript_messages()) == {
+        "role": "user",
+        "content": "This session is being continued. Summary: bug fixed.",
     }
     assert [m.message for m in s.transcript_messages()][1] == {
         "role": "user",
@@ -334,14 +363,145 @@ def test_compaction_new_root_path_follows_logical_parent(tmp_path: Path) -> None
     assert s.title() == "second ai"
 
 
-def test_titles_newest_summary_else_empty(tmp_path: Path) -> None:
+def test_titles_newest_summary_else_last_prompt_else_empty(tmp_path: Path) -> None:
     summaries: list[dict[str, Any] | bytes] = [
         {"type": "summary", "summary": "old", "leafUuid": "u1"},
         U1,
         {"type": "summary", "summary": "new", "leafUuid": "u1"},
+        {"type": "last-prompt", "lastPrompt": "Fix the bug in app.py"},
     ]
     assert ClaudeSession(cc.write_jsonl(tmp_path / "a.jsonl", summaries)).title() == "new"
+    prompted = [U1, {"type": "last-prompt", "lastPrompt": "Fix the bug in app.py"}]
+    title = ClaudeSession(cc.write_jsonl(tmp_path / "p.jsonl", prompted)).title()
+    assert title == "Fix the bug in app.py"  # an untitled print-mode session
     assert ClaudeSession(cc.write_jsonl(tmp_path / "b.jsonl", [U1])).title() == ""
+
+
+def test_leaf_is_the_last_prompts_leaf_uuid(tmp_path: Path) -> None:
+    """Claude Code's own leaf wins over the newest tip (here an attachment after a
+    compaction, and then an older branch it was told to resume at)."""
+    lines: list[dict[str, Any] | bytes] = [
+        U1,
+        cc.assistant("a1", "u1", "msg_1", cc.text("hi"), 2),
+        cc.attachment("at1", "a1", 3),
+        {"type": "last-prompt", "lastPrompt": "Fix", "leafUuid": "at1"},
+    ]
+    path = cc.write_jsonl(tmp_path / "l.jsonl", lines)
+    s = ClaudeSession(path)
+    assert s.leaf_name() == "at1"
+    assert _names(s, s.path_indexes()) == ["u1", "a1", "at1"]
+    more = [cc.user("u2", "a1", "again", 9), {"type": "last-prompt", "leafUuid": "u1"}]
+    with path.open("ab") as f:
+        f.write(b"".join(orjson.dumps(line) + b"\n" for line in more))
+    assert s.catch_up() is True
+    assert s.leaf_name() == "u1"  # --resume-session-at u1: not the newest line
+    with path.open("ab") as f:
+        f.write(orjson.dumps({"type": "last-prompt", "leafUuid": "gone"}) + b"\n")
+    assert s.catch_up() is True
+    assert s.leaf_name() == "u2"  # naming no line: the newest tip, as before
+
+
+def test_compaction_sends_the_preserved_segment_after_the_summary(tmp_path: Path) -> None:
+    lines: list[dict[str, Any] | bytes] = [
+        *_two_exchanges("keep me", "kept"),
+        {
+            **cc.compact_boundary("cb", "a2", 5),
+            "compactMetadata": {
+                "trigger": "manual",
+                "preservedSegment": {"headUuid": "u2", "anchorUuid": "cs", "tailUuid": "a2"},
+            },
+        },
+        cc.user("cs", "cb", "Summary: said hi.", 6, isCompactSummary=True),
+        cc.user("c1", "cs", "<command-name>/compact</command-name>", 7),
+        cc.user("u3", "c1", "go on", 8),
+        cc.assistant("a3", "u3", "msg_3", cc.text("going"), 9),
+    ]
+    s = ClaudeSession(cc.write_jsonl(tmp_path / "p.jsonl", lines))
+    assert s.context()["messages"] == [
+        {"role": "user", "content": [cc.text("Summary: said hi.\n"), cc.text("keep me")]},
+        {"role": "assistant", "content": [cc.text("kept")]},
+        {
+            "role": "user",
+            "content": [cc.text("<command-name>/compact</command-name>\n"), cc.text("go on")],
+        },
+        {"role": "assistant", "content": [cc.text("going")]},
+    ]
+    said = [m.entry_name for m in s.transcript_messages()]
+    assert said == ["cs", "u2", "a2", "c1", "u3", "a3"]
+
+
+@pytest.mark.parametrize(
+    "segment",
+    [
+        {"headUuid": "a1", "anchorUuid": "cs", "tailUuid": "u1"},  # head below tail
+        {"headUuid": "nowhere", "anchorUuid": "cs", "tailUuid": "a2"},
+        {"headUuid": "u2", "tailUuid": "gone"},
+        "not an object",
+    ],
+)
+def test_a_preserved_segment_that_leads_nowhere_keeps_nothing(tmp_path: Path, segment: Any) -> None:
+    boundary = {
+        **cc.compact_boundary("cb", "a2", 5),
+        "compactMetadata": {"preservedSegment": segment},
+    }
+    lines: list[dict[str, Any] | bytes] = [
+        *_two_exchanges("keep me", "kept"),
+        boundary,
+        cc.user("cs", "cb", "Summary: said hi.", 6, isCompactSummary=True),
+    ]
+    s = ClaudeSession(cc.write_jsonl(tmp_path / "n.jsonl", lines))
+    assert s.context()["messages"] == [{"role": "user", "content": "Summary: said hi."}]
+
+
+def test_parallel_results_in_the_order_they_were_written(tmp_path: Path) -> None:
+    """Claude Code sends the results of parallel calls in completion (file) order."""
+    lines: list[dict[str, Any] | bytes] = [
+        U1,
+        cc.assistant("a1", "u1", "msg_1", cc.tool_use("t_bash", "Bash", BASH_ARGS), 2),
+        cc.assistant("a2", "a1", "msg_1", cc.tool_use("t_read", "Read", READ_ARGS), 3),
+        cc.tool_result("r_read", "a2", "t_read", "file text", 4),
+        cc.tool_result("r_bash", "a1", "t_bash", "ls output", 5),
+        cc.assistant("a3", "r_bash", "msg_2", cc.text("done"), 6),
+    ]
+    s = ClaudeSession(cc.write_jsonl(tmp_path / "r.jsonl", lines))
+    results = s.context()["messages"][2]["content"]
+    assert [block["tool_use_id"] for block in results] == ["t_read", "t_bash"]
+
+
+def test_usage_and_cost_from_the_latest_cost_state(tmp_path: Path) -> None:
+    def cost_state(total: float, sonnet_in: int) -> dict[str, Any]:
+        models = {
+            "claude-sonnet-4-5": {
+                "inputTokens": sonnet_in,
+                "outputTokens": 5,
+                "cacheReadInputTokens": 7,
+                "cacheCreationInputTokens": 3,
+                "costUSD": total / 2,
+            },
+            "claude-haiku-4-5": {
+                "inputTokens": 10,
+                "outputTokens": 1,
+                "cacheReadInputTokens": 0,
+                "cacheCreationInputTokens": 0,
+                "costUSD": total / 2,
+            },
+        }
+        return {"type": "cost-state", "totalCostUSD": total, "modelUsage": models}
+
+    lines: list[dict[str, Any] | bytes] = [
+        U1,
+        cc.assistant("a1", "u1", "msg_1", cc.text("hi"), 2, cc.usage(1, 1)),
+        cost_state(0.5, 100),
+        cost_state(0.75, 300),  # rewritten by a later run: the latest counts
+    ]
+    s = ClaudeSession(cc.write_jsonl(tmp_path / "c.jsonl", lines))
+    assert s.usage() == {
+        "input": 310,
+        "output": 6,
+        "cacheRead": 7,
+        "cacheWrite": 3,
+        "cost": 0.75,
+    }
 
 
 def test_leaf_ties_go_to_the_later_line(tmp_path: Path) -> None:
@@ -379,3 +539,27 @@ def test_only_junk_is_an_empty_session(tmp_path: Path) -> None:
     assert s.transcript_messages() == []
     assert s.stats()["malformedLines"] == 2
     assert s.header()["id"] == "j"
+
+
+def test_a_chosen_leaf_is_the_leaf_until_unchosen(tmp_path: Path) -> None:
+    """`choose_leaf` (the mount's ``ln -sfn``): leaf, path, context and transcript end
+    at the chosen entry; a metadata line cannot be chosen; ``None`` gives the agent's
+    own leaf back. The file is never written."""
+    lines = [*_two_exchanges("more", "sure"), {"type": "last-prompt", "lastPrompt": "more"}]
+    path = cc.write_jsonl(tmp_path / "c.jsonl", lines)
+    before = path.read_bytes()
+    s = ClaudeSession(path)
+    assert s.leaf_name() == "a2" and s.own_leaf_name() == "a2"
+    s.choose_leaf("a1")
+    assert (s.leaf_name(), s.own_leaf_name(), s.chosen_leaf()) == ("a1", "a2", "a1")
+    assert _names(s, s.path_indexes()) == ["u1", "a1"]
+    assert [m["role"] for m in s.context()["messages"]] == ["user", "assistant"]
+    assert "more" not in str(s.transcript_messages())
+    with pytest.raises(ValueError):
+        s.choose_leaf("meta-5-last-prompt")
+    with pytest.raises(KeyError):
+        s.choose_leaf("nowhere")
+    assert s.leaf_name() == "a1"  # a refused choice changes nothing
+    s.choose_leaf(None)
+    assert s.leaf_name() == "a2" and s.chosen_leaf() is None
+    assert path.read_bytes() == before
