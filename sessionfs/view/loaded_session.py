@@ -55,7 +55,9 @@ from sessionfs.view.renderings import parses_entries, render_source
 
 __all__ = [
     "FRESH_INTERVAL",
+    "LISTING_BYTES_PER_ROW",
     "PARSED_SIZE_FACTOR",
+    "TABLE_BYTES_PER_ENTRY",
     "UNKNOWN",
     "EntryTable",
     "LoadedSession",
@@ -69,6 +71,15 @@ __all__ = [
 FRESH_INTERVAL = 0.2
 #: Branch pages (``branches/<tip>.html``) a session keeps rendered; older ones go.
 BRANCH_PAGES_KEPT = 4
+#: What a session's ``entries/`` table costs per entry once built (its name and
+#: index), and a listing per row (the row, its node, the inode table's row once the
+#: kernel has seen the name), beyond the entry files' bytes. Measured (issue 26): 60
+#: sessions x 400 entries, every ``entries/`` listed and read, held 16 MB more than
+#: the cache counted without them (tracemalloc: ~160 bytes an entry for the table).
+#: Uncounted, a walk of 1,000 sessions took the daemon to 355 MB with 254 of 256 MB
+#: counted: at its bound, ``--cache-mb`` + 100.
+TABLE_BYTES_PER_ENTRY = 160
+LISTING_BYTES_PER_ROW = 480
 #: "not known without work" (see `LoadedSession.cached_leaf_name`)
 UNKNOWN = object()
 
@@ -134,6 +145,8 @@ class LoadedSession:
     opener: SourceOpener | None = None
     version: int = 1
     checked_at: float = 0.0
+    #: when the cache last handed it out (its clock; see `SessionCache.get`)
+    used_at: float = 0.0
     file_state: tuple[int, int, int] = (0, 0, 0)  # inode, size, mtime_ns when last checked
     #: permission bits and owner of the file when last checked (a chmod or chown
     #: changes no other field)
@@ -575,6 +588,10 @@ class LoadedSession:
 
     def memory_cost(self) -> int:
         """Bytes counted against the cache's budget: the session as held (its source's
-        own figure: a parsed one by `PARSED_SIZE_FACTOR`) and the renderings."""
+        own figure: a parsed one by `PARSED_SIZE_FACTOR`), the renderings, and what
+        its ``entries/`` table and listings hold (`TABLE_BYTES_PER_ENTRY`,
+        `LISTING_BYTES_PER_ROW`)."""
         held = self.source.memory_cost() if self.source is not None else 0
-        return held + self._cached_bytes
+        table = len(self._table.names) * TABLE_BYTES_PER_ENTRY if self._table is not None else 0
+        rows = sum(len(listed) for listed in self.listings.values()) * LISTING_BYTES_PER_ROW
+        return held + self._cached_bytes + table + rows

@@ -143,6 +143,9 @@ class SearchView:
         #: a hit's entry path in the mount (another agent's: below ``agents/<agent>/``)
         self.entry_path = entry_path
         self.progress = SearchProgress()
+        #: called by the index between rows while it indexes (in the updating thread):
+        #: the daemon's indexer pauses there while requests are served
+        self.between_rows: Callable[[], None] | None = None
         self._lock = threading.Lock()  # the index object and the result cache
         self._results: OrderedDict[tuple[str, int, Caller | None], tuple[float, bytes]] = (
             OrderedDict()
@@ -154,8 +157,13 @@ class SearchView:
 
     def _open(self) -> SearchIndex:
         index = SearchIndex(self.db_path, file_format=self.file_format)
+        index.between_rows = self._between_rows
         self._db_identity = _identity(self.db_path)
         return index
+
+    def _between_rows(self) -> None:
+        if self.between_rows is not None:
+            self.between_rows()
 
     def wants_full_pass(self) -> bool:
         """Whether the next update must look at every file, not only changed ones: the

@@ -28,6 +28,7 @@ from core import NotASessionError, SessionManager
 from core.errors import GuestWriteWouldWait
 from sessionfs.view.agent_index import NEEDS_IO, AgentIndex, SessionRef
 from sessionfs.view.agent_notes import AgentNotes, ForkLink, LeafChoice
+from sessionfs.view.cache_counts import CacheCounts
 from sessionfs.view.loaded_session import FRESH_INTERVAL, LoadedSession, parses_entries
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.rss_bound import RssBound
@@ -72,7 +73,8 @@ LeafEffect = Literal["moved", "recorded", "kept"]
 INLINE_WRITE_LIMIT = 0.010
 #: Weight of the newest duration in the running average of small writes.
 _INLINE_WEIGHT = 0.2
-#: A write that grew the session's estimated cost by less than this skips the RSS read.
+#: Growth of the estimated cost (by jobs and writes since the last RSS read) below
+#: which a look at the cache skips the RSS read.
 _RSS_CHECK_GROWTH = 1024 * 1024
 #: Writes look at the whole cache's size (a sum over every loaded session) only once
 #: they have grown it by this much since the last look (at most 1/64 of the budget): an
@@ -123,11 +125,15 @@ class SessionCache:
         rss_bound: RssBound | None = None,
         new_session: Callable[[SessionRef], LoadedSession] | None = None,
         notes: AgentNotes | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.index = index
         #: another agent's sessions: leaves chosen and forks started through the mount,
         #: kept in the cache dir (None: an xcsh agent dir, whose files hold them)
         self.notes = notes
+        #: the time as `get` notes it (``used_at``) and the RSS check reads it; the
+        #: freshness checks use ``time.monotonic`` (a test's clock stands still)
+        self.clock = clock
         #: a listed session not loaded yet: an xcsh file's `LoadedSession` by default;
         #: another agent's mount passes one with that agent's reader (``opener``)
         self.new_session = new_session or (
@@ -148,6 +154,8 @@ class SessionCache:
         #: bytes writes added to the estimate since `_evict` last looked (see
         #: `_EVICT_CHECK_GROWTH`)
         self._growth_unchecked = 0
+        #: bytes grown since the RSS was last read (see `_RSS_CHECK_GROWTH`)
+        self._rss_growth_unchecked = 0
         self.listeners: list[ChangeListener] = []
         #: called with a session about to be dehydrated, while its listings still exist
         self.dehydrate_listeners: list[Callable[[LoadedSession], None]] = []
@@ -165,6 +173,8 @@ class SessionCache:
         self._pending_labels: dict[tuple[str, str], dict[str, PendingLabel]] = {}
         #: running average of how long small writes took (seconds; `INLINE_WRITE_LIMIT`)
         self.small_write_seconds = 0.0
+        #: loads, evictions and reloads right after an eviction (the root ``ctl``)
+        self.counts = CacheCounts(clock)
 
     async def ref(self, project: str, stem: str) -> SessionRef | None:
         known = self.index.session_if_known(project, stem)  # one stat, on the event loop
@@ -198,7 +208,8 @@ class SessionCache:
                 if self._loading.get(key) is lock and not lock.statistics().tasks_waiting:
                     del self._loading[key]
         self._sessions.move_to_end(key)
-        if time.monotonic() - session.checked_at > FRESH_INTERVAL:
+        session.used_at = now = self.clock()
+        if now - session.checked_at > FRESH_INTERVAL:
             await self._refresh(session)
         return session
 
@@ -233,6 +244,7 @@ class SessionCache:
 
         session = await trio.to_thread.run_sync(load)
         self._sessions[(project, stem)] = session
+        self.counts.loaded(session.key)
         self._evict(keep=session)
         return session
 
@@ -345,13 +357,19 @@ class SessionCache:
             return fn()
 
         async with session.lock:
+            reloading = not session.is_loaded
+            cost_before = 0 if reloading else session.memory_cost()
             try:
                 result = await trio.to_thread.run_sync(readable)
             except NotASessionError as exc:  # reloaded, and unreadable now (a locked store)
                 self.last_skip = str(exc) or str(session.ref.path)
                 self.drop(session)
                 raise FileNotFoundError(errno.ENOENT, self.last_skip) from exc
-        self._evict(keep=session)
+        if reloading:
+            self.counts.loaded(session.key)
+            self._evict(keep=session)
+        else:
+            self._grew(session, session.memory_cost() - cost_before)
         return result
 
     async def render(self, session: LoadedSession, what: str) -> bytes:
@@ -504,6 +522,8 @@ class SessionCache:
 
         cost_before = session.memory_cost()
         async with _Held(session.lock):
+            if not session.is_loaded:  # let go since it was last used: read again
+                self.counts.loaded(session.key)
             with self._changing(session):
                 inline = (small or memory_only) and self._can_write_inline(session, disk=small)
                 if inline:
@@ -518,11 +538,20 @@ class SessionCache:
                 session.pinned_leaf = (session.leaf_id(),)
             elif leaf == "recorded":
                 session.pinned_leaf = None
-        grown = session.memory_cost() - cost_before
-        self._growth_unchecked += max(grown, 0)
-        if self._growth_unchecked > min(_EVICT_CHECK_GROWTH, self.budget // 64):
-            self._evict(keep=session, rss=grown > _RSS_CHECK_GROWTH)
+        self._grew(session, session.memory_cost() - cost_before)
         return result
+
+    def _grew(self, session: LoadedSession, grown: int) -> None:
+        """A job or write grew ``session``'s cost by ``grown`` bytes: look at the whole
+        cache (a sum over every loaded session, and the RSS) only once such growth adds
+        up to `_EVICT_CHECK_GROWTH`. Reading a listed session's entry files grows
+        nothing, and a first read of each grows it by one file: the cost of serving a
+        file must not grow with the number of sessions loaded (issue 26: a sum and an
+        RSS read per file were 15% of a cold read of every ``entries/*.json``)."""
+        self._growth_unchecked += max(grown, 0)
+        self._rss_growth_unchecked += max(grown, 0)
+        if self._growth_unchecked > min(_EVICT_CHECK_GROWTH, self.budget // 64):
+            self._evict(keep=session, rss=self._rss_growth_unchecked > _RSS_CHECK_GROWTH)
 
     @contextlib.contextmanager
     def _changing(self, session: LoadedSession) -> Iterator[None]:
@@ -564,42 +593,65 @@ class SessionCache:
     def loaded(self) -> list[LoadedSession]:
         return list(self._sessions.values())
 
+    def ctl_items(self, name: str = "cache") -> list[tuple[str, object]]:
+        """The root ``ctl``'s lines about this cache: what it holds against its budget,
+        and its `CacheCounts`."""
+        held = sum(1 for s in self._sessions.values() if s.is_loaded)
+        total = sum(s.memory_cost() for s in self._sessions.values())
+        summary = f"{held} sessions loaded, {total / _MB:.1f} of {self.budget / _MB:.0f} MB"
+        return [(name, summary), *self.counts.ctl_items(name)]
+
     def peek(self, project: str, stem: str) -> LoadedSession | None:
         """The session if it is in the cache (hydrated or not), as it is: no I/O, no
         freshness check, no change to its LRU place."""
         return self._sessions.get((project, stem))
 
     def _evict(self, keep: LoadedSession, rss: bool = True) -> None:
-        """Keep the estimate under the budget, then the real RSS under its bound
-        (`RssBound`), letting go least recently used sessions first; ``keep`` (the
-        session being served) always stays. ``rss=False`` skips the RSS read (a small
-        write grew nothing worth it)."""
+        """Keep what the cache holds under the budget (its own accounting, each
+        session's `LoadedSession.memory_cost`), letting go least recently used sessions
+        first; ``keep`` (the session being served) always stays. Then the real RSS
+        (`RssBound`) as a check on what the accounting misses: over its limit, it lets
+        go only sessions idle for `RssBound.idle_seconds`. Letting go frees Python
+        objects, which rarely hands pages back to the OS, so an RSS over the limit says
+        little about what the sessions in use cost; evicting them for it made a cold
+        read evict the very sessions it was about to read, and load each twice (issue
+        26). ``rss=False`` skips the RSS read (little has grown since the last)."""
         self._growth_unchecked = 0
         total = sum(s.memory_cost() for s in self._sessions.values())
         freed = self._free(keep, total - self.budget) if total > self.budget else False
         bound = self.rss_bound if rss else None
+        if bound is not None:
+            self._rss_growth_unchecked = 0
         excess = bound.excess(self.budget) if bound is not None else 0
         if bound is not None and excess > 0:
-            log.debug("RSS %d bytes over its bound: letting sessions go", excess)
-            self._free(keep, excess)
+            idle_since = self.clock() - bound.idle_seconds
+            log.debug("RSS %d bytes over its bound: letting idle sessions go", excess)
+            self._free(keep, excess, used_before=idle_since)
             bound.acted()
         elif freed:
             self.after_eviction()
 
-    def _free(self, keep: LoadedSession | None, need: int) -> bool:
+    def _free(
+        self, keep: LoadedSession | None, need: int, used_before: float = float("inf")
+    ) -> bool:
         """Dehydrate, and if that is not enough forget, least recently used sessions
-        until their estimated cost freed reaches ``need``. True if any was let go."""
+        (only those last used no later than ``used_before``) until their estimated cost freed
+        reaches ``need``. True if any was let go."""
         freed = 0
         for forget in (False, True):
             for key in list(self._sessions):
                 if freed >= need:
                     return freed > 0
                 session = self._sessions[key]
+                if session.used_at > used_before:
+                    continue
                 if session is keep or session.lock.locked() or session.pinned_leaf is not None:
                     continue
                 if not forget and not session.is_loaded:
                     continue
                 before = session.memory_cost()
+                if session.is_loaded:
+                    self.counts.evicted(key)
                 if forget:
                     del self._sessions[key]
                 else:
