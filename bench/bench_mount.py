@@ -102,26 +102,47 @@ def make_corpus(agent_dir: Path, sessions: int, entries_per: int) -> list[Path]:
 # --- the bare pyfuse3 baseline ------------------------------------------------------
 
 
-def serve_bare(mountpoint: str, sizes_file: str) -> None:
-    """A minimal in-memory pyfuse3 filesystem: ``/<dir>/<file>`` of given sizes."""
+def bare_layout(source: str) -> list[list[tuple[bytes, bytes]]]:
+    """What the bare fs serves, dir by dir, as (file name, bytes): a directory's
+    subdirectories and their files as they are (the same bytes the mount served), or
+    from a sizes file (a line of file sizes per dir) files of ``x`` of those sizes."""
+    root = Path(source)
+    if root.is_dir():
+        return [
+            [(os.fsencode(f.name), f.read_bytes()) for f in sorted(d.iterdir())]
+            for d in sorted(root.iterdir(), key=lambda d: int(d.name))
+        ]
+    sizes = [[int(x) for x in line.split()] for line in root.read_text().splitlines()]
+    filler: dict[int, bytes] = {}
+    return [
+        [
+            (f"f{f}.json".encode(), filler.setdefault(size, b"x" * size))
+            for f, size in enumerate(row)
+        ]
+        for row in sizes
+    ]
+
+
+def serve_bare(mountpoint: str, source: str) -> None:
+    """A minimal in-memory pyfuse3 filesystem: ``/d<n>/<file>`` (`bare_layout`)."""
     import pyfuse3
     import trio
 
-    layout = [[int(x) for x in line.split()] for line in Path(sizes_file).read_text().splitlines()]
     names: dict[int, dict[bytes, int]] = {pyfuse3.ROOT_INODE: {}}
     kinds: dict[int, tuple[bool, int]] = {pyfuse3.ROOT_INODE: (True, 0)}
+    blobs: dict[int, bytes] = {}
     next_inode = pyfuse3.ROOT_INODE + 1
-    for d, sizes in enumerate(layout):
+    for d, files in enumerate(bare_layout(source)):
         dir_inode = next_inode
         next_inode += 1
         names[pyfuse3.ROOT_INODE][f"d{d}".encode()] = dir_inode
         names[dir_inode] = {}
         kinds[dir_inode] = (True, 0)
-        for f, size in enumerate(sizes):
-            names[dir_inode][f"f{f}.json".encode()] = next_inode
-            kinds[next_inode] = (False, size)
+        for name, data in files:
+            names[dir_inode][name] = next_inode
+            kinds[next_inode] = (False, len(data))
+            blobs[next_inode] = data
             next_inode += 1
-    blobs: dict[int, bytes] = {}
 
     class Bare(pyfuse3.Operations):
         def attrs(self, inode: int) -> pyfuse3.EntryAttributes:
@@ -157,10 +178,7 @@ def serve_bare(mountpoint: str, sizes_file: str) -> None:
             return pyfuse3.FileInfo(fh=inode, keep_cache=True)
 
         async def read(self, fh, off, size):  # type: ignore[no-untyped-def]
-            data = blobs.get(kinds[fh][1])
-            if data is None:
-                data = blobs[kinds[fh][1]] = b"x" * kinds[fh][1]
-            return data[off : off + size]
+            return blobs[fh][off : off + size]
 
         async def release(self, fh):  # type: ignore[no-untyped-def]
             return None

@@ -27,8 +27,10 @@ Figures, each a step with a timeout, with the daemon's RSS (max VmRSS sampled ev
 * on 60 sessions: ``grep -rl --include=transcript.md WORD mnt/sessions`` (warm) and
   ``grep -r WORD mnt/sessions``, against the same greps over the JSONL;
 * first ``cat context.json`` of the 2.4 MB fixture against parsing the file (orjson);
-* cold read of every ``entries/*.json`` (of ``--walk-sessions`` sessions) against the bare
-  pyfuse3 filesystem of ``bench_mount.py`` serving the same files.
+* cold read of every ``entries/*.json`` (of ``--walk-sessions`` sessions; in the summary,
+  of the 60-session corpus), all paths listed first and session by session, against the
+  bare pyfuse3 filesystem of ``bench_mount.py`` serving the same bytes
+  (``bench/entries_walk.py``), with the sessions the daemon loaded.
 
 ``--cache-dir`` is passed to the daemon only when ``sessionfs mount --help`` lists it, and
 ``--read-only`` likewise (the cached corpus must never change).
@@ -50,12 +52,10 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import bench_mount, claude_corpus, corpus
+from bench import bench_mount, claude_corpus, corpus, entries_walk
 from bench.common import (
     COMMON_TERMS,
     FIXTURES,
@@ -648,73 +648,44 @@ def _seconds(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-WALKER = """
-import os, sys, time, orjson
-dirs = sys.stdin.read().split("\\n")[:-1]
-sizes = []
-start = time.perf_counter()
-for d in dirs:
-    row = []
-    for name in os.listdir(d):
-        with open(os.path.join(d, name), "rb") as f:
-            n = 0
-            while chunk := f.read(1 << 20):
-                n += len(chunk)
-        row.append(n)
-    sizes.append(row)
-print(orjson.dumps({"seconds": time.perf_counter() - start, "sizes": sizes}).decode())
-"""
-
-
-def walk(dirs: list[Path], timeout: float) -> tuple[float, list[list[int]]]:
-    """List and read every file of ``dirs`` in a child process (so a stuck read times out)."""
-    try:
-        result = subprocess.run(
-            [sys.executable, "-c", WALKER],
-            input="".join(f"{d}\n" for d in dirs),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=True,
+def cold_entries_walk(bench: Bench, work: Path, walked: corpus.Corpus, sessions: int) -> None:
+    """Cold read of every entries/*.json of the first ``sessions`` of ``walked`` in both
+    orders of `entries_walk.ORDERS` (fresh daemon, fresh cache dir, page cache dropped,
+    for each), each followed at once by the same read of a bare pyfuse3 fs serving the
+    same bytes (mounted afresh), with the daemon's RSS and the sessions it loaded
+    (issue 26: each once when they fit ``--cache-mb``)."""
+    files = walked.files[:sessions]
+    tree = work / "entries-tree"
+    bare_mnt = work / "bare-mnt"
+    bare_args = [sys.executable, bench_mount.__file__, "--serve-bare", str(bare_mnt), str(tree)]
+    for order in entries_walk.ORDERS:
+        drop_caches()
+        with bench.setup.mount(walked.agent_dir, fresh_cache_dir(work, "walk")) as (mnt, rss):
+            dirs = entries_walk.entries_dirs(mnt, files)
+            with rss.step() as reading:
+                ours = entries_walk.walk(dirs, order, bench.timeout)
+            loads = entries_walk.cache_loads(mnt)
+            if not tree.exists():
+                entries_walk.snapshot(dirs, tree)
+        with mounted(bare_args, bare_mnt):
+            bare_dirs = [bare_mnt / f"d{n}" for n in range(len(files))]
+            bare = entries_walk.walk(bare_dirs, order, 600)
+        if (ours.files, ours.size) != (bare.files, bare.size):
+            raise RuntimeError(f"bare fs served {bare.files} files, ours {ours.files}")
+        bench.report.add(
+            Figure(
+                f"cold read every entries/*.json, {order} ({len(files)} sessions, "
+                f"{ours.files:,} files)",
+                f"{ours.rate:,.0f} files/s",
+                f"{bare.rate:,.0f} files/s bare pyfuse3, right after",
+                ours.rate / bare.rate,
+                ">= 0.8x",
+                reading(),
+                f"{ours.size / 2**20:.0f} MB read; sessions loaded "
+                f"{'n/a' if loads is None else loads}",
+            )
         )
-    except subprocess.TimeoutExpired as error:
-        raise StepTimeout(f"walk took more than {timeout:.0f} s") from error
-    except subprocess.CalledProcessError as error:
-        raise RuntimeError(f"walk failed: {error.stderr[-300:]}") from error
-    report = orjson.loads(result.stdout)
-    return report["seconds"], report["sizes"]
-
-
-def cold_entries_walk(bench: Bench, work: Path, sessions: int) -> None:
-    """Cold read of every entries/*.json of ``sessions`` sessions (fresh daemon, fresh
-    cache dir, page cache dropped) against the bare pyfuse3 fs serving the same sizes."""
-    files = bench.big.files[:sessions]
-    drop_caches()
-    with bench.setup.mount(bench.big.agent_dir, fresh_cache_dir(work, "walk")) as (mnt, rss):
-        dirs = [mnt / "sessions" / f.parent.name / f.name[:-6] / "entries" for f in files]
-        with rss.step() as reading:
-            ours, sizes = walk(dirs, bench.timeout)
-    sizes_file = work / "sizes.txt"
-    sizes_file.write_text("".join(" ".join(map(str, row)) + "\n" for row in sizes))
-    mnt = work / "mnt"
-    bare_args = [sys.executable, bench_mount.__file__, "--serve-bare", str(mnt), str(sizes_file)]
-    with mounted(bare_args, mnt):
-        bare, bare_sizes = walk([mnt / f"d{i}" for i in range(len(sizes))], bench.timeout)
-    count = sum(map(len, sizes))
-    if count != sum(map(len, bare_sizes)):
-        raise RuntimeError(f"bare fs served {sum(map(len, bare_sizes))} files, ours {count}")
-    ours_rate, bare_rate = count / ours, count / bare
-    bench.report.add(
-        Figure(
-            f"cold read every entries/*.json ({sessions} sessions, {count:,} files)",
-            f"{ours_rate:,.0f} files/s",
-            f"{bare_rate:,.0f} files/s bare pyfuse3",
-            ours_rate / bare_rate,
-            ">= 0.5x",
-            reading(),
-            f"{sum(map(sum, sizes)) / 2**20:.0f} MB read",
-        )
-    )
+    shutil.rmtree(tree, ignore_errors=True)
 
 
 # --- main -------------------------------------------------------------------------
@@ -1151,9 +1122,13 @@ def run_summary(bench: Bench, small: corpus.Corpus, work: Path) -> None:
         lambda: transcripts_small(bench, small, fresh_cache_dir(work, "small")),
     )
     guarded(report, "first cat context.json", lambda: fixture_context(bench, work))
+    guarded(
+        report, "cold entries walk", lambda: cold_entries_walk(bench, work, small, len(small.files))
+    )
     guarded(report, "big listings", lambda: big_listings(bench, work))
     if bench.setup.claude_dir is not None:
         guarded(report, "agents/claude", lambda: claude_figures(bench, work))
+    peak_rss(bench)
 
 
 def _first_warm_search(bench: Bench, cache_dir: Path) -> None:
@@ -1197,13 +1172,22 @@ def run_all(bench: Bench, small: corpus.Corpus, work: Path, walk_sessions: int) 
         lambda: recursive_greps(bench, small, fresh_cache_dir(work, "small")),
     )
     guarded(report, "first cat context.json", lambda: fixture_context(bench, work))
-    guarded(report, "cold entries walk", lambda: cold_entries_walk(bench, work, walk_sessions))
+    guarded(
+        report,
+        "cold entries walk",
+        lambda: cold_entries_walk(bench, work, bench.big, walk_sessions),
+    )
     guarded(report, "by-id lookups", lambda: by_id_lookups(bench, work))
     if bench.setup.claude_dir is not None:
         guarded(report, "agents/claude", lambda: claude_figures(bench, work))
+    peak_rss(bench)
+
+
+def peak_rss(bench: Bench) -> None:
+    """The row of the daemons' peak RSS over every mount of the run."""
     limit = bench.setup.cache_mb + 100
     peak = bench.setup.peak_rss_mb
-    report.add(
+    bench.report.add(
         Figure(
             "daemon peak RSS, all mounts above",
             f"{peak:.0f} MB",

@@ -27,8 +27,12 @@ from support.real_agents import (
     PiAgent,
     install_claude,
     install_codex,
+    install_copilot,
+    install_gemini,
     install_omp,
+    install_opencode,
     install_pi,
+    install_qwen,
 )
 
 
@@ -103,6 +107,18 @@ def omp_install() -> Path:
     return _installed(install_omp)
 
 
+@pytest.fixture(scope="session")
+def gemini_install() -> Path:
+    """The cache dir holding the pinned Gemini CLI (``$SESSIONFS_GEMINI_CACHE``)."""
+    return _installed(install_gemini)
+
+
+@pytest.fixture(scope="session")
+def qwen_install() -> Path:
+    """The cache dir holding the pinned Qwen Code (``$SESSIONFS_QWEN_CACHE``)."""
+    return _installed(install_qwen)
+
+
 @pytest.fixture
 def fake_model() -> Iterator[FakeModelServer]:
     """A fake OpenAI-compatible model server on 127.0.0.1, recording every request."""
@@ -130,6 +146,18 @@ def codex_install() -> Path:
     if (platform.system(), platform.machine()) != ("Linux", "x86_64"):
         pytest.skip("the tests install Codex's native binary for linux-x64 only")
     return _installed(install_codex)
+
+
+@pytest.fixture(scope="session")
+def copilot_install() -> Path:
+    """The cache dir holding the pinned GitHub Copilot CLI."""
+    return _installed(install_copilot)
+
+
+@pytest.fixture(scope="session")
+def opencode_install() -> Path:
+    """The cache dir holding the pinned opencode."""
+    return _installed(install_opencode)
 
 
 @pytest.fixture

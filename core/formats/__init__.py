@@ -16,9 +16,14 @@
 * `core.formats.claude_dirs` / `core.formats.codex_dirs`: where each agent keeps its
   sessions and how a listing finds them (sub-agents, archives, titles) reading at most
   the first KiB of each file (`core.formats.prefix`);
+* `core.formats.gemini` (`GeminiSession`, `GeminiDocumentSession`): Gemini CLI chats,
+  read by the rules of Gemini's own loader (`core.formats.gemini_messages`), found by
+  `core.formats.gemini_dirs`, searched by `core.formats.gemini_search`;
+* `core.formats.qwen` (`QwenSession`): Qwen Code sessions (a ``parentUuid`` chain of
+  Gemini-shaped messages);
 * `core.formats.registry`: every other agent the mount shows, one `AgentFormat`
   connector each (`core.formats.agent_format`: name, directory, listing, reader,
-  search), e.g. `core.formats.claude_agent`, `core.formats.codex_agent`;
+  search): `core.formats.claude_agent`, `codex_agent`, `gemini_agent`, `qwen_agent`;
 Nothing here writes, and nothing imports FUSE or trio.
 """
 

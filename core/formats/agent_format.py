@@ -11,7 +11,10 @@ An agent's connector answers five questions:
 * how one file reads as a `SessionSource` (`AgentFormat.open_session`), the same in
   the daemon and in the render workers (other processes);
 * how the search index reads its files (`AgentFormat.search`, a
-  `core.search_index.formats.FileFormat`).
+  `core.search_index.formats.FileFormat`);
+* which files the archive keeps (`AgentFormat.archive_files`: an `ArchivedFile` per
+  file, at the one path it keeps it under whatever the agent later does with it;
+  ``None``: the agent is not archived yet).
 
 Nothing here reads a file; the agents' modules do.
 """
@@ -25,7 +28,7 @@ from pathlib import Path
 from core.formats.base import SessionSource
 from core.search_index.formats import FileFormat
 
-__all__ = ["AgentFormat", "ListedSession"]
+__all__ = ["AgentFormat", "ArchivedFile", "ListedSession"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +41,22 @@ class ListedSession:
     stem: str
     path: Path
     header: dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class ArchivedFile:
+    """One file of an agent's directory the archive keeps (``sessionfs sync``)."""
+
+    #: its path in the archive, below the agent's: where it is now, or where the agent
+    #: first had it (a Codex rollout moved to ``archived_sessions/`` keeps its place)
+    rel: str
+    path: Path
+    #: (inode, size, mtime_ns) when listed: the same again means unchanged
+    identity: tuple[int, int, int]
+    #: zstd-compressed on disk: archived decompressed
+    compressed: bool = False
+    #: the agent moves or compresses it: told by its bytes, not its inode
+    moves: bool = False
 
 
 @dataclass(frozen=True)
@@ -61,6 +80,8 @@ class AgentFormat:
     open_session: Callable[[Path], SessionSource]
     #: what the search index reads of the agent's directory
     search: FileFormat
+    #: the files of the agent's directory the archive keeps (None: not archived)
+    archive_files: Callable[[Path], Iterable[ArchivedFile]] | None = None
 
     @property
     def dir_option(self) -> str:

@@ -12,7 +12,8 @@ the mount does with every line type). What the mount shows, point by point:
   skipped and counted;
 * tree: ``parentUuid``, and across a ``compact_boundary`` (a new root) its
   ``logicalParentUuid``, so ``path/`` and ``tree.txt`` show the whole history;
-* leaf: the entry the agent resumes from, the latest ``last-prompt.leafUuid`` when it
+* leaf: a chain line chosen through the mount (`JsonlSession.choose_leaf`), else the
+  entry the agent resumes from, the latest ``last-prompt.leafUuid`` when it
   names a line of the file; else each chain line no other line names as parent,
   walked up to its nearest ``user``/``assistant`` line, the latest ``timestamp`` that
   is not ``isSidechain`` winning, ties to the later line (a sub-agent file, all
@@ -263,7 +264,12 @@ class ClaudeSession(JsonlSession[_ClaudeLine]):
         parent = self._lines[index].parent
         return self._index_of.get(parent) if parent is not None else None
 
-    def leaf_index(self) -> int | None:
+    def can_be_leaf(self, index: int) -> bool:
+        """Claude Code resumes at a chain line (``--resume-session-at <uuid>``), not at
+        a metadata line."""
+        return self._lines[index].uuid is not None
+
+    def own_leaf_index(self) -> int | None:
         if self._leaf is None:
             self._leaf = (self._find_leaf(),)
         return self._leaf[0]

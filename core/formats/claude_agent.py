@@ -15,14 +15,28 @@ from pathlib import Path
 from typing import Any, Final
 
 from core.formats import claude_dirs
-from core.formats.agent_format import AgentFormat, ListedSession
+from core.formats.agent_format import AgentFormat, ArchivedFile, ListedSession
 from core.formats.claude import ClaudeSession
+from core.formats.dir_scan import read_meta
+from core.formats.file_walk import regular_files
 from core.paths import child_stem
 from core.search_index.formats import CLAUDE
 
-__all__ = ["CLAUDE_CODE", "list_claude_sessions", "open_claude_session"]
+__all__ = [
+    "CLAUDE_CODE",
+    "archive_claude_files",
+    "list_claude_sessions",
+    "open_claude_session",
+]
 
 _JSONL: Final = ".jsonl"
+
+
+def archive_claude_files(root: Path) -> Iterator[ArchivedFile]:
+    """What the archive keeps: every ``projects/**/*.jsonl`` (sessions, nested and
+    flat sub-agents' files), at its own path."""
+    for rel, path, identity in regular_files(root / "projects", _JSONL):
+        yield ArchivedFile(f"projects/{rel}", path, identity)
 
 
 def list_claude_sessions(root: Path) -> Iterator[ListedSession]:
@@ -47,7 +61,7 @@ def open_claude_session(path: Path) -> ClaudeSession:
 
 def _sub_agent_meta(path: Path) -> dict[str, Any] | None:
     """A sub-agent's ``agent-<id>.meta.json`` beside its file (None: none)."""
-    meta = claude_dirs.read_meta(path.with_name(path.name.removesuffix(_JSONL) + ".meta.json"))
+    meta = read_meta(path.with_name(path.name.removesuffix(_JSONL) + ".meta.json"))
     return meta or None
 
 
@@ -60,4 +74,5 @@ CLAUDE_CODE: Final = AgentFormat(
     list_sessions=list_claude_sessions,
     open_session=open_claude_session,
     search=CLAUDE,
+    archive_files=archive_claude_files,
 )

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from core.formats.dir_scan import read_meta, sorted_entries
 from core.formats.prefix import read_prefix, string_field
-from core.jsonl import loads
 from core.paths import env_dir_or_home
-from core.safe_open import PathArg, open_regular
+from core.safe_open import PathArg
 
 __all__ = [
     "CLAUDE_DIR_ENV",
@@ -41,8 +41,6 @@ CLAUDE_DIR_ENV: Final = "CLAUDE_CONFIG_DIR"
 _SUFFIX: Final = ".jsonl"
 _AGENT_PREFIX: Final = "agent-"
 _META_SUFFIX: Final = ".meta.json"
-#: a sub-agent's meta.json is a few hundred bytes; more is not a meta file
-_META_LIMIT: Final = 64 * 1024
 
 
 def claude_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -50,17 +48,10 @@ def claude_dir(env: Mapping[str, str] | None = None) -> Path:
     return env_dir_or_home(CLAUDE_DIR_ENV, ".claude", env)
 
 
-def _entries(directory: PathArg) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(directory) as found:
-            return sorted(found, key=lambda e: e.name)
-    except (FileNotFoundError, NotADirectoryError, PermissionError):
-        return []
-
-
 def list_projects(root: PathArg) -> list[str]:
     """The project dir names under ``<root>/projects`` (sorted)."""
-    return [e.name for e in _entries(Path(root) / "projects") if e.is_dir(follow_symlinks=False)]
+    projects = sorted_entries(Path(root) / "projects")
+    return [e.name for e in projects if e.is_dir(follow_symlinks=False)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +84,7 @@ def list_sessions(project_dir: PathArg) -> list[ClaudeSessionFile]:
     """The sessions of one project dir, newest first (flat ``agent-*.jsonl``
     sub-agent files are not sessions)."""
     found = []
-    for entry in _entries(project_dir):
+    for entry in sorted_entries(project_dir):
         if not _is_session_file(entry) or entry.name.startswith(_AGENT_PREFIX):
             continue
         try:
@@ -115,22 +106,12 @@ def list_sessions(project_dir: PathArg) -> list[ClaudeSessionFile]:
     return found
 
 
-def read_meta(path: Path) -> dict[str, Any]:
-    try:
-        with open_regular(path) as f:
-            data = f.read(_META_LIMIT + 1)
-        meta = loads(data) if len(data) <= _META_LIMIT else None
-    except (OSError, ValueError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
-
-
 def nested_sub_agents(session_path: PathArg) -> list[ClaudeSubAgentFile]:
     """``<sessionId>/subagents/agent-<id>.jsonl`` (+ ``.meta.json``) beside the file."""
     path = Path(session_path)
     directory = path.with_name(path.name[: -len(_SUFFIX)]) / "subagents"
     found = []
-    for entry in _entries(directory):
+    for entry in sorted_entries(directory):
         if _is_session_file(entry) and entry.name.startswith(_AGENT_PREFIX):
             stem = entry.name[: -len(_SUFFIX)]
             meta = read_meta(directory / (stem + _META_SUFFIX))
@@ -142,7 +123,7 @@ def flat_sub_agents(project_dir: PathArg) -> dict[str, list[ClaudeSubAgentFile]]
     """The older flat ``agent-<id>.jsonl`` files of a project by the ``sessionId``
     their first KiB names (a file naming none is left out)."""
     found: dict[str, list[ClaudeSubAgentFile]] = {}
-    for entry in _entries(project_dir):
+    for entry in sorted_entries(project_dir):
         if not (_is_session_file(entry) and entry.name.startswith(_AGENT_PREFIX)):
             continue
         try:

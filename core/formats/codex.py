@@ -8,7 +8,8 @@ the ``session_meta``, a bare item a ``response_item``, a record a line of that k
 
 A session is linear: entry ``i`` is the ``i``-th JSON object line, named
 ``NNNNNN-<kind>[-<payload type>]`` (``NNNNNN``: its line number); its parent is the
-entry before; the leaf is the last entry. What the mount shows besides:
+entry before; the leaf is the last entry (or one chosen through the mount: then the
+path, context and transcript end there). What the mount shows besides:
 
 * ``context.json``: ``{"messages", "model"}`` -- the response items as Codex sends them
   (in their own shape, without the ``internal_chat_message_metadata_passthrough`` it
@@ -272,7 +273,15 @@ class CodexSession(JsonlSession[_CodexLine]):
                 yield index, kind, payload
 
     def context(self) -> dict[str, Any]:
-        return {"messages": self._history(), "model": self._model}
+        return {"messages": self._history(self._leaf_end()), "model": self._model}
+
+    def _leaf_end(self) -> int | None:
+        """Where a leaf chosen before the last line ends in the file (the context and
+        transcript stop there); ``None``: the whole file."""
+        leaf = self.leaf_index()
+        if leaf is None or leaf == self.own_leaf_index():
+            return None
+        return self._lines[leaf].end
 
     def _history(self, until: int | None = None) -> list[Any]:
         """The items Codex sends the model next (without its base instructions, which
@@ -293,7 +302,7 @@ class CodexSession(JsonlSession[_CodexLine]):
         return [_as_sent(item) for item in history]
 
     def transcript_messages(self) -> list[TranscriptMessage]:
-        return self._fork_base().transcript + self._transcript()
+        return self._fork_base().transcript + self._transcript(self._leaf_end())
 
     def _transcript(self, until: int | None = None) -> list[TranscriptMessage]:
         groups: list[list[TranscriptMessage]] = []
@@ -404,11 +413,9 @@ class CodexSession(JsonlSession[_CodexLine]):
     def parent_index(self, index: int) -> int | None:
         return index - 1 if index > 0 else None
 
-    def leaf_index(self) -> int | None:
-        return len(self._lines) - 1 if self._lines else None
-
     def path_indexes(self) -> list[int]:
-        return list(range(len(self._lines)))
+        leaf = self.leaf_index()
+        return [] if leaf is None else list(range(leaf + 1))
 
 
 def _as_sent(item: Any) -> Any:

@@ -12,18 +12,27 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Final
 
 from core.formats import codex_dirs, codex_state
-from core.formats.agent_format import AgentFormat, ListedSession
+from core.formats.agent_format import AgentFormat, ArchivedFile, ListedSession
 from core.formats.codex import ARCHIVE_DIR, CodexSession
+from core.formats.file_walk import regular_file, regular_files
 from core.paths import child_stem
 from core.search_index.formats import CODEX
+from core.zstd_files import ZSTD_SUFFIX
 
-__all__ = ["CODEX_CLI", "MAX_SUBAGENT_DEPTH", "codex_index_title", "list_codex_sessions"]
+__all__ = [
+    "CODEX_CLI",
+    "MAX_SUBAGENT_DEPTH",
+    "archive_codex_files",
+    "codex_index_title",
+    "list_codex_sessions",
+]
 
 #: Sub-agent levels followed (Codex sub-agents may spawn their own).
 MAX_SUBAGENT_DEPTH: Final = 3
@@ -76,6 +85,48 @@ def open_codex_session(path: Path) -> CodexSession:
     )
 
 
+_JSONL: Final = ".jsonl"
+_SESSION_INDEX: Final = "session_index.jsonl"
+# rollout-2026-01-02T03-04-05-<thread id>: the date dirs Codex files it under
+_ROLLOUT_DATE: Final = re.compile(r"rollout-([0-9]{4})-([0-9]{2})-([0-9]{2})T", re.ASCII)
+
+
+def archive_codex_files(root: Path) -> Iterator[ArchivedFile]:
+    """What the archive keeps: every rollout, live or archived, compressed or not, at
+    ``sessions/YYYY/MM/DD/<stem>.jsonl`` from its name (a rollout moved to
+    ``archived_sessions/`` and compressed is the same file, continued: told by its
+    bytes), and ``session_index.jsonl`` (the sessions' names)."""
+    places = (
+        (codex_dirs.SESSIONS_DIR, (_JSONL,)),
+        (ARCHIVE_DIR, (_JSONL, _JSONL + ZSTD_SUFFIX)),
+    )
+    for top, suffixes in places:
+        for suffix in suffixes:
+            for rel, path, identity in regular_files(root / top, suffix):
+                stem = codex_dirs.rollout_stem(path.name)
+                if stem is not None:
+                    yield ArchivedFile(
+                        _rollout_rel(stem, f"{top}/{rel}"),
+                        path,
+                        identity,
+                        compressed=suffix.endswith(ZSTD_SUFFIX),
+                        moves=True,
+                    )
+    index = regular_file(root / _SESSION_INDEX)
+    if index is not None:
+        yield ArchivedFile(_SESSION_INDEX, root / _SESSION_INDEX, index, moves=True)
+
+
+def _rollout_rel(stem: str, found_at: str) -> str:
+    """``sessions/YYYY/MM/DD/<stem>.jsonl`` from the rollout's name; where the name holds
+    no date, where it was found (without ``.zst``)."""
+    dated = _ROLLOUT_DATE.match(stem)
+    if dated is None:
+        return found_at.removesuffix(ZSTD_SUFFIX)
+    year, month, day = dated.groups()
+    return f"{codex_dirs.SESSIONS_DIR}/{year}/{month}/{day}/{stem}{_JSONL}"
+
+
 CODEX_CLI: Final = AgentFormat(
     name="codex",
     title="the Codex CLI",
@@ -85,4 +136,5 @@ CODEX_CLI: Final = AgentFormat(
     list_sessions=list_codex_sessions,
     open_session=open_codex_session,
     search=CODEX,
+    archive_files=archive_codex_files,
 )

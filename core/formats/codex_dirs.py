@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Final
 
 from core.formats.codex import ARCHIVE_DIR
+from core.formats.dir_scan import named_stem
 from core.formats.lines import LineFile
 from core.formats.prefix import first_line, read_prefix, string_field
 from core.paths import encode_cwd, env_dir_or_home
@@ -61,12 +62,7 @@ def codex_dir(env: Mapping[str, str] | None = None) -> Path:
 
 def rollout_stem(name: str) -> str | None:
     """``rollout-….jsonl[.zst]`` -> ``rollout-…`` (``None``: not a rollout name)."""
-    if not name.startswith("rollout-"):
-        return None
-    for suffix in _SUFFIXES:
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return None
+    return named_stem(name, "rollout-", _SUFFIXES)
 
 
 @dataclass(frozen=True, slots=True)

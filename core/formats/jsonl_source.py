@@ -5,6 +5,11 @@ It holds the file's bytes (`core.formats.lines.LineFile`) and one small record p
 shown line (`LineRecord` or a reader's subclass: the line's name, span and time);
 lines that are not JSON objects are counted, never shown. A catch-up reads only the
 appended lines; a replaced or shrunk file is read again whole.
+
+The leaf is the agent's own (`own_leaf_index`: where the agent would resume) unless a
+reader of the file chose another entry (`choose_leaf`: the mount's ``ln -sfn``): then
+``leaf``, ``path/``, the context and the transcript end there. The choice is held in
+memory only; nothing is ever written to the file.
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ class JsonlSession(SessionSource, Generic[Record]):
 
     def __init__(self, path: PathArg) -> None:
         super().__init__()
+        #: the name of the entry chosen as leaf (`choose_leaf`); None: the agent's own
+        self._chosen: str | None = None
         self.path = Path(path)
         self._file = LineFile(path)
         self._reset()
@@ -133,3 +140,39 @@ class JsonlSession(SessionSource, Generic[Record]):
 
     def index_of(self, name: str) -> int | None:
         return self._index_of.get(name)
+
+    # -- the leaf: the agent's own, or one chosen ------------------------------------------
+
+    def own_leaf_index(self) -> int | None:
+        """The entry the agent itself would continue from (``None``: none); a reader
+        whose agent does not continue from its last line says which."""
+        return len(self._lines) - 1 if self._lines else None
+
+    def leaf_index(self) -> int | None:
+        if self._chosen is not None:
+            chosen = self._index_of.get(self._chosen)
+            if chosen is not None:
+                return chosen
+        return self.own_leaf_index()
+
+    def own_leaf_name(self) -> str | None:
+        own = self.own_leaf_index()
+        return None if own is None else self.entry_name(own)
+
+    def chosen_leaf(self) -> str | None:
+        """The name of the entry chosen as leaf, while it is one of the file's."""
+        return self._chosen if self._chosen in self._index_of else None
+
+    def can_be_leaf(self, index: int) -> bool:
+        """Whether entry ``index`` may be chosen as the leaf (a reader may restrict it
+        to entries its agent can continue from)."""
+        return True
+
+    def choose_leaf(self, name: str | None) -> None:
+        """Show entry ``name`` as the leaf (``None``: the agent's own again). ``KeyError``
+        when no entry has that name, ``ValueError`` when it cannot be a leaf."""
+        if name is not None:
+            index = self._index_of[name]
+            if not self.can_be_leaf(index):
+                raise ValueError(name)
+        self._chosen = name

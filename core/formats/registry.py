@@ -16,6 +16,11 @@ from typing import Final
 from core.formats.agent_format import AgentFormat
 from core.formats.claude_agent import CLAUDE_CODE
 from core.formats.codex_agent import CODEX_CLI
+from core.formats.copilot_agent import COPILOT_CLI
+from core.formats.cursor_agent import CURSOR_AGENT
+from core.formats.gemini_agent import GEMINI_CLI
+from core.formats.opencode_agent import OPENCODE
+from core.formats.qwen_agent import QWEN_CODE
 
 __all__ = ["AGENT_FORMATS", "agent_format"]
 
@@ -23,6 +28,11 @@ __all__ = ["AGENT_FORMATS", "agent_format"]
 REGISTERED: Final[tuple[AgentFormat, ...]] = (
     CLAUDE_CODE,
     CODEX_CLI,
+    COPILOT_CLI,
+    OPENCODE,
+    CURSOR_AGENT,
+    GEMINI_CLI,
+    QWEN_CODE,
 )
 
 #: name -> connector, in `REGISTERED` order

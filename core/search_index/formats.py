@@ -39,7 +39,20 @@ from core.search_index.rows import (
 from core.search_index.sources import session_file_keys
 from core.search_index.text import MAX_INDEXED_CHARS, entry_search_text, rename_hook_message
 
-__all__ = ["CLAUDE", "CODEX", "FORMATS", "XCSH", "FileFormat"]
+__all__ = [
+    "CLAUDE",
+    "CODEX",
+    "FORMATS",
+    "XCSH",
+    "FileFormat",
+    "Lines",
+    "capped_text",
+    "collect_strings",
+    "dir_entries",
+    "file_names",
+    "numbered_lines",
+    "text_row",
+]
 
 Lines = Iterable[tuple[int, bytes]]
 
@@ -75,10 +88,10 @@ XCSH: Final = FileFormat(
 )
 
 
-# --- shared -----------------------------------------------------------------------------
+# --- shared by the agents' formats ----------------------------------------------------------
 
 
-def _dirs(path: str) -> list[os.DirEntry[str]]:
+def dir_entries(path: str) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(path) as it:
             return [e for e in it if e.is_dir(follow_symlinks=False)]
@@ -86,7 +99,7 @@ def _dirs(path: str) -> list[os.DirEntry[str]]:
         return []
 
 
-def _files(path: str, prefix: str, suffix: str = ".jsonl") -> list[str]:
+def file_names(path: str, prefix: str, suffix: str = ".jsonl") -> list[str]:
     try:
         with os.scandir(path) as it:
             return [
@@ -98,27 +111,27 @@ def _files(path: str, prefix: str, suffix: str = ".jsonl") -> list[str]:
         return []
 
 
-def _strings(value: Any, out: list[str], depth: int = 0) -> None:
+def collect_strings(value: Any, out: list[str], depth: int = 0) -> None:
     if isinstance(value, str):
         if value:
             out.append(value)
     elif depth < 32 and isinstance(value, dict):
         for item in value.values():
-            _strings(item, out, depth + 1)
+            collect_strings(item, out, depth + 1)
     elif depth < 32 and isinstance(value, list):
         for item in value:
-            _strings(item, out, depth + 1)
+            collect_strings(item, out, depth + 1)
 
 
-def _capped(parts: list[str]) -> str | None:
+def capped_text(parts: list[str]) -> str | None:
     text = "\n".join(parts)[:MAX_INDEXED_CHARS]
     return text if text and not text.isspace() else None
 
 
-def _row(
+def text_row(
     entry_id: str, role: str, parts: list[str], obj: dict[str, Any], at: int, line: bytes
 ) -> Row | None:
-    text = _capped(parts)
+    text = capped_text(parts)
     if text is None:
         return None
     return Row(entry_ms(obj), entry_id, role, at, len(line), zlib.crc32(line), text)
@@ -130,11 +143,11 @@ def _row(
 def _claude_keys(root: str) -> Iterator[tuple[str, ...]]:
     """``projects/<enc>/*.jsonl`` (sessions and an older version's sub-agents) and
     ``projects/<enc>/<session>/subagents/agent-*.jsonl``."""
-    for project in _dirs(os.path.join(root, "projects")):
-        for name in _files(project.path, ""):
+    for project in dir_entries(os.path.join(root, "projects")):
+        for name in file_names(project.path, ""):
             yield ("projects", project.name, name)
-        for session in _dirs(project.path):
-            for name in _files(os.path.join(session.path, "subagents"), "agent-"):
+        for session in dir_entries(project.path):
+            for name in file_names(os.path.join(session.path, "subagents"), "agent-"):
                 yield ("projects", project.name, session.name, "subagents", name)
 
 
@@ -152,15 +165,15 @@ def _claude_text(obj: dict[str, Any]) -> tuple[str, list[str]] | None:
             continue
         kind = block.get("type")
         if kind == "text" or kind == "thinking":
-            _strings(block.get(kind), parts)
+            collect_strings(block.get(kind), parts)
         elif kind == "tool_use":
-            _strings(block.get("name"), parts)
-            _strings(block.get("input"), parts)
+            collect_strings(block.get("name"), parts)
+            collect_strings(block.get("input"), parts)
         elif kind == "tool_result":
             inner = block.get("content")
             if isinstance(inner, list):
                 inner = [b.get("text") for b in inner if isinstance(b, dict)]
-            _strings(inner, parts)
+            collect_strings(inner, parts)
     role = message.get("role")
     return (role if isinstance(role, str) else str(obj["type"])), parts
 
@@ -171,7 +184,7 @@ def _claude_rows(lines: Lines) -> Iterator[Row]:
         uuid = obj.get("uuid") if obj is not None else None
         found = _claude_text(obj) if obj is not None and isinstance(uuid, str) else None
         if obj is not None and found is not None and isinstance(uuid, str):
-            row = _row(uuid, found[0], found[1], obj, at, line)
+            row = text_row(uuid, found[0], found[1], obj, at, line)
             if row is not None:
                 yield row
 
@@ -182,7 +195,7 @@ def _claude_whole(lines: Lines) -> tuple[int, Iterator[Row]]:
 
 def _claude_line_text(obj: dict[str, Any]) -> str | None:
     found = _claude_text(obj)
-    return _capped(found[1]) if found is not None else None
+    return capped_text(found[1]) if found is not None else None
 
 
 def _claude_parent(key: bytes) -> bytes | None:
@@ -204,14 +217,14 @@ def _codex_keys(root: str) -> Iterator[tuple[str, ...]]:
     """``sessions/YYYY/MM/DD/rollout-*.jsonl`` and ``archived_sessions/rollout-*.jsonl``
     (or ``.jsonl.zst``)."""
     sessions = os.path.join(root, "sessions")
-    for year in _dirs(sessions):
-        for month in _dirs(year.path):
-            for day in _dirs(month.path):
-                for name in _files(day.path, "rollout-"):
+    for year in dir_entries(sessions):
+        for month in dir_entries(year.path):
+            for day in dir_entries(month.path):
+                for name in file_names(day.path, "rollout-"):
                     yield ("sessions", year.name, month.name, day.name, name)
     archive = os.path.join(root, "archived_sessions")
     for suffix in (".jsonl", ".jsonl.zst"):
-        for name in _files(archive, "rollout-", suffix):
+        for name in file_names(archive, "rollout-", suffix):
             yield ("archived_sessions", name)
 
 
@@ -253,22 +266,22 @@ def _codex_text(
 ) -> tuple[str, list[str]] | None:
     parts: list[str] = []
     if kind == "compacted":
-        _strings(payload.get("message"), parts)
+        collect_strings(payload.get("message"), parts)
         return "compaction", parts
     if kind != "response_item":
         return None  # event_msg repeats the response items; the rest is not conversation
     if ptype == "message":
-        _strings(_texts(payload.get("content")), parts)
+        collect_strings(_texts(payload.get("content")), parts)
         role = payload.get("role")
         return (role if isinstance(role, str) else "message"), parts
     role = _CODEX_ROLES.get(ptype or "")
     if role is None:
         return None
     if ptype == "reasoning":
-        _strings(_texts(payload.get("summary")), parts)
+        collect_strings(_texts(payload.get("summary")), parts)
     else:
         for key in ("name", "arguments", "input", "output", "action"):
-            _strings(payload.get(key), parts)
+            collect_strings(payload.get(key), parts)
     return role, parts
 
 
@@ -280,20 +293,27 @@ def _codex_whole(lines: Lines) -> tuple[int, Iterator[Row]]:
     return MODE_LEGACY, _codex_numbered_rows(lines)
 
 
-def _codex_numbered_rows(lines: Lines) -> Iterator[Row]:
-    """Rows named as ``entries/`` names the lines: by line number from the start
-    (a blank line skipped by the reader still counts: one newline each)."""
+def numbered_lines(lines: Lines) -> Iterator[tuple[int, int, bytes]]:
+    """``(line number, offset, line)``: lines numbered from the file's start as the
+    readers number their entries (a blank line they skip still counts: one newline
+    each), for rows named by line number (read whole: `MODE_LEGACY`)."""
     number, expected = 0, 0
     for at, line in lines:
         number += 1 + max(0, at - expected)  # the gap is blank lines, a byte each
         expected = at + len(line) + 1
+        yield number, at, line
+
+
+def _codex_numbered_rows(lines: Lines) -> Iterator[Row]:
+    """Rows named as ``entries/`` names the lines: by line number from the start."""
+    for number, at, line in numbered_lines(lines):
         obj = parse_object(line)
         if obj is None:
             continue
         kind, ptype, payload = _codex_item(obj)
         found = _codex_text(kind, ptype, payload)
         if found is not None:
-            row = _row(_codex_name(number, kind, ptype), found[0], found[1], obj, at, line)
+            row = text_row(_codex_name(number, kind, ptype), found[0], found[1], obj, at, line)
             if row is not None:
                 yield row
 
@@ -304,7 +324,7 @@ def _codex_appended(lines: Lines) -> Iterator[Row]:
 
 def _codex_line_text(obj: dict[str, Any]) -> str | None:
     found = _codex_text(*_codex_item(obj))
-    return _capped(found[1]) if found is not None else None
+    return capped_text(found[1]) if found is not None else None
 
 
 CODEX: Final = FileFormat(

@@ -38,6 +38,7 @@ from core.search_index.rows import (
     MODE_NOT_SESSION,
     ChunkedLines,
     FileState,
+    Row,
     fingerprints,
     is_compressed,
     update_action,
@@ -90,6 +91,10 @@ _BIG_UPDATE_BYTES = 128 * 1024 * 1024
 
 # Dead rows are rebuilt away once they exceed max(this, half the live rows).
 _MIN_DEAD_FOR_REBUILD = 20_000
+
+#: Rows indexed between two calls of `SearchIndex.between_rows` (about 0.1-0.3 ms of
+#: work: a request waits no longer than that for the indexer to notice it).
+_ROWS_BETWEEN_CALLS = 64
 
 #: The write-ahead log is cut back to this size after each checkpoint.
 _WAL_SIZE_LIMIT = 4 << 20
@@ -145,6 +150,10 @@ class SearchIndex:
         # Each used only under its lock: the terms of inserted rows / of a query's prefix.
         self._write_terms = TermReader()
         self._read_terms = TermReader()
+        #: called in the indexing thread every `_ROWS_BETWEEN_CALLS` rows: a daemon
+        #: pauses there while it serves requests (a first build parses every session
+        #: file in the daemon's process, holding the GIL a request needs)
+        self.between_rows: Callable[[], None] | None = None
         self._open()
 
     # -- state --------------------------------------------------------------------------
@@ -342,10 +351,10 @@ class SearchIndex:
         """How many session files the index holds and their bytes as last indexed (one
         query, not a stat per file); None when the index cannot be read now."""
         with self._write_lock:
-            conn = self._writer
-            if conn is None or self._closed:
+            if self._closed or not self.available:
                 return None
             try:
+                conn = self._writer_conn()
                 count, size = conn.execute("SELECT count(*), total(size) FROM files").fetchone()
             except sqlite3.Error:
                 return None
@@ -537,6 +546,8 @@ class SearchIndex:
             mode, rows = self.file_format.whole_file_rows(lines)
         else:
             mode, rows = state.mode, self.file_format.appended_rows(lines)
+        if self.between_rows is not None:
+            rows = _calling_between(rows, self.between_rows)
         if whole and state is not None:
             kill_rows(conn, state.file_id)
         file_id = state.file_id if state is not None else new_file(conn, key)
@@ -693,3 +704,11 @@ class SearchIndex:
         if expansions == ():
             return None
         return [*terms[:-1], last._replace(expansions=expansions)]
+
+
+def _calling_between(rows: Iterable[Row], call: Callable[[], None]) -> Iterator[Row]:
+    """``rows``, calling ``call`` before every `_ROWS_BETWEEN_CALLS`-th."""
+    for count, row in enumerate(rows):
+        if count % _ROWS_BETWEEN_CALLS == 0:
+            call()
+        yield row

@@ -1,4 +1,4 @@
-"""``sessionfs`` command line: mount, umount, check, history, sync.
+"""``sessionfs`` command line: mount, umount, check, history, search, sync, completion.
 
 Errors the user can fix are one line on stderr and exit status 2, never a traceback.
 The daemon (pyfuse3, trio) is imported only by ``mount`` and ``umount``, so ``check``
@@ -15,8 +15,14 @@ from pathlib import Path
 from core import paths
 from sessionfs.commands import check, history, search
 from sessionfs.commands.agent_args import add_agent_arguments, chosen_agent_homes
+from sessionfs.commands.completion import MOUNTS, add_completion_parser, completes
+from sessionfs.fs.agent_branching import AGENT_PLACEHOLDER, BRANCHING_AGENTS
 from sessionfs.fs.agent_command import AGENT_CMD_ENV, DEFAULT_SEND_GRACE, DEFAULT_SEND_TIMEOUT
-from sessionfs.store.command import add_sync_parser  # no S3 code until `sync` runs
+from sessionfs.store.command import (  # no S3 code until `sync` runs
+    add_restore_parser,
+    add_sync_parser,
+    default_archive_url,
+)
 from sessionfs.view.cache_dir import default_cache_dir
 
 #: Said once by ``mount --allow-other``: the mount's modes are now all that guards it.
@@ -77,8 +83,19 @@ def build_parser() -> argparse.ArgumentParser:
         "-> the session file, {cwd} -> its cwd, the prompt appended as the last "
         f"argument (default: ${AGENT_CMD_ENV}, else the agent that owns the agent dir: "
         "omp --resume {session} -p, pi --session {session} -p or xcsh --session "
-        "{session} -p)",
+        "{session} -p); {agent} stands for that default, and makes the template serve "
+        "the agents under agents/ too (claude, codex exec)",
     )
+    for agent, (default, _) in BRANCHING_AGENTS.items():
+        mount.add_argument(
+            f"--{agent}-cmd",
+            metavar="TEMPLATE",
+            default=None,
+            help=f"what writing send under agents/{agent}/ runs: the program and its own "
+            f"options, the session's arguments and the prompt appended (default: "
+            f"--agent-cmd if it holds {AGENT_PLACEHOLDER}, which stands for {default!r}; "
+            f"else {default!r}, {default.split()[0]} found on PATH)",
+        )
     mount.add_argument(
         "--send-timeout",
         type=float,
@@ -101,18 +118,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --store: disk the fetched sessions and blobs may use; past it the least "
         "recently read files are removed and fetched again when read (default 20)",
     )
+    mount.add_argument(
+        "--archive",
+        metavar="URL",
+        help="also show the sessions this archive holds that the agents' dirs lost "
+        "(file:///ABS/DIR or s3://BUCKET[/PREFIX]; default: the local archive that "
+        "`sessionfs sync` writes, when it exists)",
+    )
+    mount.add_argument(
+        "--no-archive", action="store_true", help="show no archived session"
+    )
+    mount.add_argument(
+        "--machine",
+        metavar="NAME",
+        help="with an archive: whose archived sessions to show (default: the host name)",
+    )
     add_agent_arguments(mount)
     mount.add_argument("--debug", action="store_true", help="log every request")
     mount.add_argument("--allow-other", action="store_true", help="let other users see the mount")
     mount.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
 
     umount = sub.add_parser("umount", help="unmount a sessionfs mount")
-    umount.add_argument("mountpoint", type=Path)
+    completes(umount.add_argument("mountpoint", type=Path), MOUNTS)
 
     history.add_history_parser(sub)
     check.add_check_parser(sub)
     search.add_search_parser(sub)
     add_sync_parser(sub)
+    add_restore_parser(sub)
+    add_completion_parser(sub, parser)  # last: it completes everything above
     return parser
 
 
@@ -134,9 +168,16 @@ def _mount(args: argparse.Namespace) -> int:
         refresh_seconds=args.refresh_seconds,
         mirror_max_gb=args.mirror_max_gb,
         agent_cmd=args.agent_cmd,
+        other_agent_cmds=tuple(
+            (agent, template)
+            for agent in BRANCHING_AGENTS
+            if (template := getattr(args, f"{agent}_cmd")) is not None
+        ),
         send_timeout=args.send_timeout,
         send_grace=args.send_grace,
         agent_homes=tuple(chosen_agent_homes(args)),
+        archive=_chosen_archive(args),
+        machine=args.machine,
     )
     if args.allow_other and args.ready_fd is None:
         print(ALLOW_OTHER_NOTE, file=sys.stderr)
@@ -149,7 +190,19 @@ def _mount(args: argparse.Namespace) -> int:
         print(mounted_line(opts.agent_dir, opts.mountpoint))
         for home in opts.agent_homes:
             print(f"sessionfs: {home.agent} sessions from {home.root} at agents/{home.agent}/")
+        if opts.archive is not None:
+            print(f"sessionfs: with the sessions only the archive {opts.archive} holds")
     return 0
+
+
+def _chosen_archive(args: argparse.Namespace) -> str | None:
+    """``--archive``, else the local archive when ``sessionfs sync`` has made it."""
+    if args.no_archive or args.store is not None:
+        return None
+    if args.archive is not None:
+        return str(args.archive)
+    default = default_archive_url()
+    return default if Path(default.removeprefix("file://")).is_dir() else None
 
 
 def mounted_line(agent_dir: Path, mountpoint: Path) -> str:

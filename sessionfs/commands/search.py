@@ -12,6 +12,10 @@ hits under ``agents/<agent>/``; the same options choose them). Words are
 ANDed, ``"quoted phrases"`` match as phrases, the last word also as a prefix. The
 command line has no 255-byte name limit: long queries work here.
 
+On a terminal, a first build of the index (a new agent dir or cache dir) shows its
+progress on stderr as one line, rewritten in place and erased when done (``sessionfs
+search: building 412/1000 sessions (41%), ~12 s left``); piped, nothing extra.
+
 Exit status: 0 when something was printed, 1 when nothing matched, 2 when there is no
 agent dir or the index cannot be used (the reason on stderr).
 
@@ -22,13 +26,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 from core import paths
-from core.search_index import MAX_LIMIT
+from core.search_index import MAX_LIMIT, UpdateStats
 from sessionfs.commands.agent_args import add_agent_arguments, chosen_agent_homes
 from sessionfs.commands.arg_types import int_between
+from sessionfs.commands.progress_line import REDRAW_INTERVAL, ProgressLine
 from sessionfs.view.agent_sources import agent_search_view, catalog_for
 from sessionfs.view.cache_dir import default_cache_dir
 from sessionfs.view.other_agent_index import OtherAgentIndex
@@ -86,9 +92,10 @@ def run_search(args: argparse.Namespace) -> int:
         for home in chosen_agent_homes(args)
     ]
     query = " ".join(args.words)
+    line = ProgressLine(sys.stderr)
     try:
         for view in views:
-            stats = view.catch_up()
+            stats = bring_up_to_date(view, line)
             if stats.error is not None:
                 print(f"sessionfs: search index unavailable: {stats.error}", file=sys.stderr)
                 return 2
@@ -99,3 +106,33 @@ def run_search(args: argparse.Namespace) -> int:
     sys.stdout.buffer.write(text)
     sys.stdout.flush()
     return 0 if text else 1
+
+
+def bring_up_to_date(view: SearchView, line: ProgressLine) -> UpdateStats:
+    """Update ``view``'s index. A first build with a terminal to show it on is made in
+    slices in a worker thread (`SearchView.refresh`) while ``line`` shows how far it
+    got; anything else in one go (`SearchView.catch_up`)."""
+    if not line.enabled or not view.first_build_pending():
+        return view.catch_up()
+    outcome: list[UpdateStats | BaseException] = []
+
+    def build() -> None:
+        try:
+            outcome.append(view.refresh())
+        except BaseException as exc:  # handed to the main thread, raised there
+            outcome.append(exc)
+
+    worker = threading.Thread(target=build, name="search-first-build", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            progress = view.progress
+            what = progress.building_text() if progress.files_total else "building"
+            line.show(f"sessionfs search: index: {what}", now=True)
+            worker.join(REDRAW_INTERVAL)
+    finally:
+        line.clear()
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result

@@ -22,7 +22,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import trio
@@ -140,10 +140,17 @@ class AgentRuns:
         self._reserved.discard(key)
 
     async def start(
-        self, key: SessionKey, argv: Sequence[str], cwd: str, env: Mapping[str, str]
+        self,
+        key: SessionKey,
+        argv: Sequence[str],
+        cwd: str,
+        env: Mapping[str, str],
+        after: Callable[[], Awaitable[None]] | None = None,
     ) -> Run:
         """Start the agent for a reserved session; returns once the process exists. Its
-        stdout and stderr go to the session's log, its stdin is ``/dev/null``."""
+        stdout and stderr go to the session's log, its stdin is ``/dev/null``.
+        ``after``: called once the process has ended, before a reader waiting for the
+        run is let go (what the run made is then known to the mount)."""
         assert key in self._reserved and self._nursery is not None
         try:
             log_fd = self.logs.open_for_run(key)
@@ -170,10 +177,12 @@ class AgentRuns:
         self._active[key] = run
         self._changed[key] = time.time_ns()
         log.info("send: started %s (pid %d) for %s", argv[0], run.pid, "/".join(key))
-        self._nursery.start_soon(self._watch, key, run)
+        self._nursery.start_soon(self._watch, key, run, after)
         return run
 
-    async def _watch(self, key: SessionKey, run: Run) -> None:
+    async def _watch(
+        self, key: SessionKey, run: Run, after: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
         try:
             with run.scope:
                 with trio.move_on_after(self.timeout) as limit:
@@ -197,6 +206,11 @@ class AgentRuns:
                 run.status = f"failed: {run.stop_reason} after {took:.1f} s"
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.logs.trim, key)
+                if after is not None:
+                    try:
+                        await after()
+                    except Exception:  # the run is over whatever this found
+                        log.exception("send: after the run of pid %d", run.pid)
         finally:
             self._last[key] = run.status or "failed: the daemon stopped watching it"
             if self._active.get(key) is run:

@@ -12,7 +12,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -24,6 +25,7 @@ import trio
 from core import paths
 from core.agent_homes import AgentHome
 from core.private_files import make_private_dirs, private_opener
+from sessionfs.fs.agent_branching import AGENT_PLACEHOLDER, BRANCHING_AGENTS, branching_command
 from sessionfs.fs.agent_command import (
     DEFAULT_SEND_GRACE,
     DEFAULT_SEND_TIMEOUT,
@@ -31,7 +33,7 @@ from sessionfs.fs.agent_command import (
     AgentCommandError,
     default_agent_command,
 )
-from sessionfs.fs.agent_mounts import AgentMounts
+from sessionfs.fs.agent_mounts import AgentMounts, BranchingOptions
 from sessionfs.fs.agent_runs import AgentRuns
 from sessionfs.fs.cache_cleaner import CLEAN_INTERVAL_SECONDS, keep_render_cache_clean
 from sessionfs.fs.memory import (
@@ -53,6 +55,7 @@ from sessionfs.view.search_view import SearchView
 from sessionfs.view.session_cache import SessionCache
 
 if TYPE_CHECKING:
+    from sessionfs.fs.archive_mount import LocalArchive
     from sessionfs.fs.store_mount import StoreMount
 
 log = logging.getLogger("sessionfs")
@@ -87,10 +90,17 @@ class MountOptions:
     #: ``--agent-cmd`` (or ``$SESSIONFS_AGENT_CMD``): what ``send`` runs; None: the
     #: agent that owns the agent dir (`default_agent_command`)
     agent_cmd: str | None = None
+    #: ``--claude-cmd``, ``--codex-cmd``: what ``send`` runs under ``agents/<agent>/``
+    other_agent_cmds: tuple[tuple[str, str], ...] = ()
     send_timeout: float = DEFAULT_SEND_TIMEOUT
     send_grace: float = DEFAULT_SEND_GRACE
     #: the other agents shown read-only under ``agents/`` (only those whose dir exists)
     agent_homes: tuple[AgentHome, ...] = ()
+    #: ``--archive URL`` (or the default archive, when it exists): its sessions that the
+    #: agents' dirs lost are shown beside the live ones; None: no archive
+    archive: str | None = None
+    #: ``--machine``: whose sessions of the archive to show (default: the host name)
+    machine: str | None = None
 
 
 def log_file_path() -> Path:
@@ -142,11 +152,22 @@ def preflight(opts: MountOptions) -> None:
         raise MountError("--mirror-max-gb must be more than 0")
     if opts.send_timeout <= 0 or opts.send_grace < 0:
         raise MountError("--send-timeout must be positive and --send-grace not negative")
-    if opts.agent_cmd is not None:
-        try:
+    try:
+        if opts.agent_cmd is not None:
             AgentCommand.parse(opts.agent_cmd)
-        except AgentCommandError as exc:
-            raise MountError(str(exc)) from None
+        for agent, template in _other_agent_templates(opts).items():
+            branching_command(agent, Path("/"), template, os.environ)
+    except AgentCommandError as exc:
+        raise MountError(str(exc)) from None
+
+
+def _other_agent_templates(opts: MountOptions) -> dict[str, str]:
+    """``--claude-cmd``/``--codex-cmd``, else an ``--agent-cmd`` holding ``{agent}``."""
+    templates = dict(opts.other_agent_cmds)
+    if opts.agent_cmd is not None and AGENT_PLACEHOLDER in opts.agent_cmd:
+        for agent in BRANCHING_AGENTS:
+            templates.setdefault(agent, opts.agent_cmd)
+    return templates
 
 
 def _check_store_url(text: str) -> None:
@@ -173,7 +194,9 @@ def setup_logging(opts: MountOptions, to_file: bool) -> None:
     root.setLevel(level)
 
 
-def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountContext]:
+def build_operations(
+    opts: MountOptions, archive: LocalArchive | None = None
+) -> tuple[SessionFsOperations, MountContext]:
     index = AgentIndex(opts.agent_dir)
     rss_bound = process_rss_bound()
     cache = SessionCache(
@@ -211,6 +234,10 @@ def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountCont
             opts.cache_mb * 1024 * 1024,
             rss_bound=rss_bound,
             after_eviction=release_free_memory,
+            branching=BranchingOptions(
+                _other_agent_templates(opts), opts.send_timeout, opts.send_grace
+            ),
+            archive=archive,
         )
     ops = SessionFsOperations(RootDir(ctx, ()), read_only=opts.read_only, debug=opts.debug)
     caches = [cache, *(ctx.agents.caches() if isinstance(ctx.agents, AgentMounts) else [])]
@@ -222,10 +249,16 @@ def build_operations(opts: MountOptions) -> tuple[SessionFsOperations, MountCont
 
 def _agent_command(opts: MountOptions) -> AgentCommand | str:
     """What ``send`` runs on this mount (logged), or why it runs nothing."""
-    if opts.agent_cmd is not None:
-        command: AgentCommand | str = AgentCommand.parse(opts.agent_cmd)
+    default = default_agent_command(opts.agent_dir)
+    if opts.agent_cmd is None:
+        command: AgentCommand | str = default
+    elif AGENT_PLACEHOLDER in opts.agent_cmd:  # {agent}: the agent dir's own agent
+        if isinstance(default, str):
+            return default
+        wrapped = AgentCommand.parse(opts.agent_cmd.replace(AGENT_PLACEHOLDER, str(default)))
+        command = AgentCommand(wrapped.words, default.env_changes)
     else:
-        command = default_agent_command(opts.agent_dir)
+        command = AgentCommand.parse(opts.agent_cmd)
     log.info("send runs: %s", command)
     return command
 
@@ -244,9 +277,10 @@ async def _serve(
             if watch.start():
                 ctx.watch = session_watch = watch
                 nursery.start_soon(watch.run)
-        if ctx.runs is not None:
-            await nursery.start(ctx.runs.serve)
-        nursery.start_soon(_unmount_on_signal, ctx.runs)
+        every_runs = _every_runs(ctx)
+        for runs in every_runs:
+            await nursery.start(runs.serve)
+        nursery.start_soon(_unmount_on_signal, every_runs)
         if background is not None:
             nursery.start_soon(background)
         agent_contexts = (
@@ -269,9 +303,13 @@ async def _serve(
                 if watched is not None:
                     watched.listeners.append(indexer)
                 nursery.start_soon(indexer.run)
+        archived = ctx.agents.archive_search_views() if isinstance(ctx.agents, AgentMounts) else []
+        for view in archived:  # an archive's copies: a full pass now and then finds changes
+            previous = indexer = SearchIndexer(view, ops.foreground, after=previous)
+            ctx.search_indexers.append(indexer)
+            nursery.start_soon(indexer.run)
         await pyfuse3.main(max_tasks=MAX_FUSE_TASKS)
-        if ctx.runs is not None:  # unmounted from outside: no agent outlives the mount
-            await ctx.runs.shutdown()
+        await _shutdown_runs(every_runs)  # unmounted from outside: no agent outlives it
         nursery.cancel_scope.cancel()  # unmounted: stop the signal watcher and the indexer
     if ops.invalidator is not None:
         ops.invalidator.shutdown()  # the kernel side is gone: nothing to invalidate
@@ -279,7 +317,20 @@ async def _serve(
     await cache.commit_pending_labels()
 
 
-async def _unmount_on_signal(runs: AgentRuns | None) -> None:
+def _every_runs(ctx: MountContext) -> list[AgentRuns]:
+    """The agent runs of the local agent dir and of every other agent shown."""
+    local = [ctx.runs] if ctx.runs is not None else []
+    return local + (ctx.agents.runs() if isinstance(ctx.agents, AgentMounts) else [])
+
+
+async def _shutdown_runs(every_runs: list[AgentRuns]) -> None:
+    """Each tree's agents get their grace period at once, not one after another."""
+    async with trio.open_nursery() as nursery:
+        for runs in every_runs:
+            nursery.start_soon(runs.shutdown)
+
+
+async def _unmount_on_signal(every_runs: list[AgentRuns]) -> None:
     """The first SIGINT/SIGTERM unmounts once the agents have finished (the mount
     serves on meanwhile, up to ``--send-grace``); another one stops them at once."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -288,17 +339,16 @@ async def _unmount_on_signal(runs: AgentRuns | None) -> None:
             async for signum in signals:
                 if unmounting:
                     log.info("got signal %d again: stopping the agents now", signum)
-                    if runs is not None:
+                    for runs in every_runs:
                         runs.stop_waiting()
                     continue
                 log.info("got signal %d, unmounting", signum)
                 unmounting = True
-                nursery.start_soon(_unmount_after_agents, runs)
+                nursery.start_soon(_unmount_after_agents, every_runs)
 
 
-async def _unmount_after_agents(runs: AgentRuns | None) -> None:
-    if runs is not None:
-        await runs.shutdown()
+async def _unmount_after_agents(every_runs: list[AgentRuns]) -> None:
+    await _shutdown_runs(every_runs)
     pyfuse3.terminate()
 
 
@@ -310,11 +360,14 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
     # from: it must never leave that terminal a breadcrumb (see paths.disown_terminal).
     paths.disown_terminal()
     store = _open_store(opts) if opts.store is not None else None
+    archive = _open_archive(opts) if opts.archive is not None and store is None else None
     if store is not None:
         ops, ctx = store.operations(opts.debug), store.root_context
         store.first_refresh()  # the mount is ready with the store's data, or what is cached
     else:
-        ops, ctx = build_operations(opts)
+        if archive is not None:
+            archive.first_refresh()  # ready with what the archive holds, or what is cached
+        ops, ctx = build_operations(opts, archive)
     fuse_options = set(pyfuse3.default_options) | {"fsname=sessionfs", "subtype=sessionfs"}
     if opts.read_only or store is not None:
         fuse_options.add("ro")
@@ -331,7 +384,8 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
         if store is not None:
             trio.run(_serve, ops, ctx, store.keep_refreshing)
         else:
-            trio.run(_serve, ops, ctx, None, True)
+            refreshing = archive.keep_refreshing if archive is not None else None
+            trio.run(_serve, ops, ctx, refreshing, True)
     finally:
         # The FUSE session is over (or failing): the kernel has nothing left to
         # invalidate, and telling it would only log errors.
@@ -351,12 +405,39 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
         log.info("unmounted %s", opts.mountpoint)
 
 
-def _open_store(opts: MountOptions) -> StoreMount:
-    """The store mount's state; the S3 library is loaded here, only for ``--store``."""
-    from sessionfs.fs.store_mount import open_store_mount
+@contextmanager
+def _store_errors(option: str) -> Iterator[None]:
+    """A bad store address or a missing S3 library, as `MountError` naming ``option``."""
     from sessionfs.store.url import StoreURLError
 
     try:
+        yield
+    except StoreURLError as exc:
+        raise MountError(f"{option}: {exc}") from None
+    except ImportError as exc:
+        raise MountError(f"{option} needs boto3: pip install 'sessionfs[store]' ({exc})") from None
+
+
+def _open_archive(opts: MountOptions) -> LocalArchive:
+    """The archive's mirror (an ``s3://`` archive loads the S3 library here)."""
+    from sessionfs.fs.archive_mount import LocalArchive
+    from sessionfs.store.sync import default_machine_name
+
+    with _store_errors("--archive"):
+        return LocalArchive(
+            opts.archive or "",
+            opts.endpoint_url,
+            opts.cache_dir,
+            opts.machine or default_machine_name(),
+            opts.refresh_seconds,
+        )
+
+
+def _open_store(opts: MountOptions) -> StoreMount:
+    """The store mount's state; the S3 library is loaded here, only for ``--store``."""
+    from sessionfs.fs.store_mount import open_store_mount
+
+    with _store_errors("--store"):
         return open_store_mount(
             opts.store or "",
             opts.endpoint_url,
@@ -366,10 +447,6 @@ def _open_store(opts: MountOptions) -> StoreMount:
             opts.refresh_seconds,
             int(opts.mirror_max_gb * (1 << 30)),
         )
-    except StoreURLError as exc:
-        raise MountError(str(exc)) from None
-    except ImportError as exc:
-        raise MountError(f"--store needs boto3: pip install 'sessionfs[store]' ({exc})") from None
 
 
 def run_foreground(opts: MountOptions, ready_fd: int | None = None) -> int:
@@ -415,7 +492,7 @@ def start_background(opts: MountOptions) -> int:
     ]
     args += [flag for flag, on in _flags(opts) if on]
     args += _agent_args(opts)
-    args += _store_args(opts)
+    args += _store_args(opts) if opts.store is not None else _archive_args(opts)
     args += _send_args(opts)
     log_path = log_file_path()
     with open_log_file() as log_out:
@@ -439,6 +516,8 @@ def start_background(opts: MountOptions) -> int:
 
 def _send_args(opts: MountOptions) -> list[str]:
     args = ["--send-timeout", repr(opts.send_timeout), "--send-grace", repr(opts.send_grace)]
+    for agent, template in opts.other_agent_cmds:
+        args += [f"--{agent}-cmd", template]
     return args + (["--agent-cmd", opts.agent_cmd] if opts.agent_cmd is not None else [])
 
 
@@ -459,6 +538,14 @@ def _agent_args(opts: MountOptions) -> list[str]:
     for home in opts.agent_homes:
         args += [f"--{home.agent}-dir", str(home.root)]
     return args
+
+
+def _archive_args(opts: MountOptions) -> list[str]:
+    """The archive the daemon shows: exactly what ``mount`` decided."""
+    if opts.archive is None:
+        return ["--no-archive"]
+    args = ["--archive", opts.archive, "--refresh-seconds", str(opts.refresh_seconds)]
+    return args + (["--machine", opts.machine] if opts.machine else [])
 
 
 def _store_args(opts: MountOptions) -> list[str]:

@@ -59,6 +59,8 @@ class Foreground:
         self.last_active = time.monotonic()
         #: requests served so far (tests and ``ctl`` may show it)
         self.served = 0
+        #: `give_way` does not wait again before this time (`time.monotonic`)
+        self._work_until = 0.0
 
     def started(self) -> None:
         self.in_flight += 1
@@ -95,6 +97,29 @@ class Foreground:
             if left <= 0:
                 return False
             await trio.sleep(min(seconds - idle, left))
+
+    def give_way(self, poll: float = 0.005) -> None:
+        """From a background thread, in the middle of its work: sleep (letting go of
+        the GIL) while the mount serves requests, until it has been quiet for
+        ``quiet_seconds``, at most ``max_defer``. After a wait that ran out (a mount
+        that is never quiet), the work goes on for ``max_defer`` before waiting again,
+        so it gets at least half the time.
+
+        Waiting before a step (`quiet`) is not enough: the search index's first build
+        starts as the mount comes up and parses a session file for 100 ms or more,
+        and a first ``cat context.json`` arriving meanwhile shared the GIL with it
+        (issue 26: the indexer's thread took 70% of the daemon's samples during it).
+        Reads two attributes the event loop writes: a stale reading only costs one
+        more poll."""
+        now = time.monotonic()
+        if now < self._work_until:
+            return
+        deadline = now + self.max_defer
+        while self.idle_for() < self.quiet_seconds:
+            if time.monotonic() >= deadline:
+                self._work_until = time.monotonic() + self.max_defer
+                return
+            time.sleep(poll)
 
 
 async def run_in_background_thread(

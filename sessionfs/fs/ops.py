@@ -30,6 +30,7 @@ import pyfuse3
 
 from sessionfs.fs.caller import caller_of
 from sessionfs.fs.foreground import Foreground
+from sessionfs.fs.kernel_sizes import KernelSizes
 from sessionfs.fs.nodes.base import IMMUTABLE, DirNode, Kind, LinkNode, Node, OpenFile
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.refusal import WriteRejected
@@ -131,6 +132,11 @@ class InodeTable:
         if inode is None:
             return
         old = self.nodes.get(inode)
+        if old is not None and old.kind is not node.kind:
+            # A file renamed over ``leaf`` is the symlink it names: the kernel may not
+            # see an inode change its type, so the new name gets an inode of its own
+            # (its dentry is looked up again: a scratch file's name is never cached).
+            return
         if old is not None:
             node.nlookup = old.nlookup
         self.by_key[node.key] = inode
@@ -243,6 +249,10 @@ class SessionFsOperations(pyfuse3.Operations):
         self.uid, self.gid = os.getuid(), os.getgid()
         self._handles: dict[int, OpenFile | DirHandle] = {}
         self._page_versions: dict[int, object] = {}  # inode -> version in the page cache
+        # the size the kernel holds per changing file, and the snapshots read through
+        # the page cache (fh -> inode): an open is direct_io when they do not fit
+        self.sizes = KernelSizes()
+        self._page_readers: dict[int, int] = {}
         # Inodes invalidated since the kernel last got attributes or pages for them:
         # it holds nothing to drop, so another change need not tell it again (a burst
         # of appends then costs one invalidation per file, not one per append).
@@ -279,9 +289,13 @@ class SessionFsOperations(pyfuse3.Operations):
         attrs.st_uid = self.uid if shown.uid is None else shown.uid
         attrs.st_gid = self.gid if shown.gid is None else shown.gid
         attrs.st_rdev = 0
-        attrs.st_size = st.size
+        size = st.size
+        if self._size_matters(node):
+            size = self.sizes.size_to_tell(inode, size)
+            self.sizes.told(inode, size, trusted=attrs.attr_timeout > 0)
+        attrs.st_size = size
         attrs.st_blksize = 4096
-        attrs.st_blocks = (st.size + 511) // 512
+        attrs.st_blocks = (size + 511) // 512
         attrs.st_atime_ns = attrs.st_mtime_ns = attrs.st_ctime_ns = st.mtime_ns
         return attrs
 
@@ -292,12 +306,21 @@ class SessionFsOperations(pyfuse3.Operations):
             self._listed_attrs.pop(inode, None)
             return await self._attrs(node, inode, listing=True)
         kept = self._listed_attrs.get(inode)
-        if kept is not None and kept[0] is node:
+        if kept is not None and kept[0] is node and not self.sizes.has_readers(inode):
             self._uncached.discard(inode)  # what _attrs does besides making them
+            if self._size_matters(node):
+                self.sizes.told(inode, kept[1].st_size, trusted=kept[1].attr_timeout > 0)
             return kept[1]
         attrs = await self._attrs(node, inode, listing=True)
         self._listed_attrs[inode] = (node, attrs)
         return attrs
+
+    @staticmethod
+    def _size_matters(node: Node) -> bool:
+        """Whether an open snapshot of ``node`` could be cut at the size the kernel
+        holds (`sessionfs.fs.kernel_sizes`): a file read through the page cache whose
+        content may change (not ``entries/``, blobs, or a direct_io file)."""
+        return node.kind is Kind.FILE and not node.tier.fixed and not node.tier.direct_io
 
     @staticmethod
     def _as_seen_by(node: Node, ctx: pyfuse3.RequestContext) -> Node:
@@ -465,6 +488,7 @@ class SessionFsOperations(pyfuse3.Operations):
             self.table.forget(inode, count)
             if inode not in self.table.nodes:
                 self._page_versions.pop(inode, None)
+                self.sizes.forget(inode)
                 self._uncached.discard(inode)
                 self._listed_attrs.pop(inode, None)
 
@@ -506,19 +530,42 @@ class SessionFsOperations(pyfuse3.Operations):
             handle = await self._write_to(node, lambda: self._open_for_writing(node, flags, ctx))
         else:
             handle = await node.open(flags)
-        self._uncached.discard(inode)  # its pages may be cached from now on
-        keep = node.tier.keep_cache
-        if keep and handle.version is not None:
-            # Reuse the kernel's pages only if they hold this very version.
-            keep = self._page_versions.get(inode) == handle.version
-            self._page_versions[inode] = handle.version
-        return pyfuse3.FileInfo(
-            fh=self._add_handle(handle), direct_io=node.tier.direct_io, keep_cache=keep
-        )
+        fh = self._add_handle(handle)
+        direct = node.tier.direct_io or not self._page_cache_ok(node, inode, fh, handle)
+        keep = node.tier.keep_cache and not direct
+        if direct:
+            self._page_versions.pop(inode, None)  # the open drops the pages it has
+        else:
+            self._uncached.discard(inode)  # its pages may be cached from now on
+            if keep and handle.version is not None:
+                # Reuse the kernel's pages only if they hold this very version.
+                keep = self._page_versions.get(inode) == handle.version
+                self._page_versions[inode] = handle.version
+        return pyfuse3.FileInfo(fh=fh, direct_io=direct, keep_cache=keep)
+
+    def _page_cache_ok(self, node: Node, inode: int, fh: int, handle: OpenFile) -> bool:
+        """Whether ``handle`` may be read through the page cache: not a snapshot of a
+        changing file (`_size_matters`), or one the kernel's size for the inode will
+        not cut (`KernelSizes.page_cache_ok`; then it is counted as such a reader).
+        Otherwise the kernel is told to drop the old size, so that the next ``stat``
+        shows the new one and later opens use the page cache again."""
+        if handle.size is None or not self._size_matters(node):
+            return True
+        if self.sizes.page_cache_ok(inode, handle):
+            self.sizes.opened(inode, handle)
+            self._page_readers[fh] = inode
+            return True
+        if self.invalidator is not None:
+            self.invalidator.invalidate(inode, attr_only=True)
+        return False
 
     @_errno_guard
     async def read(self, fh: int, off: int, size: int) -> bytes:
-        return await self._file_handle(fh).read(off, size)
+        data = await self._file_handle(fh).read(off, size)
+        inode = self._page_readers.get(fh)
+        if inode is not None:
+            self.sizes.read_returned(inode, off, size, len(data))
+        return data
 
     @_errno_guard
     async def flush(self, fh: int) -> None:
@@ -527,7 +574,10 @@ class SessionFsOperations(pyfuse3.Operations):
     @_errno_guard
     async def release(self, fh: int) -> None:
         handle = self._handles.pop(fh, None)
+        inode = self._page_readers.pop(fh, None)
         if isinstance(handle, OpenFile):
+            if inode is not None:
+                self.sizes.released(inode, handle)
             await handle.release()
 
     @_errno_guard
@@ -566,7 +616,18 @@ class SessionFsOperations(pyfuse3.Operations):
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
         node = self.table.node(inode)
-        await self._write_to(node, lambda: node.setattr(attr, fields))
+        found = self._handles.get(fh) if fh is not None else None
+        handle = found if isinstance(found, OpenFile) else None
+
+        async def change() -> None:
+            # ftruncate of a handle that holds the content it will write (``title``
+            # opened by an editor, a scratch file) changes that content; the
+            # rest (a truncate by path, mode, owner, times) is the node's
+            if fields.update_size and handle is not None and await handle.truncate(attr.st_size):
+                return  # ftruncate(2) asks for nothing else
+            await node.setattr(attr, fields)
+
+        await self._write_to(node, change)
         return await self._attrs(node, inode)
 
     @_errno_guard

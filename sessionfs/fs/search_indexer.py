@@ -116,6 +116,14 @@ class SearchIndexer:
         #: a search waits for the first build: it no longer waits for a quiet moment
         self._hurried = False
         self._quiet_wait: trio.CancelScope | None = None
+        if foreground is not None:
+            view.between_rows = self._give_way
+
+    def _give_way(self) -> None:
+        """In the indexing thread, between rows: pause while the mount serves requests
+        (`Foreground.give_way`), unless a search is waiting for the first build."""
+        if self.foreground is not None and not (self._hurried and not self.built.is_set()):
+            self.foreground.give_way()
 
     def hurry(self) -> None:
         """A search is waiting for the first build: start it now, at the priority of

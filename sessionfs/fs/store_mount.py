@@ -30,6 +30,8 @@ from typing import Any
 
 import trio
 
+from core.agent_homes import OTHER_AGENTS, AgentHome
+from sessionfs.fs.agent_mounts import AgentMounts
 from sessionfs.fs.foreground import Foreground
 from sessionfs.fs.memory import release_free_memory
 from sessionfs.fs.mirrored_index import MirroredAgentIndex, MirroredFiles
@@ -39,7 +41,7 @@ from sessionfs.fs.ops import SessionFsOperations
 from sessionfs.fs.search_indexer import SearchIndexer
 from sessionfs.store.layout import MAX_MACHINES, is_machine_name
 from sessionfs.store.refresher import StoreRefresher, open_mirror
-from sessionfs.store.url import StoreURL, parse_store_url
+from sessionfs.store.url import AnyStoreURL, parse_store_url
 from sessionfs.view.access import Caller
 from sessionfs.view.agent_index import AgentIndex
 from sessionfs.view.cache_dir import agent_cache_dir
@@ -56,11 +58,16 @@ log = logging.getLogger("sessionfs.store_mount")
 FIRST_REFRESH_TIMEOUT = 15.0
 
 
-def mirror_dir_of(cache_dir: Path, url: StoreURL, endpoint_url: str | None) -> Path:
+def mirror_dir_of(cache_dir: Path, url: AnyStoreURL, endpoint_url: str | None) -> Path:
     """The store's mirror in ``--cache-dir``: one dir per endpoint and store URL, so two
     stores never share (or clobber) each other's objects."""
     digest = hashlib.sha256(f"{endpoint_url or ''}|{url}".encode()).hexdigest()[:20]
     return cache_dir / f"store-{digest}"
+
+
+def _has_sessions(machine_dir: Path) -> bool:
+    """The mirror has sessions of the machine: its agent dir's, or another agent's."""
+    return (machine_dir / "sessions").is_dir() or (machine_dir / "agents").is_dir()
 
 
 class MachineContexts:
@@ -102,11 +109,11 @@ class MachineContexts:
         return (
             is_machine_name(entry.name)
             and entry.is_dir(follow_symlinks=False)
-            and os.path.isdir(os.path.join(entry.path, "sessions"))
+            and _has_sessions(Path(entry.path))
         )
 
     def context(self, name: str) -> MountContext | None:
-        if not is_machine_name(name) or not (self.machines_dir / name / "sessions").is_dir():
+        if not is_machine_name(name) or not _has_sessions(self.machines_dir / name):
             return None
         with self._lock:
             found = self._contexts.get(name)
@@ -130,7 +137,7 @@ class MachineContexts:
         )
         cache = SessionCache(index, self.budget_bytes, after_eviction=release_free_memory)
         self.on_new_cache(cache)
-        return MountContext(
+        context = MountContext(
             index=index,
             sessions=cache,
             history=HistoryView(agent_dir / "history.db"),  # never shipped: never shown
@@ -141,6 +148,25 @@ class MachineContexts:
             ),
             prefix=(MACHINES, name),
         )
+        context.agents = self._agents_of(agent_dir, context)
+        return context
+
+    def _agents_of(self, agent_dir: Path, context: MountContext) -> AgentMounts | None:
+        """The machine's other agents' files the store holds (``agents/<agent>/`` in
+        its mirrored dir), shown under ``machines/<m>/agents/`` like a local mount's."""
+        homes = [
+            AgentHome(agent, agent_dir / "agents" / agent)
+            for agent in OTHER_AGENTS
+            if (agent_dir / "agents" / agent).is_dir()
+        ]
+        if not homes:
+            return None
+        agents = AgentMounts(
+            homes, context, self.cache_dir, self.budget_bytes, after_eviction=release_free_memory
+        )
+        for cache in agents.caches():
+            self.on_new_cache(cache)
+        return agents
 
     def _share_budget(self) -> None:
         """``--cache-mb`` bounds all machines' loaded sessions together."""
@@ -154,7 +180,7 @@ class StoreMount:
 
     def __init__(
         self,
-        url: StoreURL,
+        url: AnyStoreURL,
         endpoint_url: str | None,
         cache_dir: Path,
         budget_bytes: int,
@@ -285,6 +311,8 @@ class StoreMount:
             context.history.close()
             if context.renders is not None:
                 context.renders.close()  # its render workers
+            if isinstance(context.agents, AgentMounts):
+                context.agents.close()
         for _, view in self._views():
             view.close()
 

@@ -13,7 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_sync_parser", "main", "run_sync"]
+from sessionfs.commands.agent_args import (
+    add_agent_arguments,
+    chosen_agent_dirs,
+    chosen_agent_homes,
+)
+
+__all__ = ["add_restore_parser", "add_sync_parser", "default_archive_url", "main", "run_sync"]
 
 EXIT_USAGE = 2
 
@@ -22,15 +28,23 @@ def add_sync_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``sync`` to an ``argparse`` sub-parser set; its ``func`` is :func:`run_sync`."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "sync",
-        help="ship the agent dir to an S3-compatible store and keep it shipped",
+        help="archive every agent's sessions (a local archive by default, or an "
+        "S3-compatible store) and keep them archived",
         description=(
-            "Upload every session's complete lines and every blob to s3://BUCKET[/PREFIX] "
-            "as immutable objects (conditional creates, never overwrites), then keep "
-            "uploading what is new. Credentials come from the standard AWS environment "
-            "variables and config files. The object layout is in docs/store.md."
+            "Copy every session's complete lines and every blob into the store as "
+            "immutable objects (conditional creates, never overwrites), then keep adding "
+            "what is new: nothing an agent deletes is lost. Without --store the store is "
+            "the local archive, a directory under the user data dir; s3://BUCKET[/PREFIX] "
+            "is a team store (credentials from the standard AWS environment variables and "
+            "config files). The object layout is in docs/store.md."
         ),
     )
-    parser.add_argument("--store", required=True, metavar="s3://BUCKET[/PREFIX]")
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="s3://BUCKET[/PREFIX] or file:///ABS/DIR (default: the local archive, "
+        "file://<user data dir>/sessionfs/archive)",
+    )
     parser.add_argument("--endpoint-url", metavar="URL", help="S3 endpoint (default: AWS's)")
     parser.add_argument("--machine", metavar="NAME", help="machine name (default: host name)")
     parser.add_argument("--agent-dir", type=Path, metavar="DIR", help="default: the agent's")
@@ -67,6 +81,7 @@ def add_sync_parser(subparsers: Any) -> argparse.ArgumentParser:
         "carry credentials)",
     )
     parser.add_argument("--segment-mb", type=float, default=16.0, help=argparse.SUPPRESS)
+    add_agent_arguments(parser, "archive", "")  # the other agents beside the agent dir
     parser.set_defaults(func=run_sync)
     return parser
 
@@ -77,15 +92,25 @@ def _default_state_dir() -> Path:
     return Path(platformdirs.user_state_dir("sessionfs")) / "sync"
 
 
+def default_archive_url() -> str:
+    """The local archive's store address: ``archive/`` in the user data dir."""
+    import platformdirs
+
+    return f"file://{Path(platformdirs.user_data_dir('sessionfs')).absolute() / 'archive'}"
+
+
 def run_sync(args: argparse.Namespace) -> int:
     """Run the sync described by parsed ``args``; returns the exit status."""
     from core.paths import default_agent_dir
+    from sessionfs.commands.sync_progress_line import show_sync_progress
 
+    from .client import StoreError
     from .layout import is_machine_name
+    from .open_client import open_store_client
     from .redact import quiet_s3_loggers
     from .state import StateLocked, SyncState
     from .sync import Backoff, SyncEngine, SyncOptions, default_machine_name, run_sync_loop
-    from .url import StoreURLError, parse_store_url
+    from .url import DirStoreURL, StoreURLError, parse_store_url
 
     debug = getattr(args, "debug", False)
     logging.basicConfig(
@@ -93,7 +118,7 @@ def run_sync(args: argparse.Namespace) -> int:
     )
     quiet_s3_loggers()
     try:
-        url = parse_store_url(args.store)
+        url = parse_store_url(args.store or default_archive_url())
     except StoreURLError as error:
         print(f"sessionfs sync: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -104,11 +129,12 @@ def run_sync(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     agent_dir = args.agent_dir or default_agent_dir()
-    if not (agent_dir / "sessions").is_dir():
+    homes = tuple(chosen_agent_homes(args))
+    if args.agent_dir is not None and not (agent_dir / "sessions").is_dir():
         print(f"sessionfs sync: {agent_dir} has no sessions/ directory", file=sys.stderr)
         return EXIT_USAGE
     try:
-        from .client import StoreClient
+        client = open_store_client(url, args.endpoint_url)
     except ImportError:
         print("sessionfs sync: needs boto3: pip install 'sessionfs[store]'", file=sys.stderr)
         return EXIT_USAGE
@@ -124,9 +150,13 @@ def run_sync(args: argparse.Namespace) -> int:
         segment_bytes=max(1, int(args.segment_mb * (1 << 20))),
         jobs=max(1, args.jobs),
         takeover=args.takeover,
+        agent_homes=homes,
     )
     try:
-        engine = SyncEngine(StoreClient(url, args.endpoint_url), state, options)
+        if isinstance(url, DirStoreURL):
+            client.create_bucket()  # the archive's dir: made private on first use
+        engine = SyncEngine(client, state, options)
+        show_sync_progress(engine.progress)  # on a terminal only
         return run_sync_loop(
             engine,
             once=args.once,
@@ -134,16 +164,75 @@ def run_sync(args: argparse.Namespace) -> int:
             retry_seconds=args.retry_seconds,
             backoff=Backoff(initial=args.backoff),
         )
+    except StoreError as error:  # the archive's dir cannot be made
+        print(f"sessionfs sync: {error}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     finally:
         state.close()
 
 
+def add_restore_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``restore``; its ``func`` is :func:`run_restore`."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "restore",
+        help="put a session file the archive holds back where its agent reads it",
+        description=(
+            "Write the archived session SESSION (an id, a file stem, a unique prefix, or "
+            "a path ending in one) back to where its agent keeps it, with its sub-agent "
+            "files; an existing file is never overwritten."
+        ),
+    )
+    parser.add_argument("session", metavar="SESSION")
+    parser.add_argument("--store", metavar="URL", help="default: the local archive")
+    parser.add_argument("--endpoint-url", metavar="URL", help="with an s3:// store")
+    parser.add_argument("--machine", metavar="NAME", help="whose session (default: host name)")
+    parser.add_argument("--agent-dir", type=Path, metavar="DIR", help="default: the agent's")
+    add_agent_arguments(parser, "restore", "")
+    parser.set_defaults(func=run_restore)
+    return parser
+
+
+def run_restore(args: argparse.Namespace) -> int:
+    """0: written back; 1: every file of it exists already (left as it is); 2: no such
+    session, or the archive cannot be read."""
+    import tempfile
+
+    from core.paths import default_agent_dir
+
+    from .client import StoreError
+    from .open_client import open_store_client
+    from .restore import RestoreError, present_files, restore_session, tree_roots
+    from .sync import default_machine_name
+    from .url import StoreURLError, parse_store_url
+
+    homes = chosen_agent_dirs(args)
+    agent_dir = args.agent_dir or default_agent_dir()
+    roots = tree_roots(agent_dir, homes)
+    present = present_files(agent_dir, homes)
+    try:
+        client = open_store_client(
+            parse_store_url(args.store or default_archive_url()), args.endpoint_url
+        )
+        with tempfile.TemporaryDirectory(prefix="sessionfs-restore-") as scratch:
+            machine = args.machine or default_machine_name()
+            done = restore_session(client, machine, args.session, roots, Path(scratch), present)
+    except (StoreURLError, RestoreError, StoreError, ImportError, OSError) as error:
+        print(f"sessionfs restore: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    for path in done.written:
+        print(f"restored {path}")
+    for path in done.existing:
+        print(f"exists, left as it is: {path}")
+    return 0 if done.written else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sessionfs.store.command")
     subparsers = parser.add_subparsers(dest="command", required=True)
     add_sync_parser(subparsers)
+    add_restore_parser(subparsers)
     args = parser.parse_args(argv)
     status: int = args.func(args)
     return status

@@ -6,9 +6,12 @@ Under the store prefix ``P``::
     P/machines/<m>/claims/<epoch>                         who syncs machine <m> (JSON)
     P/machines/<m>/blobs/<sha256>                         empty: <m> has this blob
     P/machines/<m>/sessions/<rel>/g<gen>/<start>          complete lines [start, start+size)
+    P/machines/<m>/agents/<agent>/<rel>/g<gen>/<start>    the same, of another agent's file
 
 ``<rel>`` is the session file's path under the agent's ``sessions/`` (``.jsonl`` kept, so a
-file ``x.jsonl`` and its artifacts dir ``x/`` never share keys); ``<gen>`` and ``<start>``
+file ``x.jsonl`` and its artifacts dir ``x/`` never share keys), or under another agent's
+directory (``projects/<enc>/<id>.jsonl`` of Claude Code's); the part before it is the
+file's *tree* (``sessions``, ``agents/claude``); ``<gen>`` and ``<start>``
 are zero-padded decimals so that key order is numeric order. A segment's key names only
 where it starts, never where it ends: two syncs racing on a file both try the *same* key
 and the conditional create lets exactly one win.
@@ -19,18 +22,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .url import StoreURL
+from .url import AnyStoreURL
 
 __all__ = [
     "MAX_GENERATION",
     "MAX_MACHINES",
     "MAX_START",
+    "SESSIONS_TREE",
     "KeyOutOfRange",
     "SegmentKey",
     "StoreLayout",
+    "agent_tree",
     "is_blob_name",
     "is_machine_name",
     "is_safe_relpath",
+    "split_tree_key",
+    "tree_key",
 ]
 
 GEN_WIDTH = 8
@@ -49,6 +56,44 @@ _BLOB = re.compile(r"[0-9a-f]{64}", re.ASCII)
 _GEN = re.compile(rf"g([0-9]{{{GEN_WIDTH}}})", re.ASCII)
 _START = re.compile(rf"[0-9]{{{START_WIDTH}}}", re.ASCII)
 _EPOCH = re.compile(rf"[0-9]{{{GEN_WIDTH}}}", re.ASCII)
+_AGENT = re.compile(r"[a-z][a-z0-9-]{0,31}", re.ASCII)
+
+#: The tree of the agent dir's own sessions (xcsh, omp, pi).
+SESSIONS_TREE = "sessions"
+_AGENTS = "agents/"
+
+
+def agent_tree(agent: str) -> str:
+    """The tree of another agent's files: ``agents/<agent>`` (``ValueError``: not a name)."""
+    if _AGENT.fullmatch(agent) is None:
+        raise ValueError(f"{agent!r} is not an agent name the store can hold")
+    return _AGENTS + agent
+
+
+def tree_key(tree: str, rel: str) -> str:
+    """One text for a file of any tree (progress and mirror state keys): the agent dir's
+    sessions keep their bare ``rel`` (so existing state stays valid), another tree's
+    files are ``/<tree>/<rel>`` (no ``rel`` starts with ``/``)."""
+    return rel if tree == SESSIONS_TREE else f"/{tree}/{rel}"
+
+
+def split_tree_key(text: str) -> tuple[str, str]:
+    """``(tree, rel)`` of a `tree_key`."""
+    if not text.startswith("/"):
+        return SESSIONS_TREE, text
+    head, agent, rel = text[1:].split("/", 2)
+    return f"{head}/{agent}", rel
+
+
+def _split_tree(rest: str) -> tuple[str, str] | None:
+    """``(tree, after)`` of ``sessions/…`` or ``agents/<agent>/…``, else ``None``."""
+    if rest.startswith(SESSIONS_TREE + "/"):
+        return SESSIONS_TREE, rest[len(SESSIONS_TREE) + 1 :]
+    if rest.startswith(_AGENTS):
+        agent, _, after = rest[len(_AGENTS) :].partition("/")
+        if _AGENT.fullmatch(agent) is not None:
+            return _AGENTS + agent, after
+    return None
 
 
 class KeyOutOfRange(ValueError):
@@ -87,19 +132,21 @@ class SegmentKey:
     rel: str
     generation: int
     start: int
+    #: ``sessions`` (the agent dir's) or ``agents/<agent>``
+    tree: str = SESSIONS_TREE
 
 
 def _segment_rest(segment: SegmentKey) -> str:
     """The part of a segment's key after ``machines/<m>/``."""
     generation = _fixed(segment.generation, GEN_WIDTH, "generation")
     start = _fixed(segment.start, START_WIDTH, "segment start")
-    return f"sessions/{segment.rel}/g{generation}/{start}"
+    return f"{segment.tree}/{segment.rel}/g{generation}/{start}"
 
 
 class StoreLayout:
     """Keys of one store (bucket + prefix) and their parsing."""
 
-    def __init__(self, url: StoreURL) -> None:
+    def __init__(self, url: AnyStoreURL) -> None:
         self.url = url
 
     def machines_prefix(self) -> str:
@@ -123,8 +170,8 @@ class StoreLayout:
     def sessions_prefix(self, machine: str) -> str:
         return self.url.key("machines", machine, "sessions", "")
 
-    def session_prefix(self, machine: str, rel: str) -> str:
-        return self.url.key("machines", machine, "sessions", rel, "")
+    def session_prefix(self, machine: str, rel: str, tree: str = SESSIONS_TREE) -> str:
+        return self.url.key("machines", machine, tree, rel, "")
 
     def segment(self, machine: str, segment: SegmentKey) -> str:
         return self.url.key("machines", machine, _segment_rest(segment))
@@ -139,20 +186,23 @@ class StoreLayout:
 
     @staticmethod
     def parse_segment(rest: str) -> SegmentKey | None:
-        """The segment named by ``sessions/<rel>/g<gen>/<start>``, else ``None``.
+        """The segment named by ``<tree>/<rel>/g<gen>/<start>`` (tree ``sessions`` or
+        ``agents/<agent>``), else ``None``.
 
         Parsed from the right: the last two parts are always the generation and start,
         so a session path may itself contain anything a file name can. Generation 0 does
         not exist (generations count from 1).
         """
-        if not rest.startswith("sessions/"):
+        split = _split_tree(rest)
+        if split is None:
             return None
-        rel, _, tail = rest[len("sessions/") :].rpartition("/")
+        tree, after = split
+        rel, _, tail = after.rpartition("/")
         rel, _, gen_part = rel.rpartition("/")
         gen, start = _GEN.fullmatch(gen_part), _START.fullmatch(tail)
         if gen is None or start is None or not is_safe_relpath(rel):
             return None
-        segment = SegmentKey(rel=rel, generation=int(gen.group(1)), start=int(start.group()))
+        segment = SegmentKey(rel, int(gen.group(1)), int(start.group()), tree)
         return segment if segment.generation > 0 and _segment_rest(segment) == rest else None
 
     @staticmethod

@@ -1,7 +1,8 @@
 """The reader: a local agent-dir tree per machine, built from the store's immutable objects.
 
-``<cache>/machines/<m>/sessions/<rel>`` is the concatenation of the newest generation's
-contiguous segments from offset 0, and ``<cache>/machines/<m>/blobs/<sha>`` a hard link to
+``<cache>/machines/<m>/sessions/<rel>`` (and ``<cache>/machines/<m>/agents/<agent>/<rel>``
+for another agent's file) is the concatenation of the newest generation's contiguous
+segments from offset 0, and ``<cache>/machines/<m>/blobs/<sha>`` a hard link to
 ``<cache>/blobs/<sha>`` (each blob fetched once for every machine). A refresh fetches only
 what is new: segments past the materialised size are appended; a newer generation is built
 beside the file and renamed over it. The read-only mount serves ``machines/<m>/`` from here,
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .client import ListedObject, StoreClient, StoreError
-from .layout import MAX_MACHINES, SegmentKey, StoreLayout
+from .layout import MAX_MACHINES, SegmentKey, StoreLayout, split_tree_key, tree_key
 from .mirror_state import MirrorState
 from .private import make_private_dirs, private_temp
 
@@ -53,7 +54,8 @@ Segments = dict[int, ListedObject]
 
 @dataclass
 class MachineView:
-    #: rel -> generation -> start -> listed segment
+    #: file (its `tree_key`: the bare rel for ``sessions/``) -> generation -> start ->
+    #: listed segment
     sessions: dict[str, dict[int, Segments]] = field(default_factory=dict)
     blobs: set[str] = field(default_factory=set)
 
@@ -122,7 +124,7 @@ def _add_key(
     segment = layout.parse_segment(rest)
     if segment is not None:
         machine = view.machines.setdefault(name, MachineView())
-        generations = machine.sessions.setdefault(segment.rel, {})
+        generations = machine.sessions.setdefault(tree_key(segment.tree, segment.rel), {})
         generations.setdefault(segment.generation, {})[segment.start] = item
     elif (sha := layout.parse_machine_blob(rest)) is not None:
         view.machines.setdefault(name, MachineView()).blobs.add(sha)
@@ -172,9 +174,14 @@ def newest_generation(generations: dict[int, Segments]) -> int | None:
 class _MirroredFile:
     target: Path
     machine: str
-    rel: str
+    #: the file's `tree_key`
+    name: str
     generation: int
     segments: Segments
+
+    def segment_key(self, start: int) -> SegmentKey:
+        tree, rel = split_tree_key(self.name)
+        return SegmentKey(rel, self.generation, start, tree)
 
 
 class StoreMirror:
@@ -231,8 +238,13 @@ class StoreMirror:
     # -- the disk budget ---------------------------------------------------------------
 
     def _session_path(self, state_key: str) -> Path:
-        machine, _, rel = state_key.partition("/")
-        return self.machine_dir(machine) / "sessions" / rel
+        machine, _, name = state_key.partition("/")
+        return self.file_path(machine, name)
+
+    def file_path(self, machine: str, name: str) -> Path:
+        """Where the mirror keeps a machine's file (its `tree_key`)."""
+        tree, rel = split_tree_key(name)
+        return self.machine_dir(machine) / tree / rel
 
     def _paths_of(self, state_key: str) -> list[Path]:
         """The files of a session (one) or of a blob (the shared copy and each
@@ -303,16 +315,25 @@ class StoreMirror:
         if not self.is_evicted(machine, rel):
             return False
         generations: dict[int, Segments] = {}
-        for item in self.client.list(self.layout.session_prefix(machine, rel)):
+        tree, bare = split_tree_key(rel)
+        for item in self.client.list(self.layout.session_prefix(machine, bare, tree)):
             parsed = self.layout.parse_machine_key(item.key)
             segment = self.layout.parse_segment(parsed[1]) if parsed else None
-            if segment is not None and segment.rel == rel:
+            if segment is not None and (segment.tree, segment.rel) == (tree, bare):
                 generations.setdefault(segment.generation, {})[segment.start] = item
         self.state.set_evicted(state_key, False)
         self._mirror_session(machine, rel, generations)
         self.note_read(machine, rel)
         self.state.save()
         return self._session_path(state_key).exists()
+
+    def fetch_file(self, machine: str, name: str, generations: dict[int, Segments]) -> Path | None:
+        """Bring one file (its `tree_key`) of ``machine`` up to the listed segments now,
+        by the reader rules; where it is in the mirror, or ``None`` when no generation of
+        it could be fetched (`sessionfs restore`)."""
+        self._mirror_session(machine, name, generations)
+        target = self.file_path(machine, name)
+        return target if target.exists() else None
 
     def _count_download(self) -> None:
         with self._downloads_lock:
@@ -377,12 +398,13 @@ class StoreMirror:
         current = self.state.file(state_key)
         if current is not None and current.evicted:
             return 0  # fetched again when the mount asks for it
-        target = self.machine_dir(machine) / "sessions" / rel
+        target = self.file_path(machine, rel)
         for generation in started_generations(
             generations, lambda listed: not self._failed(listed.key, listed)
         ):
             if current is not None and generation < current.generation:
                 return 0  # never back to an older generation
+            self._keep_older(machine, rel, generations, generation)
             file = _MirroredFile(target, machine, rel, generation, generations[generation])
             try:
                 same = current is not None and generation == current.generation
@@ -397,6 +419,34 @@ class StoreMirror:
                 return size
             # Its first segment failed (and is remembered): the next older one may do.
         return 0
+
+    def generations_dir(self, machine: str, name: str) -> Path:
+        """Where the older generations of a machine's file (its `tree_key`) are kept,
+        ``g<gen>.jsonl`` each (`_keep_older`)."""
+        tree, rel = split_tree_key(name)
+        return self.generations_tree(machine, tree) / rel
+
+    def generations_tree(self, machine: str, tree: str) -> Path:
+        return self.cache_dir / "generations" / machine / tree
+
+    def _keep_older(
+        self, machine: str, name: str, generations: dict[int, Segments], shown: int
+    ) -> None:
+        """Each generation older than the one shown, written once beside the mirror (a
+        sync never adds to a generation once a newer one exists): a file rewritten or
+        replaced keeps what it held before reachable (the mount's ``generations/``)."""
+        if len(generations) < 2:
+            return
+        directory = self.generations_dir(machine, name)
+        for generation in started_generations(generations):
+            target = directory / f"g{generation:08d}.jsonl"
+            if generation >= shown or target.exists():
+                continue
+            older = _MirroredFile(target, machine, name, generation, generations[generation])
+            try:
+                self._rebuild(older)
+            except (OSError, StoreError) as error:
+                log.warning("%s/%s g%d: not kept: %s", machine, name, generation, error)
 
     def _grow(self, file: _MirroredFile, state_key: str, size: int) -> int:
         """Append the segments past ``size``; returns the bytes fetched."""
@@ -425,10 +475,12 @@ class StoreMirror:
         returns where the good bytes end."""
         end = start
         for position, listed in contiguous_chain(file.segments, start):
-            key = self.layout.segment(file.machine, SegmentKey(file.rel, file.generation, position))
+            key = self.layout.segment(file.machine, file.segment_key(position))
             if self._failed(key, listed) or not self._append_segment(key, listed, handle):
                 break
             end = position + listed.size
+        if end > start:
+            _stamp(handle, file.segments, end)
         return end
 
     def _append_segment(self, key: str, listed: ListedObject, handle: BinaryIO) -> bool:
@@ -454,6 +506,18 @@ class StoreMirror:
             why = f"not a whole segment ({written} bytes, {listed.size} listed, or no final \\n)"
             self._reject(key, listed.etag, listed.size, why)
         return whole
+
+
+def _stamp(handle: BinaryIO, segments: Segments, end: int) -> None:
+    """The file's mtime: when the newest of its segments up to ``end`` was stored (so a
+    file only the archive holds shows when it was last archived, and sorts by it)."""
+    newest = max(
+        (listed.modified for position, listed in contiguous_chain(segments) if position < end),
+        default=0.0,
+    )
+    if newest > 0:
+        handle.flush()  # a later flush would set the mtime again
+        os.utime(handle.fileno(), (newest, newest))
 
 
 def blob_state_key(sha: str) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .url import StoreURL
+from .url import AnyStoreURL
 
 if TYPE_CHECKING:
     from .mirror import MirrorResult, StoreMirror
@@ -27,13 +27,14 @@ log = logging.getLogger("sessionfs.store.refresher")
 
 
 def open_mirror(
-    url: StoreURL, endpoint_url: str | None, mirror_dir: Path, max_bytes: int
+    url: AnyStoreURL, endpoint_url: str | None, mirror_dir: Path, max_bytes: int
 ) -> StoreMirror:
-    """The mirror of ``url`` in ``mirror_dir`` (imports the S3 client: needs boto3)."""
-    from .client import StoreClient
+    """The mirror of ``url`` in ``mirror_dir`` (an S3 store imports the S3 client: needs
+    boto3)."""
     from .mirror import StoreMirror
+    from .open_client import open_store_client
 
-    return StoreMirror(StoreClient(url, endpoint_url), mirror_dir, max_bytes=max_bytes)
+    return StoreMirror(open_store_client(url, endpoint_url), mirror_dir, max_bytes=max_bytes)
 
 
 def _iso(ns: int | None) -> str | None:

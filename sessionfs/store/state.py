@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS files (
     store TEXT NOT NULL, machine TEXT NOT NULL, rel TEXT NOT NULL,
     inode INTEGER NOT NULL, generation INTEGER NOT NULL, offset INTEGER NOT NULL,
     head_hash TEXT NOT NULL, tail_hash TEXT NOT NULL,
+    source_size INTEGER NOT NULL DEFAULT -1, source_mtime_ns INTEGER NOT NULL DEFAULT -1,
     PRIMARY KEY (store, machine, rel));
 CREATE TABLE IF NOT EXISTS blobs (
     store TEXT NOT NULL, machine TEXT NOT NULL, sha TEXT NOT NULL,
@@ -53,6 +54,10 @@ class FileProgress:
     #: already-uploaded prefix means the file was rewritten in place.
     head_hash: str
     tail_hash: str
+    #: the source file's size and mtime when this was saved (-1: not known): a file
+    #: with the same inode, size and mtime is unchanged, known by one ``stat``
+    source_size: int = -1
+    source_mtime_ns: int = -1
 
 
 class SyncState:
@@ -68,7 +73,19 @@ class SyncState:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        self._add_source_columns()
         self._mutex = threading.Lock()
+
+    def _add_source_columns(self) -> None:
+        """A state made before the stat columns existed gets them (-1: not known, so
+        its files are checked by their bytes once, then by ``stat``)."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(files)")}
+        with self._db:
+            for column in ("source_size", "source_mtime_ns"):
+                if column not in columns:
+                    self._db.execute(
+                        f"ALTER TABLE files ADD COLUMN {column} INTEGER NOT NULL DEFAULT -1"
+                    )
 
     @staticmethod
     def _take_lock(state_dir: Path, store_id: str, machine: str) -> int:
@@ -112,19 +129,31 @@ class SyncState:
                 (epoch, self.store, self.machine),
             )
 
+    _FIELDS = "inode, generation, offset, head_hash, tail_hash, source_size, source_mtime_ns"
+
     def file(self, rel: str) -> FileProgress | None:
         with self._mutex:
             row = self._db.execute(
-                "SELECT inode, generation, offset, head_hash, tail_hash FROM files "
-                "WHERE store=? AND machine=? AND rel=?",
+                f"SELECT {self._FIELDS} FROM files WHERE store=? AND machine=? AND rel=?",
                 (self.store, self.machine, rel),
             ).fetchone()
         return None if row is None else FileProgress(*row)
 
+    def all_files(self) -> dict[str, FileProgress]:
+        """Every file's progress at once (a pass over 10,000 files asks once, not 10,000
+        times)."""
+        with self._mutex:
+            rows = self._db.execute(
+                f"SELECT rel, {self._FIELDS} FROM files WHERE store=? AND machine=?",
+                (self.store, self.machine),
+            ).fetchall()
+        return {str(row[0]): FileProgress(*row[1:]) for row in rows}
+
     def save_file(self, rel: str, progress: FileProgress) -> None:
         with self._mutex, self._db:
             self._db.execute(
-                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT OR REPLACE INTO files (store, machine, rel, {self._FIELDS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     self.store,
                     self.machine,
@@ -134,6 +163,8 @@ class SyncState:
                     progress.offset,
                     progress.head_hash,
                     progress.tail_hash,
+                    progress.source_size,
+                    progress.source_mtime_ns,
                 ),
             )
 

@@ -62,11 +62,13 @@ def _hit_files(root: Path, hit: Hit) -> Iterator[Path]:
     yield base
 
 
-def agent_search_view(cache_dir: Path, index: OtherAgentIndex) -> SearchView:
-    """The search index of another agent's directory, its hits pointing at
-    ``agents/<agent>/sessions/…/entries/<name>.json`` (hits in files the listing does
-    not show as a session are left out)."""
-    root = index.catalog.root
+def agent_search_view(
+    cache_dir: Path, index: OtherAgentIndex, root: Path | None = None
+) -> SearchView:
+    """The search index of another agent's directory (or of ``root``: the archive's
+    copy of it), its hits pointing at ``agents/<agent>/sessions/…/entries/<name>.json``
+    (hits in files the listing does not show as a session are left out)."""
+    root = root or index.catalog.root
 
     def entry_path(hit: Hit) -> str | None:
         ref = next(filter(None, map(index.ref_of_path, _hit_files(root, hit))), None)

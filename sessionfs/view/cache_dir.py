@@ -1,5 +1,7 @@
 """Where the daemon keeps what it may rebuild at any time (``--cache-dir``): the search
-index, render metadata. Deleting the cache dir loses nothing.
+index, render metadata. Deleting the cache dir loses nothing of the sessions; only what
+the mount remembers of other agents' sessions (`sessionfs.view.agent_notes`: leaves
+chosen, forks started) goes with it.
 
 Each agent dir gets its own subdir, named by a hash of the agent dir's real path, so two
 mounts of different agent dirs never share (or clobber) each other's caches, and the

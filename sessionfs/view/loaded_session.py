@@ -37,13 +37,16 @@ import trio
 
 from core import NotASessionError, SessionManager
 from core.formats.base import SessionSource
+from core.formats.jsonl_source import JsonlSession
 from core.formats.xcsh import XcshSession
 from core.formats.xcsh_file import CompactSession, NotCompact, read_file
 from core.formats.xcsh_parsed import PARSED_SIZE_FACTOR, ManagerSource
+from core.session_stat import session_stat
 from core.storage import FileSessionStorage, PathArg, StorageStat
 from sessionfs.view import render
 from sessionfs.view.access import FileAccess
 from sessionfs.view.agent_index import SessionRef
+from sessionfs.view.agent_notes import SessionLinks
 from sessionfs.view.branch_pages import is_branch_page, page_name, tip_indexes
 from sessionfs.view.html_images import BlobFiles
 from sessionfs.view.names import entry_file_names
@@ -52,7 +55,9 @@ from sessionfs.view.renderings import parses_entries, render_source
 
 __all__ = [
     "FRESH_INTERVAL",
+    "LISTING_BYTES_PER_ROW",
     "PARSED_SIZE_FACTOR",
+    "TABLE_BYTES_PER_ENTRY",
     "UNKNOWN",
     "EntryTable",
     "LoadedSession",
@@ -66,6 +71,15 @@ __all__ = [
 FRESH_INTERVAL = 0.2
 #: Branch pages (``branches/<tip>.html``) a session keeps rendered; older ones go.
 BRANCH_PAGES_KEPT = 4
+#: What a session's ``entries/`` table costs per entry once built (its name and
+#: index), and a listing per row (the row, its node, the inode table's row once the
+#: kernel has seen the name), beyond the entry files' bytes. Measured (issue 26): 60
+#: sessions x 400 entries, every ``entries/`` listed and read, held 16 MB more than
+#: the cache counted without them (tracemalloc: ~160 bytes an entry for the table).
+#: Uncounted, a walk of 1,000 sessions took the daemon to 355 MB with 254 of 256 MB
+#: counted: at its bound, ``--cache-mb`` + 100.
+TABLE_BYTES_PER_ENTRY = 160
+LISTING_BYTES_PER_ROW = 480
 #: "not known without work" (see `LoadedSession.cached_leaf_name`)
 UNKNOWN = object()
 
@@ -131,6 +145,8 @@ class LoadedSession:
     opener: SourceOpener | None = None
     version: int = 1
     checked_at: float = 0.0
+    #: when the cache last handed it out (its clock; see `SessionCache.get`)
+    used_at: float = 0.0
     file_state: tuple[int, int, int] = (0, 0, 0)  # inode, size, mtime_ns when last checked
     #: permission bits and owner of the file when last checked (a chmod or chown
     #: changes no other field)
@@ -155,6 +171,8 @@ class LoadedSession:
     whole_read_limit: int | None = None
     last_result: str | None = None
     last_error: str | None = None
+    #: forks the mount started from or of this session (another agent's: its notes)
+    links: SessionLinks | None = None
     #: the blob store ``transcript.html`` inlines images from (an xcsh agent dir's;
     #: ``None``: images are links only)
     blobs_dir: Path | None = None
@@ -228,8 +246,9 @@ class LoadedSession:
         ``warm`` (the file about to be read) from the same parse. ``NotASessionError``
         when an xcsh file is not a session."""
         if self.opener is not None:
-            st = os.stat(self.ref.path)
+            st = session_stat(self.ref.path)
             self._hold(self.opener(self.ref), st)
+            self.apply_pin()
         elif self.pinned_leaf is not None or not self._load_compact(warm):
             self.ensure_loaded()
             self.apply_pin()
@@ -284,6 +303,10 @@ class LoadedSession:
     def apply_pin(self) -> None:
         """Put a pinned leaf back after a full reload (the loader picks the last entry);
         a pin whose entry vanished (file replaced) is dropped."""
+        source = self.source
+        if isinstance(source, JsonlSession):
+            self._apply_choice(source)
+            return
         manager = self.manager
         if self.pinned_leaf is None or manager is None:
             return
@@ -294,6 +317,40 @@ class LoadedSession:
             manager.branch(leaf)
         else:
             self.pinned_leaf = None
+
+    def _apply_choice(self, source: JsonlSession[Any]) -> None:
+        """Another agent's session: its reader shows the pinned leaf (`choose_leaf`)."""
+        leaf = self.pinned_leaf[0] if self.pinned_leaf is not None else None
+        try:
+            source.choose_leaf(leaf)
+        except (KeyError, ValueError):  # the entry is gone (the file was replaced)
+            self.pinned_leaf = None
+            source.choose_leaf(None)
+
+    def choose_leaf(self, name: str | None) -> None:
+        """Another agent's session: show entry ``name`` as the leaf (``None``: the
+        agent's own again), held in memory, never written to the file. Worker thread,
+        under the lock. `WriteRejected` (``EINVAL``) for an entry its agent cannot
+        continue from; ``EROFS`` for a session whose reader holds no such choice."""
+        source = self._held()
+        if not isinstance(source, JsonlSession):
+            raise WriteRejected(errno.EROFS, READ_ONLY_REASON)
+        try:
+            source.choose_leaf(name)
+        except ValueError:
+            raise WriteRejected(
+                errno.EINVAL,
+                f"leaf: {name} is a metadata line; the agent continues only from an "
+                "entry of its conversation",
+            ) from None
+        self.pinned_leaf = None if name is None else (name,)
+        self.after_write(entries_changed=False)
+
+    def own_leaf_name(self) -> str | None:
+        """Another agent's session: the entry the agent itself would continue from
+        (``None`` also for an xcsh session, which has no such distinction)."""
+        source = self._held()
+        return source.own_leaf_name() if isinstance(source, JsonlSession) else None
 
     def dehydrate(self) -> None:
         """Let the session go and what is derived per entry; keep the renderings."""
@@ -315,7 +372,7 @@ class LoadedSession:
         return changed
 
     def _catch_up(self) -> int:
-        state = self._saw(os.stat(self.ref.path))
+        state = self._saw(session_stat(self.ref.path))
         self.checked_at = time.monotonic()
         if state == self.file_state:
             return 0
@@ -330,8 +387,11 @@ class LoadedSession:
             changed = 0 if not found else -1 if reread else 1
         if changed > 0:
             # Another process appended: core moved the leaf to its last line, which
-            # records a leaf in the file; the one chosen through the mount is over.
+            # records a leaf in the file; the one chosen through the mount is over
+            # (another agent's: it continued the session itself).
             self.pinned_leaf = None
+            if isinstance(self.source, JsonlSession):
+                self.source.choose_leaf(None)
         elif changed < 0:
             self.apply_pin()
         self.file_state = state
@@ -376,7 +436,7 @@ class LoadedSession:
         change (or an error) goes the slow way through ``refresh`` in a worker thread.
         """
         try:
-            st = os.stat(self.ref.path)
+            st = session_stat(self.ref.path)
         except OSError:
             return False
         if self._saw(st) != self.file_state or self.mode_changed:
@@ -425,6 +485,11 @@ class LoadedSession:
     def leaf_id(self) -> str | None:
         """The leaf's entry name (an xcsh session: its id)."""
         return self._held().leaf_name()
+
+    def entry_name(self, index: int) -> str:
+        """Entry ``index``'s raw name (an xcsh session: its id; another agent's: see
+        `core.formats.base`)."""
+        return self._held().entry_name(index)
 
     def index_of_id(self, entry_id: str) -> int | None:
         """The position of the entry named ``entry_id`` (the last one of a repeated
@@ -504,9 +569,9 @@ class LoadedSession:
             images = BlobFiles(self.blobs_dir, self.access) if self.blobs_dir else None
             if parses_entries(what):
                 with source.parsed_once():
-                    data = render_source(source, what, images)
+                    data = render_source(source, what, images, self.links)
             else:
-                data = render_source(source, what, images)
+                data = render_source(source, what, images, self.links)
             if is_branch_page(what):
                 self._forget_branch_pages(keep=BRANCH_PAGES_KEPT - 1)
             self._renders[what] = data
@@ -523,6 +588,10 @@ class LoadedSession:
 
     def memory_cost(self) -> int:
         """Bytes counted against the cache's budget: the session as held (its source's
-        own figure: a parsed one by `PARSED_SIZE_FACTOR`) and the renderings."""
+        own figure: a parsed one by `PARSED_SIZE_FACTOR`), the renderings, and what
+        its ``entries/`` table and listings hold (`TABLE_BYTES_PER_ENTRY`,
+        `LISTING_BYTES_PER_ROW`)."""
         held = self.source.memory_cost() if self.source is not None else 0
-        return held + self._cached_bytes
+        table = len(self._table.names) * TABLE_BYTES_PER_ENTRY if self._table is not None else 0
+        rows = sum(len(listed) for listed in self.listings.values()) * LISTING_BYTES_PER_ROW
+        return held + self._cached_bytes + table + rows

@@ -12,7 +12,6 @@ Each scan is a stat per file and the first KiB of each session file.
 
 from __future__ import annotations
 
-import os
 import stat
 import threading
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from core.formats.agent_format import ListedSession
+from core.session_stat import session_stat
 from sessionfs.view import session_keys
 from sessionfs.view.agent_index import NEEDS_IO, AgentIndex, ProjectListing
 from sessionfs.view.session_ref import SessionRef
@@ -77,6 +77,13 @@ class OtherAgentIndex(AgentIndex):
                 scan = self._scan = self._scan_now()
             return scan
 
+    def rescan(self) -> None:
+        """The next listing scans again, not up to `LIST_INTERVAL` later (a session the
+        mount's ``send`` just made shows at once); lookups keep the last scan."""
+        with self._lock:
+            if self._scan is not None:
+                self._scan.at = float("-inf")
+
     def _known(self) -> _Scan:
         """For lookups run on the event loop: the last scan, however old, while it
         knows what is asked (a session's file never moves; a stale mtime is caught
@@ -89,7 +96,7 @@ class OtherAgentIndex(AgentIndex):
             if not session_keys.is_valid_name(listed.project):
                 continue
             try:
-                st = os.stat(listed.path)
+                st = session_stat(listed.path)
             except OSError:
                 continue
             if not stat.S_ISREG(st.st_mode):

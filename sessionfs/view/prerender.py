@@ -37,6 +37,7 @@ import trio
 
 from core import NotASessionError
 from core.formats.base import SessionSource
+from core.session_stat import session_stat
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.agent_sources import open_agent_file
 from sessionfs.view.loaded_session import LoadedSession
@@ -96,7 +97,7 @@ def render_transcript(
     with images inlined from ``blobs_dir``)."""
     cache = RenderCache(Path(cache_root), what) if cache_root is not None else None
     try:
-        before = FileIdentity.of(os.stat(path))
+        before = FileIdentity.of(session_stat(path))
     except OSError as exc:
         raise RenderFailed(f"{path}: {exc}") from None
     if cache is not None and not want_bytes:
@@ -462,6 +463,6 @@ def _validate_current(cache: RenderCache, path: Path, key: str) -> CachedRender 
 
 def _current(path: Path) -> FileIdentity | None:
     try:
-        return FileIdentity.of(os.stat(path))
+        return FileIdentity.of(session_stat(path))
     except OSError:
         return None

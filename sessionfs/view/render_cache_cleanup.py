@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.file_identity import FileIdentity
+from core.session_stat import session_stat
 from sessionfs.view.render_cache import (
     ENTRY_NAME_CHARS,
     TEMP_PREFIX,
@@ -136,7 +137,7 @@ def _entry_is_stale(dir_fd: int, name: str, sessions_root: Path) -> bool:
     if head is None or entry_name(head.key) != name:
         return True  # corrupt, foreign or misplaced: validation would never accept it
     try:
-        now = FileIdentity.of(os.stat(sessions_root / head.key))
+        now = FileIdentity.of(session_stat(sessions_root / head.key))
     except (FileNotFoundError, NotADirectoryError):
         return True  # the session file is gone
     except OSError:

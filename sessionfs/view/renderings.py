@@ -8,8 +8,12 @@ wherever it was made.
 
 from __future__ import annotations
 
+from typing import Any
+
 from core.formats.base import SessionSource
 from sessionfs.view import render, render_html, render_svg
+from sessionfs.view.agent_notes import SessionLinks
+from sessionfs.view.archived import archive_note
 from sessionfs.view.branch_pages import BRANCHES_DIR, entry_of_page, is_branch_page
 from sessionfs.view.html_images import ImageSource
 
@@ -35,11 +39,21 @@ def parses_entries(what: str) -> bool:
     return what not in _HEADER_ONLY
 
 
-def render_source(source: SessionSource, what: str, images: ImageSource | None = None) -> bytes:
+def render_source(
+    source: SessionSource,
+    what: str,
+    images: ImageSource | None = None,
+    links: SessionLinks | None = None,
+) -> bytes:
     """One rendering of a session dir (`RENDERINGS`, or ``branches/<tip>.html``) from
-    any agent's source. ``images``: where ``transcript.html`` reads blobs to inline."""
+    any agent's source. ``images``: where ``transcript.html`` reads blobs to inline;
+    ``links``: the forks the mount started from or of it (`sessionfs.view.agent_notes`),
+    which ``header.json`` (``parentSession``) and ``tree.txt`` show."""
     if what == "header.json":
-        return render.pretty_json(source.header())
+        header = source.header()
+        if links is not None and links.parent is not None:
+            header["parentSession"] = links.parent.parent_file
+        return render.pretty_json(_with_archive_note(header))
     if what == "title":
         title = source.shown_title()
         return render.title_text({} if title is None else {"title": title})
@@ -58,7 +72,8 @@ def render_source(source: SessionSource, what: str, images: ImageSource | None =
     if tip is not None:
         return render_html.transcript_html(source, tip=tip, images=images)
     if what == "tree.txt":
-        return render.source_tree_text(source)
+        tree = render.source_tree_text(source)
+        return tree + links.tree_lines().encode("utf-8") if links else tree
     if what == "tree.svg":
         return render_svg.tree_svg(source)
     if what == "stats.json":
@@ -69,3 +84,9 @@ def render_source(source: SessionSource, what: str, images: ImageSource | None =
 def _branch_page_tip(what: str) -> str | None:
     """The ``entries/`` file name of the tip ``branches/<tip>.html`` is the page of."""
     return entry_of_page(what.removeprefix(BRANCHES_DIR + "/")) if is_branch_page(what) else None
+
+
+def _with_archive_note(header: dict[str, Any]) -> dict[str, Any]:
+    """A session file only the archive holds says so (`archive_note`)."""
+    note = archive_note(header.get("file"))
+    return {**header, "archive": note} if note is not None else header

@@ -1,15 +1,21 @@
 """``RssBound``: the loaded-session cache's check of what the process really holds.
 
-The LRU budget (``--cache-mb``) counts each loaded session's memory (`LoadedSession.
-memory_cost`). Transient load peaks, allocator fragmentation and per-session indexes
-still let the resident set overshoot it. So after each load and each job the cache also
-reads the process's real RSS (``/proc/self/statm``: one small read) and, while it
+The cache is bounded by its own accounting: ``--cache-mb`` against each loaded
+session's memory (`LoadedSession.memory_cost`). Allocator fragmentation, transient
+load peaks and what the accounting does not see (the inode table) still let the
+resident set drift past it. So after each load, and each megabyte the cache grew, it
+also reads the process's real RSS (``/proc/self/statm``: one small read) and, while it
 exceeds budget + the daemon's own baseline (measured when the mount starts) + a slack,
-evicts least recently used sessions.
+lets go least recently used sessions -- only idle ones.
 
-Acting must not thrash (issue 11: a cold ``cat`` of 1,000 ``context.json`` got twice as
-slow when every load evicted one session and trimmed the heap):
+Acting must not thrash. Issue 11: a cold ``cat`` of 1,000 ``context.json`` got twice as
+slow when every load evicted one session and trimmed the heap. Issue 26: a cold read of
+every ``entries/*.json`` of 60 sessions, all listed first, evicted the sessions it was
+about to read (the least recently used ones) and loaded each twice, 4x slower than a
+bare FUSE fs, because freeing them gave the OS back almost nothing. So:
 
+* only sessions unused for `IDLE_SECONDS` go for the RSS: those in use are in the
+  accounting, which bounds them, and letting them go would only load them again;
 * it frees the excess *plus a margin* (`margin`, an eighth of the budget), so the next
   few loads fit under the limit without acting again;
 * it gives freed heap back to the OS (``malloc_trim``, which walks the whole heap) at
@@ -30,7 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["RELEASE_INTERVAL", "RSS_SLACK", "RssBound"]
+__all__ = ["IDLE_SECONDS", "RELEASE_INTERVAL", "RSS_SLACK", "RssBound"]
 
 #: Room above budget + baseline for what the daemon holds besides loaded sessions and
 #: grows with use (inode table, listings, render records, thread stacks).
@@ -40,6 +46,10 @@ RSS_SLACK = 32 * 1024 * 1024
 RELEASE_INTERVAL = 0.5
 #: What an action frees beyond the excess, as a fraction of the budget.
 MARGIN_FRACTION = 1 / 8
+#: Sessions used within this many seconds are never let go for the RSS: they are the
+#: ones about to be used again (a script reading the entry files it listed a moment
+#: ago), and what they hold is in the cache's own accounting, which bounds it.
+IDLE_SECONDS = 60.0
 
 
 @dataclass
@@ -53,6 +63,8 @@ class RssBound:
     slack: int = RSS_SLACK
     release_interval: float = RELEASE_INTERVAL
     margin_fraction: float = MARGIN_FRACTION
+    #: only sessions unused for this long are let go for an RSS over the limit
+    idle_seconds: float = IDLE_SECONDS
     clock: Callable[[], float] = time.monotonic
     #: resident bytes when the bound was made (the daemon before any session)
     baseline: int = field(init=False)

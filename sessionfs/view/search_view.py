@@ -30,6 +30,7 @@ from core.search_index.formats import XCSH, FileFormat
 from sessionfs.view.access import Caller, FileAccess
 from sessionfs.view.cache_dir import agent_cache_dir
 from sessionfs.view.names import ENTRY_SUFFIX, PATH_NUMBER_RESERVE, encode_name, fit_name
+from sessionfs.view.progress_text import eta_text
 from sessionfs.view.search_results import RESULT_TTL, ResultCache, TimedLine, newest_lines
 from sessionfs.view.session_keys import mount_parts
 
@@ -81,15 +82,27 @@ class SearchProgress:
     bytes_total: int = 0
     reason: str | None = None  # why unavailable
     last_error: str | None = None  # the last update's trouble (skipped files, busy db)
+    #: when the first build started (``time.monotonic()``; None: not started)
+    started: float | None = None
+
+    def building_text(self) -> str:
+        """``building 412/1000 sessions (41%), ~12 s left``: the time left is worked
+        out from the bytes indexed so far (files differ in size far more than bytes
+        differ in cost)."""
+        if self.started is None:
+            return "building, starting"  # waiting for a quiet moment (at most a second)
+        done, total = self.files_indexed, self.files_total
+        percent = 100 * done // total if total else 0
+        text = f"building {done}/{total} sessions ({percent}%)"
+        elapsed = time.monotonic() - self.started if self.started is not None else 0.0
+        left = eta_text(elapsed, self.bytes_indexed, self.bytes_total)
+        return f"{text}, {left}" if left else text
 
     def ctl_items(self, name: str = "search") -> list[tuple[str, object]]:
         """``name: <state>`` and ``name_last_error: <trouble>`` (another agent's or
         machine's index: ``search_<agent>``)."""
         if self.state == "building":
-            summary = (
-                f"building {self.files_indexed}/{self.files_total} files, "
-                f"{self.bytes_indexed / _MB:.1f}/{self.bytes_total / _MB:.1f} MB"
-            )
+            summary = self.building_text()
         elif self.state == "ready":
             summary = f"ready, {self.files_total} files, {self.bytes_total / _MB:.1f} MB"
         else:
@@ -120,6 +133,9 @@ class SearchView:
         #: does not wait for it
         self.prepare_entry_paths = prepare_entry_paths
         self.progress = SearchProgress()
+        #: called by the index between rows while it indexes (in the updating thread):
+        #: the daemon's indexer pauses there while requests are served
+        self.between_rows: Callable[[], None] | None = None
         self._lock = threading.Lock()  # the index object
         #: counts the updates that indexed something: a result rendered before is stale
         self.generation = 0
@@ -130,8 +146,13 @@ class SearchView:
 
     def _open(self) -> SearchIndex:
         index = SearchIndex(self.db_path, file_format=self.file_format)
+        index.between_rows = self._between_rows
         self._db_identity = _identity(self.db_path)
         return index
+
+    def _between_rows(self) -> None:
+        if self.between_rows is not None:
+            self.between_rows()
 
     def wants_full_pass(self) -> bool:
         """Whether the next update must look at every file, not only changed ones: the
@@ -177,6 +198,14 @@ class SearchView:
         self._note(stats)
         return stats
 
+    def first_build_pending(self) -> bool:
+        """Whether the index holds no session yet (a first build is ahead: `refresh`
+        makes it in slices, with progress): no index file, or one that counts none."""
+        if not self.db_path.exists():
+            return True
+        totals = self._index.file_totals()
+        return totals is not None and totals[0] == 0
+
     def catch_up(self) -> UpdateStats:
         """One incremental update of every file, without progress slices: for a caller
         that only wants the answer afterwards (``sessionfs search``)."""
@@ -192,6 +221,7 @@ class SearchView:
         files = _session_files_newest_first(self.sessions_root, self.file_format)
         progress = self.progress
         progress.state = "building"
+        progress.started = time.monotonic()
         progress.files_total = len(files)
         progress.bytes_total = sum(size for _, size in files)
         progress.files_indexed = progress.bytes_indexed = 0

@@ -15,9 +15,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
@@ -26,6 +27,8 @@ import trio
 from core import NotASessionError, SessionManager
 from core.errors import GuestWriteWouldWait
 from sessionfs.view.agent_index import NEEDS_IO, AgentIndex, SessionRef
+from sessionfs.view.agent_notes import AgentNotes, ForkLink, LeafChoice
+from sessionfs.view.cache_counts import CacheCounts
 from sessionfs.view.loaded_session import FRESH_INTERVAL, LoadedSession, parses_entries
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.rss_bound import RssBound
@@ -70,7 +73,8 @@ LeafEffect = Literal["moved", "recorded", "kept"]
 INLINE_WRITE_LIMIT = 0.010
 #: Weight of the newest duration in the running average of small writes.
 _INLINE_WEIGHT = 0.2
-#: A write that grew the session's estimated cost by less than this skips the RSS read.
+#: Growth of the estimated cost (by jobs and writes since the last RSS read) below
+#: which a look at the cache skips the RSS read.
 _RSS_CHECK_GROWTH = 1024 * 1024
 #: Writes look at the whole cache's size (a sum over every loaded session) only once
 #: they have grown it by this much since the last look (at most 1/64 of the budget): an
@@ -120,8 +124,16 @@ class SessionCache:
         after_eviction: Callable[[], None] = lambda: None,
         rss_bound: RssBound | None = None,
         new_session: Callable[[SessionRef], LoadedSession] | None = None,
+        notes: AgentNotes | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.index = index
+        #: another agent's sessions: leaves chosen and forks started through the mount,
+        #: kept in the cache dir (None: an xcsh agent dir, whose files hold them)
+        self.notes = notes
+        #: the time as `get` notes it (``used_at``) and the RSS check reads it; the
+        #: freshness checks use ``time.monotonic`` (a test's clock stands still)
+        self.clock = clock
         #: a listed session not loaded yet: an xcsh file's `LoadedSession` by default;
         #: another agent's mount passes one with that agent's reader (``opener``)
         self.new_session = new_session or (
@@ -135,13 +147,21 @@ class SessionCache:
         #: pages back to the OS there: `sessionfs.fs.memory.release_free_memory`)
         self.after_eviction = after_eviction
         self._sessions: OrderedDict[tuple[str, str], LoadedSession] = OrderedDict()
+        #: why the last session that could not be read was skipped (a corrupt or
+        #: locked store of another agent, junk in place of a session), for ``ctl``
+        self.last_skip: str | None = None
         self._loading: dict[tuple[str, str], trio.Lock] = {}
         #: bytes writes added to the estimate since `_evict` last looked (see
         #: `_EVICT_CHECK_GROWTH`)
         self._growth_unchecked = 0
+        #: bytes grown since the RSS was last read (see `_RSS_CHECK_GROWTH`)
+        self._rss_growth_unchecked = 0
         self.listeners: list[ChangeListener] = []
         #: called with a session about to be dehydrated, while its listings still exist
         self.dehydrate_listeners: list[Callable[[LoadedSession], None]] = []
+        #: told of a rendering refused as too big (another agent's session has no
+        #: ``ctl`` of its own: its mount shows the reason in the root's)
+        self.refusal_listeners: list[Callable[[LoadedSession, WriteRejected], None]] = []
         #: pinned leaves of sessions dropped after a failed write, restored on reload
         self._dropped_pins: dict[tuple[str, str], tuple[str | None]] = {}
         #: ``ctl``'s last_result/last_error of sessions dropped after a failed write:
@@ -153,6 +173,8 @@ class SessionCache:
         self._pending_labels: dict[tuple[str, str], dict[str, PendingLabel]] = {}
         #: running average of how long small writes took (seconds; `INLINE_WRITE_LIMIT`)
         self.small_write_seconds = 0.0
+        #: loads, evictions and reloads right after an eviction (the root ``ctl``)
+        self.counts = CacheCounts(clock)
 
     async def ref(self, project: str, stem: str) -> SessionRef | None:
         known = self.index.session_if_known(project, stem)  # one stat, on the event loop
@@ -186,7 +208,8 @@ class SessionCache:
                 if self._loading.get(key) is lock and not lock.statistics().tasks_waiting:
                     del self._loading[key]
         self._sessions.move_to_end(key)
-        if time.monotonic() - session.checked_at > FRESH_INTERVAL:
+        session.used_at = now = self.clock()
+        if now - session.checked_at > FRESH_INTERVAL:
             await self._refresh(session)
         return session
 
@@ -209,18 +232,80 @@ class SessionCache:
             session = self.new_session(ref)
             session.whole_read_limit = limit  # bigger: not renderable, nor read whole
             session.pinned_leaf = self._dropped_pins.pop((project, stem), None)
+            self._take_notes(session)
             outcome = self._dropped_outcomes.pop((project, stem), (None, None))
             session.last_result, session.last_error = outcome
             try:
                 session.load(warming)  # compact unless it must be parsed (module docstring)
             except NotASessionError as exc:  # e.g. replaced by junk since it was listed
+                self.last_skip = str(exc) or str(ref.path)
                 raise NotASession(str(ref.path)) from exc
             return session
 
         session = await trio.to_thread.run_sync(load)
         self._sessions[(project, stem)] = session
+        self.counts.loaded(session.key)
         self._evict(keep=session)
         return session
+
+    def _take_notes(self, session: LoadedSession) -> None:
+        """A session of another agent being loaded: its leaf chosen through the mount
+        (unless its file grew since: the agent continued it) and its fork links."""
+        notes = self.notes
+        if notes is None:
+            return
+        key = session.key
+        session.links = notes.links(key) or None
+        choice = notes.leaf(key)
+        if choice is None or session.pinned_leaf is not None:
+            return
+        try:
+            size = os.stat(session.ref.path).st_size  # the file as it is, not as listed
+        except OSError:
+            return  # gone: the load says so
+        if size > choice.size:
+            notes.set_leaf(key, None)
+        else:
+            session.pinned_leaf = (choice.leaf,)
+
+    def noted(self, project: str, stem: str) -> bool:
+        """Whether the session is shown otherwise than its file alone says (a leaf
+        chosen through the mount, fork links): then only a loaded session's renderings
+        are right, never those a render worker made from the file."""
+        loaded = self._sessions.get((project, stem))
+        if loaded is not None and loaded.pinned_leaf is not None:
+            return True
+        return self.notes is not None and self.notes.has_notes((project, stem))
+
+    async def choose_leaf(self, session: LoadedSession, name: str | None) -> None:
+        """Another agent's session: show entry ``name`` as its leaf (``None``: the
+        agent's own), remembered in the notes; `WriteRejected` when it cannot be."""
+
+        def choose() -> None:
+            session.choose_leaf(name)
+            if self.notes is not None:
+                size = session.file_state[1]
+                self.notes.set_leaf(session.key, None if name is None else LeafChoice(name, size))
+
+        async with session.lock:
+            with self._changing(session):
+                await trio.to_thread.run_sync(choose)
+
+    async def record_fork(self, link: ForkLink) -> None:
+        """Remember a fork the mount started; the parent and the fork show it at once."""
+        notes = self.notes
+        if notes is None:
+            return
+        await trio.to_thread.run_sync(notes.add_fork, link)
+        for key in (link.parent_key, link.child_key):
+            session = self._sessions.get(key)
+            if session is None:
+                continue
+            async with session.lock:
+                session.links = notes.links(key) or None
+                session.after_write(entries_changed=False)
+            for listener in self.listeners:
+                listener(session, False)
 
     async def _refresh(self, session: LoadedSession) -> None:
         if not session.lock.locked() and session.unchanged_on_disk():
@@ -233,6 +318,13 @@ class SessionCache:
             except FileNotFoundError:
                 self.drop(session)
                 raise NotASession(str(session.ref.path)) from None
+            except NotASessionError as exc:  # e.g. another agent's store locked or corrupt
+                self.last_skip = str(exc) or str(session.ref.path)
+                self.drop(session)  # read again at the next access
+                raise NotASession(str(session.ref.path)) from exc
+            notes = self.notes
+            if notes is not None and session.pinned_leaf is None and notes.leaf(session.key):
+                await trio.to_thread.run_sync(notes.set_leaf, session.key, None)
         if changed:
             log.debug("%s changed (%d)", session.ref.path, changed)
             for listener in self.listeners:
@@ -265,8 +357,19 @@ class SessionCache:
             return fn()
 
         async with session.lock:
-            result = await trio.to_thread.run_sync(readable)
-        self._evict(keep=session)
+            reloading = not session.is_loaded
+            cost_before = 0 if reloading else session.memory_cost()
+            try:
+                result = await trio.to_thread.run_sync(readable)
+            except NotASessionError as exc:  # reloaded, and unreadable now (a locked store)
+                self.last_skip = str(exc) or str(session.ref.path)
+                self.drop(session)
+                raise FileNotFoundError(errno.ENOENT, self.last_skip) from exc
+        if reloading:
+            self.counts.loaded(session.key)
+            self._evict(keep=session)
+        else:
+            self._grew(session, session.memory_cost() - cost_before)
         return result
 
     async def render(self, session: LoadedSession, what: str) -> bytes:
@@ -302,6 +405,8 @@ class SessionCache:
             "raises the limit)",
         )
         session.record_refusal(exc)
+        for listener in self.refusal_listeners:
+            listener(session, exc)
         raise exc
 
     def _make_room_to_render(self, keep: LoadedSession | None, file_size: int) -> None:
@@ -417,7 +522,9 @@ class SessionCache:
 
         cost_before = session.memory_cost()
         async with _Held(session.lock):
-            try:
+            if not session.is_loaded:  # let go since it was last used: read again
+                self.counts.loaded(session.key)
+            with self._changing(session):
                 inline = (small or memory_only) and self._can_write_inline(session, disk=small)
                 if inline:
                     try:
@@ -427,24 +534,42 @@ class SessionCache:
                         inline = False  # nothing was written: wait in a thread
                 if not inline:
                     result = await trio.to_thread.run_sync(apply)
-            except WriteRejected as exc:
-                session.record_refusal(exc)
-                if exc.reload_session:
-                    self.drop(session)
-                raise
-            finally:
-                for listener in self.listeners:
-                    listener(session, False)
-            session.last_error = None
             if leaf == "moved":
                 session.pinned_leaf = (session.leaf_id(),)
             elif leaf == "recorded":
                 session.pinned_leaf = None
-        grown = session.memory_cost() - cost_before
-        self._growth_unchecked += max(grown, 0)
-        if self._growth_unchecked > min(_EVICT_CHECK_GROWTH, self.budget // 64):
-            self._evict(keep=session, rss=grown > _RSS_CHECK_GROWTH)
+        self._grew(session, session.memory_cost() - cost_before)
         return result
+
+    def _grew(self, session: LoadedSession, grown: int) -> None:
+        """A job or write grew ``session``'s cost by ``grown`` bytes: look at the whole
+        cache (a sum over every loaded session, and the RSS) only once such growth adds
+        up to `_EVICT_CHECK_GROWTH`. Reading a listed session's entry files grows
+        nothing, and a first read of each grows it by one file: the cost of serving a
+        file must not grow with the number of sessions loaded (issue 26: a sum and an
+        RSS read per file were 15% of a cold read of every ``entries/*.json``)."""
+        self._growth_unchecked += max(grown, 0)
+        self._rss_growth_unchecked += max(grown, 0)
+        if self._growth_unchecked > min(_EVICT_CHECK_GROWTH, self.budget // 64):
+            self._evict(keep=session, rss=self._rss_growth_unchecked > _RSS_CHECK_GROWTH)
+
+    @contextlib.contextmanager
+    def _changing(self, session: LoadedSession) -> Iterator[None]:
+        """Around a change through the mount: a refusal is kept for ``ctl`` (and a
+        session whose core latched a persistence error is dropped, to be read from
+        disk again), the listeners are told either way, and success clears
+        ``last_error``."""
+        try:
+            yield
+        except WriteRejected as exc:
+            session.record_refusal(exc)
+            if exc.reload_session:
+                self.drop(session)
+            raise
+        finally:
+            for listener in self.listeners:
+                listener(session, False)
+        session.last_error = None
 
     def _can_write_inline(self, session: LoadedSession, *, disk: bool) -> bool:
         """True when a small write can only append and fsync (a leaf move: change
@@ -468,42 +593,65 @@ class SessionCache:
     def loaded(self) -> list[LoadedSession]:
         return list(self._sessions.values())
 
+    def ctl_items(self, name: str = "cache") -> list[tuple[str, object]]:
+        """The root ``ctl``'s lines about this cache: what it holds against its budget,
+        and its `CacheCounts`."""
+        held = sum(1 for s in self._sessions.values() if s.is_loaded)
+        total = sum(s.memory_cost() for s in self._sessions.values())
+        summary = f"{held} sessions loaded, {total / _MB:.1f} of {self.budget / _MB:.0f} MB"
+        return [(name, summary), *self.counts.ctl_items(name)]
+
     def peek(self, project: str, stem: str) -> LoadedSession | None:
         """The session if it is in the cache (hydrated or not), as it is: no I/O, no
         freshness check, no change to its LRU place."""
         return self._sessions.get((project, stem))
 
     def _evict(self, keep: LoadedSession, rss: bool = True) -> None:
-        """Keep the estimate under the budget, then the real RSS under its bound
-        (`RssBound`), letting go least recently used sessions first; ``keep`` (the
-        session being served) always stays. ``rss=False`` skips the RSS read (a small
-        write grew nothing worth it)."""
+        """Keep what the cache holds under the budget (its own accounting, each
+        session's `LoadedSession.memory_cost`), letting go least recently used sessions
+        first; ``keep`` (the session being served) always stays. Then the real RSS
+        (`RssBound`) as a check on what the accounting misses: over its limit, it lets
+        go only sessions idle for `RssBound.idle_seconds`. Letting go frees Python
+        objects, which rarely hands pages back to the OS, so an RSS over the limit says
+        little about what the sessions in use cost; evicting them for it made a cold
+        read evict the very sessions it was about to read, and load each twice (issue
+        26). ``rss=False`` skips the RSS read (little has grown since the last)."""
         self._growth_unchecked = 0
         total = sum(s.memory_cost() for s in self._sessions.values())
         freed = self._free(keep, total - self.budget) if total > self.budget else False
         bound = self.rss_bound if rss else None
+        if bound is not None:
+            self._rss_growth_unchecked = 0
         excess = bound.excess(self.budget) if bound is not None else 0
         if bound is not None and excess > 0:
-            log.debug("RSS %d bytes over its bound: letting sessions go", excess)
-            self._free(keep, excess)
+            idle_since = self.clock() - bound.idle_seconds
+            log.debug("RSS %d bytes over its bound: letting idle sessions go", excess)
+            self._free(keep, excess, used_before=idle_since)
             bound.acted()
         elif freed:
             self.after_eviction()
 
-    def _free(self, keep: LoadedSession | None, need: int) -> bool:
+    def _free(
+        self, keep: LoadedSession | None, need: int, used_before: float = float("inf")
+    ) -> bool:
         """Dehydrate, and if that is not enough forget, least recently used sessions
-        until their estimated cost freed reaches ``need``. True if any was let go."""
+        (only those last used no later than ``used_before``) until their estimated cost freed
+        reaches ``need``. True if any was let go."""
         freed = 0
         for forget in (False, True):
             for key in list(self._sessions):
                 if freed >= need:
                     return freed > 0
                 session = self._sessions[key]
+                if session.used_at > used_before:
+                    continue
                 if session is keep or session.lock.locked() or session.pinned_leaf is not None:
                     continue
                 if not forget and not session.is_loaded:
                     continue
                 before = session.memory_cost()
+                if session.is_loaded:
+                    self.counts.evicted(key)
                 if forget:
                     del self._sessions[key]
                 else:

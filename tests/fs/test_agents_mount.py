@@ -26,13 +26,18 @@ from support.write_setup import read_ctl
 pytestmark = pytest.mark.fuse
 
 DEMO_PROJECT = "-home-demo-webapp"
+#: what reading shows, and ``ctl``, ``send``, ``send.log`` (the agent continues the
+#: session: sessionfs writes nothing of it)
 SESSION_FILES = [
     "branches",
     "context.json",
+    "ctl",
     "entries",
     "header.json",
     "leaf",
     "path",
+    "send",
+    "send.log",
     "stats.json",
     "subagents",
     "title",

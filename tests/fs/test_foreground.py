@@ -16,11 +16,14 @@ from typing import Any
 import pyfuse3
 import pytest
 import trio
+from support.agent_messages import write_header_session
 
+from core.search_index.index import SearchIndex
 from sessionfs.fs.foreground import Foreground, run_in_background_thread
 from sessionfs.fs.nodes.base import DirNode, Node
 from sessionfs.fs.ops import SessionFsOperations
 from sessionfs.fs.search_indexer import SearchIndexer, wait_for_first_builds
+from sessionfs.view.search_view import SearchView
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -236,3 +239,65 @@ def test_a_background_thread_hands_back_its_result_and_its_error() -> None:
             await run_in_background_thread(lambda: 1 // 0)
 
     trio.run(scenario)
+
+
+def test_give_way_sleeps_in_a_background_thread_while_requests_are_served() -> None:
+    """Mid-work (the indexer between rows): a request in flight holds the thread until
+    it ended and the mount was quiet for a moment; a quiet mount does not hold it."""
+    foreground = Foreground(quiet_seconds=QUIET, max_defer=10)
+    foreground.last_active = time.monotonic() - 1  # long quiet
+    gave_way = threading.Event()
+    thread = threading.Thread(target=lambda: (foreground.give_way(), gave_way.set()))
+    thread.start()
+    assert gave_way.wait(5)  # quiet: straight through
+    thread.join(5)
+    foreground.started()
+    gave_way.clear()
+    thread = threading.Thread(target=lambda: (foreground.give_way(), gave_way.set()))
+    thread.start()
+    assert not gave_way.wait(0.3)  # the request is still being served
+    ended = time.monotonic()
+    foreground.finished()
+    assert gave_way.wait(5)
+    assert time.monotonic() - ended >= QUIET - 0.01
+    thread.join(5)
+
+
+def test_give_way_to_a_mount_never_quiet_waits_at_most_max_defer_then_works_as_long() -> None:
+    foreground = Foreground(quiet_seconds=QUIET, max_defer=0.3)
+    foreground.started()  # a client that never pauses
+    started = time.monotonic()
+    foreground.give_way()
+    assert time.monotonic() - started >= 0.3 - 0.01
+    again = time.monotonic()
+    foreground.give_way()  # within the next max_defer of work: no wait
+    assert time.monotonic() - again < 0.3
+
+
+def test_the_index_calls_between_rows_while_it_indexes_and_the_indexer_hooks_it(
+    tmp_path: Path,
+) -> None:
+    sessions = tmp_path / "agent" / "sessions"
+    write_header_session(sessions / "p", "s", "s-id")
+    path = sessions / "p" / "s.jsonl"
+    lines = [
+        f'{{"type":"message","id":"m{i}","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z",'
+        f'"message":{{"role":"user","content":"word{i}"}}}}\n'
+        for i in range(300)
+    ]
+    with open(path, "a") as out:
+        out.writelines(lines)
+    calls: list[int] = []
+    index = SearchIndex(tmp_path / "index.db")
+    index.between_rows = lambda: calls.append(1)
+    stats = index.update(sessions)
+    index.close()
+    assert stats.entries_indexed >= 300
+    assert len(calls) >= 300 // 64  # every 64 rows, in the indexing thread
+    view = SearchView(tmp_path / "cache", tmp_path / "agent")
+    try:
+        assert view.between_rows is None
+        indexer = SearchIndexer(view, Foreground())
+        assert view.between_rows == indexer._give_way
+    finally:
+        view.close()

@@ -151,6 +151,23 @@ def test_a_title_written_through_the_mount_is_renamed_as_omp_does(
     assert os.readlink(d / "leaf") == f"entries/{change['id']}.json"
 
 
+def test_sed_i_and_append_rename_as_omp_does(omp_mount: tuple[Mount, Path, Path]) -> None:
+    """An editor's save (``sed -i``: a scratch file renamed over ``title``) and ``>>`` are
+    title writes like ``>``: the slot rewritten in place, one ``title_change`` added."""
+    mount, _agent, file = omp_mount
+    d = session_dir(mount, file)
+    before = file.read_bytes()
+    run("sed", "-i", "s/Listing/Counting/", "title", cwd=d)
+    run("sh", "-c", "printf ' again' >> title", cwd=d)
+    after = file.read_bytes()
+    assert after[SLOT_BYTES : len(before)] == before[SLOT_BYTES:]
+    changes = [json.loads(line) for line in after[len(before) :].splitlines()]
+    assert [c["title"] for c in changes] == ["Counting files", "Counting files again"]
+    assert run("cat", d / "title") == "Counting files again\n"
+    assert not any(name.startswith("sed") for name in os.listdir(d))
+    assert sorted(p.name for p in file.parent.iterdir() if p.name.startswith("sed")) == []
+
+
 def test_writes_into_a_file_another_process_holds_open_are_ebusy(
     omp_mount: tuple[Mount, Path, Path], tmp_path: Path
 ) -> None:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from support.fixture_paths import fixture_path
 
-from sessionfs.store.client import StoreClient
 from sessionfs.store.mirror import StoreMirror
-from sessionfs.store.url import parse_store_url
+from sessionfs.store.s3_client import S3Client
+from sessionfs.store.url import StoreURL, parse_store_url
 
 SYNC_TIMEOUT = 60
 START_TIMEOUT = 60.0
@@ -35,8 +35,10 @@ class S3Server:
     def store_url(self, prefix: str) -> str:
         return f"s3://{self.bucket}/{prefix}"
 
-    def client(self, prefix: str) -> StoreClient:
-        return StoreClient(parse_store_url(self.store_url(prefix)), self.endpoint)
+    def client(self, prefix: str) -> S3Client:
+        url = parse_store_url(self.store_url(prefix))
+        assert isinstance(url, StoreURL)
+        return S3Client(url, self.endpoint)
 
     def mirror(self, prefix: str, cache: Path) -> StoreMirror:
         return StoreMirror(self.client(prefix), cache)
@@ -205,7 +207,7 @@ def sync_command(
         sys.executable, "-m", "sessionfs.store.command", "sync",
         "--store", server.store_url(prefix), "--endpoint-url", endpoint or server.endpoint,
         "--machine", machine, "--agent-dir", str(agent), "--state-dir", str(state),
-        "--once", *extra,
+        "--once", "--no-agents", *extra,  # this machine's own agents' dirs stay out
     ]  # fmt: skip
 
 

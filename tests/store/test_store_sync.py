@@ -384,7 +384,7 @@ def test_unreachable_store_fails_clearly_after_the_retry_budget(tmp_path: Path) 
             sys.executable, "-m", "sessionfs.store.command", "sync",
             "--store", "s3://bucket-x/p", "--endpoint-url", f"http://127.0.0.1:{_closed_port()}",
             "--machine", "m", "--agent-dir", str(agent), "--state-dir", str(tmp_path / "st"),
-            "--once", "--backoff", "0.1", "--retry-seconds", "1",
+            "--once", "--no-agents", "--backoff", "0.1", "--retry-seconds", "1",
         ],
         capture_output=True, text=True, timeout=SYNC_TIMEOUT, env=env,
     )  # fmt: skip

@@ -2,40 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from store_helpers import S3Server, make_agent_dir, mirrored_files, shipped_files
-
-CONTRIB = Path(__file__).resolve().parents[2] / "contrib"
+from support.systemd_units import install_units
 
 
 def _render(tmp_path: Path, store: str, sync_args: str) -> Path:
-    # The real `sessionfs` command, as the unit will run it.
-    wrapper = tmp_path / "bin" / "sessionfs"
-    wrapper.parent.mkdir()
-    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} -m sessionfs "$@"\n')
-    wrapper.chmod(0o755)
-    env = {
-        **os.environ,
-        "SESSIONFS_BIN": str(wrapper),
-        "UNIT_DIR": str(tmp_path / "units"),
-        "SESSIONFS_STORE": store,
-        "SESSIONFS_SYNC_ARGS": sync_args,
-    }
-    subprocess.run(
-        [CONTRIB / "systemd" / "install.sh", str(tmp_path / "mnt")],
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=30,
-    )
-    return tmp_path / "units" / "sessionfs-sync.service"
+    units = install_units(tmp_path, SESSIONFS_STORE=store, SESSIONFS_SYNC_ARGS=sync_args)
+    return units / "sessionfs-sync.service"
 
 
 def _exec_start(unit: Path) -> list[str]:
@@ -61,7 +40,7 @@ def test_sync_unit_exec_start_ships_the_agent_dir(
     )
     args = (
         f"--endpoint-url {s3_server.endpoint} --machine desk --agent-dir {agent} "
-        f"--state-dir {tmp_path / 'state'}"
+        f"--state-dir {tmp_path / 'state'} --no-agents"
     )
     unit = _render(tmp_path, s3_server.store_url(store_prefix), args)
     done = subprocess.run(

@@ -60,9 +60,19 @@ def message_text(message: Json) -> str:
     return ""
 
 
-#: A scripted reply: a fixed text, or a function of the request (e.g. to answer a
-#: side call such as title generation differently from the main turn).
-Reply = str | Callable[[ModelRequest], str]
+@dataclass(frozen=True)
+class ToolCall:
+    """A reply asking the agent to run one tool (``tool_calls``, ``finish_reason``
+    ``tool_calls``) instead of a text."""
+
+    name: str
+    arguments: Json = field(default_factory=dict)
+    call_id: str = "call_fake_1"
+
+
+#: A scripted reply: a fixed text (or a `ToolCall`), or a function of the request (e.g.
+#: to answer a side call such as title generation differently from the main turn).
+Reply = str | ToolCall | Callable[[ModelRequest], "str | ToolCall"]
 
 
 @dataclass
@@ -253,10 +263,32 @@ class _ChatHandler(JsonHandler):
             return
         text = self.fake._record(ModelRequest(self.path, body))
         model = str(body.get("model") or DEFAULT_MODEL)
-        if body.get("stream"):
+        if isinstance(text, ToolCall):
+            self._send_tool_call(model, text, bool(body.get("stream")))
+        elif body.get("stream"):
             self._stream(model, text)
         else:
             self._send_json(_completion(model, text))
+
+    def _send_tool_call(self, model: str, call: ToolCall, stream: bool) -> None:
+        wire = {
+            "id": call.call_id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+        }
+        answer = {"role": "assistant", "content": None, "tool_calls": [{"index": 0, **wire}]}
+        if not stream:
+            completion = _completion(model, "")
+            completion["choices"][0].update(message=answer, finish_reason="tool_calls")
+            self._send_json(completion)
+            return
+        chunks = _chunks(model, "")  # the role, the stop, the usage: no text
+        chunks[1]["choices"][0]["finish_reason"] = "tool_calls"
+        chunks.insert(1, {**chunks[0], "choices": [{"index": 0, "delta": answer}]})
+        self._start_events()
+        for chunk in chunks:
+            self._send_event(chunk)
+        self._send_event("[DONE]")
 
     def _stream(self, model: str, text: str) -> None:
         self._start_events()

@@ -19,6 +19,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from core.formats.agent_format import AgentFormat
+from core.formats.registry import AGENT_FORMATS
+
 if TYPE_CHECKING:  # the benchmarks import this module without pytest
     import pytest
 
@@ -150,16 +153,24 @@ MountFactory = Callable[..., Mount]
 
 def isolated_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """The daemon's environment: ``env`` when given (a test's fake HOME), else this
-    process's with Claude Code's and Codex's dirs pointed where no dir can be (below
-    ``/dev/null``), so no test shows, or reads, the sessions of the machine's user."""
+    process's with every other agent's dir (Claude Code's, Codex's, Gemini CLI's, Qwen
+    Code's, ...: the registry's variables) and the local archive's (in the data dir)
+    pointed where no dir can be (below ``/dev/null``), so no test shows, or reads, the
+    sessions of the machine's user."""
     if env is not None:
         return env
     nowhere = Path(os.devnull)
-    return {
-        **os.environ,
-        "CLAUDE_CONFIG_DIR": str(nowhere / "claude"),
-        "CODEX_HOME": str(nowhere / "codex"),
-    }
+    isolated = {**os.environ}
+    isolated.pop("QWEN_RUNTIME_DIR", None)  # Qwen Code's sessions: before $QWEN_HOME
+    for agent in _agents_found_by_variable():
+        isolated[agent.env_var] = str(nowhere / agent.name)
+    isolated["XDG_DATA_HOME"] = str(nowhere / "data")  # the local archive
+    return isolated
+
+
+def _agents_found_by_variable() -> list[AgentFormat]:
+    """The registered agents whose dir an environment variable can move."""
+    return [agent for agent in AGENT_FORMATS.values() if agent.env_var]
 
 
 def start_mount(
@@ -167,6 +178,11 @@ def start_mount(
 ) -> Mount:
     mountpoint.mkdir(parents=True, exist_ok=True)
     log = mountpoint.parent / f"{mountpoint.name}.log"
+    if env is None and not {"--agents", "--no-agents"} & set(extra):
+        # Without a fake HOME only the agents whose dirs `isolated_env` points nowhere:
+        # the machine's ~/.cursor (found by HOME alone) never shows.
+        shown = ",".join(agent.name for agent in _agents_found_by_variable())
+        extra = (*extra, "--agents", shown)
     if "--cache-dir" not in extra:
         # Never the user's real cache dir: each test's caches die with its tmp dir.
         extra = (*extra, "--cache-dir", str(mountpoint.parent / f"{mountpoint.name}.cache"))

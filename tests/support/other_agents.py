@@ -56,7 +56,8 @@ class AgentTrees:
 def home_env(home: Path) -> dict[str, str]:
     """This process's environment with ``home`` as HOME and no agent dir variables:
     the mount finds ``~/.claude`` and ``~/.codex`` there, as the agents would."""
-    env = {k: v for k, v in os.environ.items() if k not in ("CLAUDE_CONFIG_DIR", "CODEX_HOME")}
+    dir_variables = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME")
+    env = {k: v for k, v in os.environ.items() if k not in dir_variables}
     return {**env, "HOME": str(home)}
 
 

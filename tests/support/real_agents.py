@@ -16,6 +16,14 @@
   is installed with npm into ``$SESSIONFS_CLAUDE_CACHE`` (else
   ``<repo>/.cache/claude-code``). It talks the Anthropic Messages API to
   `fake_anthropic_server` (``ANTHROPIC_BASE_URL``).
+* **GitHub Copilot CLI** 1.0.102 (npm ``@github/copilot``) and **opencode** 1.18.33
+  (npm ``opencode-ai``), both native binaries, into ``$SESSIONFS_NEWER_AGENTS_CACHE``
+  (else ``<repo>/.cache/newer-agents``). Both talk chat completions:
+  `fake_model_server` (``ToolCall`` scripts a tool call).
+* **Gemini CLI** 0.61 (npm ``@google/gemini-cli``) and **Qwen Code** 0.24 (npm
+  ``@qwen-code/qwen-code``), Node bundles installed like pi into
+  ``$SESSIONFS_GEMINI_CACHE`` / ``$SESSIONFS_QWEN_CACHE`` (else ``<repo>/.cache/npm-gemini``,
+  ``npm-qwen``); Gemini talks to `fake_gemini_server`, Qwen to `fake_model_server`.
 
 Each agent run gets its own ``HOME`` (nothing of the real user's config, keys or
 sessions leaks in, and nothing the agent writes leaks out), a clean environment (no
@@ -69,6 +77,25 @@ CLAUDE_CACHE_ENV = "SESSIONFS_CLAUDE_CACHE"
 #: permissions`` is refused; listing the tools is what works for every user.
 CLAUDE_TOOLS = "Read,Bash,Agent,Write,Edit"
 
+#: GitHub Copilot CLI and opencode (native binaries from npm), run offline against
+#: `fake_model_server` (chat completions); each into its own cache dir.
+COPILOT_PACKAGE = "@github/copilot"
+COPILOT_VERSION = "1.0.102"
+OPENCODE_PACKAGE = "opencode-ai"
+OPENCODE_VERSION = "1.18.33"
+NEWER_AGENTS_CACHE_ENV = "SESSIONFS_NEWER_AGENTS_CACHE"
+#: Gemini CLI (npm, a Node bundle), installed like pi into ``$SESSIONFS_GEMINI_CACHE``
+#: (else ``<repo>/.cache/npm-gemini``).
+GEMINI_PACKAGE = "@google/gemini-cli"
+GEMINI_VERSION = "0.61.0"
+GEMINI_CACHE_ENV = "SESSIONFS_GEMINI_CACHE"
+
+#: Qwen Code (npm, a Node bundle; says it wants Node 22, runs on Node 20 in print mode),
+#: into ``$SESSIONFS_QWEN_CACHE`` (else ``<repo>/.cache/npm-qwen``).
+QWEN_PACKAGE = "@qwen-code/qwen-code"
+QWEN_VERSION = "0.24.4"
+QWEN_CACHE_ENV = "SESSIONFS_QWEN_CACHE"
+
 INSTALL_TIMEOUT_S = 600
 #: One agent turn against the fake server takes ~5 s (mostly start-up); generous for
 #: a loaded 2-core machine, short enough that a hang fails the test.
@@ -113,6 +140,8 @@ def omp_cache_dir() -> Path:
 def codex_cache_dir() -> Path:
     configured = os.environ.get(CODEX_CACHE_ENV)
     return Path(configured) if configured else REPO / ".cache" / "npm-codex"
+
+
 def claude_cache_dir() -> Path:
     configured = os.environ.get(CLAUDE_CACHE_ENV)
     return Path(configured) if configured else REPO / ".cache" / "claude-code"
@@ -245,6 +274,27 @@ def claude_executable(claude_cache: Path) -> Path:
     return _package_dir(claude_cache, CLAUDE_PACKAGE) / "bin" / "claude.exe"
 
 
+def newer_agents_cache_dir() -> Path:
+    configured = os.environ.get(NEWER_AGENTS_CACHE_ENV)
+    return Path(configured) if configured else REPO / ".cache" / "newer-agents"
+
+
+def install_copilot(cache: Path | None = None) -> Path:
+    """The pinned GitHub Copilot CLI in ``cache`` (installed unless it is there)."""
+    cache = cache or newer_agents_cache_dir()
+    with _install_lock(cache):
+        _npm_install(cache, COPILOT_PACKAGE, COPILOT_VERSION, "sessionfs-newer-agents")
+    return cache
+
+
+def install_opencode(cache: Path | None = None) -> Path:
+    """The pinned opencode in ``cache`` (installed unless it is there)."""
+    cache = cache or newer_agents_cache_dir()
+    with _install_lock(cache):
+        _npm_install(cache, OPENCODE_PACKAGE, OPENCODE_VERSION, "sessionfs-newer-agents")
+    return cache
+
+
 def _npm_registry() -> str:
     done = subprocess.run(
         [_require_npm(), "config", "get", "registry"],
@@ -306,6 +356,27 @@ def omp_package_dir(omp_cache: Path) -> Path:
 
 def pi_package_dir(pi_cache: Path) -> Path:
     return _package_dir(pi_cache, PI_PACKAGE)
+
+
+def install_node_agent(package: str, version: str, cache: Path, manifest_name: str) -> Path:
+    """The pinned npm ``package`` (a CLI that runs on Node) in ``cache``, installed
+    unless it is already there; the cache."""
+    with _install_lock(cache):
+        _npm_install(cache, package, version, manifest_name)
+    if shutil.which("node") is None:  # installed earlier, but nothing here can run it
+        raise AgentUnavailable(f"node is not installed: {package} runs on Node (CI installs it)")
+    return cache
+
+
+def _cache_dir(variable: str, default: str) -> Path:
+    configured = os.environ.get(variable)
+    return Path(configured) if configured else REPO / ".cache" / default
+
+
+def install_gemini(cache: Path | None = None) -> Path:
+    """The pinned Gemini CLI in ``cache`` (``$SESSIONFS_GEMINI_CACHE``); the cache."""
+    cache = cache or _cache_dir(GEMINI_CACHE_ENV, "npm-gemini")
+    return install_node_agent(GEMINI_PACKAGE, GEMINI_VERSION, cache, "sessionfs-gemini-interop")
 
 
 # --------------------------------------------------------------------------- running
@@ -623,6 +694,8 @@ def rollout_thread_id(rollout: Path) -> str:
     with open(rollout, "rb") as file:
         first = json.loads(file.readline())
     return str(first["payload"]["id"])
+
+
 class ClaudeAgent(RealAgent):
     """Claude Code 2.1 in print mode: ``claude -p PROMPT`` (``--resume ID`` continues
     a session, more options as given), its sessions under ``<home>/.claude``.
@@ -738,6 +811,175 @@ class ClaudeTurn:
         return cls(str(output.get("session_id")), str(output.get("result", "")), output)
 
 
+@dataclass
+class CopilotAgent(RealAgent):
+    """GitHub Copilot CLI 1.0 in prompt mode, offline (``COPILOT_OFFLINE``, the fake
+    server as its provider): ``copilot -p PROMPT --allow-all-tools``; ``--continue``
+    goes on with the newest session. Sessions in ``<home>/.copilot/session-state/``."""
+
+    name = "copilot"
+
+    @classmethod
+    def at_home(cls, home: Path, model_url: str, model_id: str, install: Path) -> Self:
+        return cls(home, home / ".copilot", model_url, model_id, install).configure()
+
+    def write_config(self) -> None:
+        self.agent_dir.mkdir(parents=True, exist_ok=True)
+
+    def agent_env(self) -> dict[str, str]:
+        return {
+            "COPILOT_HOME": str(self.agent_dir),
+            "COPILOT_OFFLINE": "true",
+            "COPILOT_PROVIDER_BASE_URL": self.model_url,
+            "COPILOT_PROVIDER_API_KEY": FAKE_API_KEY,
+            "COPILOT_MODEL": self.model_id,
+            "COPILOT_AUTO_UPDATE": "false",
+        }
+
+    def command(self, prompt: str, session: Path | None, options: Sequence[str] = ()) -> list[str]:
+        binary = self.install / "node_modules" / ".bin" / "copilot"
+        return [str(binary), "-p", prompt, "--allow-all-tools", "--no-auto-update", *options]
+
+    def sessions(self) -> list[Path]:
+        return sorted((self.agent_dir / "session-state").glob("*/events.jsonl"))
+
+
+@dataclass
+class OpencodeAgent(RealAgent):
+    """opencode 1.18 offline (a ``fake`` provider in ``opencode.json``, model fetches,
+    updates, LSP downloads and default plugins off): ``opencode run PROMPT``,
+    ``--continue``, ``--session ID --fork``. Sessions in
+    ``<home>/.local/share/opencode/opencode.db``."""
+
+    name = "opencode"
+
+    @classmethod
+    def at_home(cls, home: Path, model_url: str, model_id: str, install: Path) -> Self:
+        agent_dir = home / ".local" / "share" / "opencode"
+        return cls(home, agent_dir, model_url, model_id, install).configure()
+
+    def write_config(self) -> None:
+        provider = {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "Fake",
+            "options": {"baseURL": self.model_url, "apiKey": FAKE_API_KEY},
+            "models": {self.model_id: {"name": self.model_id}},
+        }
+        config = {
+            "provider": {FAKE_PROVIDER: provider},
+            "model": f"{FAKE_PROVIDER}/{self.model_id}",
+            "small_model": f"{FAKE_PROVIDER}/{self.model_id}",
+            "autoupdate": False,
+            "share": "disabled",
+            "permission": {"bash": "allow", "edit": "allow"},
+        }
+        config_dir = self.home / ".config" / "opencode"
+        config_dir.mkdir(parents=True, exist_ok=True)
+        (config_dir / "opencode.json").write_text(json.dumps(config, indent=2))
+
+    def agent_env(self) -> dict[str, str]:
+        return {
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+            "XDG_CONFIG_HOME": str(self.home / ".config"),
+            "XDG_DATA_HOME": str(self.home / ".local" / "share"),
+            "XDG_CACHE_HOME": str(self.home / ".cache"),
+            "XDG_STATE_HOME": str(self.home / ".local" / "state"),
+        }
+
+    def command(self, prompt: str, session: Path | None, options: Sequence[str] = ()) -> list[str]:
+        binary = self.install / "node_modules" / ".bin" / "opencode"
+        return [str(binary), "run", *options, prompt]
+
+    def database(self) -> Path:
+        return self.agent_dir / "opencode.db"
+class GeminiFamilyAgent(RealAgent):
+    """Gemini CLI and its fork Qwen Code: their dir is ``~/.<name>`` (``agent_dir``),
+    their settings ``~/.<name>/settings.json``: the auth type `auth_type`, no update
+    check, no usage statistics, no telemetry."""
+
+    auth_type = ""
+
+    @classmethod
+    def at_home(cls, home: Path, model_url: str, model_id: str, install: Path) -> Self:
+        agent = cls(home, home / f".{cls.name}", model_url, model_id, install)
+        return agent.configure()
+
+    def write_config(self) -> None:
+        self.agent_dir.mkdir(parents=True, exist_ok=True)
+        settings = {
+            "security": {"auth": {"selectedType": self.auth_type}},
+            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+        }
+        (self.agent_dir / "settings.json").write_text(json.dumps(settings, indent=2))
+
+
+@dataclass
+class GeminiAgent(GeminiFamilyAgent):
+    """Gemini CLI 0.61 against a fake Gemini API (`fake_gemini_server`): ``gemini -m
+    MODEL -p PROMPT``, ``--resume latest`` to continue the project's newest session;
+    any API key, the workspace trusted (headless runs refuse an untrusted one). The
+    model is named on the command line: without it Gemini first asks a classifier
+    model which to use."""
+
+    name = "gemini"
+    auth_type = "gemini-api-key"
+
+    def agent_env(self) -> dict[str, str]:
+        return {
+            "GEMINI_API_KEY": FAKE_API_KEY,
+            "GOOGLE_GEMINI_BASE_URL": self.model_url,
+            "GEMINI_CLI_TRUST_WORKSPACE": "true",
+        }
+
+    def command(self, prompt: str, session: Path | None, options: Sequence[str] = ()) -> list[str]:
+        cli = _package_dir(self.install, GEMINI_PACKAGE) / "bundle" / "gemini.js"
+        argv = ["node", str(cli), "-m", self.model_id]
+        if session is not None:  # the project's newest session is the one continued
+            argv += ["--resume", "latest"]
+        return [*argv, *options, "-p", prompt]
+
+    def sessions(self) -> list[Path]:
+        return sorted((self.agent_dir / "tmp").glob("*/chats/session-*.jsonl"))
+
+
+def install_qwen(cache: Path | None = None) -> Path:
+    """The pinned Qwen Code in ``cache`` (``$SESSIONFS_QWEN_CACHE``); the cache."""
+    cache = cache or _cache_dir(QWEN_CACHE_ENV, "npm-qwen")
+    return install_node_agent(QWEN_PACKAGE, QWEN_VERSION, cache, "sessionfs-qwen-interop")
+
+
+@dataclass
+class QwenAgent(GeminiFamilyAgent):
+    """Qwen Code 0.24 against the fake OpenAI-compatible server: ``qwen -p PROMPT``,
+    ``--continue`` to continue the project's newest session; the endpoint, key and
+    model from ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and ``OPENAI_MODEL``."""
+
+    name = "qwen"
+    auth_type = "openai"
+
+    def agent_env(self) -> dict[str, str]:
+        return {
+            "OPENAI_API_KEY": FAKE_API_KEY,
+            "OPENAI_BASE_URL": self.model_url,
+            "OPENAI_MODEL": self.model_id,
+        }
+
+    def command(self, prompt: str, session: Path | None, options: Sequence[str] = ()) -> list[str]:
+        cli = _package_dir(self.install, QWEN_PACKAGE) / "cli-entry.js"
+        argv = ["node", str(cli)]
+        if session is not None:  # the project's newest session is the one continued
+            argv.append("--continue")
+        return [*argv, *options, "-p", prompt]
+
+    def sessions(self) -> list[Path]:
+        return sorted((self.agent_dir / "projects").glob("*/chats/*.jsonl"))
+
+
 def default_agent_dir(home: Path, agent: str) -> Path:
     """Where the agent keeps its agent dir when nothing overrides it."""
     return home / f".{agent}" / "agent"
@@ -755,6 +997,10 @@ def _main(argv: list[str]) -> int:
         ("omp", install_omp),
         ("codex", install_codex),
         ("Claude Code", install_claude),
+        ("GitHub Copilot CLI", install_copilot),
+        ("opencode", install_opencode),
+        ("gemini", install_gemini),
+        ("qwen", install_qwen),
     )
     for what, install in agents:
         try:

@@ -23,3 +23,13 @@ def search_ready(mount_path: Path, within: float = 30.0) -> None:
     eventually(
         lambda: read_ctl(mount_path)["search"].startswith("ready"), "the search index", within
     )
+
+
+def agent_search_ready(mount_path: Path, agent: str, within: float = 30.0) -> None:
+    """Return once the root ``ctl`` says ``agent``'s search index (``search_<agent>``)
+    is ready."""
+    eventually(
+        lambda: str(read_ctl(mount_path).get(f"search_{agent}", "")).startswith("ready"),
+        f"the {agent} search index",
+        within,
+    )

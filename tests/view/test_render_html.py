@@ -29,7 +29,11 @@ from sessionfs.view import render_html
 from sessionfs.view.access import FileAccess
 from sessionfs.view.branch_pages import tip_indexes
 from sessionfs.view.html_images import IMAGE_CAP, BlobFiles, ImageBudget
-from sessionfs.view.loaded_session import BRANCH_PAGES_KEPT, LoadedSession
+from sessionfs.view.loaded_session import (
+    BRANCH_PAGES_KEPT,
+    TABLE_BYTES_PER_ENTRY,
+    LoadedSession,
+)
 from sessionfs.view.prerender import render_transcript
 from sessionfs.view.render_cache import FileIdentity, RenderCache
 from sessionfs.view.render_html import BRANCH_LINKS, FOLD_LINES, transcript_html
@@ -483,7 +487,8 @@ def test_a_session_keeps_only_a_few_branch_pages(tmp_path: Path) -> None:
     assert session.cached("transcript.html") == transcript
     held = session.source.memory_cost() if session.source is not None else 0
     rendered = len(transcript) + sum(len(session.cached(page) or b"") for page in kept)
-    assert session.memory_cost() == held + rendered
+    table = len(session.table().names) * TABLE_BYTES_PER_ENTRY  # built for the page names
+    assert session.memory_cost() == held + rendered + table
 
 
 def test_the_pages_cache_holds_pages_and_never_a_transcript(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import trio
 
 from sessionfs.view import session_cache
 from sessionfs.view.agent_index import AgentIndex
+from sessionfs.view.loaded_session import TABLE_BYTES_PER_ENTRY
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.session_cache import RENDER_PEAK_FACTOR, SessionCache
 
@@ -42,7 +43,8 @@ def test_other_sessions_make_room_before_a_rendering(tmp_path: Path) -> None:
     project = tmp_path / "agent" / "sessions" / "p"
     project.mkdir(parents=True)
     size = max(write_session(project, f"s{n}", 300) for n in range(4))
-    budget = size * RENDER_PEAK_FACTOR + size * 3  # one rendering and ~2 held sessions
+    held = size + 300 * TABLE_BYTES_PER_ENTRY  # held compact, with its entries/ table
+    budget = size * RENDER_PEAK_FACTOR + held * 3  # one rendering and ~2 held sessions
     cache = SessionCache(AgentIndex(tmp_path / "agent"), budget_bytes=budget)
 
     async def scenario() -> None:

@@ -52,9 +52,14 @@ class FakeProcess:
             self.rss = self.after_release
 
     def bound(self, **options: float) -> RssBound:
-        """The bound under test; by default without margin or release interval, so
-        each action is exactly the excess and always releases."""
-        settings: dict[str, float] = {"margin_fraction": 0.0, "release_interval": 0.0}
+        """The bound under test; by default without margin, release interval or idle
+        time, so each action is exactly the excess, always releases, and may let go
+        any session but the one served."""
+        settings: dict[str, float] = {
+            "margin_fraction": 0.0,
+            "release_interval": 0.0,
+            "idle_seconds": 0.0,
+        }
         settings.update(options)
         return RssBound(lambda: self.rss, self.release, slack=SLACK, **settings)
 
@@ -152,5 +157,47 @@ def test_an_action_frees_a_margin_below_the_limit_and_releases_at_most_so_often(
         process.rss = limit * 3
         await use("s6")
         assert parsed(cache) == ["s6"] and process.releases == 2
+
+    trio.run(scenario)
+
+
+def test_sessions_in_use_never_go_for_the_rss_and_a_quick_reload_is_counted(
+    tmp_path: Path,
+) -> None:
+    """Over the RSS limit, only sessions idle for ``idle_seconds`` are let go (those in
+    use would be loaded again at once: issue 26); the counts see every load, every
+    eviction, and a load of a session let go moments before."""
+    write_sessions(tmp_path, 5)
+    process = FakeProcess()
+    now = [0.0]
+    bound = process.bound(idle_seconds=60.0)
+    budget = 1024 * MB
+    cache = SessionCache(AgentIndex(tmp_path), budget, rss_bound=bound, clock=lambda: now[0])
+    limit = budget + BASELINE + SLACK
+
+    async def use(stem: str) -> None:
+        session = await cache.get("p", stem)
+        await cache.run(session, lambda: None)
+
+    async def scenario() -> None:
+        await use("s0")
+        await use("s1")
+        now[0] = 50.0
+        await use("s2")
+        await use("s3")
+        process.rss = limit * 2  # far over: all four would go if they could
+        now[0] = 70.0  # s0 and s1 idle for 70 s, s2 and s3 for 20 s
+        await use("s4")
+        assert parsed(cache) == ["s2", "s3", "s4"]
+        assert process.releases == 1
+        assert (cache.counts.loads, cache.counts.evictions) == (5, 2)
+        assert cache.counts.reloads_after_eviction == 0
+        process.rss = BASELINE
+        now[0] = 75.0
+        await use("s0")  # 5 s after it went
+        assert cache.counts.reloads_after_eviction == 1
+        now[0] = 200.0
+        await use("s1")  # long after it went: an ordinary load
+        assert cache.counts.loads == 7 and cache.counts.reloads_after_eviction == 1
 
     trio.run(scenario)

@@ -27,9 +27,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pyfuse3
 
+from sessionfs.fs.scratch import ScratchFiles
 from sessionfs.view.refusal import WriteRejected
 
 if TYPE_CHECKING:
+    from sessionfs.fs.agent_branching import BranchingCommand
     from sessionfs.fs.agent_command import AgentCommand
     from sessionfs.fs.agent_runs import AgentRuns
     from sessionfs.fs.search_indexer import SearchIndexer
@@ -47,6 +49,7 @@ __all__ = [
     "MOUNT_OWN",
     "PER_CALLER",
     "RENDERED",
+    "SCRATCH",
     "STATIC",
     "VOLATILE",
     "WATCHED",
@@ -86,6 +89,9 @@ class CacheTier:
     attr_timeout: float  # size, mtime, mode
     keep_cache: bool  # keep page cache across opens
     direct_io: bool  # bypass the page cache: every read comes to the daemon
+    #: what a name shows never changes while the kernel holds it: an open needs no
+    #: check that the kernel's size is the snapshot's (`sessionfs.fs.kernel_sizes`)
+    fixed: bool = False
 
 
 # The tiers, declared once. Which node uses which:
@@ -100,7 +106,9 @@ class CacheTier:
 #             change with appends, read often. The page cache is kept across opens
 #             only while the rendering's version is the one the kernel has cached
 #             (``OpenFile.version``, checked by ``ops.open``); a change drops it, and
-#             attributes are invalidated as soon as the change is seen.
+#             attributes are invalidated as soon as the change is seen. An open whose
+#             snapshot's size is not the one the kernel holds reads it ``direct_io``
+#             (`sessionfs.fs.kernel_sizes`), so a read is never cut at an old size.
 # VOLATILE  - ctl, history files, symlinks and the per-session dirs: change at any
 #             moment; direct_io makes every read current.
 # DROPBOX   - files being written into append/: their name is never cached, so once
@@ -113,8 +121,8 @@ class CacheTier:
 #             the session file drops the kernel's copy at once, so names and
 #             attributes may be kept for long: a warm `grep -r` costs only the open
 #             and the page-cache reads, a warm `ls -l` of a project nothing.
-IMMUTABLE = CacheTier("immutable", 3600.0, 3600.0, keep_cache=True, direct_io=False)
-BLOB = CacheTier("blob", 3600.0, 1.0, keep_cache=True, direct_io=False)
+IMMUTABLE = CacheTier("immutable", 3600.0, 3600.0, keep_cache=True, direct_io=False, fixed=True)
+BLOB = CacheTier("blob", 3600.0, 1.0, keep_cache=True, direct_io=False, fixed=True)
 STATIC = CacheTier("static", 1.0, 1.0, keep_cache=False, direct_io=False)
 RENDERED = CacheTier("rendered", 1.0, 0.5, keep_cache=True, direct_io=False)
 VOLATILE = CacheTier("volatile", 1.0, 0.5, keep_cache=False, direct_io=True)
@@ -124,6 +132,11 @@ WATCHED = CacheTier("watched", 3600.0, 3600.0, keep_cache=True, direct_io=False)
 #             so the kernel keeps no attributes (each caller's stat gets its own size)
 #             and no pages (one user's results never serve another).
 PER_CALLER = CacheTier("per-caller", 1.0, 0.0, keep_cache=False, direct_io=True)
+# SCRATCH   - files an editor makes in a session dir (`sessionfs.fs.scratch`): held in
+#             the daemon's memory, changed by every write, renamed over control files.
+#             No name is cached (a name renamed over ``leaf`` must be looked up again,
+#             as the symlink it now is), no attribute, no page.
+SCRATCH = CacheTier("scratch", 0.0, 0.0, keep_cache=False, direct_io=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +213,8 @@ class MountContext:
     #: refuses with ``EROFS``: session kinds that are read-only by nature)
     runs: AgentRuns | None = None
     #: what ``send`` runs, or why nothing can be run (a sentence for ``ctl``)
-    agent_command: AgentCommand | str | None = None
+    #: (another agent's sessions: `BranchingCommand`, how its real agent continues one)
+    agent_command: AgentCommand | BranchingCommand | str | None = None
     #: why every write to this context's nodes is refused (``EROFS``) whatever the
     #: flags: another agent's sessions under ``agents/``. None: the node decides.
     read_only_reason: str | None = None
@@ -217,6 +231,9 @@ class MountContext:
     listed_children: dict[tuple[str, ...], tuple[object, Hashable, list[tuple[str, Node]]]] = field(
         default_factory=dict
     )
+    #: files editors made in session dirs, held in memory (`sessionfs.fs.scratch`);
+    #: the root context's serves the whole mount
+    scratch: ScratchFiles = field(default_factory=ScratchFiles)
 
     def record_root_refusal(self, exc: WriteRejected) -> None:
         """Keep a refused write's reason for the root ``ctl`` (``last_error``)."""
@@ -305,25 +322,39 @@ def refuse(code: int) -> pyfuse3.FUSEError:
     return pyfuse3.FUSEError(code)
 
 
-def allow_truncate_to_zero(path: str, attr: Any, fields: Any) -> None:
-    """``setattr`` of a file whose content is replaced on close (title, ctl, append
-    files): the truncate of ``> file`` (size 0, with its time stamps) is accepted and
-    changes nothing by itself; chmod, chown or a truncate to another size is ``EPERM``.
-    """
-    if any(getattr(fields, name, False) for name in ("update_mode", "update_uid", "update_gid")):
-        raise WriteRejected(errno.EPERM, f"{path}: its mode and owner cannot be changed")
+async def allow_truncate_to_zero(node: Node, attr: Any, fields: Any) -> None:
+    """``setattr`` of a file whose content is replaced on close (title, ctl, send,
+    append files): the truncate of ``> file`` (size 0, with its time stamps) is
+    accepted and changes nothing by itself; so is a chmod or chown to the mode and
+    owner it shows already (editors set them on the file they saved: vim after
+    ``:w``). Any other mode or owner, or a truncate to another size, is ``EPERM``."""
+    path = node.display_path()
     if getattr(fields, "update_size", False) and attr.st_size != 0:
         raise WriteRejected(errno.EPERM, f"{path}: can only be truncated to size 0")
+    changes = {name: getattr(fields, f"update_{name}", False) for name in ("mode", "uid", "gid")}
+    if not any(changes.values()):
+        return
+    shown = await node.permissions()
+    now = {
+        "mode": node.mode & shown.mask,
+        "uid": os.getuid() if shown.uid is None else shown.uid,
+        "gid": os.getgid() if shown.gid is None else shown.gid,
+    }
+    asked = {"mode": attr.st_mode & 0o7777, "uid": attr.st_uid, "gid": attr.st_gid}
+    if any(changes[name] and asked[name] != now[name] for name in changes):
+        raise WriteRejected(errno.EPERM, f"{path}: its mode and owner cannot be changed")
 
 
 class OpenFile:
     """An open file handle. Read-only by default; writers override ``write``/``release``.
 
     ``version`` identifies the content for page-cache reuse (``RENDERED`` tier): equal
-    versions mean equal bytes. ``None`` means "no claim".
+    versions mean equal bytes. ``None`` means "no claim". ``size``: how many bytes a
+    snapshot taken at open holds (``None``: not a snapshot, e.g. a file read live).
     """
 
     version: object = None
+    size: int | None = None
 
     async def read(self, offset: int, size: int) -> bytes:
         raise refuse(errno.EBADF)
@@ -337,6 +368,11 @@ class OpenFile:
     async def release(self) -> None:
         return None
 
+    async def truncate(self, size: int) -> bool:
+        """``ftruncate`` of this handle; False when the handle keeps no content of its
+        own (the node's ``setattr`` then decides, as for a truncate by path)."""
+        return False
+
 
 class BytesHandle(OpenFile):
     """A snapshot of a rendered file taken at open: a reader never sees a half-update."""
@@ -344,6 +380,7 @@ class BytesHandle(OpenFile):
     def __init__(self, data: bytes, version: object = None) -> None:
         self.data = data
         self.version = version
+        self.size = len(data)
 
     async def read(self, offset: int, size: int) -> bytes:
         return self.data[offset : offset + size]
@@ -366,6 +403,10 @@ class Node:
     #: whether what it shows depends on who asks: ``ops`` then hands it the caller
     #: (`seen_by`) on every request, and tells the kernel to cache nothing of it
     per_caller: bool = False
+    #: whether editors may save over it (``title``, ``ctl``): a scratch file renamed
+    #: over it is one write of it, and renaming it away leaves it and a copy of it
+    #: (`sessionfs.fs.nodes.scratch`)
+    saved_by_editors: bool = False
 
     def __init__(self, ctx: MountContext, key: tuple[str, ...]) -> None:
         self.ctx = ctx

@@ -27,7 +27,7 @@ class CommandFile(FileNode):
         return LineBatchHandle(self._run, on_error=self.record_refusal)
 
     async def setattr(self, attr: Any, fields: Any) -> None:
-        allow_truncate_to_zero(self.display_path(), attr, fields)
+        await allow_truncate_to_zero(self, attr, fields)
 
     async def _run(self, data: bytes) -> None:
         """Run the commands in ``data`` (complete lines)."""

@@ -16,12 +16,14 @@ from sessionfs.fs.nodes.base import (
     LinkNode,
     MountContext,
     Node,
+    OpenFile,
     Permissions,
     Stat,
     refuse,
 )
 from sessionfs.fs.nodes.blobs import BlobFile
 from sessionfs.fs.nodes.in_session import RENAME_NOREPLACE, InSession, refuse_unsupported_rename
+from sessionfs.fs.nodes.scratch import ScratchHolder, link_text
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.names import decode_name, encode_name, unique_names
 from sessionfs.view.refusal import WriteRejected
@@ -173,12 +175,14 @@ class PathDir(SessionListing):
         return cached
 
 
-class LabelsDir(SessionListing):
+class LabelsDir(ScratchHolder, SessionListing):
     """``labels/<label> -> ../entries/<targetId>.json`` for every current label.
 
     Writes: ``ln -s ../entries/<id>.json labels/<name>`` labels an entry (``ln -sfn``
     moves a label to another entry), ``mv labels/a labels/b`` relabels, ``rm
-    labels/<name>`` clears. Each is one label change appended through core.
+    labels/<name>`` clears. Each is one label change appended through core. A file
+    made here is a scratch file in memory; renamed to a name, it labels the entry its
+    text names (``printf '%s' <id> > labels/t && mv labels/t labels/plan``).
     """
 
     __slots__ = ()
@@ -205,12 +209,15 @@ class LabelsDir(SessionListing):
         return [
             (name, EntryLink(self.ctx, self.child_key(name), link))
             for name, _, link in await self._rows()
-        ]
+        ] + self.scratch_rows()
 
     async def lookup(self, name: str) -> Node | None:
         # Without committing anything: the kernel looks names up around ``ln -sfn``.
         if name in self.ctx.sessions.pending_labels(self.project, self.stem):
             return PendingLabelLink(self.ctx, self.child_key(name))
+        scratch = self.scratch_node(name)
+        if scratch is not None:
+            return scratch
         for listed, _, link in await self._rows():
             if listed == name:
                 return EntryLink(self.ctx, self.child_key(name), link)
@@ -235,6 +242,11 @@ class LabelsDir(SessionListing):
             leaf="recorded",
             done=f"label: {label}",
         )
+
+    async def create(self, name: str, flags: int, mode: int) -> tuple[Node, OpenFile]:
+        if await self.lookup(name) is not None:
+            raise WriteRejected(errno.EEXIST, f"labels/{name}: exists")
+        return await self.create_scratch(name, mode)
 
     async def symlink(self, name: str, target: str) -> Node:
         if await self.lookup(name) is not None:
@@ -287,6 +299,18 @@ class LabelsDir(SessionListing):
         refuse_unsupported_rename(self, name, new_parent, flags)
         if flags & RENAME_NOREPLACE and await self.lookup(new_name) is not None:
             raise WriteRejected(errno.EEXIST, f"mv labels/{name} labels/{new_name}: exists")
+        scratch = self.scratch_data(name)
+        if scratch is not None:  # a file renamed to a label's name: the entry it names
+            target, label = link_text(name, new_name, scratch), decode_name(new_name)
+            dirs = self.session_dirs(target)
+            await self.apply_write(
+                lambda m: session_writer.set_label_from_link(m, label, target, session_dirs=dirs),
+                leaf="recorded",
+                done=f"label: {label}",
+            )
+            self.remove_scratch(name)
+            self.remove_scratch(new_name)
+            return None
         pending = self.ctx.sessions.take_pending_label(self.project, self.stem, name)
         if pending is not None:  # ``ln -sfn``: only the final label is appended
             await self._set_label(pending.entry_id, new_name)
@@ -297,6 +321,8 @@ class LabelsDir(SessionListing):
     async def unlink(self, name: str) -> None:
         if self.ctx.sessions.take_pending_label(self.project, self.stem, name) is not None:
             return  # a temporary link removed again (``ln`` cleaning up): nothing to undo
+        if self.remove_scratch(name):
+            return
         target_id = await self._target_of(name)
         await self.apply_write(
             lambda m: session_writer.clear_label(m, target_id),

@@ -106,14 +106,21 @@ class RootCtl(CommandFile):
 
     async def content(self) -> bytes:
         search = self.ctx.search.progress.ctl_items() if self.ctx.search is not None else []
+        caches = self.ctx.sessions.ctl_items()
         if self.ctx.agents is not None:
             for name, view in self.ctx.agents.search_views():
                 search += view.progress.ctl_items(f"search_{name}")
+            for name in self.ctx.agents.agent_names():
+                context = self.ctx.agents.agent_context(name)
+                if context is not None:  # a session of this agent that could not be read
+                    search.append((f"agents_{name}_last_skip", context.sessions.last_skip))
+                    caches += context.sessions.ctl_items(f"cache_{name}")
         return status_text(
             [
                 ("last_result", self.ctx.root_last_result),
                 ("last_error", self.ctx.root_last_error),
                 *search,
+                *caches,
                 # `sessionfs umount` waits for this process: it stops the agents last
                 ("pid", os.getpid()),
             ]

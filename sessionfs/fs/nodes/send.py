@@ -20,11 +20,12 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 import trio
 
 from core.rewrite import SessionBusyError, refuse_if_held_open
+from sessionfs.fs.agent_branching import BranchingCommand
 from sessionfs.fs.agent_command import AgentCommand
 from sessionfs.fs.agent_runs import AgentRuns
 from sessionfs.fs.nodes.base import (
@@ -42,6 +43,8 @@ from sessionfs.view.refusal import WriteRejected
 from sessionfs.writes import session_writer
 
 __all__ = ["PROMPT_LIMIT", "SendFile", "SendLogFile"]
+
+C = TypeVar("C", bound=AgentCommand | BranchingCommand)
 
 #: The largest prompt ``send`` takes (``EFBIG`` beyond).
 PROMPT_LIMIT = 1024 * 1024
@@ -98,6 +101,8 @@ class SendFile(InSession, FileNode):
     tier = VOLATILE  # direct_io: every read comes here, never a stale page
     mode = 0o644
     owner_only_writes = True  # it runs a program as the user who mounted
+    #: why a run is refused while another process holds the file open for writing
+    send_harm: ClassVar[str] = SEND_HARM
 
     def _runs(self) -> AgentRuns:
         runs = self.ctx.runs
@@ -133,6 +138,7 @@ class SendFile(InSession, FileNode):
         if opened_for_writing(flags):
             self._runs().check_idle(self.session_key, "send")  # fail at open, not at close
             await self._refuse_if_held_open()
+            await self.check_at_open()
             return BufferedWriteHandle(
                 self._send, too_big=_prompt_too_big, on_error=self.record_refusal
             )
@@ -145,28 +151,38 @@ class SendFile(InSession, FileNode):
         return BytesHandle((self._now_text() + "\n").encode("utf-8"))
 
     async def setattr(self, attr: Any, fields: Any) -> None:
-        allow_truncate_to_zero(self.display_path(), attr, fields)
+        await allow_truncate_to_zero(self, attr, fields)
+
+    async def check_at_open(self) -> None:
+        """More that refuses ``send`` before a prompt is written (a kind of session
+        adds what it knows then)."""
 
     async def _refuse_if_held_open(self) -> None:
         """`WriteRejected` (``EBUSY``, the pids named) while a process the mount did not
         start holds the session file open for writing (its own runs: `check_idle`)."""
         session = await self.session()
         try:
-            await trio.to_thread.run_sync(refuse_if_held_open, session.ref.path, SEND_HARM)
+            await trio.to_thread.run_sync(refuse_if_held_open, session.ref.path, self.send_harm)
         except SessionBusyError as exc:
             raise WriteRejected(errno.EBUSY, f"send: {exc.reason}") from None
+
+    def _command(self, kind: type[C]) -> C:
+        """The mount's command for ``send`` when it is a ``kind`` and its program can be
+        found (`WriteRejected` otherwise, saying why: nothing has been done yet)."""
+        command = self.ctx.agent_command
+        if not isinstance(command, kind):
+            raise WriteRejected(errno.EOPNOTSUPP, f"send: {command or 'no agent to run'}")
+        program = command.words[0]
+        if shutil.which(program) is None:
+            raise WriteRejected(
+                errno.ENOENT, f"send: cannot start {program}: not found or not executable"
+            )
+        return command
 
     async def _send(self, data: bytes) -> None:
         runs = self._runs()
         prompt = prompt_of(data)
-        command = self.ctx.agent_command
-        if not isinstance(command, AgentCommand):
-            raise WriteRejected(errno.EOPNOTSUPP, f"send: {command or 'no agent to run'}")
-        program = command.words[0]
-        if shutil.which(program) is None:  # before the branch point: nothing is written
-            raise WriteRejected(
-                errno.ENOENT, f"send: cannot start {program}: not found or not executable"
-            )
+        command = self._command(AgentCommand)  # before the branch point: nothing written
         session = await self.session()
         key = self.session_key
         for record in list(self.ctx.sessions.pending_labels(*key).values()):

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, TypeVar
 
 import trio
 
+from core.session_stat import session_stat
 from sessionfs.fs.nodes.artifacts import ArtifactsDir, has_artifacts_dir
 from sessionfs.fs.nodes.base import (
     DROPBOX,
@@ -49,13 +50,14 @@ from sessionfs.fs.nodes.in_session import (
 )
 from sessionfs.fs.nodes.mount_paths import describe
 from sessionfs.fs.nodes.projects import ProjectsDir
+from sessionfs.fs.nodes.scratch import ScratchHolder, link_text, write_through
 from sessionfs.fs.nodes.send import SendFile, SendLogFile
 from sessionfs.fs.nodes.transcripts import open_transcript, transcript_record
-from sessionfs.fs.nodes.write_handles import BufferedWriteHandle, LineBatchHandle
+from sessionfs.fs.nodes.write_handles import BufferedWriteHandle, EditHandle, LineBatchHandle
 from sessionfs.view.access import NO_ACCESS, FileAccess
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.branch_pages import BRANCHES_DIR
-from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN
+from sessionfs.view.loaded_session import FRESH_INTERVAL, UNKNOWN, LoadedSession
 from sessionfs.view.prerender import Prerenderer
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.render import status_text
@@ -141,7 +143,7 @@ class RenderedFile(InSession, FileNode):
         parsed session, one with this rendering in memory, or one holding a leaf moved
         through the mount (which the file does not have) answers from memory; a
         dehydrated one has nothing the file lacks."""
-        if self.prerenderer() is None:
+        if self.prerenderer() is None or self.ctx.sessions.noted(self.project, self.stem):
             return None
         loaded = self.ctx.sessions.peek(self.project, self.stem)
         if loaded is not None and (
@@ -152,7 +154,7 @@ class RenderedFile(InSession, FileNode):
             return None
         path = self.ctx.index.session_path(self.project, self.stem)
         try:
-            return path, FileIdentity.of(os.stat(path))
+            return path, FileIdentity.of(session_stat(path))
         except OSError:
             return None  # the loaded path answers (ENOENT, or a session it finds)
 
@@ -181,23 +183,31 @@ class HeaderFile(RenderedFile):
 
 class TitleFile(RenderedFile):
     """``title``: writing it and closing sets the title (``set_session_name(text,
-    "user")``, an atomic rewrite that keeps every entry)."""
+    "user")``, an atomic rewrite that keeps every entry). It is written like a regular
+    file (`EditHandle`): ``>`` replaces the title, ``>>`` appends to it (the newline
+    between is cleaned away like any control character)."""
 
     __slots__ = ()
 
     rendering = "title"
     mode = 0o644
+    saved_by_editors = True
 
     async def open(self, flags: int) -> OpenFile:
         if not opened_for_writing(flags):
             return await super().open(flags)
         self.refuse_while_agent_runs()  # at open: shells report it, not a close() error
-        return BufferedWriteHandle(
-            self._commit, too_big=_title_too_big, on_error=self.record_refusal
+        initial = b"" if flags & os.O_TRUNC else await self.content()
+        return EditHandle(
+            initial,
+            self._commit,
+            append=bool(flags & os.O_APPEND),
+            too_big=_title_too_big,
+            on_error=self.record_refusal,
         )
 
     async def setattr(self, attr: Any, fields: Any) -> None:
-        allow_truncate_to_zero(self.display_path(), attr, fields)
+        await allow_truncate_to_zero(self, attr, fields)
 
     async def _commit(self, data: bytes) -> None:
         try:
@@ -316,6 +326,8 @@ class SessionCtl(InSession, CommandFile):
 
     __slots__ = ()
 
+    saved_by_editors = True
+
     async def listing_stat(self) -> Stat:
         return Stat(0, (await self.session()).mtime_ns, exact=False)
 
@@ -334,6 +346,7 @@ class SessionCtl(InSession, CommandFile):
                     ("entries", session.entry_count()),
                     ("needs_rewrite", session.needs_rewrite()),
                     ("persist_error", str(persist_error) if persist_error else None),
+                    *self.more_status(session),
                     ("last_result", session.last_result),
                     ("last_error", session.last_error),
                     *send_pairs,
@@ -341,6 +354,10 @@ class SessionCtl(InSession, CommandFile):
             )
 
         return await self.ctx.sessions.run(session, status)
+
+    def more_status(self, session: LoadedSession) -> list[tuple[str, object]]:
+        """Lines a kind of session adds to its status (worker thread, under its lock)."""
+        return []
 
     def _send_status(self) -> list[tuple[str, str | None]]:
         """``send: idle`` or ``send: running pid N since <time>``, and the last run's
@@ -451,7 +468,7 @@ class AppendFile(InSession, FileNode):
         return self.handle()
 
     async def setattr(self, attr: Any, fields: Any) -> None:
-        allow_truncate_to_zero(self.display_path(), attr, fields)
+        await allow_truncate_to_zero(self, attr, fields)
 
     async def _commit(self, data: bytes) -> None:
         name = self.key[-1]
@@ -515,7 +532,7 @@ def project_key(project: str) -> tuple[str, ...]:
     return ("sessions", project)
 
 
-class SessionDir(InSession, DirNode):
+class SessionDir(ScratchHolder, DirNode):
     """``sessions/<project>/<stem>/``. Its stat comes from the listing (no full load).
 
     Its attributes are all the session file's: mtime, and the mode and owner
@@ -526,7 +543,9 @@ class SessionDir(InSession, DirNode):
     the daemon nothing.
 
     Writes here move the leaf: ``ln -s <target> leaf`` (no leaf yet), GNU ``ln -sfn``
-    (a temporary link renamed over ``leaf``: see `PendingLink`), ``rm leaf``.
+    (a temporary link renamed over ``leaf``: see `PendingLink`), ``rm leaf``. Files
+    made here are scratch files in memory (`sessionfs.fs.nodes.scratch`): an editor's
+    save of ``title`` or ``ctl``, renamed over it, is one write of it.
     """
 
     __slots__ = ("_linked", "_seen", "_session_key", "_watchable", "ref", "ref_at")
@@ -720,14 +739,14 @@ class SessionDir(InSession, DirNode):
             (name, cls(self.ctx, self.child_key(name)))
             for name, cls in self.child_classes().items()
             if (name != "leaf" or has_leaf) and (name != ARTIFACTS or has_artifacts)
-        ]
+        ] + self.scratch_rows()
 
     async def lookup(self, name: str) -> Node | None:
         cls = self.child_classes().get(name)
         if cls is None:
             if name in self.ctx.sessions.pending_links(self.project, self.stem):
                 return PendingLink(self.ctx, self.child_key(name))
-            return None
+            return self.scratch_node(name)
         node = cls(self.ctx, self.child_key(name))
         if isinstance(node, RenderedFile) and node.served_unloaded():
             return node  # its stat comes from the render cache: nothing to load here
@@ -762,7 +781,7 @@ class SessionDir(InSession, DirNode):
             await self._branch(target)
             return LeafLink(self.ctx, self.child_key(name))
         pending = self.ctx.sessions.pending_links(self.project, self.stem)
-        if name in children or name in pending:
+        if name in children or name in pending or self.scratch_node(name) is not None:
             raise WriteRejected(errno.EEXIST, f"ln -s {name}: {name} exists")
         if len(pending) >= MAX_PENDING_LINKS:
             raise WriteRejected(
@@ -772,13 +791,67 @@ class SessionDir(InSession, DirNode):
         self.ctx.sessions.set_pending_link(self.project, self.stem, name, target)
         return PendingLink(self.ctx, self.child_key(name))
 
+    # -- writes: scratch files (`sessionfs.fs.nodes.scratch`) ----------------------------
+
+    async def create(self, name: str, flags: int, mode: int) -> tuple[Node, OpenFile]:
+        if name in self.child_classes():
+            raise WriteRejected(errno.EPERM, f"{name}: a name of the session")
+        if name in self.ctx.sessions.pending_links(self.project, self.stem):
+            raise WriteRejected(errno.EEXIST, f"{name}: exists (a link)")
+        return await self.create_scratch(name, mode)
+
+    async def _save_over(self, name: str, new_name: str, data: bytes, flags: int) -> Node:
+        """``mv <scratch file> new_name``: a write of ``title`` or ``ctl``, a leaf
+        move, or (any other name) a renamed scratch file."""
+        own = session_children().get(new_name)
+        if own is None:
+            exists = self.scratch_node(new_name) is not None
+            if flags & RENAME_NOREPLACE and exists:
+                raise WriteRejected(errno.EEXIST, f"mv {name} {new_name}: exists")
+            self.ctx.sessions.set_pending_link(self.project, self.stem, new_name, None)
+            return self.rename_scratch(name, new_name)
+        if flags & RENAME_NOREPLACE and (new_name != "leaf" or await self._has_leaf()):
+            raise WriteRejected(errno.EEXIST, f"mv {name} {new_name}: exists")
+        if new_name == "leaf":
+            await self._branch(link_text(name, new_name, data))
+            moved: Node = LeafLink(self.ctx, self.child_key(new_name))
+        else:
+            moved = own(self.ctx, self.child_key(new_name))
+            if not moved.saved_by_editors:
+                raise WriteRejected(
+                    errno.EPERM,
+                    f"mv {name} {new_name}: only title and ctl take a file renamed over "
+                    "them (leaf and labels/ a link target)",
+                )
+            await write_through(moved, data)
+        self.remove_scratch(name)
+        return moved
+
+    async def _copy_away(self, name: str, new_name: str, flags: int) -> Node:
+        """``mv title title~`` (vim's rename mode): ``title`` stays (it shows the
+        session), ``title~`` is a scratch file holding what it holds now."""
+        node = self.child_classes()[name](self.ctx, self.child_key(name))
+        if not node.saved_by_editors or new_name in self.child_classes():
+            raise WriteRejected(errno.EPERM, f"mv {name} {new_name}: the session's own names stay")
+        if flags & RENAME_NOREPLACE and self.scratch_node(new_name) is not None:
+            raise WriteRejected(errno.EEXIST, f"mv {name} {new_name}: exists")
+        assert isinstance(node, FileNode)
+        data = await node.content()
+        self.ctx.sessions.set_pending_link(self.project, self.stem, new_name, None)
+        return self.copy_to_scratch(data, new_name)
+
     async def rename(
         self, name: str, new_parent: DirNode, new_name: str, flags: int
     ) -> Node | None:
         refuse_unsupported_rename(self, name, new_parent, flags)
+        scratch = self.scratch_data(name)
+        if scratch is not None:
+            return await self._save_over(name, new_name, scratch, flags)
         target = self.ctx.sessions.pending_links(self.project, self.stem).get(name)
-        if target is None:  # leaf, entries, ...: the session's own names stay
-            raise WriteRejected(errno.EPERM, f"mv {name}: the session's own names stay")
+        if target is None and name in self.child_classes():
+            return await self._copy_away(name, new_name, flags)
+        if target is None:
+            raise WriteRejected(errno.ENOENT, f"mv {name}: no such file")
         if new_name == "leaf":
             if flags & RENAME_NOREPLACE and await self._has_leaf():
                 raise WriteRejected(errno.EEXIST, f"mv {name} leaf: there is a leaf")
@@ -787,6 +860,7 @@ class SessionDir(InSession, DirNode):
         elif new_name in session_children():
             raise WriteRejected(errno.EPERM, f"mv {name} {new_name}: a name of the session")
         else:
+            self.remove_scratch(new_name)  # a link renamed over a scratch file replaces it
             self.ctx.sessions.set_pending_link(self.project, self.stem, new_name, target)
             moved = PendingLink(self.ctx, self.child_key(new_name))
         self.ctx.sessions.set_pending_link(self.project, self.stem, name, None)
@@ -799,6 +873,8 @@ class SessionDir(InSession, DirNode):
             )
         elif name in self.ctx.sessions.pending_links(self.project, self.stem):
             self.ctx.sessions.set_pending_link(self.project, self.stem, name, None)
+        elif self.remove_scratch(name):
+            pass
         elif name in session_children():
             raise WriteRejected(errno.EPERM, f"rm {name}: the session's own files stay")
         else:

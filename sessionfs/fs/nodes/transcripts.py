@@ -23,6 +23,7 @@ from pathlib import Path
 
 import trio
 
+from core.session_stat import session_stat
 from sessionfs.fs.nodes.base import (
     RENDERED,
     STATIC,
@@ -47,6 +48,7 @@ from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.prerender import Prerenderer, RenderFailed
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.render_cache import CachedRender, FileIdentity
+from sessionfs.view.session_cache import NotASession
 
 __all__ = [
     "TRANSCRIPTS",
@@ -252,7 +254,7 @@ class TranscriptFile(FileNode):
     def _identity(self) -> tuple[FileIdentity, FileAccess]:
         """The session file as it is now (one stat, on the event loop), its mode and owner."""
         try:
-            st = os.stat(self.path)
+            st = session_stat(self.path)
         except OSError:
             raise refuse(errno.ENOENT) from None
         return FileIdentity.of(st), FileAccess.of(st)
@@ -263,9 +265,21 @@ class TranscriptFile(FileNode):
         loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
         return loaded if loaded is not None and loaded.pinned_leaf is not None else None
 
+    async def _noted_session(self) -> LoadedSession | None:
+        """`_moved_leaf`, or the session loaded now when the mount remembers a leaf
+        chosen for it (another agent's, after a remount: `SessionCache.noted`)."""
+        loaded = self._moved_leaf()
+        if loaded is not None or not self.ctx.sessions.noted(self.project, self.stem):
+            return loaded
+        try:
+            session = await self.ctx.sessions.get(self.project, self.stem)
+        except NotASession:
+            raise refuse(errno.ENOENT) from None
+        return session if session.pinned_leaf is not None else None
+
     async def stat(self) -> Stat:
         identity, _access = self._identity()
-        loaded = self._moved_leaf()
+        loaded = await self._noted_session()
         if loaded is not None:
             data = await self.ctx.sessions.render(loaded, "transcript.md")
             return Stat(len(data), loaded.mtime_ns)
@@ -281,7 +295,8 @@ class TranscriptFile(FileNode):
 
     def _listed(self, identity: FileIdentity) -> Stat:
         record = _renders(self.ctx).known(self.path, identity)
-        if record is None or self._moved_leaf() is not None:
+        noted = self._moved_leaf() is not None or self.ctx.sessions.noted(self.project, self.stem)
+        if record is None or noted:
             return Stat(0, identity.mtime_ns, exact=False)  # a listing renders nothing
         return Stat(record.transcript_size, identity.mtime_ns)
 
@@ -300,7 +315,7 @@ class TranscriptFile(FileNode):
         if opened_for_writing(flags):
             raise WriteRejected(errno.EACCES, f"{self.display_path()}: a transcript, read-only")
         identity, _access = self._identity()
-        loaded = self._moved_leaf()
+        loaded = await self._noted_session()
         if loaded is not None:
             data = await self.ctx.sessions.render(loaded, "transcript.md")
             return BytesHandle(data, version=(loaded.file_state, loaded.version))
@@ -353,6 +368,8 @@ async def open_transcript(
 class CacheFileHandle(OpenFile):
     """An open transcript served from its validated cache file (``pread``, in a thread:
     after a remount the file may be on disk, not in the page cache)."""
+
+    size: int  # the transcript's, fixed at open like a snapshot's
 
     def __init__(self, fd: int, record: CachedRender) -> None:
         self.fd = fd

@@ -539,3 +539,27 @@ def test_only_junk_is_an_empty_session(tmp_path: Path) -> None:
     assert s.transcript_messages() == []
     assert s.stats()["malformedLines"] == 2
     assert s.header()["id"] == "j"
+
+
+def test_a_chosen_leaf_is_the_leaf_until_unchosen(tmp_path: Path) -> None:
+    """`choose_leaf` (the mount's ``ln -sfn``): leaf, path, context and transcript end
+    at the chosen entry; a metadata line cannot be chosen; ``None`` gives the agent's
+    own leaf back. The file is never written."""
+    lines = [*_two_exchanges("more", "sure"), {"type": "last-prompt", "lastPrompt": "more"}]
+    path = cc.write_jsonl(tmp_path / "c.jsonl", lines)
+    before = path.read_bytes()
+    s = ClaudeSession(path)
+    assert s.leaf_name() == "a2" and s.own_leaf_name() == "a2"
+    s.choose_leaf("a1")
+    assert (s.leaf_name(), s.own_leaf_name(), s.chosen_leaf()) == ("a1", "a2", "a1")
+    assert _names(s, s.path_indexes()) == ["u1", "a1"]
+    assert [m["role"] for m in s.context()["messages"]] == ["user", "assistant"]
+    assert "more" not in str(s.transcript_messages())
+    with pytest.raises(ValueError):
+        s.choose_leaf("meta-5-last-prompt")
+    with pytest.raises(KeyError):
+        s.choose_leaf("nowhere")
+    assert s.leaf_name() == "a1"  # a refused choice changes nothing
+    s.choose_leaf(None)
+    assert s.leaf_name() == "a2" and s.chosen_leaf() is None
+    assert path.read_bytes() == before

@@ -4,6 +4,7 @@ on files written here in the documented formats (2026 envelopes, the 2025 format
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -394,3 +395,18 @@ def test_growing_rollout(main_session: CodexSession) -> None:
         f.write(b'", "type": "event_msg", "payload": {"type": "task_complete"}}\n')
     assert main_session.catch_up() is True
     assert main_session.leaf_name() == "000029-event_msg-task_complete"
+
+
+def test_a_chosen_leaf_ends_path_context_and_transcript(main_session: CodexSession) -> None:
+    """An earlier line chosen as leaf (the mount's ``ln -sfn``): the session as it was
+    when that line was the last."""
+    own = main_session.leaf_name()
+    earlier = main_session.entry_name(12)  # line 13: "Two files."
+    main_session.choose_leaf(earlier)
+    assert main_session.leaf_name() == earlier and main_session.own_leaf_name() == own
+    assert main_session.path_indexes() == list(range(13))
+    said = json.dumps(main_session.context()["messages"])
+    assert "Two files." in said and "Thanks" not in said
+    assert "Thanks" not in json.dumps([t.message for t in main_session.transcript_messages()])
+    main_session.choose_leaf(None)
+    assert "Thanks" in json.dumps(main_session.context()["messages"])

@@ -1,7 +1,8 @@
 """What every `SessionSource` promises, checked on every reader (Claude Code, Codex,
-xcsh compact, xcsh parsed) over the sessions the reader tests write: names find their
-entries, raw lines parse to the entries, the path runs root -> leaf along parent
-links, the tree holds every entry once, stats agree with the entries."""
+Gemini CLI and its older documents, Qwen Code, xcsh compact, xcsh parsed) over the sessions the
+reader tests write: names find their entries, raw lines parse to the entries, the path
+runs root -> leaf along parent links, the tree holds every entry once, stats agree with
+the entries."""
 
 from __future__ import annotations
 
@@ -12,14 +13,20 @@ import orjson
 import pytest
 from support import claude_code as cc
 from support import codex_cli as cx
+from support import gemini_cli as gc
+from support import qwen_code as qc
 from test_claude_session import _main_lines as claude_lines
 from test_codex_session import _main_lines as codex_lines
+from test_gemini_session import _session_records as gemini_records
+from test_qwen_session import _records as qwen_records
 from test_xcsh_parsed import manager_source
 from view.test_compact_session import odd_session
 
 from core.formats.base import SessionSource
 from core.formats.claude import ClaudeSession
 from core.formats.codex import CodexSession
+from core.formats.gemini import GeminiDocumentSession, GeminiSession
+from core.formats.qwen import QwenSession
 from core.formats.xcsh import XcshSession
 from core.jsonl import loads
 
@@ -32,6 +39,19 @@ def _codex(tmp_path: Path) -> SessionSource:
     return CodexSession(cx.write_jsonl(tmp_path / "rollout-x.jsonl", codex_lines()))
 
 
+def _gemini(tmp_path: Path) -> SessionSource:
+    return GeminiSession(gc.write_jsonl(tmp_path / "session-g.jsonl", gemini_records()))
+
+
+def _gemini_document(tmp_path: Path) -> SessionSource:
+    records = [r for r in gemini_records()[1:] if isinstance(r, dict) and "id" in r]
+    return GeminiDocumentSession(gc.write_document(tmp_path / "session-d.json", records))
+
+
+def _qwen(tmp_path: Path) -> SessionSource:
+    return QwenSession(qc.write_jsonl(tmp_path / f"{qc.SESSION_ID}.jsonl", qwen_records()))
+
+
 def _xcsh(tmp_path: Path) -> SessionSource:
     return XcshSession(odd_session(tmp_path))
 
@@ -41,7 +61,9 @@ def _parsed(tmp_path: Path) -> SessionSource:
 
 
 @pytest.mark.parametrize(
-    "make", [_claude, _codex, _xcsh, _parsed], ids=["claude", "codex", "xcsh", "parsed"]
+    "make",
+    [_claude, _codex, _gemini, _gemini_document, _qwen, _xcsh, _parsed],
+    ids=["claude", "codex", "gemini", "gemini-document", "qwen", "xcsh", "parsed"],
 )
 def test_source_contract(make: Callable[[Path], SessionSource], tmp_path: Path) -> None:
     source = make(tmp_path)
