@@ -27,6 +27,7 @@ from pathlib import Path
 from core import paths
 from core.search_index import Hit, SearchIndex, UpdateStats, format_hit
 from core.search_index.formats import XCSH, FileFormat
+from core.session_stat import session_stat
 from sessionfs.view.access import Caller, FileAccess
 from sessionfs.view.cache_dir import agent_cache_dir
 from sessionfs.view.names import ENTRY_SUFFIX, PATH_NUMBER_RESERVE, encode_name, fit_name
@@ -79,9 +80,7 @@ def hits_text(
 ) -> bytes:
     """One ``<iso time>\\t<entry path>\\t<role>\\t<snippet>`` line per hit
     (``entry_path`` None: a hit in no session the mount shows, left out)."""
-    lines = [
-        format_hit(hit, path) + "\n" for hit in hits if (path := entry_path(hit)) is not None
-    ]
+    lines = [format_hit(hit, path) + "\n" for hit in hits if (path := entry_path(hit)) is not None]
     # "replace": an id or text with a lone surrogate (odd JSON escapes) stays one line.
     return "".join(lines).encode("utf-8", "replace")
 
@@ -297,7 +296,7 @@ class SearchView:
         root), as the kernel would decide on disk: one stat per file and search. A
         sub-agent's session (``<project>/<stem>/<task>.jsonl``) also needs the session
         that ran it readable, as its dir in the mount lies inside that session's."""
-        root = os.fsencode(self.sessions_root)
+        root = os.fspath(self.sessions_root)
         seen: dict[bytes, bool] = {}
 
         def readable(key: bytes) -> bool:
@@ -308,7 +307,8 @@ class SearchView:
                     known = False
                 else:
                     try:
-                        known = caller.may_read(FileAccess.of(os.stat(os.path.join(root, key))))
+                        path = os.path.join(root, os.fsdecode(key))  # a row session's: its db's
+                        known = caller.may_read(FileAccess.of(session_stat(path)))
                     except OSError:
                         known = False  # gone: nothing of it is shown
                 seen[key] = known
@@ -358,7 +358,7 @@ def _session_files_newest_first(root: Path, file_format: FileFormat) -> list[tup
     for parts in file_format.file_keys(str(root)):
         path = os.path.join(root, *parts)
         try:
-            st = os.stat(path)
+            st = session_stat(path)
         except OSError:
             continue
         found.append((st.st_mtime_ns, path, st.st_size))
