@@ -7,13 +7,13 @@ locked or corrupt database a clear skip that loses nothing indexed."""
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
 from pathlib import Path
 
 from support.newer_agent_files import (
     CURSOR_MESSAGES,
     add_opencode_session,
+    add_opencode_text_part,
     set_cursor_messages,
     write_cursor_store,
     write_cursor_transcript,
@@ -27,22 +27,6 @@ from core.search_index import SearchIndex
 
 def _hits(index: SearchIndex, query: str) -> list[tuple[str, str, str]]:
     return [(h.project, h.stem, h.entry_id) for h in index.search(query)]
-
-
-def _add_part(conn: sqlite3.Connection, session: str, part: str, text: str, at: int) -> None:
-    """A new assistant text part (and its message), as opencode writes a turn."""
-    message = f"{session}_msg_{part}"
-    data = {"role": "assistant", "time": {"created": at}}
-    conn.execute(
-        "INSERT INTO message VALUES (?, ?, ?, ?, ?)",
-        (message, session, at, at, json.dumps(data)),
-    )
-    conn.execute(
-        "INSERT INTO part VALUES (?, ?, ?, ?, ?, ?)",
-        (f"{session}_{part}", message, session, at, at, json.dumps({"type": "text", "text": text})),
-    )
-    conn.execute("UPDATE session SET time_updated = ? WHERE id = ?", (at, session))
-    conn.commit()
 
 
 def test_opencode_sessions_are_searched_and_followed_live(tmp_path: Path) -> None:
@@ -65,12 +49,12 @@ def test_opencode_sessions_are_searched_and_followed_live(tmp_path: Path) -> Non
         # A session added while indexed: only it is read (the other one's signature
         # did not change, though the database's stat did).
         add_opencode_session(writer, "ses_b", "/home/me/web", "Other")
-        _add_part(writer, "ses_b", "prt_09", "zanzibar later", 9000)
+        add_opencode_text_part(writer, "ses_b", "prt_09", "zanzibar later", 9000)
         stats = index.update(root)
         assert (stats.files_indexed, stats.files_unchanged) == (1, 1), stats
         assert _hits(index, "zanzibar") == [("opencode.db", "ses_b", "ses_b_prt_09")]
         # A turn of the first session: read again, its new part found first.
-        _add_part(writer, "ses_a", "prt_10", "zanzibar again", 10_000)
+        add_opencode_text_part(writer, "ses_a", "prt_10", "zanzibar again", 10_000)
         stats = index.update(root)
         assert (stats.files_indexed, stats.files_unchanged) == (1, 1), stats
         assert [h[1:] for h in _hits(index, "zanzibar")] == [
