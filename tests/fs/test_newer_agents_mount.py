@@ -271,6 +271,11 @@ def test_a_real_opencode_database_through_the_mount(
     transcripts = mount.path / "agents" / "opencode" / "transcripts"
     found = run("grep", "-rl", "needle-in-output", transcripts).split()
     assert found == [str(transcripts / project / f"{session_id}.md")]
+    # Its tool output is searched; the hit opens the tool part that holds it.
+    own = f"agents/opencode/sessions/{project}/{session_id}/entries/"
+    hits = [h for h in _wait_for_search(mount, "needle-in-output", own) if own in h]
+    assert [h.split("\t")[2] for h in hits] == ["toolCall"], hits
+    assert "needle-in-output" in (mount.path / hits[0].split("\t")[1]).read_text()
 
     # The agent goes on while the mount is up: its next request is what the mount
     # showed, and the mount shows the new turn (written to the WAL, not checkpointed).
