@@ -720,7 +720,7 @@ class SearchIndex:
                 for _, ts, entry_id, role, offset, length, crc, key, *indexed in rows:
                     if visible is not None and not visible(key):
                         continue  # a session the one who asks may not read
-                    text = reader.text(key, entry_id, offset, length, crc, indexed)
+                    text = reader.text(key, entry_id, (offset, length, crc, *indexed))
                     if text is None:
                         continue  # the line changed since it was indexed
                     project, stem = split_key(key)

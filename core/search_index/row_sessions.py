@@ -73,15 +73,7 @@ class RowReader:
         #: databases a read failed in during this search
         self._failed: set[str] = set()
 
-    def text(
-        self,
-        key: bytes,
-        entry_id: str,
-        offset: int,
-        length: int,
-        crc: int,
-        indexed: Sequence[int],
-    ) -> str | None:
+    def text(self, key: bytes, entry_id: str, place: Sequence[int]) -> str | None:
         """The entry's text now; None when the session or the entry is gone."""
         if key not in self._texts and key not in self._not_rows:
             path = os.path.join(self.root, os.fsdecode(key))
@@ -93,7 +85,7 @@ class RowReader:
             else:
                 self._texts[key] = self._read(path, found[0])
         if key in self._not_rows:
-            return self.files.text(key, entry_id, offset, length, crc, indexed)
+            return self.files.text(key, entry_id, place)
         texts = self._texts[key]
         return texts.get(entry_id) if texts is not None else None
 
@@ -114,16 +106,9 @@ class RowReader:
 
 class EntryReader(Protocol):
     """Reads a hit's indexed text back (`core.search_index.scan.LineReader`,
-    `RowReader`)."""
+    `RowReader`). ``place``: the row's line offset, length and checksum, then its
+    file's (dev, ino, size, mtime_ns) when indexed (a row session's: unused)."""
 
-    def text(
-        self,
-        key: bytes,
-        entry_id: str,
-        offset: int,
-        length: int,
-        crc: int,
-        indexed: Sequence[int],
-    ) -> str | None: ...
+    def text(self, key: bytes, entry_id: str, place: Sequence[int]) -> str | None: ...
 
     def close(self) -> None: ...

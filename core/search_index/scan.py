@@ -90,7 +90,7 @@ class Verifier:
         """The rows whose text matches every check (stale lines are dropped)."""
         texts: dict[int, str] = {}
         for rowid, _, entry_id, _, offset, length, crc, key, *indexed in rows:
-            text = self.reader.text(key, entry_id, offset, length, crc, indexed)
+            text = self.reader.text(key, entry_id, (offset, length, crc, *indexed))
             if text is not None:
                 texts[rowid] = clean_text(text)
         for check in self.checks:
@@ -132,19 +132,13 @@ class LineReader:
         self._archives: dict[bytes, bytes | None] = {}
         self._archived_bytes = 0
 
-    def text(
-        self,
-        key: bytes,
-        entry_id: str,
-        offset: int,
-        length: int,
-        crc: int,
-        indexed: Sequence[int],
-    ) -> str | None:
+    def text(self, key: bytes, entry_id: str, place: Sequence[int]) -> str | None:
         """The entry's indexed text, or None when the line is not what was indexed.
-        ``indexed`` is the file's (dev, ino, size, mtime_ns) when the index read it: a
-        file that still has them holds the same bytes, so the checksum (0.1 ms for a
-        60 kB tool output) is only computed for a file changed since."""
+        ``place`` is the line's offset, length and checksum, then the file's (dev,
+        ino, size, mtime_ns) when the index read it: a file that still has them holds
+        the same bytes, so the checksum (0.1 ms for a 60 kB tool output) is only
+        computed for a file changed since."""
+        offset, length, crc, *indexed = place
         if key not in self.files:
             self.files[key] = self._open(key)
         opened = self.files[key]
