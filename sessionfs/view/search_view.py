@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core import paths
+from core.errors import NotASessionError
 from core.search_index import Hit, SearchIndex, UpdateStats, format_hit
 from core.search_index.formats import XCSH, FileFormat
 from core.session_stat import session_stat
@@ -228,7 +229,10 @@ class SearchView:
     def _build(self) -> UpdateStats:
         """Index every session file, newest first (what people search for is mostly
         recent), a slice at a time so searches see the indexed part meanwhile."""
-        files = _session_files_newest_first(self.sessions_root, self.file_format)
+        try:
+            files = _session_files_newest_first(self.sessions_root, self.file_format)
+        except NotASessionError as exc:  # an agent's database cannot be listed now
+            return UpdateStats(error=str(exc))
         progress = self.progress
         progress.state = "building"
         progress.started = time.monotonic()
