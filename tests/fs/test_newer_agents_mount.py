@@ -276,6 +276,7 @@ def test_a_real_opencode_database_through_the_mount(
     hits = [h for h in _wait_for_search(mount, "needle-in-output", own) if own in h]
     assert [h.split("\t")[2] for h in hits] == ["toolCall"], hits
     assert "needle-in-output" in (mount.path / hits[0].split("\t")[1]).read_text()
+    hits_before = hits
 
     # The agent goes on while the mount is up: its next request is what the mount
     # showed, and the mount shows the new turn (written to the WAL, not checkpointed).
@@ -319,9 +320,16 @@ def test_a_real_opencode_database_through_the_mount(
             assert done.returncode != 0, (name, done.stdout[-200:])
             assert "Input/output error" not in done.stderr, done.stderr
             assert "locked" in read_ctl(mount.path)["agents_opencode_last_skip"]
+        # The search indexer's pass meets the lock too: a skip ctl names, no rows lost.
+        _until(
+            lambda: "locked" in read_ctl(mount.path)["search_opencode_last_error"],
+            "the search skip",
+        )
     finally:
         locker.rollback()
         locker.close()
     assert "and now?" in run("cat", session / "transcript.md")
     assert "forked" in run("cat", sessions / project / fork_id / "transcript.md")
+    hits = _wait_for_search(mount, "needle-in-output", own)
+    assert [h.split("\t")[1] for h in hits if own in h] == [hits_before[0].split("\t")[1]]
     assert mount.alive()
