@@ -33,6 +33,7 @@ from core.safe_open import open_regular_fd
 from core.search_index.formats import XCSH, FileFormat
 from core.search_index.hits import Hit, SnippetFinder, snippet, split_key
 from core.search_index.query import QueryPlan, QueryTerm, parse_query, plan_query
+from core.search_index.row_sessions import RowSessions
 from core.search_index.rowids import TOP_ROWID
 from core.search_index.rows import (
     MODE_LEGACY,
@@ -496,8 +497,9 @@ class SearchIndex:
         sink: TextSink | None,
     ) -> int:
         """Bring one file up to date (inside the caller's transaction); bytes read."""
-        if self.file_format.row_sessions is not None and split_row_session_path(path):
-            return self._index_row_session(conn, key, path, stats, sink)
+        sessions = self.file_format.row_sessions
+        if sessions is not None and split_row_session_path(path):
+            return self._index_row_session(conn, sessions, (key, path), stats, sink)
         try:
             fd = open_regular_fd(path)
         except OSError as exc:
@@ -529,16 +531,16 @@ class SearchIndex:
     def _index_row_session(
         self,
         conn: sqlite3.Connection,
-        key: bytes,
-        path: str,
+        sessions: RowSessions,
+        session: tuple[bytes, str],
         stats: UpdateStats,
         sink: TextSink | None,
     ) -> int:
         """Bring one row session up to date through its connector (inside the caller's
         transaction; `core.search_index.row_sessions`): read again only when its
-        version changed. Returns the bytes of text indexed."""
-        sessions = self.file_format.row_sessions
-        assert sessions is not None
+        version changed. ``session``: its key and path. Returns the bytes of text
+        indexed."""
+        key, path = session
         try:
             # The stat first: a write after it changes the stat again, so is caught.
             st = session_stat(path)
