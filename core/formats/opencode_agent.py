@@ -28,7 +28,7 @@ from core.formats.base import SessionSource
 from core.formats.opencode import OpencodeSession
 from core.formats.opencode_rows import db_signature
 from core.formats.row_search import source_rows
-from core.formats.sqlite_store import StoreUnreadable
+from core.formats.sqlite_store import SessionNotInStore, StoreUnreadable
 from core.paths import child_stem
 from core.search_index.formats import FileFormat, collect_strings
 from core.search_index.row_sessions import RowSessions, version_of
@@ -101,7 +101,7 @@ def _search_keys(root: str) -> Iterator[tuple[str, ...]]:
 
 
 def _search_text(
-    roles: dict[str, str], session: SessionSource, index: int
+    session: SessionSource, index: int, roles: dict[str, str]
 ) -> tuple[str, list[str]] | None:
     """A part's text: typed text and reasoning, a tool call's name, input and output
     (a message row holds no text: its role is kept in ``roles`` for its parts)."""
@@ -126,8 +126,13 @@ def _search_text(
 
 
 def _search_rows(path: str) -> list[Row]:
-    roles: dict[str, str] = {}
-    return source_rows(open_opencode_session(Path(path)), partial(_search_text, roles))
+    """The session's rows; none for a session deleted since it was listed (only a
+    database that cannot be read raises: `core.search_index.row_sessions`)."""
+    try:
+        session = open_opencode_session(Path(path))
+    except SessionNotInStore:
+        return []
+    return source_rows(session, partial(_search_text, roles={}))
 
 
 def _search_version(path: str) -> int:

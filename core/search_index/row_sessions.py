@@ -45,7 +45,9 @@ __all__ = ["EntryReader", "RowReader", "RowSessions", "version_of"]
 class RowSessions:
     """How a connector's row sessions are read for the index (module docstring)."""
 
-    #: the rows of the session at this path (``<database>/<session id>``)
+    #: the rows of the session at this path (``<database>/<session id>``); none for a
+    #: session gone from its database, which still reads (raising is for a database
+    #: that cannot be read: its other sessions are then not tried again)
     rows: Callable[[str], list[Row]]
     #: a number that changes whenever the session's rows may have (`version_of`)
     version: Callable[[str], int]

@@ -62,11 +62,16 @@ def test_opencode_sessions_are_searched_and_followed_live(tmp_path: Path) -> Non
             ("ses_b", "ses_b_prt_09"),
         ]
 
-        # Deleted: its rows go with it.
+        # Deleted: its hits go at once (the other session of its database stays
+        # found, though the deleted one's newer hit is read back first), its rows with
+        # the next update.
+        add_opencode_text_part(writer, "ses_b", "prt_11", "zanzibar last", 11_000)
+        assert index.update(root).files_indexed == 1
         writer.execute("DELETE FROM part WHERE session_id = 'ses_b'")
         writer.execute("DELETE FROM message WHERE session_id = 'ses_b'")
         writer.execute("DELETE FROM session WHERE id = 'ses_b'")
         writer.commit()
+        assert [h[1:] for h in _hits(index, "zanzibar")] == [("ses_a", "ses_a_prt_10")]
         stats = index.update(root)
         assert stats.files_removed == 1, stats
         assert [h[1] for h in _hits(index, "zanzibar")] == ["ses_a"]
