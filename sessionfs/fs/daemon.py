@@ -48,6 +48,7 @@ from sessionfs.fs.search_indexer import SearchIndexer
 from sessionfs.fs.send_log import SendLogs
 from sessionfs.fs.session_watch import SessionWatch
 from sessionfs.view.agent_index import AgentIndex
+from sessionfs.view.archived_index import ArchivedAgentIndex
 from sessionfs.view.cache_dir import agent_cache_dir, default_cache_dir
 from sessionfs.view.history import HistoryView
 from sessionfs.view.prerender import Prerenderer
@@ -198,6 +199,10 @@ def build_operations(
     opts: MountOptions, archive: LocalArchive | None = None
 ) -> tuple[SessionFsOperations, MountContext]:
     index = AgentIndex(opts.agent_dir)
+    if archive is not None:  # the agent dir's sessions only the archive holds too
+        index = ArchivedAgentIndex(
+            opts.agent_dir, AgentIndex(archive.machine_dir), archive.own_generations_root()
+        )
     rss_bound = process_rss_bound()
     cache = SessionCache(
         index,

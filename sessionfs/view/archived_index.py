@@ -1,0 +1,139 @@
+"""The agent dir's own sessions only the archive holds, beside the live ones:
+``ArchivedAgentIndex``.
+
+The archive's mirror keeps this machine's agent-dir sessions in an agent dir's layout
+(``<mirror>/machines/<m>/sessions/<project>/<stem>.jsonl``), so an `AgentIndex` over it
+lists them as it lists the live ones. This index answers every listing with the live
+sessions first and then the archive's whose ``(project, stem)`` the live dir no longer
+has (a session file removed by hand after a sync), as `ArchivedCatalog` does for the
+other agents. An archived session's ref points at the mirror's file, so renderings are
+made from the archived bytes, byte for byte what the live file gave.
+
+Such a session is read-only (`archived_reason`, which the session dir's nodes return as
+their ``read_only_reason``): a write there would change the mirror, not the agent's
+file. ``sessionfs restore`` puts it back; the live file then shadows the archived one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+
+from sessionfs.view import session_keys
+from sessionfs.view.agent_index import AgentIndex, ProjectListing
+from sessionfs.view.archived import archive_note, generations_in
+from sessionfs.view.session_ref import SessionRef
+
+__all__ = ["ArchivedAgentIndex", "archived_reason"]
+
+
+class ArchivedAgentIndex(AgentIndex):
+    """``AgentIndex`` of the agent dir, with the archive's sessions it lost."""
+
+    def __init__(self, agent_dir: Path, archived: AgentIndex, generations_root: Path) -> None:
+        super().__init__(agent_dir)
+        self.archived = archived
+        #: where the mirror keeps the older generations of the agent dir's files
+        self.generations_root = generations_root
+        # (live listing, archived listing) -> their merge: the same object while both
+        # are reused, so the nodes made from it are too (`children_of_listing`)
+        self._merged: dict[str, tuple[ProjectListing, ProjectListing, ProjectListing]] = {}
+
+    def is_archived(self, ref: SessionRef) -> bool:
+        """Whether ``ref`` is a session only the archive holds (its file the mirror's)."""
+        return ref.path.is_relative_to(self.archived.sessions_root)
+
+    def shadowed(self, ref: SessionRef) -> bool:
+        """An archived session whose live file is back (``sessionfs restore``): the
+        live one is the session now."""
+        return self.is_archived(ref) and self.archived_only(ref.project, ref.stem) is None
+
+    def archived_only(self, project: str, stem: str) -> Path | None:
+        """The archived file of a session the live dir does not have (one lstat when it
+        does: the usual case), else None."""
+        if not (session_keys.is_valid_name(project) and session_keys.is_valid_stem(stem)):
+            return None
+        if os.path.lexists(self.session_path(project, stem)):
+            return None
+        archived = self.archived.session_path(project, stem)
+        return archived if os.path.isfile(archived) else None
+
+    def generations_of(self, path: Path) -> list[Path]:
+        """The archive's older generations of the session file ``path`` (live or
+        archived), oldest first."""
+        return generations_in(
+            self.generations_root, (self.archived.sessions_root, self.sessions_root), path
+        )
+
+    # -- listings: the live sessions, then the archive's the live dir lost ---------------
+
+    def projects(self) -> list[str]:
+        return sorted({*super().projects(), *self.archived.projects()})
+
+    def project_mtime_ns(self, project: str) -> int | None:
+        live = super().project_mtime_ns(project)
+        return live if live is not None else self.archived.project_mtime_ns(project)
+
+    def sessions_in(self, project: str) -> list[SessionRef]:
+        return _merged(super().sessions_in(project), self.archived.sessions_in(project))
+
+    def listing_of(self, project: str) -> ProjectListing:
+        live, archived = super().listing_of(project), self.archived.listing_of(project)
+        if not archived.refs:
+            return live
+        cached = self._merged.get(project)
+        if cached is not None and cached[0] is live and cached[1] is archived:
+            return cached[2]
+        merged = dataclasses.replace(
+            live,
+            refs=_merged(live.refs, archived.refs),
+            listed_at=min(live.listed_at, archived.listed_at, time.monotonic()),
+            settled_mtime_ns=live.settled_mtime_ns if archived.settled_mtime_ns else None,
+            dirs=None if live.dirs is None or archived.dirs is None else live.dirs | archived.dirs,
+            links=live.links | archived.links,
+        )
+        self._merged[project] = (live, archived, merged)
+        return merged
+
+    def session_if_known(
+        self, project: str, stem: str, cached_only: bool = True
+    ) -> SessionRef | object | None:
+        found = super().session_if_known(project, stem, cached_only)
+        if found is not None or self.archived_only(project, stem) is None:
+            return found
+        return self.archived.session_if_known(project, stem, cached_only)
+
+    def subagents_of(self, project: str, stem: str) -> list[SessionRef]:
+        if self.archived_only(project, stem) is not None:
+            return self.archived.subagents_of(project, stem)
+        return super().subagents_of(project, stem)
+
+    def may_have_subagents(self, ref: SessionRef) -> bool:
+        if self.is_archived(ref):
+            return self.archived.may_have_subagents(ref)
+        return super().may_have_subagents(ref)
+
+
+def _merged(live: list[SessionRef], archived: list[SessionRef]) -> list[SessionRef]:
+    """The live sessions, then the archived ones whose stem no live one has, in file
+    name (= creation time) order as a listing is."""
+    shown = {ref.stem for ref in live}
+    extra = [ref for ref in archived if ref.stem not in shown]
+    return sorted([*live, *extra], key=lambda ref: ref.stem) if extra else live
+
+
+def archived_reason(index: object, project: str, stem: str) -> str | None:
+    """Why the session ``(project, stem)`` is read-only because only the archive holds
+    it (None: it is not such a session, or there is no archive)."""
+    if not isinstance(index, ArchivedAgentIndex):
+        return None
+    path = index.archived_only(project, stem)
+    if path is None:
+        return None
+    note = archive_note(str(path))
+    since = f" since {note['since']}" if note is not None else ""
+    top = stem.split("/")[0]  # a sub-agent's session comes back with its parent's
+    wanted = top.rpartition("_")[2] or top
+    return f"only in the archive{since}; `sessionfs restore {wanted}` puts it back"

@@ -1,0 +1,99 @@
+"""The agent dir's own sessions (pi, omp, xcsh) that only the archive holds: a session
+file removed by hand after a sync still lists in ``sessions/<project>/`` beside the live
+ones, reads byte-identical, says in ``header.json`` that it is only in the archive, and
+refuses every write with ``EROFS`` and a reason in its ``ctl``; ``sessionfs restore``
+brings it back live."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from archive_helpers import sync, user_env
+from support.mount import Mount, MountFactory, run
+from support.pi_sessions import branched_session
+from support.write_setup import on_disk
+from test_restore import restore
+
+pytestmark = pytest.mark.fuse
+
+READINGS = ("transcript.md", "context.json", "tree.txt", "stats.json", "title")
+
+
+def _readings(session: Path) -> dict[str, bytes]:
+    """What ``cat`` reads of a session dir's renderings and entries."""
+    names = [*READINGS, *(f"entries/{e}" for e in run("ls", session / "entries").split())]
+    return {
+        name: subprocess.run(
+            ["cat", str(session / name)], capture_output=True, timeout=60, check=True
+        ).stdout
+        for name in names
+    }
+
+
+def _refused(command: str, cwd: Path) -> str:
+    """Run ``command`` in a shell in ``cwd``; it must fail as read-only (its stderr)."""
+    done = subprocess.run(["sh", "-c", command], cwd=cwd, capture_output=True, timeout=60)
+    assert done.returncode != 0, command
+    assert b"Read-only file system" in done.stderr, done.stderr
+    return done.stderr.decode()
+
+
+def _mount(factory: MountFactory, home: Path, *extra: str, name: str) -> Mount:
+    return factory(home / "agent", "--machine", "box", *extra, name=name, env=user_env(home))
+
+
+def test_a_deleted_pi_session_lists_read_only_beside_the_live_ones_until_restored(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    home = tmp_path / "user"
+    gone, ids = branched_session(home / "agent", tmp_path / "work")
+    kept, _ = branched_session(home / "agent", tmp_path / "work")
+    header = json.loads(gone.read_bytes().split(b"\n", 1)[0])
+    archive = ["--store", f"file://{tmp_path / 'archive'}"]
+    live = _mount(mount_factory, home, "--no-archive", name="live")
+    project = live.path / "sessions" / "--work--"
+    before = _readings(project / gone.stem)
+    live.unmount()
+
+    assert sync(home, *archive).returncode == 0
+    original = gone.read_bytes()
+    on_disk_before = on_disk(gone).get_entries()
+    gone.unlink()  # deleted by hand, after the sync
+    mount = _mount(mount_factory, home, "--archive", archive[1], name="archived")
+    project = mount.path / "sessions" / "--work--"
+    assert run("ls", project).split() == sorted([gone.stem, kept.stem])
+    session = project / gone.stem
+    assert _readings(session) == before
+    note = json.loads(run("cat", session / "header.json"))["archive"]
+    assert note["only_in_archive"] is True and note["machine"] == "box"
+    assert note["since"].endswith("Z")
+    assert "archive" not in json.loads(run("cat", project / kept.stem / "header.json"))
+    assert gone.stem in run("ls", mount.path / "transcripts" / "--work--")
+    assert (
+        run("cat", mount.path / "by-id" / header["id"] / "transcript.md").encode()
+        == (before["transcript.md"])
+    )
+
+    _refused("echo x > append/note.txt", session)
+    _refused(f"ln -sfn entries/{ids['a2']}.json leaf", session)
+    _refused("echo new title > title", session)
+    _refused("echo 'label good' > ctl", session)
+    ctl = run("cat", session / "ctl")
+    assert "only in the archive since " in ctl
+    assert f"sessionfs restore {header['id']}` puts it back" in ctl
+    assert not gone.exists()  # nothing written anywhere for it
+    (copy,) = [Path(line[6:]) for line in ctl.splitlines() if line.startswith("file: ")]
+    assert copy.read_bytes() == original  # the archive's copy, read from
+
+    done = restore(home, *archive, header["id"])
+    assert done.returncode == 0, done.stderr
+    assert gone.read_bytes() == original
+    run("sh", "-c", "printf 'back again' > append/note.md", cwd=session)  # live: writable
+    last = on_disk(gone).get_entries()[-1]
+    assert last["message"]["content"] in ("back again", [{"type": "text", "text": "back again"}])
+    assert on_disk(gone).get_entries()[:-1] == on_disk_before  # nothing else changed
+    assert "archive" not in json.loads(run("cat", session / "header.json"))
+    assert copy.read_bytes() == original  # the write went to the live file only
