@@ -97,3 +97,28 @@ def test_a_deleted_pi_session_lists_read_only_beside_the_live_ones_until_restore
     assert on_disk(gone).get_entries()[:-1] == on_disk_before  # nothing else changed
     assert "archive" not in json.loads(run("cat", session / "header.json"))
     assert copy.read_bytes() == original  # the write went to the live file only
+
+
+def test_a_rewritten_pi_session_keeps_its_older_generation_in_its_session_dir(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    home = tmp_path / "user"
+    session, _ = branched_session(home / "agent", tmp_path / "work")
+    archive = f"file://{tmp_path / 'archive'}"
+    assert sync(home, "--store", archive).returncode == 0
+    before = session.read_bytes()
+    shorter = session.with_name(".rewrite")
+    shorter.write_bytes(before.split(b"\n", 2)[0] + b"\n")  # a shorter file, renamed over
+    shorter.replace(session)
+    assert sync(home, "--store", archive).returncode == 0
+    mount = _mount(mount_factory, home, "--archive", archive, name="mnt")
+    generations = mount.path / "sessions" / "--work--" / session.stem / "generations"
+    assert run("ls", generations).split() == ["g00000001.jsonl"]
+    old = subprocess.run(["cat", str(generations / "g00000001.jsonl")], capture_output=True)
+    assert old.returncode == 0 and old.stdout == before
+    appended = subprocess.run(["sh", "-c", "echo x >> g00000001.jsonl"], cwd=generations)
+    assert appended.returncode != 0  # read-only (EACCES: a file of a writable tree)
+    assert run("cat", generations / "g00000001.jsonl").encode() == before
+    assert on_disk(session).get_entries() == []  # the live file is the new one, writable
+    run("sh", "-c", "printf 'still live' > append/a.md", cwd=generations.parent)
+    assert len(on_disk(session).get_entries()) == 1
