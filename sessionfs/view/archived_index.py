@@ -24,6 +24,7 @@ from pathlib import Path
 from sessionfs.view import session_keys
 from sessionfs.view.agent_index import AgentIndex, ProjectListing
 from sessionfs.view.archived import archive_note, generations_in
+from sessionfs.view.session_ids import IdLookup
 from sessionfs.view.session_ref import SessionRef
 
 __all__ = ["ArchivedAgentIndex", "archived_reason"]
@@ -40,6 +41,9 @@ class ArchivedAgentIndex(AgentIndex):
         # (live listing, archived listing) -> their merge: the same object while both
         # are reused, so the nodes made from it are too (`children_of_listing`)
         self._merged: dict[str, tuple[ProjectListing, ProjectListing, ProjectListing]] = {}
+        #: ``by-id/``: the live dirs' map (their listings have the archived sessions of
+        #: a project dir still there), then the archive's own for the rest
+        self.ids = _WithArchivedIds(self, self.ids)
 
     def is_archived(self, ref: SessionRef) -> bool:
         """Whether ``ref`` is a session only the archive holds (its file the mirror's)."""
@@ -114,6 +118,36 @@ class ArchivedAgentIndex(AgentIndex):
         if self.is_archived(ref):
             return self.archived.may_have_subagents(ref)
         return super().may_have_subagents(ref)
+
+
+class _WithArchivedIds:
+    """``by-id/`` of an `ArchivedAgentIndex`: the live map first, then the archive's
+    map for a session only the archive holds whose project dir is gone too."""
+
+    def __init__(self, index: ArchivedAgentIndex, live: IdLookup) -> None:
+        self.index, self.live = index, live
+
+    def _only_archived(self, ref: SessionRef | None) -> SessionRef | None:
+        if ref is None or self.index.archived_only(ref.project, ref.stem) is None:
+            return None
+        return ref
+
+    def listing(self) -> list[tuple[str, SessionRef]]:
+        found = self.live.listing()
+        names = {name for name, _ in found}
+        more = [
+            (name, ref)
+            for name, ref in self.index.archived.ids.listing()
+            if name not in names and self._only_archived(ref) is not None
+        ]
+        return [*found, *more]
+
+    def resolve(self, name: str) -> SessionRef | None:
+        found = self.live.resolve(name)
+        return found or self._only_archived(self.index.archived.ids.resolve(name))
+
+    def resolve_known(self, name: str) -> SessionRef | None:
+        return self.live.resolve_known(name)  # the archive's: in a thread (`resolve`)
 
 
 def _merged(live: list[SessionRef], archived: list[SessionRef]) -> list[SessionRef]:

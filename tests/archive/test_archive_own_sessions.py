@@ -7,6 +7,7 @@ brings it back live."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -122,3 +123,24 @@ def test_a_rewritten_pi_session_keeps_its_older_generation_in_its_session_dir(
     assert on_disk(session).get_entries() == []  # the live file is the new one, writable
     run("sh", "-c", "printf 'still live' > append/a.md", cwd=generations.parent)
     assert len(on_disk(session).get_entries()) == 1
+
+
+def test_a_project_dir_removed_whole_lists_from_the_archive_and_by_id(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    home = tmp_path / "user"
+    session, _ = branched_session(home / "agent", tmp_path / "work")
+    session_id = json.loads(session.read_bytes().split(b"\n", 1)[0])["id"]
+    archive = f"file://{tmp_path / 'archive'}"
+    assert sync(home, "--store", archive).returncode == 0
+    live = _mount(mount_factory, home, "--no-archive", name="live")
+    before = _readings(live.path / "by-id" / session_id)
+    live.unmount()
+    shutil.rmtree(session.parent)  # the whole project dir
+    mount = _mount(mount_factory, home, "--archive", archive, name="mnt")
+    assert run("ls", mount.path / "sessions").split() == ["--work--"]
+    assert run("ls", mount.path / "sessions" / "--work--").split() == [session.stem]
+    assert session_id in run("ls", mount.path / "by-id").split()
+    assert _readings(mount.path / "by-id" / session_id) == before
+    _refused("echo x > append/a.txt", mount.path / "by-id" / session_id)
+    assert not session.parent.exists()
