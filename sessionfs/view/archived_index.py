@@ -24,10 +24,14 @@ from pathlib import Path
 from sessionfs.view import session_keys
 from sessionfs.view.agent_index import AgentIndex, ProjectListing
 from sessionfs.view.archived import archive_note, generations_in
+from sessionfs.view.loaded_session import FRESH_INTERVAL
 from sessionfs.view.session_ids import IdLookup
 from sessionfs.view.session_ref import SessionRef
 
 __all__ = ["ArchivedAgentIndex", "archived_reason"]
+
+#: Answers of `ArchivedAgentIndex.archived_only` remembered at most (then forgotten).
+_REMEMBERED = 4096
 
 
 class ArchivedAgentIndex(AgentIndex):
@@ -41,6 +45,8 @@ class ArchivedAgentIndex(AgentIndex):
         # (live listing, archived listing) -> their merge: the same object while both
         # are reused, so the nodes made from it are too (`children_of_listing`)
         self._merged: dict[str, tuple[ProjectListing, ProjectListing, ProjectListing]] = {}
+        # (project, stem) -> (when looked, `archived_only`'s answer then)
+        self._archived_only: dict[tuple[str, str], tuple[float, Path | None]] = {}
         #: ``by-id/``: the live dirs' map (their listings have the archived sessions of
         #: a project dir still there), then the archive's own for the rest
         self.ids = _WithArchivedIds(self, self.ids)
@@ -56,7 +62,21 @@ class ArchivedAgentIndex(AgentIndex):
 
     def archived_only(self, project: str, stem: str) -> Path | None:
         """The archived file of a session the live dir does not have (one lstat when it
-        does: the usual case), else None."""
+        does: the usual case), else None. Remembered for `FRESH_INTERVAL`, as long as
+        the session cache trusts a file unchanged: every node of a session dir asks
+        (its ``read_only_reason``), and an ``ls -l`` of it asks once per name."""
+        key = (project, stem)
+        now = time.monotonic()
+        known = self._archived_only.get(key)
+        if known is not None and now - known[0] <= FRESH_INTERVAL:
+            return known[1]
+        found = self._look_archived_only(project, stem)
+        if len(self._archived_only) >= _REMEMBERED:
+            self._archived_only.clear()
+        self._archived_only[key] = (now, found)
+        return found
+
+    def _look_archived_only(self, project: str, stem: str) -> Path | None:
         if not (session_keys.is_valid_name(project) and session_keys.is_valid_stem(stem)):
             return None
         if os.path.lexists(self.session_path(project, stem)):
