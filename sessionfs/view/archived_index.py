@@ -25,10 +25,11 @@ from sessionfs.view import session_keys
 from sessionfs.view.agent_index import AgentIndex, ProjectListing
 from sessionfs.view.archived import archive_note, generations_in
 from sessionfs.view.loaded_session import FRESH_INTERVAL
+from sessionfs.view.search_view import Hit, SearchView, entry_mount_path
 from sessionfs.view.session_ids import IdLookup
 from sessionfs.view.session_ref import SessionRef
 
-__all__ = ["ArchivedAgentIndex", "archived_reason"]
+__all__ = ["ArchivedAgentIndex", "archive_search_view", "archived_reason"]
 
 #: Answers of `ArchivedAgentIndex.archived_only` remembered at most (then forgotten).
 _REMEMBERED = 4096
@@ -191,3 +192,16 @@ def archived_reason(index: object, project: str, stem: str) -> str | None:
     top = stem.split("/")[0]  # a sub-agent's session comes back with its parent's
     wanted = top.rpartition("_")[2] or top
     return f"only in the archive{since}; `sessionfs restore {wanted}` puts it back"
+
+
+def archive_search_view(cache_dir: Path, index: ArchivedAgentIndex) -> SearchView:
+    """The search index of the archive's copies of the agent dir's sessions, its hits
+    only in sessions only the archive holds (a live one's come from the live index)."""
+
+    def entry_path(hit: Hit) -> str | None:
+        if index.archived_only(hit.project, hit.stem) is None:
+            return None
+        return entry_mount_path(hit)
+
+    root = index.archived.agent_dir
+    return SearchView(cache_dir, root, index.archived.sessions_root, entry_path=entry_path)

@@ -57,6 +57,8 @@ def test_a_deleted_pi_session_lists_read_only_beside_the_live_ones_until_restore
     live = _mount(mount_factory, home, "--no-archive", name="live")
     project = live.path / "sessions" / "--work--"
     before = _readings(project / gone.stem)
+    hits = sorted(run("cat", live.path / "search" / "branch").splitlines())
+    assert any(gone.stem in hit for hit in hits) and any(kept.stem in hit for hit in hits)
     live.unmount()
 
     assert sync(home, *archive).returncode == 0
@@ -73,6 +75,7 @@ def test_a_deleted_pi_session_lists_read_only_beside_the_live_ones_until_restore
     assert note["since"].endswith("Z")
     assert "archive" not in json.loads(run("cat", project / kept.stem / "header.json"))
     assert gone.stem in run("ls", mount.path / "transcripts" / "--work--")
+    assert sorted(run("cat", mount.path / "search" / "branch").splitlines()) == hits
     assert (
         run("cat", mount.path / "by-id" / header["id"] / "transcript.md").encode()
         == (before["transcript.md"])
