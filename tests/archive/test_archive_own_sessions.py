@@ -85,6 +85,8 @@ def test_a_deleted_pi_session_lists_read_only_beside_the_live_ones_until_restore
     _refused(f"ln -sfn entries/{ids['a2']}.json leaf", session)
     _refused("echo new title > title", session)
     _refused("echo 'label good' > ctl", session)
+    _refused("echo go on > send", session)
+    _refused(f"ln -s ../entries/{ids['a1']}.json labels/good", session)
     ctl = run("cat", session / "ctl")
     assert "only in the archive since " in ctl
     assert f"sessionfs restore {header['id']}` puts it back" in ctl
