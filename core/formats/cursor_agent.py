@@ -7,8 +7,8 @@
   `core.formats.cursor.CursorTranscriptSession` (a transcript);
 * search (`CURSOR_SEARCH`): the transcripts, a row per message line named as
   ``entries/`` names it (``NNNNNN-<role>``, by line number: a changed transcript is
-  read whole again). A ``store.db`` is SQLite, not lines: the line-based index does not
-  read it (``docs/agents.md``).
+  read whole again); each chat of a ``store.db`` through its reader, the same rows,
+  read again when its root blob changes (`core.search_index.row_sessions`).
 """
 
 from __future__ import annotations
@@ -21,15 +21,16 @@ from typing import Any, Final
 from core.formats import cursor_dirs
 from core.formats.agent_format import AgentFormat, ListedSession
 from core.formats.base import SessionSource
-from core.formats.cursor import CursorChatSession, CursorTranscriptSession
+from core.formats.cursor import CursorChatSession, CursorTranscriptSession, read_chat_meta
+from core.formats.row_search import source_rows
 from core.search_index.formats import (
     FileFormat,
     Lines,
     capped_text,
     collect_strings,
-    dir_entries,
     text_row,
 )
+from core.search_index.row_sessions import RowSessions, version_of
 from core.search_index.rows import MODE_LEGACY, Row, parse_object
 from core.session_stat import row_session_path, split_row_session_path
 
@@ -56,15 +57,10 @@ def open_cursor_session(path: Path) -> SessionSource:
 
 
 def _keys(root: str) -> Iterator[tuple[str, ...]]:
-    for project in dir_entries(os.path.join(root, "projects")):
-        transcripts = os.path.join(project.path, cursor_dirs.TRANSCRIPTS_DIR)
-        try:
-            with os.scandir(transcripts) as found:
-                names = sorted(e.name for e in found if e.name.endswith(".jsonl") and e.is_file())
-        except OSError:
-            continue
-        for name in names:
-            yield ("projects", project.name, cursor_dirs.TRANSCRIPTS_DIR, name)
+    """The sessions the listing shows: each chat (``chats/<md5>/<id>/store.db/<id>``)
+    and each transcript."""
+    for found in list_cursor_sessions(Path(root)):
+        yield found.path.relative_to(root).parts
 
 
 def _text(obj: dict[str, Any]) -> tuple[str, list[str]] | None:
@@ -105,7 +101,24 @@ def _line_text(obj: dict[str, Any]) -> str | None:
     return capped_text(found[1]) if found is not None else None
 
 
-CURSOR_SEARCH: Final = FileFormat("cursor", _keys, _whole, _appended, _line_text, lambda key: None)
+def _chat_rows(path: str) -> list[Row]:
+    return source_rows(open_cursor_session(Path(path)), lambda chat, i: _text(chat.entry(i)))
+
+
+def _chat_version(path: str) -> int:
+    """The chat's root blob: a turn stores a new one listing every message."""
+    return version_of(read_chat_meta(os.path.dirname(path)).get("latestRootBlobId"))
+
+
+CURSOR_SEARCH: Final = FileFormat(
+    "cursor",
+    _keys,
+    _whole,
+    _appended,
+    _line_text,
+    lambda key: None,
+    row_sessions=RowSessions(_chat_rows, _chat_version),
+)
 
 CURSOR_AGENT: Final = AgentFormat(
     name="cursor",

@@ -8,22 +8,30 @@
   the older ``storage/`` layout; a session whose ``parent_id`` names a listed session
   (a task tool's sub-agent) is below it, up to `MAX_SUBAGENT_DEPTH` levels;
 * reader: `core.formats.opencode.OpencodeSession`;
-* search: none yet -- the index reads session files as lines and reads a hit's line
-  back from its offset, which rows of a database are not (``docs/agents.md``).
+* search (`OPENCODE_SEARCH`): each session of a database through this reader, a row
+  per text, reasoning or tool part, re-read when the session's signature
+  (`core.formats.opencode_rows.db_signature`) changes
+  (`core.search_index.row_sessions`); the older layout is not indexed.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Final
 
 from core.formats import opencode_dirs
 from core.formats.agent_format import AgentFormat, ListedSession
+from core.formats.base import SessionSource
 from core.formats.opencode import OpencodeSession
+from core.formats.opencode_rows import db_signature
+from core.formats.row_search import source_rows
+from core.formats.sqlite_store import SessionNotInStore, StoreUnreadable
 from core.paths import child_stem
-from core.search_index.formats import FileFormat, Lines
+from core.search_index.formats import FileFormat, collect_strings
+from core.search_index.row_sessions import RowSessions, version_of
 from core.search_index.rows import MODE_LEGACY, Row
 from core.session_stat import row_session_path, split_row_session_path
 
@@ -78,21 +86,71 @@ def open_opencode_session(path: Path) -> OpencodeSession:
     return OpencodeSession(path)
 
 
-def _no_keys(root: str) -> Iterator[tuple[str, ...]]:
-    return iter(())
+def _search_keys(root: str) -> Iterator[tuple[str, ...]]:
+    """``(<database>, <session id>)`` of every session of every database: the older
+    layout's JSON files are not indexed (current opencode no longer writes them). A
+    database that cannot be listed fails the pass with its reason rather than have
+    its sessions' rows dropped as gone."""
+    listing = opencode_dirs.list_sessions(root)
+    for store, reason in listing.skipped.items():
+        if store.suffix == ".db":
+            raise StoreUnreadable(reason)
+    for info in listing.sessions:
+        if info.in_db:
+            yield (info.store.name, info.id)
 
 
-def _no_rows(lines: Lines) -> Iterator[Row]:
-    return iter(())
+def _search_text(
+    session: SessionSource, index: int, roles: dict[str, str]
+) -> tuple[str, list[str]] | None:
+    """A part's text: typed text and reasoning, a tool call's name, input and output
+    (a message row holds no text: its role is kept in ``roles`` for its parts)."""
+    entry = session.entry(index)
+    data = entry.get("data") or {}
+    message_id = entry.get("messageID")
+    if message_id is None:
+        role = data.get("role")
+        roles[str(entry.get("id"))] = role if isinstance(role, str) else "message"
+        return None
+    parts: list[str] = []
+    kind = data.get("type")
+    if kind == "text" or kind == "reasoning":
+        collect_strings(data.get("text"), parts)
+        return ("reasoning" if kind == "reasoning" else roles.get(message_id, "message")), parts
+    if kind == "tool":
+        state = data.get("state")
+        state = state if isinstance(state, dict) else {}
+        collect_strings([data.get("tool"), state.get("input"), state.get("output")], parts)
+        return "toolCall", parts
+    return None
 
 
-def _no_whole(lines: Lines) -> tuple[int, Iterator[Row]]:
-    return MODE_LEGACY, iter(())
+def _search_rows(path: str) -> list[Row]:
+    """The session's rows; none for a session deleted since it was listed (only a
+    database that cannot be read raises: `core.search_index.row_sessions`)."""
+    try:
+        session = open_opencode_session(Path(path))
+    except SessionNotInStore:
+        return []
+    return source_rows(session, partial(_search_text, roles={}))
 
 
-#: an index of no files (module docstring)
+def _search_version(path: str) -> int:
+    found = split_row_session_path(path)
+    if found is None:
+        raise StoreUnreadable(f"{path}: not a session of a database")
+    return version_of(db_signature(*found))
+
+
+#: sessions of the databases, read through the reader (`core.search_index.row_sessions`)
 OPENCODE_SEARCH: Final = FileFormat(
-    "opencode", _no_keys, _no_whole, _no_rows, lambda obj: None, lambda key: None
+    "opencode",
+    _search_keys,
+    whole_file_rows=lambda lines: (MODE_LEGACY, iter(())),  # nothing is read as lines
+    appended_rows=lambda lines: iter(()),
+    line_text=lambda obj: None,
+    parent_key=lambda key: None,  # a sub-agent is a row of the same database
+    row_sessions=RowSessions(_search_rows, _search_version),
 )
 
 OPENCODE: Final = AgentFormat(

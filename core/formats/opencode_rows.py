@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from core.formats.sqlite_store import StoreUnreadable, read_only
+from core.formats.sqlite_store import SessionNotInStore, StoreUnreadable, read_only
 from core.jsonl import loads
 from core.safe_open import PathArg, open_regular
 
@@ -105,13 +105,14 @@ def db_signature(db: PathArg, session_id: str) -> tuple[Any, ...]:
 
 def read_db_session(db: PathArg, session_id: str) -> SessionRows:
     """The session ``session_id`` of the database ``db`` (one read transaction);
-    `StoreUnreadable` when it cannot be read or has no such session."""
+    `StoreUnreadable` when it cannot be read, `SessionNotInStore` when it has no such
+    session."""
     with read_only(db) as conn:
         conn.execute("BEGIN")  # one snapshot for all the queries
         cursor = conn.execute(_SESSION_SQL, (session_id,))
         found = cursor.fetchone()
         if found is None:
-            raise StoreUnreadable(f"{os.fspath(db)}: no session {session_id}")
+            raise SessionNotInStore(f"{os.fspath(db)}: no session {session_id}")
         info = {d[0]: value for d, value in zip(cursor.description, found, strict=True)}
         rows = SessionRows(
             info, signature=tuple(conn.execute(_SIGNATURE_SQL, (session_id,)).fetchone())

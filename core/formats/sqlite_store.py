@@ -22,7 +22,7 @@ from typing import Final
 from core.errors import NotASessionError
 from core.safe_open import PathArg
 
-__all__ = ["BUSY_TIMEOUT_S", "StoreUnreadable", "read_only", "wal_state"]
+__all__ = ["BUSY_TIMEOUT_S", "SessionNotInStore", "StoreUnreadable", "read_only", "wal_state"]
 
 #: how long a read waits for a writer's lock before the store is reported locked
 BUSY_TIMEOUT_S: Final = 2.0
@@ -32,6 +32,10 @@ class StoreUnreadable(NotASessionError):
     """The store could not be read now (locked, corrupt, not SQLite, gone): the
     message says which and why. A `NotASessionError`, so the mount skips the session
     and says why rather than failing the rest."""
+
+
+class SessionNotInStore(StoreUnreadable):
+    """The store was read, and holds no such session (deleted since it was listed)."""
 
 
 def _uri(path: PathArg) -> str:

@@ -5,7 +5,8 @@ agent dir is `XCSH` (the default); `CLAUDE` indexes a Claude Code directory and 
 a Codex one, so ``search/`` spans every agent with the same index, queries and
 snippets. A format answers four things: the files (keys: path parts below the root),
 the rows of a file read from its start (and its update mode), the rows of lines
-appended since, and the text of one line read back for a snippet.
+appended since, and the text of one line read back for a snippet -- or, for sessions
+that are rows of a database, how its connector reads them (`RowSessions`).
 
 * Claude Code: a row per ``user``/``assistant`` line (its ``uuid`` the entry id),
   text from every content block (text, thinking, a tool call's name and input, a
@@ -27,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
+from core.search_index.row_sessions import RowSessions
 from core.search_index.rows import (
     MODE_APPENDABLE,
     MODE_LEGACY,
@@ -70,6 +72,9 @@ class FileFormat:
     #: the key of the session a sub-agent's file belongs to (None: a session of its
     #: own): who may not read that session may not read its sub-agents either
     parent_key: Callable[[bytes], bytes | None]
+    #: set for sessions that are rows of a database (opencode, Cursor's chats): read
+    #: through the connector, not as lines (`core.search_index.row_sessions`)
+    row_sessions: RowSessions | None = None
 
 
 def _xcsh_line_text(entry: dict[str, Any]) -> str | None:

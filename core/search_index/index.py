@@ -28,13 +28,16 @@ from functools import partial
 from pathlib import Path
 from typing import Final
 
+from core.errors import NotASessionError
 from core.private_files import ensure_private_file, make_private_dirs
 from core.safe_open import open_regular_fd
 from core.search_index.formats import XCSH, FileFormat
 from core.search_index.hits import Hit, SnippetFinder, snippet, split_key
 from core.search_index.query import QueryTerm, parse_query, plan_query
+from core.search_index.row_sessions import RowSessions
 from core.search_index.rowids import TOP_ROWID
 from core.search_index.rows import (
+    MODE_LEGACY,
     MODE_NOT_SESSION,
     ChunkedLines,
     FileState,
@@ -43,7 +46,7 @@ from core.search_index.rows import (
     is_compressed,
     update_action,
 )
-from core.search_index.scan import LineReader, Verifier, newest_matches
+from core.search_index.scan import Verifier, entry_reader, newest_matches
 from core.search_index.schema import (
     CorruptIndex,
     TextSink,
@@ -70,6 +73,7 @@ from core.search_index.terms import (
     rebuild_terms,
     terms_complete,
 )
+from core.session_stat import session_stat, split_row_session_path
 from core.zstd_files import NotZstdData, zstd_chunks
 
 log = logging.getLogger(__name__)
@@ -324,7 +328,8 @@ class SearchIndex:
             self._delete_on_reopen()
         elif is_unwritable(exc):
             self._mark_unavailable(f"cannot write the search index: {exc}")
-        elif not isinstance(exc, sqlite3.OperationalError):
+        elif not isinstance(exc, sqlite3.OperationalError | NotASessionError):
+            # (not an agent's database that could not be listed now: stats.error says it)
             log.exception("search index %s: update failed", self.path)
 
     def _delete_on_reopen(self) -> None:
@@ -431,7 +436,7 @@ class SearchIndex:
         for key, parts in wanted.items():
             path = os.path.join(root, *parts)
             try:
-                st = os.stat(path)
+                st = session_stat(path)  # a row session's: its database's (and WAL's)
             except OSError:
                 if key in states:
                     gone.append(key)
@@ -493,6 +498,9 @@ class SearchIndex:
         sink: TextSink | None,
     ) -> int:
         """Bring one file up to date (inside the caller's transaction); bytes read."""
+        sessions = self.file_format.row_sessions
+        if sessions is not None and split_row_session_path(path):
+            return self._index_row_session(conn, sessions, (key, path), stats, sink)
         try:
             fd = open_regular_fd(path)
         except OSError as exc:
@@ -520,6 +528,43 @@ class SearchIndex:
             return 0
         finally:
             os.close(fd)
+
+    def _index_row_session(
+        self,
+        conn: sqlite3.Connection,
+        sessions: RowSessions,
+        session: tuple[bytes, str],
+        stats: UpdateStats,
+        sink: TextSink | None,
+    ) -> int:
+        """Bring one row session up to date through its connector (inside the caller's
+        transaction; `core.search_index.row_sessions`): read again only when its
+        version changed. ``session``: its key and path. Returns the bytes of text
+        indexed."""
+        key, path = session
+        try:
+            # The stat first: a write after it changes the stat again, so is caught.
+            st = session_stat(path)
+            version = sessions.version(path)
+            state = load_state(conn, key)
+            stat = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            if state is not None and state.head_hash == version:
+                save_state(conn, state.file_id, (*stat, 0, version, 0, MODE_LEGACY))
+                stats.files_unchanged += 1
+                return 0
+            rows = sessions.rows(path)
+        except (NotASessionError, OSError) as exc:
+            stats.skipped.append(f"{path}: {exc}")
+            return 0
+        if state is not None:
+            kill_rows(conn, state.file_id)
+        file_id = state.file_id if state is not None else new_file(conn, key)
+        stats.entries_indexed += insert_all(conn, file_id, iter(rows), sink)
+        save_state(conn, file_id, (*stat, 0, version, 0, MODE_LEGACY))
+        stats.files_indexed += 1
+        size = sum(len(row.text) for row in rows)
+        stats.bytes_read += size
+        return size
 
     def _index_lines(
         self,
@@ -670,7 +715,7 @@ class SearchIndex:
         if plan is None:
             return
         finder = SnippetFinder(terms)
-        reader = LineReader(root, self.file_format.line_text)
+        reader = entry_reader(root, self.file_format)
         verifier = Verifier(plan.checks, reader) if plan.checks else None
         keep = None if verifier is None else verifier.keep
         below = TOP_ROWID
@@ -682,7 +727,7 @@ class SearchIndex:
                 for _, ts, entry_id, role, offset, length, crc, key, *indexed in rows:
                     if visible is not None and not visible(key):
                         continue  # a session the one who asks may not read
-                    text = reader.text(key, offset, length, crc, indexed)
+                    text = reader.text(key, entry_id, (offset, length, crc, *indexed))
                     if text is None:
                         continue  # the line changed since it was indexed
                     project, stem = split_key(key)

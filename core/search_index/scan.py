@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from core.safe_open import open_regular_fd
+from core.search_index.formats import FileFormat
+from core.search_index.row_sessions import EntryReader, RowReader
 from core.search_index.rowids import SEQ_BITS
 from core.search_index.rows import is_compressed, parse_object, read_at, read_decompressed_at
 from core.search_index.schema import FTS_OPTIONS
@@ -78,7 +80,7 @@ class Verifier:
     before. FTS5 itself decides, so a row is kept exactly when the index would have
     matched it."""
 
-    def __init__(self, checks: Sequence[str], reader: LineReader) -> None:
+    def __init__(self, checks: Sequence[str], reader: EntryReader) -> None:
         self.checks = checks
         self.reader = reader
         self.conn = sqlite3.connect(":memory:", isolation_level=None)
@@ -87,8 +89,8 @@ class Verifier:
     def keep(self, rows: _Rows) -> _Rows:
         """The rows whose text matches every check (stale lines are dropped)."""
         texts: dict[int, str] = {}
-        for rowid, _, _, _, offset, length, crc, key, *indexed in rows:
-            text = self.reader.text(key, offset, length, crc, indexed)
+        for rowid, _, entry_id, _, offset, length, crc, key, *indexed in rows:
+            text = self.reader.text(key, entry_id, (offset, length, crc, *indexed))
             if text is not None:
                 texts[rowid] = clean_text(text)
         for check in self.checks:
@@ -109,6 +111,14 @@ class Verifier:
         self.conn.close()
 
 
+def entry_reader(root: str, file_format: FileFormat) -> EntryReader:
+    """The reader of ``file_format``'s indexed texts under ``root``."""
+    lines = LineReader(root, file_format.line_text)
+    if file_format.row_sessions is not None:
+        return RowReader(root, file_format.row_sessions, lines)
+    return lines
+
+
 class LineReader:
     """Reads indexed lines back for snippets, one open descriptor per file."""
 
@@ -122,13 +132,13 @@ class LineReader:
         self._archives: dict[bytes, bytes | None] = {}
         self._archived_bytes = 0
 
-    def text(
-        self, key: bytes, offset: int, length: int, crc: int, indexed: Sequence[int]
-    ) -> str | None:
+    def text(self, key: bytes, entry_id: str, place: Sequence[int]) -> str | None:
         """The entry's indexed text, or None when the line is not what was indexed.
-        ``indexed`` is the file's (dev, ino, size, mtime_ns) when the index read it: a
-        file that still has them holds the same bytes, so the checksum (0.1 ms for a
-        60 kB tool output) is only computed for a file changed since."""
+        ``place`` is the line's offset, length and checksum, then the file's (dev,
+        ino, size, mtime_ns) when the index read it: a file that still has them holds
+        the same bytes, so the checksum (0.1 ms for a 60 kB tool output) is only
+        computed for a file changed since."""
+        offset, length, crc, *indexed = place
         if key not in self.files:
             self.files[key] = self._open(key)
         opened = self.files[key]

@@ -6,8 +6,10 @@ as ``--store`` uses) is brought up to the archive once before the mount is ready
 (bounded: a slow store leaves the mount serving what the cache dir has) and every
 ``--refresh-seconds`` (at least a minute) after, in a worker thread. This machine's
 files in it (``machines/<machine>/agents/<agent>/``) are listed under ``agents/<agent>/``
-beside the live ones (`sessionfs.view.archived.ArchivedCatalog`): a session whose file
-was deleted shows on, read-only, rendered from the archived bytes.
+beside the live ones (`sessionfs.view.archived.ArchivedCatalog`), and the agent dir's
+own (``machines/<machine>/sessions/``) under ``sessions/`` beside its live ones
+(`sessionfs.view.archived_index.ArchivedAgentIndex`): a session whose file was deleted
+shows on, read-only, rendered from the archived bytes.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 import trio
 
 from sessionfs.fs.store_mount import FIRST_REFRESH_TIMEOUT, mirror_dir_of
-from sessionfs.store.layout import agent_tree
+from sessionfs.store.layout import SESSIONS_TREE, agent_tree
 from sessionfs.store.refresher import StoreRefresher, open_mirror
 from sessionfs.store.url import parse_store_url
 
@@ -63,6 +65,11 @@ class LocalArchive:
     def generations_root(self, agent: str) -> Path:
         """Where the mirror keeps the older generations of ``agent``'s files."""
         return self.refresher.mirror.generations_tree(self.machine, agent_tree(agent))
+
+    def own_generations_root(self) -> Path:
+        """Where the mirror keeps the older generations of the agent dir's own files
+        (its ``sessions/`` are the machine dir's: `machine_dir`)."""
+        return self.refresher.mirror.generations_tree(self.machine, SESSIONS_TREE)
 
     def first_refresh(self) -> None:
         if not self.refresher.first_refresh(FIRST_REFRESH_TIMEOUT):

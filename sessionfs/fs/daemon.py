@@ -48,6 +48,7 @@ from sessionfs.fs.search_indexer import SearchIndexer
 from sessionfs.fs.send_log import SendLogs
 from sessionfs.fs.session_watch import SessionWatch
 from sessionfs.view.agent_index import AgentIndex
+from sessionfs.view.archived_index import ArchivedAgentIndex, archive_search_view
 from sessionfs.view.cache_dir import agent_cache_dir, default_cache_dir
 from sessionfs.view.history import HistoryView
 from sessionfs.view.prerender import Prerenderer
@@ -198,6 +199,10 @@ def build_operations(
     opts: MountOptions, archive: LocalArchive | None = None
 ) -> tuple[SessionFsOperations, MountContext]:
     index = AgentIndex(opts.agent_dir)
+    if archive is not None:  # the agent dir's sessions only the archive holds too
+        index = ArchivedAgentIndex(
+            opts.agent_dir, AgentIndex(archive.machine_dir), archive.own_generations_root()
+        )
     rss_bound = process_rss_bound()
     cache = SessionCache(
         index,
@@ -226,6 +231,8 @@ def build_operations(
         ),
         agent_command=_agent_command(opts),
     )
+    if isinstance(index, ArchivedAgentIndex):
+        ctx.archive_search = archive_search_view(opts.cache_dir, index)
     if opts.agent_homes:
         ctx.agents = AgentMounts(
             opts.agent_homes,
@@ -303,7 +310,9 @@ async def _serve(
                 if watched is not None:
                     watched.listeners.append(indexer)
                 nursery.start_soon(indexer.run)
-        archived = ctx.agents.archive_search_views() if isinstance(ctx.agents, AgentMounts) else []
+        archived = [ctx.archive_search] if ctx.archive_search is not None else []
+        if isinstance(ctx.agents, AgentMounts):
+            archived += ctx.agents.archive_search_views()
         for view in archived:  # an archive's copies: a full pass now and then finds changes
             previous = indexer = SearchIndexer(view, ops.foreground, after=previous)
             ctx.search_indexers.append(indexer)
@@ -399,8 +408,9 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
             ctx.renders.close()  # the render workers
         if isinstance(ctx.agents, AgentMounts):
             ctx.agents.close()  # their render workers
-        if ctx.search is not None:
-            ctx.search.close()
+        for view in (ctx.search, ctx.archive_search):
+            if view is not None:
+                view.close()
         pyfuse3.close(unmount=True)
         log.info("unmounted %s", opts.mountpoint)
 

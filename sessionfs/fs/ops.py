@@ -338,7 +338,8 @@ class SessionFsOperations(pyfuse3.Operations):
         reason = node.read_only_reason()
         if reason is not None:  # another agent's sessions: read-only whatever the flags
             exc = WriteRejected(errno.EROFS, f"{node.display_path()}: {reason}")
-            node.ctx.record_root_refusal(exc)  # no session ctl there: the root's says why
+            node.ctx.record_root_refusal(exc)  # the root's ctl says why (agents: no other)
+            exc.recorded = False  # and a session's own ctl, where it has one (an archived)
             raise exc
         if self.read_only:
             raise WriteRejected(errno.EROFS, "the mount is read-only (--read-only)")

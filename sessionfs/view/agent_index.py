@@ -196,6 +196,16 @@ class AgentIndex:
             self._skipped.popitem(last=False)
         log.warning("skipping %s: %s", key, reason)
 
+    def shadowed(self, ref: SessionRef) -> bool:
+        """Whether ``ref`` is no longer the session this index gives for its name:
+        never here (`ArchivedAgentIndex`: an archived session whose live file is back)."""
+        return False
+
+    def is_archived(self, ref: SessionRef) -> bool:
+        """Whether ``ref``'s file is an archive's copy, which no write may change
+        (`ArchivedAgentIndex`)."""
+        return False
+
     def session_path(self, project: str, stem: str) -> Path:
         """The file of the session ``(project, stem)`` (whether or not it exists)."""
         return session_keys.session_file(self.sessions_root, project, stem)

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from sessionfs.store.mirror_state import STATE_NAME
 from sessionfs.view.other_agent_index import AgentCatalog, Listed
 
-__all__ = ["ArchiveDirs", "ArchivedCatalog", "archive_note"]
+__all__ = ["ArchiveDirs", "ArchivedCatalog", "archive_note", "generations_in"]
 
 _MACHINES = "machines"
 
@@ -57,15 +57,7 @@ class ArchivedCatalog:
     def generations_of(self, path: Path) -> list[Path]:
         """The archive's older generations of the session file ``path`` (live or
         archived), oldest first: ``g<gen>.jsonl`` files, read-only."""
-        for root in (self.archived.root, self.live.root):
-            if path.is_relative_to(root):
-                directory = self.generations_root / path.relative_to(root)
-                try:
-                    found = sorted(directory.iterdir())
-                except OSError:
-                    return []
-                return [p for p in found if p.suffix == ".jsonl" and p.name.startswith("g")]
-        return []
+        return generations_in(self.generations_root, (self.archived.root, self.live.root), path)
 
     def scan(self) -> Iterator[Listed]:
         shown: set[tuple[str, str]] = set()
@@ -75,6 +67,21 @@ class ArchivedCatalog:
         for listed in self.archived.scan():
             if (listed.project, listed.stem) not in shown:
                 yield listed
+
+
+def generations_in(generations_root: Path, roots: tuple[Path, ...], path: Path) -> list[Path]:
+    """The older generations the mirror keeps (under ``generations_root``, in the layout
+    of the tree whose files are under one of ``roots``) of the file ``path``, oldest
+    first: ``g<gen>.jsonl`` files, read-only."""
+    for root in roots:
+        if path.is_relative_to(root):
+            directory = generations_root / path.relative_to(root)
+            try:
+                found = sorted(directory.iterdir())
+            except OSError:
+                return []
+            return [p for p in found if p.suffix == ".jsonl" and p.name.startswith("g")]
+    return []
 
 
 def archive_note(file: object) -> dict[str, Any] | None:

@@ -570,8 +570,8 @@ class LoadedSession:
             if parses_entries(what):
                 with source.parsed_once():
                     data = render_source(source, what, images, self.links)
-            else:
-                data = render_source(source, what, images, self.links)
+            else:  # header.json's archive note needs the file it was read from
+                data = render_source(source, what, images, self.links, self.ref.path)
             if is_branch_page(what):
                 self._forget_branch_pages(keep=BRANCH_PAGES_KEPT - 1)
             self._renders[what] = data

@@ -44,16 +44,18 @@ def render_source(
     what: str,
     images: ImageSource | None = None,
     links: SessionLinks | None = None,
+    path: object = None,
 ) -> bytes:
     """One rendering of a session dir (`RENDERINGS`, or ``branches/<tip>.html``) from
     any agent's source. ``images``: where ``transcript.html`` reads blobs to inline;
     ``links``: the forks the mount started from or of it (`sessionfs.view.agent_notes`),
-    which ``header.json`` (``parentSession``) and ``tree.txt`` show."""
+    which ``header.json`` (``parentSession``) and ``tree.txt`` show; ``path``: the file
+    it was read from, when its header does not name it (``header.json``'s archive note)."""
     if what == "header.json":
         header = source.header()
         if links is not None and links.parent is not None:
             header["parentSession"] = links.parent.parent_file
-        return render.pretty_json(_with_archive_note(header))
+        return render.pretty_json(_with_archive_note(header, path))
     if what == "title":
         title = source.shown_title()
         return render.title_text({} if title is None else {"title": title})
@@ -86,7 +88,7 @@ def _branch_page_tip(what: str) -> str | None:
     return entry_of_page(what.removeprefix(BRANCHES_DIR + "/")) if is_branch_page(what) else None
 
 
-def _with_archive_note(header: dict[str, Any]) -> dict[str, Any]:
+def _with_archive_note(header: dict[str, Any], path: object) -> dict[str, Any]:
     """A session file only the archive holds says so (`archive_note`)."""
-    note = archive_note(header.get("file"))
+    note = archive_note(header.get("file") or (str(path) if path is not None else None))
     return {**header, "archive": note} if note is not None else header

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core import paths
+from core.errors import NotASessionError
 from core.search_index import Hit, SearchIndex, UpdateStats, format_hit
 from core.search_index.formats import XCSH, FileFormat
+from core.session_stat import session_stat
 from sessionfs.view.access import Caller, FileAccess
 from sessionfs.view.cache_dir import agent_cache_dir
 from sessionfs.view.names import ENTRY_SUFFIX, PATH_NUMBER_RESERVE, encode_name, fit_name
@@ -218,7 +220,10 @@ class SearchView:
     def _build(self) -> UpdateStats:
         """Index every session file, newest first (what people search for is mostly
         recent), a slice at a time so searches see the indexed part meanwhile."""
-        files = _session_files_newest_first(self.sessions_root, self.file_format)
+        try:
+            files = _session_files_newest_first(self.sessions_root, self.file_format)
+        except NotASessionError as exc:  # an agent's database cannot be listed now
+            return UpdateStats(error=str(exc))
         progress = self.progress
         progress.state = "building"
         progress.started = time.monotonic()
@@ -287,7 +292,7 @@ class SearchView:
         root), as the kernel would decide on disk: one stat per file and search. A
         sub-agent's session (``<project>/<stem>/<task>.jsonl``) also needs the session
         that ran it readable, as its dir in the mount lies inside that session's."""
-        root = os.fsencode(self.sessions_root)
+        root = os.fspath(self.sessions_root)
         seen: dict[bytes, bool] = {}
 
         def readable(key: bytes) -> bool:
@@ -298,7 +303,8 @@ class SearchView:
                     known = False
                 else:
                     try:
-                        known = caller.may_read(FileAccess.of(os.stat(os.path.join(root, key))))
+                        path = os.path.join(root, os.fsdecode(key))  # a row session's: its db's
+                        known = caller.may_read(FileAccess.of(session_stat(path)))
                     except OSError:
                         known = False  # gone: nothing of it is shown
                 seen[key] = known
@@ -382,7 +388,7 @@ def _session_files_newest_first(root: Path, file_format: FileFormat) -> list[tup
     for parts in file_format.file_keys(str(root)):
         path = os.path.join(root, *parts)
         try:
-            st = os.stat(path)
+            st = session_stat(path)
         except OSError:
             continue
         found.append((st.st_mtime_ns, path, st.st_size))

@@ -195,6 +195,9 @@ class SessionCache:
         """The session, loaded and fresh; ``NotASession`` when there is none."""
         key = (project, stem)
         session = self._sessions.get(key)
+        if session is not None and self.index.shadowed(session.ref):
+            self.drop(session)  # an archived copy whose live file is back: load that one
+            session = None
         if session is None:
             lock = self._loading.setdefault(key, trio.Lock())
             try:
@@ -504,6 +507,8 @@ class SessionCache:
         so the next access loads it from disk again and writes can work again once
         the disk has room, without remounting.
         """
+        if self.index.is_archived(session.ref):  # its file is the archive's copy
+            raise WriteRejected(errno.EROFS, f"{session.ref.stem}: only in the archive")
 
         def apply() -> T:
             session.ensure_loaded()

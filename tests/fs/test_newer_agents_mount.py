@@ -11,6 +11,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,10 +21,13 @@ from support.fake_model_server import FakeModelServer, ModelRequest, ToolCall
 from support.mount import Mount, MountFactory, run
 from support.newer_agent_files import (
     CURSOR_MESSAGES,
+    add_opencode_session,
+    add_opencode_text_part,
     chat_view,
     set_cursor_messages,
     write_cursor_store,
     write_cursor_transcript,
+    write_opencode_db,
 )
 from support.real_agents import (
     CopilotAgent,
@@ -176,7 +180,19 @@ def test_cursor_chats_and_a_corrupt_store(
     assert "It has 3 lines." in run("cat", sessions / project / "chat-1" / "transcript.md")
     hits = _wait_for_search(mount, "haystack", "agents/cursor/sessions/")
     assert any("agents/cursor/sessions/home-me-web/t-1/entries/000001-user" in h for h in hits)
-    assert read_ctl(mount.path)["search_cursor_last_error"] == ""
+    # The chat's store is searched too, its new turn included; a hit opens its entry.
+    hits = _wait_for_search(mount, "words", f"agents/cursor/sessions/{project}/chat-1/")
+    assert [h.split("\t")[1] for h in hits if "agents/cursor/" in h] == [
+        f"agents/cursor/sessions/{project}/chat-1/entries/000006-user.json"
+    ]
+    # (the kernel may hold the chat's old entries/ listing for its cache timeout)
+    opened = 'cat "$(grep agents/cursor/ search/words | cut -f2)"'
+    _until(lambda: run("sh", "-c", opened, cwd=mount.path, check=False) != "", "the hit's entry")
+    entry = run("sh", "-c", opened, cwd=mount.path)
+    assert json.loads(entry)["content"] == "<user_query>and words?</user_query>"
+    # The corrupt store is a skip the search's ctl line names.
+    error = read_ctl(mount.path)["search_cursor_last_error"]
+    assert "chat-bad" in error and "not a database" in error, error
     assert mount.alive()
 
 
@@ -185,6 +201,49 @@ def _until(check: Callable[[], bool], what: str) -> None:
     while not check():
         assert time.monotonic() < deadline, what
         time.sleep(0.3)
+
+
+def test_opencode_sessions_in_search(
+    tmp_path: Path, demo_agent: Path, mount_factory: MountFactory
+) -> None:
+    """``search/`` finds opencode sessions (rows of ``opencode.db``), one added while
+    the mount is up included; each hit's path opens its entry; ``sessionfs search``
+    answers the same."""
+    home = tmp_path / "home"
+    writer = write_opencode_db(home / ".local" / "share" / "opencode" / "opencode.db")
+    writer.execute("PRAGMA wal_autocheckpoint = 0")  # opencode's writes stay in the WAL
+    mount = mount_factory(demo_agent, "--agents", "opencode", env=_env(home))
+    sessions = "agents/opencode/sessions"
+    app, web = encode_cwd("/home/me/app"), encode_cwd("/home/me/web")
+    hits = _wait_for_search(mount, "count files", f"{sessions}/{app}/ses_a/")
+    assert [h.split("\t")[1:3] for h in hits if "agents/opencode/" in h] == [
+        [f"{sessions}/{app}/ses_a/entries/ses_a_prt_01.json", "user"]
+    ]
+
+    add_opencode_session(writer, "ses_b", "/home/me/web", "Later")
+    add_opencode_text_part(writer, "ses_b", "prt_09", "the zanzibar plan", 9000)
+    hits = _wait_for_search(mount, "zanzibar", f"{sessions}/{web}/ses_b/")
+    assert [h.split("\t")[1] for h in hits] == [f"{sessions}/{web}/ses_b/entries/ses_b_prt_09.json"]
+    opened = 'cat "$(cut -f2 search/zanzibar)"'
+    _until(lambda: run("sh", "-c", opened, cwd=mount.path, check=False) != "", "the entry")
+    entry = json.loads(run("sh", "-c", opened, cwd=mount.path))
+    assert entry["data"]["text"] == "the zanzibar plan"
+    assert read_ctl(mount.path)["search_opencode_last_error"] == ""
+    writer.close()
+
+    cli = subprocess.run(
+        [
+            *(sys.executable, "-m", "sessionfs", "search", "zanzibar", "--agents", "opencode"),
+            *("--agent-dir", str(demo_agent), "--cache-dir", str(tmp_path / "cli-cache")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env=_env(home),
+    ).stdout
+    assert cli == run("cat", mount.path / "search" / "zanzibar")
+    assert mount.alive()
 
 
 def test_a_real_opencode_database_through_the_mount(
@@ -212,6 +271,12 @@ def test_a_real_opencode_database_through_the_mount(
     transcripts = mount.path / "agents" / "opencode" / "transcripts"
     found = run("grep", "-rl", "needle-in-output", transcripts).split()
     assert found == [str(transcripts / project / f"{session_id}.md")]
+    # Its tool output is searched; the hit opens the tool part that holds it.
+    own = f"agents/opencode/sessions/{project}/{session_id}/entries/"
+    hits = [h for h in _wait_for_search(mount, "needle-in-output", own) if own in h]
+    assert [h.split("\t")[2] for h in hits] == ["toolCall"], hits
+    assert "needle-in-output" in (mount.path / hits[0].split("\t")[1]).read_text()
+    hits_before = hits
 
     # The agent goes on while the mount is up: its next request is what the mount
     # showed, and the mount shows the new turn (written to the WAL, not checkpointed).
@@ -255,9 +320,16 @@ def test_a_real_opencode_database_through_the_mount(
             assert done.returncode != 0, (name, done.stdout[-200:])
             assert "Input/output error" not in done.stderr, done.stderr
             assert "locked" in read_ctl(mount.path)["agents_opencode_last_skip"]
+        # The search indexer's pass meets the lock too: a skip ctl names, no rows lost.
+        _until(
+            lambda: "locked" in read_ctl(mount.path)["search_opencode_last_error"],
+            "the search skip",
+        )
     finally:
         locker.rollback()
         locker.close()
     assert "and now?" in run("cat", session / "transcript.md")
     assert "forked" in run("cat", sessions / project / fork_id / "transcript.md")
+    hits = _wait_for_search(mount, "needle-in-output", own)
+    assert [h.split("\t")[1] for h in hits if own in h] == [hits_before[0].split("\t")[1]]
     assert mount.alive()

@@ -347,6 +347,24 @@ def add_opencode_session(
     conn.commit()
 
 
+def add_opencode_text_part(
+    conn: sqlite3.Connection, session: str, part: str, text: str, at: int
+) -> None:
+    """A new assistant text part (and its message), as opencode writes a turn."""
+    message = f"{session}_msg_{part}"
+    data = {"role": "assistant", "time": {"created": at}}
+    conn.execute(
+        "INSERT INTO message VALUES (?, ?, ?, ?, ?)",
+        (message, session, at, at, json.dumps(data)),
+    )
+    conn.execute(
+        "INSERT INTO part VALUES (?, ?, ?, ?, ?, ?)",
+        (f"{session}_{part}", message, session, at, at, json.dumps({"type": "text", "text": text})),
+    )
+    conn.execute("UPDATE session SET time_updated = ? WHERE id = ?", (at, session))
+    conn.commit()
+
+
 def write_opencode_storage(
     root: Path, session_id: str = "ses_old", directory: str = "/home/me/old"
 ) -> Path:

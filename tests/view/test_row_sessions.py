@@ -21,6 +21,7 @@ from core.paths import encode_cwd
 from sessionfs.view.agent_sources import RegisteredCatalog, open_agent_file
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.other_agent_index import OtherAgentIndex
+from sessionfs.view.search_view import SearchView
 from sessionfs.view.session_cache import NotASession, SessionCache
 
 PROJECT = encode_cwd("/home/me/app")
@@ -109,3 +110,23 @@ def test_a_locked_database_is_a_clear_skip_then_read_again(tmp_path: Path) -> No
         assert "more" in (await cache.render(session, "transcript.md")).decode()
 
     trio.run(main)
+
+
+def test_a_first_search_build_over_a_locked_database_says_why(tmp_path: Path) -> None:
+    """The search view's first build cannot list a locked database: the update stops
+    with the reason (``search_opencode_last_error``), not an exception, and builds once
+    the lock is gone."""
+    root = tmp_path / "opencode"
+    write_opencode_db(root / "opencode.db").close()
+    view = SearchView(tmp_path / "cache", root, root, OPENCODE.search)
+    try:
+        with _locked(root / "opencode.db"):
+            stats = view.refresh()
+        assert stats.error is not None and "locked" in stats.error, stats
+        assert view.progress.last_error == stats.error
+        assert view.search("files") == []
+        assert view.refresh().error is None
+        assert [h.entry_id for h in view.search("files")] == ["ses_a_prt_05", "ses_a_prt_01"]
+        assert view.progress.state == "ready"
+    finally:
+        view.close()

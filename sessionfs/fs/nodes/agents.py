@@ -62,7 +62,7 @@ class AgentSessionDir(SessionDir):
 
     def child_classes(self) -> dict[str, type[Node]]:
         children = _BRANCHING_SESSION_CHILDREN if self._branching() else _AGENT_SESSION_CHILDREN
-        if has_generations(getattr(self.ctx.index, "catalog", None)):
+        if has_generations(self.ctx.index):
             return children | {GENERATIONS: GenerationsDir}  # an archive's
         return children
 

@@ -203,6 +203,9 @@ class MountContext:
     page_renders: Prerenderer | None = None
     #: ``search/``'s index and the indexer's progress (root ``ctl``); None: no search
     search: SearchView | None = None
+    #: with an archive: the index of its copies of this agent dir's sessions, whose
+    #: hits are those in sessions only the archive holds (`archive_search_view`)
+    archive_search: SearchView | None = None
     #: the indexers of every index the root ``search/`` reads (set by the daemon): a
     #: search waits briefly for their first builds
     search_indexers: list[SearchIndexer] = field(default_factory=list)

@@ -16,6 +16,7 @@ from sessionfs.fs.nodes.base import (
     refuse,
 )
 from sessionfs.view.access import NO_ACCESS
+from sessionfs.view.archived_index import archived_reason
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.session_cache import LeafEffect, NotASession
@@ -66,6 +67,13 @@ class InSession:
     def stem(self) -> str:
         """The session's stem: a relative path for a sub-agent's (``<stem>/<task>``)."""
         return self.session_key[1]
+
+    def read_only_reason(self) -> str | None:
+        """The tree's reason (another agent's sessions), else, with an archive, why a
+        session only the archive holds takes no write (one lstat: the live file's)."""
+        return self.ctx.read_only_reason or archived_reason(
+            self.ctx.index, self.project, self.stem
+        )
 
     async def permissions(self) -> Permissions:
         """Follow the session file's mode and owner: a ``0600`` file shows no

@@ -106,6 +106,8 @@ class RootCtl(CommandFile):
 
     async def content(self) -> bytes:
         search = self.ctx.search.progress.ctl_items() if self.ctx.search is not None else []
+        if self.ctx.archive_search is not None:
+            search += self.ctx.archive_search.progress.ctl_items("search_archive")
         caches = self.ctx.sessions.ctl_items()
         if self.ctx.agents is not None:
             for name, view in self.ctx.agents.search_views():

@@ -68,7 +68,7 @@ class SearchDir(QueryDir):
     __slots__ = ()
 
     def query_file(self, key: tuple[str, ...], query: str) -> Node | None:
-        views = [] if self.ctx.search is None else [self.ctx.search]
+        views = [v for v in (self.ctx.search, self.ctx.archive_search) if v is not None]
         if self.ctx.agents is not None:  # the other agents' sessions are searched too
             views += [view for _, view in self.ctx.agents.search_views()]
         if not views:

@@ -42,6 +42,7 @@ from sessionfs.fs.nodes.entries import (
     SessionBlobsDir,
     SessionListing,
 )
+from sessionfs.fs.nodes.generations import GENERATIONS, GenerationsDir, has_generations
 from sessionfs.fs.nodes.in_session import (
     RENAME_NOREPLACE,
     InSession,
@@ -729,7 +730,10 @@ class SessionDir(ScratchHolder, DirNode):
         return has_artifacts_dir(self.ctx.index.sessions_root, self.project, self.stem)
 
     def child_classes(self) -> dict[str, type[Node]]:
-        """The names of a session dir and the node class of each."""
+        """The names of a session dir and the node class of each (with an archive, a
+        ``generations/`` too)."""
+        if has_generations(self.ctx.index):
+            return session_children() | {GENERATIONS: GenerationsDir}
         return session_children()
 
     async def children(self) -> list[tuple[str, Node]]:
