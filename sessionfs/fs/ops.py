@@ -457,6 +457,10 @@ class SessionFsOperations(pyfuse3.Operations):
             for name, _node in rows:
                 self.invalidator.invalidate_name(parent, os.fsencode(name))
 
+    def kernel_inodes(self) -> int:
+        """How many inodes the kernel holds, each a live node here (the root ``ctl``)."""
+        return len(self.table.nodes)
+
     # -- reading ---------------------------------------------------------------------
 
     @_errno_guard

@@ -234,6 +234,9 @@ class MountContext:
     #: files editors made in session dirs, held in memory (`sessionfs.fs.scratch`);
     #: the root context's serves the whole mount
     scratch: ScratchFiles = field(default_factory=ScratchFiles)
+    #: how many inodes the kernel holds of the whole mount (set by the daemon; the
+    #: root ``ctl``'s ``kernel_inodes``: each is a node the daemon keeps alive)
+    kernel_inodes: Callable[[], int] | None = None
 
     def record_root_refusal(self, exc: WriteRejected) -> None:
         """Keep a refused write's reason for the root ``ctl`` (``last_error``)."""
