@@ -410,6 +410,11 @@ class Node:
     #: over it is one write of it, and renaming it away leaves it and a copy of it
     #: (`sessionfs.fs.nodes.scratch`)
     saved_by_editors: bool = False
+    #: one of many per session (``entries/<id>.json``): the kernel is told to drop its
+    #: name when its session is let go (`SessionFsOperations.session_dehydrated`), so
+    #: the inode, and this node, go too; a walk of a corpus bigger than ``--cache-mb``
+    #: then holds the nodes of the sessions in the cache, not of every session read
+    released_with_session: bool = False
 
     def __init__(self, ctx: MountContext, key: tuple[str, ...]) -> None:
         self.ctx = ctx

@@ -64,6 +64,7 @@ class EntryFile(InSession, FileNode):
     __slots__ = ("known",)
 
     tier = IMMUTABLE
+    released_with_session = True
 
     def __init__(self, ctx: MountContext, key: tuple[str, ...], known: Stat | None = None) -> None:
         super().__init__(ctx, key)
