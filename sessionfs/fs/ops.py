@@ -465,9 +465,9 @@ class SessionFsOperations(pyfuse3.Operations):
                 continue
             for name, _node in rows:
                 self.invalidator.invalidate_name(parent, os.fsencode(name))
-        for parent, name in looked_up:
+        for parent, looked_up_name in looked_up:
             if parent in self.table.nodes:  # else the kernel dropped the dir and all in it
-                self.invalidator.invalidate_name(parent, name)
+                self.invalidator.invalidate_name(parent, looked_up_name)
 
     def kernel_inodes(self) -> int:
         """How many inodes the kernel holds, each a live node here (the root ``ctl``)."""
