@@ -18,7 +18,7 @@ import pytest
 from support.mount import MountFactory
 from support.waiting import eventually
 from support.write_setup import read_ctl
-from test_cache_no_reload import ENTRIES, SESSIONS, check_read, entry_dirs, write_corpus
+from test_cache_no_reload import ENTRIES, SESSIONS, check_read, mount_corpus
 
 pytestmark = pytest.mark.fuse
 
@@ -35,11 +35,7 @@ def kernel_inodes(mount_path: Path) -> int:
 def test_a_listed_first_walk_lets_the_inodes_of_let_go_sessions_go(
     tmp_path: Path, mount_factory: MountFactory
 ) -> None:
-    agent = tmp_path / "agent"
-    lines_by_id = write_corpus(agent)
-    mount = mount_factory(agent, "--cache-mb", str(CACHE_MB), "--read-only")
-    dirs = entry_dirs(mount.path)
-    assert len(dirs) == SESSIONS
+    mount, lines_by_id, dirs = mount_corpus(tmp_path, mount_factory, CACHE_MB)
     before = kernel_inodes(mount.path)
 
     paths = [d / name for d in dirs for name in os.listdir(d)]
