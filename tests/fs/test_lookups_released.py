@@ -46,6 +46,15 @@ def test_a_listed_first_walk_lets_the_inodes_of_let_go_sessions_go(
     assert after_walk > before + ENTRIES  # the sessions still cached: their files held
     status = read_ctl(mount.path)
     assert int(status["cache_evictions"]) >= SESSIONS - REREAD, status  # most went
+    # Only the entry files of the sessions the cache holds (one more being let go)
+    loaded = int(status["cache"].split()[0])  # "<n> sessions loaded, ..."
+    held_bound = before + 3 * SESSIONS + ENTRIES * (loaded + 1)
+    eventually(
+        lambda: kernel_inodes(mount.path) <= held_bound,
+        f"kernel_inodes at most {held_bound} with {loaded} sessions loaded",
+        within=60.0,
+        every=0.5,
+    )
 
     # The first sessions, long let go, read again: the cache lets go of every other.
     for d in dirs[:REREAD]:
