@@ -247,6 +247,7 @@ def build_operations(
             archive=archive,
         )
     ops = SessionFsOperations(RootDir(ctx, ()), read_only=opts.read_only, debug=opts.debug)
+    ctx.kernel_inodes = ops.kernel_inodes
     caches = [cache, *(ctx.agents.caches() if isinstance(ctx.agents, AgentMounts) else [])]
     for each in caches:
         each.listeners.append(ops.session_changed)

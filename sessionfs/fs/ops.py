@@ -260,6 +260,10 @@ class SessionFsOperations(pyfuse3.Operations):
         # inode -> the node and the readdirplus attributes made for it while it was
         # `Node.listing_settled`: sent again while it is the same node and still settled
         self._listed_attrs: dict[int, tuple[Node, pyfuse3.EntryAttributes]] = {}
+        # session (`Node.session_key`) -> (parent inode, name) of each of its
+        # `Node.released_with_session` nodes the kernel looked up by name: told to drop
+        # them when the session is let go (`session_dehydrated`), as its listings' names
+        self._looked_up: dict[tuple[str, str], set[tuple[int, bytes]]] = {}
         self._next_handle = 1
         self.invalidator: Invalidator | None = None
         self.foreground = Foreground()
@@ -448,7 +452,12 @@ class SessionFsOperations(pyfuse3.Operations):
         pinned by the kernel's dentry cache, each a row in the inode table, and the
         daemon's memory would grow with the corpus instead of with ``--cache-mb``.
         Open files are not affected; a later access simply looks the name up again.
+
+        Names looked up one by one (a script that listed every ``entries/`` first, then
+        opens each path after its session was let go) are in no listing: those recorded
+        by `lookup` go the same way, else each would pin an inode and its node for good.
         """
+        looked_up = self._looked_up.pop(session.key, ())
         if self.invalidator is None or self.invalidator.closing:
             return
         for dir_key, rows in session.listings.items():
@@ -457,6 +466,13 @@ class SessionFsOperations(pyfuse3.Operations):
                 continue
             for name, _node in rows:
                 self.invalidator.invalidate_name(parent, os.fsencode(name))
+        for parent, looked_up_name in looked_up:
+            if parent in self.table.nodes:  # else the kernel dropped the dir and all in it
+                self.invalidator.invalidate_name(parent, looked_up_name)
+
+    def kernel_inodes(self) -> int:
+        """How many inodes the kernel holds, each a live node here (the root ``ctl``)."""
+        return len(self.table.nodes)
 
     # -- reading ---------------------------------------------------------------------
 
@@ -478,7 +494,15 @@ class SessionFsOperations(pyfuse3.Operations):
             if parent.absent_timeout:
                 return _absent_entry(parent.absent_timeout)
             raise pyfuse3.FUSEError(errno.ENOENT)
-        return await self._reply_entry(self._as_seen_by(child, ctx))
+        attrs = await self._reply_entry(self._as_seen_by(child, ctx))
+        if child.released_with_session:
+            self._record_lookup(child, parent_inode, name)
+        return attrs
+
+    def _record_lookup(self, child: Node, parent_inode: int, name: bytes) -> None:
+        session = child.session_key
+        if session is not None:
+            self._looked_up.setdefault(session, set()).add((parent_inode, name))
 
     @_errno_guard
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:

@@ -162,6 +162,10 @@ class LoadedSession:
     #: per-version listings reused by repeated readdirs, by the listed dir's path in the
     #: mount: rows of (name, node). Owned by the nodes; dropped with each version.
     listings: dict[tuple[str, ...], list[tuple[str, Any]]] = field(default_factory=dict)
+    #: entry files looked up by name outside any listing since the session was last
+    #: let go: each a node and an inode the kernel holds until then (counted as a
+    #: listing's row; the mount drops their names with the session)
+    names_looked_up: int = 0
     # Set by the write paths: a leaf chosen through the mount (``ln -sfn``, ``rm leaf``)
     # is not in the file, so it is kept here until an append records it. A pinned
     # session is never unloaded or forgotten (that would lose the leaf).
@@ -358,6 +362,7 @@ class LoadedSession:
         self._table = None
         self._entry_bytes = {}
         self.listings = {}
+        self.names_looked_up = 0
         self._cached_bytes = sum(len(v) for v in self._renders.values())
 
     # -- freshness ---------------------------------------------------------------------
@@ -589,9 +594,10 @@ class LoadedSession:
     def memory_cost(self) -> int:
         """Bytes counted against the cache's budget: the session as held (its source's
         own figure: a parsed one by `PARSED_SIZE_FACTOR`), the renderings, and what
-        its ``entries/`` table and listings hold (`TABLE_BYTES_PER_ENTRY`,
+        its ``entries/`` table, listings and names looked up hold (`TABLE_BYTES_PER_ENTRY`,
         `LISTING_BYTES_PER_ROW`)."""
         held = self.source.memory_cost() if self.source is not None else 0
         table = len(self._table.names) * TABLE_BYTES_PER_ENTRY if self._table is not None else 0
-        rows = sum(len(listed) for listed in self.listings.values()) * LISTING_BYTES_PER_ROW
+        listed = sum(len(rows) for rows in self.listings.values())
+        rows = (listed + self.names_looked_up) * LISTING_BYTES_PER_ROW
         return held + self._cached_bytes + table + rows

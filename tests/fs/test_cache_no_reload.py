@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from support.mount import MountFactory
+from support.mount import Mount, MountFactory
 from support.write_setup import read_ctl
 
 pytestmark = pytest.mark.fuse
@@ -62,15 +62,24 @@ def check_read(path: Path, lines_by_id: dict[str, bytes]) -> None:
     assert shown == orjson.loads(lines_by_id[shown["id"]])
 
 
+def mount_corpus(
+    tmp_path: Path, mount_factory: MountFactory, cache_mb: int
+) -> tuple[Mount, dict[str, bytes], list[Path]]:
+    """`write_corpus` mounted read-only with ``--cache-mb cache_mb``: the mount, each
+    entry's stored line by id, and every session's ``entries/`` in the mount."""
+    agent = tmp_path / "agent"
+    lines_by_id = write_corpus(agent)
+    mount = mount_factory(agent, "--cache-mb", str(cache_mb), "--read-only")
+    dirs = entry_dirs(mount.path)
+    assert len(dirs) == SESSIONS
+    return mount, lines_by_id, dirs
+
+
 @pytest.mark.parametrize("order", ["all paths first", "session by session"])
 def test_reading_every_entry_file_loads_each_session_once(
     tmp_path: Path, mount_factory: MountFactory, order: str
 ) -> None:
-    agent = tmp_path / "agent"
-    lines_by_id = write_corpus(agent)
-    mount = mount_factory(agent, "--cache-mb", str(CACHE_MB), "--read-only")
-    dirs = entry_dirs(mount.path)
-    assert len(dirs) == SESSIONS
+    mount, lines_by_id, dirs = mount_corpus(tmp_path, mount_factory, CACHE_MB)
     read = 0
     if order == "all paths first":
         paths = [d / name for d in dirs for name in os.listdir(d)]

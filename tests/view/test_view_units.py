@@ -19,6 +19,7 @@ from core.storage import MemorySessionStorage
 from sessionfs.view import render
 from sessionfs.view.agent_index import AgentIndex, read_header
 from sessionfs.view.loaded_session import (
+    LISTING_BYTES_PER_ROW,
     PARSED_SIZE_FACTOR,
     TABLE_BYTES_PER_ENTRY,
     build_entry_table,
@@ -182,5 +183,27 @@ def test_session_cache_is_bounded_and_reloads_evicted_sessions(tmp_path: Path) -
         assert (await cache.run(first, first.header))["id"] == "s0"
         with pytest.raises(Exception, match="nope"):
             await cache.get("p", "nope")
+
+    trio.run(scenario)
+
+
+def test_entry_names_looked_up_are_counted_until_the_session_is_let_go(tmp_path: Path) -> None:
+    """Each entry file the kernel looked up by name holds a node and an inode until its
+    session is let go (issue 26): the cache counts them as listing rows."""
+    project = tmp_path / "agent" / "sessions" / "p"
+    project.mkdir(parents=True)
+    header = {"type": "session", "version": 3, "id": "s0", "timestamp": "t", "cwd": "/"}
+    lines = [header, *chain(20)]
+    (project / "s0.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    cache = SessionCache(AgentIndex(tmp_path / "agent"), budget_bytes=2**30)
+
+    async def scenario() -> None:
+        session = await cache.get("p", "s0")
+        await cache.run(session, session.table)
+        before = session.memory_cost()
+        session.names_looked_up += 20
+        assert session.memory_cost() == before + 20 * LISTING_BYTES_PER_ROW
+        session.dehydrate()  # the mount drops those names with it
+        assert session.names_looked_up == 0
 
     trio.run(scenario)

@@ -237,6 +237,9 @@ class MountContext:
     #: files editors made in session dirs, held in memory (`sessionfs.fs.scratch`);
     #: the root context's serves the whole mount
     scratch: ScratchFiles = field(default_factory=ScratchFiles)
+    #: how many inodes the kernel holds of the whole mount (set by the daemon; the
+    #: root ``ctl``'s ``kernel_inodes``: each is a node the daemon keeps alive)
+    kernel_inodes: Callable[[], int] | None = None
 
     def record_root_refusal(self, exc: WriteRejected) -> None:
         """Keep a refused write's reason for the root ``ctl`` (``last_error``)."""
@@ -410,6 +413,11 @@ class Node:
     #: over it is one write of it, and renaming it away leaves it and a copy of it
     #: (`sessionfs.fs.nodes.scratch`)
     saved_by_editors: bool = False
+    #: one of many per session (``entries/<id>.json``): the kernel is told to drop its
+    #: name when its session is let go (`SessionFsOperations.session_dehydrated`), so
+    #: the inode, and this node, go too; a walk of a corpus bigger than ``--cache-mb``
+    #: then holds the nodes of the sessions in the cache, not of every session read
+    released_with_session: bool = False
 
     def __init__(self, ctx: MountContext, key: tuple[str, ...]) -> None:
         self.ctx = ctx

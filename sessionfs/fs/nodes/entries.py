@@ -64,6 +64,7 @@ class EntryFile(InSession, FileNode):
     __slots__ = ("known",)
 
     tier = IMMUTABLE
+    released_with_session = True
 
     def __init__(self, ctx: MountContext, key: tuple[str, ...], known: Stat | None = None) -> None:
         super().__init__(ctx, key)
@@ -120,10 +121,14 @@ class EntriesDir(SessionListing):
 
     async def lookup(self, name: str) -> Node | None:
         session = await self.session()
-        if session.cached_entry_bytes(name) is not None:
-            return EntryFile(self.ctx, self.child_key(name))
-        found = await self.ctx.sessions.run(session, lambda: name in session.table().index_of_name)
-        return EntryFile(self.ctx, self.child_key(name)) if found else None
+        found = session.cached_entry_bytes(name) is not None or await self.ctx.sessions.run(
+            session, lambda: name in session.table().index_of_name
+        )
+        if not found:
+            return None
+        # Its node and inode last until the session is let go (`released_with_session`)
+        session.names_looked_up += 1
+        return EntryFile(self.ctx, self.child_key(name))
 
 
 class EntryLink(InSession, LinkNode):

@@ -123,10 +123,15 @@ class RootCtl(CommandFile):
                 ("last_error", self.ctx.root_last_error),
                 *search,
                 *caches,
+                *self._kernel_inodes(),
                 # `sessionfs umount` waits for this process: it stops the agents last
                 ("pid", os.getpid()),
             ]
         )
+
+    def _kernel_inodes(self) -> list[tuple[str, object]]:
+        count = self.ctx.kernel_inodes
+        return [("kernel_inodes", count())] if count is not None else []
 
     async def _run(self, data: bytes) -> None:
         agent_dir = self.ctx.index.agent_dir
