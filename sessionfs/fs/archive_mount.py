@@ -24,6 +24,7 @@ from sessionfs.fs.store_mount import FIRST_REFRESH_TIMEOUT, mirror_dir_of
 from sessionfs.store.layout import SESSIONS_TREE, agent_tree
 from sessionfs.store.refresher import StoreRefresher, open_mirror
 from sessionfs.store.url import parse_store_url
+from sessionfs.view.archived import mark_archive_mirror
 
 __all__ = ["LocalArchive"]
 
@@ -51,6 +52,7 @@ class LocalArchive:
         self.refresher = StoreRefresher(
             open_mirror(parsed, endpoint_url, mirror_dir, sys.maxsize), str(parsed)
         )
+        mark_archive_mirror(mirror_dir)  # its files' header.json: only in the archive
         self.machine = machine
         # New files come with a sync (every 15 min by the timer), and each refresh
         # lists the whole archive: once a minute is soon enough.

@@ -12,9 +12,12 @@ session dir's ``generations/``.
 
 `archive_note` is what ``header.json`` adds for such a file: that it is only in the
 archive, and since when (the last time a sync archived bytes of it: it was deleted at
-its old path after that). It is told by where the file is (a file of a mirror's
-``machines/<m>/``), so the daemon and the render workers, which open files by path,
-say the same.
+its old path after that). It is told by where the file is (a file of the mirror of an
+archive shown beside the live dirs: ``machines/<m>/`` of a mirror `mark_archive_mirror`
+marked), so the daemon and the render workers, which open files by path, say the same.
+A team store's mount (``--store``) shows every machine's sessions from its own mirror,
+unmarked: whether a file is still on its machine is not known there, so none is said
+to be only in the archive.
 """
 
 from __future__ import annotations
@@ -25,12 +28,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from sessionfs.store.mirror_state import STATE_NAME
+from core.private_files import ensure_private_file, make_private_dirs
 from sessionfs.view.other_agent_index import AgentCatalog, Listed
 
-__all__ = ["ArchiveDirs", "ArchivedCatalog", "archive_note", "generations_in"]
+__all__ = [
+    "ArchiveDirs",
+    "ArchivedCatalog",
+    "archive_note",
+    "generations_in",
+    "mark_archive_mirror",
+]
 
 _MACHINES = "machines"
+#: In a mirror's dir: this mirror is of an archive shown beside the live dirs.
+_ARCHIVE_MARKER = "archive-mirror"
 
 
 class ArchiveDirs(Protocol):
@@ -91,7 +102,7 @@ def archive_note(file: object) -> dict[str, Any] | None:
         return None
     path = Path(file)
     for parent in path.parents:
-        if parent.name == _MACHINES and (parent.parent / STATE_NAME).is_file():
+        if parent.name == _MACHINES and (parent.parent / _ARCHIVE_MARKER).is_file():
             try:
                 archived = os.stat(path).st_mtime
             except OSError:
@@ -102,3 +113,10 @@ def archive_note(file: object) -> dict[str, Any] | None:
                 "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(archived)),
             }
     return None
+
+
+def mark_archive_mirror(mirror_dir: Path) -> None:
+    """Mark ``mirror_dir`` as the mirror of an archive shown beside the live dirs, whose
+    files `archive_note` then says are only in the archive."""
+    make_private_dirs(mirror_dir)
+    ensure_private_file(mirror_dir / _ARCHIVE_MARKER)
