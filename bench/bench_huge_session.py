@@ -23,6 +23,7 @@ from pathlib import Path
 
 import orjson
 
+from bench.bench_scale import proc_status_mb
 from bench.common import Row, mounted, print_table, sessionfs_args, timed
 
 SESSION_ID = "c265bade-a0ed-585f-695d-50f310b4fef7"
@@ -66,13 +67,6 @@ def write_session(path: Path, entries: int) -> None:
     path.write_bytes(b"\n".join(lines) + b"\n")
 
 
-def status_mb(pid: int, key: str) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no {key} for {pid}")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", type=int, default=200_000)
@@ -109,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
                 ["ls", str(session_dir / "entries")], capture_output=True, check=True, timeout=300
             ).stdout.count(b"\n")
         )
-        peak, now = status_mb(daemon.pid, "VmHWM"), status_mb(daemon.pid, "VmRSS")
+        peak = proc_status_mb(daemon.pid, "VmHWM") or 0.0
+        now = proc_status_mb(daemon.pid, "VmRSS") or 0.0
     assert listed == args.entries, listed
     rows.append(
         Row(
