@@ -100,7 +100,7 @@ def session_stats(
 
 
 def _compact_index(path: PathArg, whole_up_to: int | None = None) -> XcshIndex:
-    return CompactSession.build(*read_file(path, whole_up_to))[0]
+    return CompactSession.build(*read_file(path, whole_up_to), keep_entries=False)[0]
 
 
 def by_id_of(entries: Sequence[Entry]) -> dict[str, Entry]:

@@ -267,7 +267,7 @@ class LoadedSession:
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
             raise NotASessionError(f"{self.ref.path}: {exc.strerror}") from None
         try:
-            compact, entries = CompactSession.build(data, st)
+            compact, entries = CompactSession.build(data, st, keep_entries=warm is not None)
         except NotCompact as exc:
             if exc.not_a_session:
                 raise NotASessionError(f"{self.ref.path} is not a session file") from None

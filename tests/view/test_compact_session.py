@@ -274,3 +274,46 @@ def test_a_file_over_the_budget_is_indexed_without_holding_it(tmp_path: Path) ->
     assert compact.memory_cost() < size / 4
     assert peak <= 4 * xcsh_file.SCAN_CHUNK_BYTES + 2 * compact.memory_cost(), (peak, size)
     assert compact.entry(len(compact) - 1)["id"] == "e7999" and compact.leaf_id == "e7999"
+
+
+def traced_peak(fn: Any) -> int:
+    """tracemalloc's peak while ``fn()`` runs (what it returns is let go first)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_load_that_renders_nothing_does_not_hold_every_entry_at_once(tmp_path: Path) -> None:
+    """A load for ``ls entries/`` (nothing rendered) indexes each line and lets its
+    dict go: the same index as a build that keeps the entries for a rendering, at a
+    fraction of its peak (kept, every entry is alive at the end: several times the
+    file's size)."""
+    path = tmp_path / "sessions" / "--p--" / "long.jsonl"
+    path.parent.mkdir(parents=True)
+    header = {"type": "session", "version": 3, "id": "long", "timestamp": "t", "cwd": "/"}
+    with open(path, "wb") as f:
+        f.write(line(header))
+        for i in range(5000):
+            f.write(line(user_entry(f"e{i}", f"e{i - 1}" if i else None, f"message {i}")))
+    data, st = read_file(path)
+    kept, entries = CompactSession.build(data, st)
+    lean, none = CompactSession.build(data, st, keep_entries=False)
+    assert none is None and entries is not None and len(entries) == len(kept) == 5000
+    for field_name in ("starts", "ends", "ids", "parents", "timestamps", "index_of_id"):
+        assert getattr(lean, field_name) == getattr(kept, field_name), field_name
+    assert (lean.leaf_id, lean.consumed, lean.labels) == (kept.leaf_id, kept.consumed, {})
+    del kept, entries, lean
+
+    kept_peak = traced_peak(lambda: CompactSession.build(data, st))
+    lean_peak = traced_peak(lambda: CompactSession.build(data, st, keep_entries=False))
+    assert lean_peak < kept_peak / 2, (lean_peak, kept_peak)
+    # What the mount does for a listing: load (nothing warm), then name the entries;
+    # the same load for a rendering (``warm``) holds them all for a moment.
+    listed_peak = traced_peak(lambda: compact_session(path).table())
+    warm_peak = traced_peak(lambda: LoadedSession(ref=ref_of(path)).load(warm="title"))
+    assert listed_peak + (kept_peak - lean_peak) / 2 < warm_peak, (listed_peak, warm_peak)
+    assert compact_session(path).table().names[-1] == "e4999.json"

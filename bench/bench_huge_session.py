@@ -1,0 +1,165 @@
+"""One very long session (issue 26 point 6: cost grows with the work touched, not
+the session): a flat xcsh session of 200,000 short entries (~49 MB), each figure
+taken in a fresh daemon once its search index is up to date:
+
+* the first ``ls entries/`` (its load, the names, each entry file's size and time);
+* the daemon's RSS (peak and now) after that listing, against ``--cache-mb`` + 100 MB;
+* the first append through ``append/`` (``cp`` of a JSON message).
+
+The baseline column is one ``orjson`` parse of every line of the file (what any
+reader of the whole file pays once); the targets are the issue's absolute ones.
+
+    .venv/bin/python -m bench.bench_huge_session [--entries N] [--work DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+from bench.bench_scale import proc_status_mb
+from bench.common import Row, mounted, print_table, sessionfs_args, timed
+
+SESSION_ID = "c265bade-a0ed-585f-695d-50f310b4fef7"
+PROJECT_DIR = "--work-project-00--"
+CACHE_MB = 256
+#: How long the mount gets to index the session before the timed figures (the index
+#: is kept in the cache dir: the later mounts find it up to date).
+INDEX_SETTLE_SECONDS = 3.0
+FIRST_LS_TARGET_S = 2.0
+FIRST_APPEND_TARGET_S = 0.1
+
+
+def write_session(path: Path, entries: int) -> None:
+    """A flat chain of ``entries`` short user/assistant messages (~240 bytes a line)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = {"type": "session", "version": 3, "id": SESSION_ID, "cwd": "/work/project-00"}
+    header["timestamp"] = "2026-01-01T00:47:19.278Z"
+    lines = [orjson.dumps(header)]
+    parent = None
+    for i in range(entries):
+        entry_id = f"{i:08x}"
+        text = f"message number {i} about the cache and the render path"
+        message = {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": [{"type": "text", "text": text}],
+            "timestamp": 1767228468922 + i * 1000,
+        }
+        lines.append(
+            orjson.dumps(
+                {
+                    "type": "message",
+                    "id": entry_id,
+                    "parentId": parent,
+                    "timestamp": f"2026-01-01T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:"
+                    f"{i % 60:02d}.101Z",
+                    "message": message,
+                }
+            )
+        )
+        parent = entry_id
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--entries", type=int, default=200_000)
+    parser.add_argument("--work", type=Path, default=None, help="default: a temp dir")
+    args = parser.parse_args(argv)
+    work = args.work or Path(tempfile.mkdtemp(prefix="sessionfs-huge-"))
+    agent = work / "agent"
+    session_file = agent / "sessions" / PROJECT_DIR / f"2026-01-01T00-47-19-278Z_{SESSION_ID}.jsonl"
+    write_session(session_file, args.entries)
+    pristine = session_file.read_bytes()
+    size_mb = len(pristine) / 1e6
+    mnt, cache = work / "mnt", work / "cache"
+    mount_args = sessionfs_args(
+        mnt,
+        agent,
+        "--no-agents",
+        "--no-archive",
+        "--cache-mb",
+        str(CACHE_MB),
+        "--cache-dir",
+        str(cache),
+    )
+    session_dir = mnt / "sessions" / PROJECT_DIR / session_file.stem
+
+    parse_s, _ = timed(lambda: [orjson.loads(x) for x in pristine.splitlines()])
+    with mounted(mount_args, mnt):
+        time.sleep(INDEX_SETTLE_SECONDS)  # the search index's first build
+
+    rows: list[Row] = []
+    with mounted(mount_args, mnt) as daemon:
+        time.sleep(INDEX_SETTLE_SECONDS)
+        ls_s, listed = timed(
+            lambda: subprocess.run(
+                ["ls", str(session_dir / "entries")], capture_output=True, check=True, timeout=300
+            ).stdout.count(b"\n")
+        )
+        peak = proc_status_mb(daemon.pid, "VmHWM") or 0.0
+        now = proc_status_mb(daemon.pid, "VmRSS") or 0.0
+    assert listed == args.entries, listed
+    rows.append(
+        Row(
+            "first ls entries/",
+            f"{ls_s:.2f} s",
+            f"{parse_s:.2f} s",
+            ls_s / parse_s,
+            f"<= {FIRST_LS_TARGET_S:.0f} s",
+            ls_s <= FIRST_LS_TARGET_S,
+        )
+    )
+    bound = CACHE_MB + 100
+    rows.append(
+        Row(
+            "daemon RSS peak / now after it",
+            f"{peak:.0f} / {now:.0f} MB",
+            f"{size_mb:.0f} MB file",
+            peak / size_mb,
+            f"<= {bound} MB",
+            peak <= bound,
+        )
+    )
+
+    message = work / "msg.json"
+    message.write_bytes(orjson.dumps({"role": "user", "content": "hello from the bench"}))
+    with mounted(mount_args, mnt):
+        time.sleep(INDEX_SETTLE_SECONDS)
+        append_s, _ = timed(
+            lambda: subprocess.run(
+                ["cp", str(message), str(session_dir / "append" / "msg.json")],
+                check=True,
+                timeout=300,
+            )
+        )
+    last = orjson.loads(session_file.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[1])
+    assert last["message"]["content"] == "hello from the bench", last
+    assert last["parentId"] == f"{args.entries - 1:08x}", last
+    session_file.write_bytes(pristine)
+    rows.append(
+        Row(
+            "first append through append/",
+            f"{append_s * 1000:.0f} ms",
+            f"{parse_s:.2f} s",
+            append_s / parse_s,
+            f"<= {FIRST_APPEND_TARGET_S * 1000:.0f} ms",
+            append_s <= FIRST_APPEND_TARGET_S,
+        )
+    )
+    print_table(
+        f"One session of {args.entries:,} entries ({size_mb:.0f} MB), --cache-mb {CACHE_MB}", rows
+    )
+    if args.work is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
