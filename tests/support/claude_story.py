@@ -203,9 +203,12 @@ def _answered(fake: FakeAnthropicServer) -> list[Answered]:
 
 
 def _shown_cost(session_dir: Path) -> float | None:
+    shown = run("cat", session_dir / "stats.json", check=False)
     try:
-        stats = json.loads(run("cat", session_dir / "stats.json"))
-    except ValueError:  # the file's old size, still cached by the kernel: read again
+        stats = json.loads(shown)
+    except ValueError:
+        # Not listed yet (the mount rescans the project dir on a later look), or the
+        # file's old size still cached by the kernel: read again.
         return None
     return stats["usage"].get("cost")
 
