@@ -25,7 +25,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+
+import trio
 
 from core.agent_homes import AgentHome
 from sessionfs.fs.agent_branching import BRANCHING_AGENTS, BranchingCommand, branching_command
@@ -79,12 +82,15 @@ class AgentMounts:
         #: with an archive: the search index of each agent's archived files (its hits in
         #: the sessions only the archive holds)
         self.archive_searches: dict[str, SearchView] = {}
+        #: each agent's listing (`scan_first` makes their first scans)
+        self.indexes: list[OtherAgentIndex] = []
         for home in homes:
             catalog: AgentCatalog = catalog_for(home)
             if archive is not None:  # the archive's sessions the live dir lost
                 archived = catalog_for(AgentHome(home.agent, archive.agent_root(home.agent)))
                 catalog = ArchivedCatalog(catalog, archived, archive.generations_root(home.agent))
             index = OtherAgentIndex(catalog)
+            self.indexes.append(index)
             if archive is not None:
                 self.archive_searches[home.agent] = agent_search_view(
                     cache_dir, index, archive.agent_root(home.agent)
@@ -134,6 +140,15 @@ class AgentMounts:
         context.runs = AgentRuns(
             SendLogs(own_cache / "send-logs"), timeout=options.timeout, grace=options.grace
         )
+
+    async def scan_first(self) -> None:
+        """Every agent's first scan, each in a worker thread, all at once: the mount
+        serves meanwhile (a lookup that comes first waits in a thread of its own)."""
+        async with trio.open_nursery() as nursery:
+            for index in self.indexes:
+                nursery.start_soon(
+                    partial(trio.to_thread.run_sync, index.first_scan, abandon_on_cancel=True)
+                )
 
     def runs(self) -> list[AgentRuns]:
         """The runs of every agent ``send`` can run (the daemon serves and ends them)."""

@@ -294,6 +294,8 @@ async def _serve(
         agent_contexts = (
             list(ctx.agents.contexts.values()) if isinstance(ctx.agents, AgentMounts) else []
         )
+        if isinstance(ctx.agents, AgentMounts):
+            nursery.start_soon(ctx.agents.scan_first)
         previous: SearchIndexer | None = None
         for each in (ctx, *agent_contexts):  # the local agent dir's, then each agent's
             for renders in (each.renders, each.page_renders):

@@ -136,6 +136,11 @@ class AgentIndex:
             return None
         return st.st_mtime_ns if stat.S_ISDIR(st.st_mode) else None
 
+    def project_mtime_if_known(self, project: str) -> int | object | None:
+        """`project_mtime_ns` for the event loop: here one stat; an index whose answer
+        may need a scan returns `NEEDS_IO` instead (a thread asks `project_mtime_ns`)."""
+        return self.project_mtime_ns(project)
+
     def _ref(
         self, project: str, stem: str, path: Path, st: os.stat_result, cached_only: bool = False
     ) -> SessionRef | object | None:

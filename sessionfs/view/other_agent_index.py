@@ -85,10 +85,17 @@ class OtherAgentIndex(AgentIndex):
                 self._scan.at = float("-inf")
 
     def _known(self) -> _Scan:
-        """For lookups run on the event loop: the last scan, however old, while it
-        knows what is asked (a session's file never moves; a stale mtime is caught
-        by the session's own stat); a new scan only when there is none yet."""
+        """For lookups: the last scan, however old, while it knows what is asked (a
+        session's file never moves; a stale mtime is caught by the session's own
+        stat); a new scan only when there is none yet. May scan: a thread's call (the
+        event loop asks `project_mtime_if_known` and `session_if_known`)."""
         return self._scan or self._current()
+
+    def first_scan(self) -> None:
+        """Scans now unless a scan was made: the mount runs it in a worker thread at
+        start, so the first lookup under ``agents/<agent>/`` finds it done (a scan can
+        wait on a locked database for its busy timeout)."""
+        self._known()
 
     def _scan_now(self) -> _Scan:
         scan = _Scan(at=time.monotonic())
@@ -132,6 +139,17 @@ class OtherAgentIndex(AgentIndex):
         found = self._known().project_mtime.get(project)
         return found if found is not None else self._current().project_mtime.get(project)
 
+    def project_mtime_if_known(self, project: str) -> int | object | None:
+        """From the last scan, no I/O; `NEEDS_IO` when there is none yet, or when it
+        does not know ``project`` and is old enough that a thread should scan again."""
+        scan = self._scan
+        if scan is None:
+            return NEEDS_IO
+        found = scan.project_mtime.get(project)
+        if found is None and time.monotonic() - scan.at > LIST_INTERVAL:
+            return NEEDS_IO
+        return found
+
     def sessions_in(self, project: str) -> list[SessionRef]:
         return list(self._current().projects.get(project, ()))
 
@@ -147,7 +165,9 @@ class OtherAgentIndex(AgentIndex):
         return (ref.project, ref.stem) in self._known().subagents  # one listing: one scan
 
     def session_path(self, project: str, stem: str) -> Path:
-        ref = self.session(project, stem)
+        # Nodes ask on the event loop, for a session a lookup found (in a thread): the
+        # last scan knows it, and one it no longer lists is gone.
+        ref = self._known().by_key.get((project, stem))
         return ref.path if ref is not None else self.catalog.root / "(no such session)"
 
     def ref_of_path(self, path: Path) -> SessionRef | None:

@@ -5,8 +5,19 @@ from __future__ import annotations
 import trio
 
 from sessionfs.fs.nodes.base import STATIC, DirNode, Node
+from sessionfs.view.agent_index import NEEDS_IO, AgentIndex
 
-__all__ = ["ProjectsDir"]
+__all__ = ["ProjectsDir", "project_mtime_ns"]
+
+
+async def project_mtime_ns(index: AgentIndex, project: str) -> int | None:
+    """The project dir's mtime, None when there is none: one stat on the event loop
+    (cheaper than a thread hop), or in a thread when the index must scan first
+    (another agent's, before its first scan: it may wait on a locked database)."""
+    known = index.project_mtime_if_known(project)
+    if known is NEEDS_IO:
+        return await trio.to_thread.run_sync(index.project_mtime_ns, project)
+    return known if isinstance(known, int) else None
 
 
 class ProjectsDir(DirNode):
@@ -25,7 +36,8 @@ class ProjectsDir(DirNode):
         return [(p, self.project_node(p)) for p in projects]
 
     async def lookup(self, name: str) -> Node | None:
-        # One stat, cheaper on the event loop than a thread hop (as session lookups do).
-        if name in (".", "..") or "/" in name or self.ctx.index.project_mtime_ns(name) is None:
+        if name in (".", "..") or "/" in name:
+            return None
+        if await project_mtime_ns(self.ctx.index, name) is None:
             return None
         return self.project_node(name)

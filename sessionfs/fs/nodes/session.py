@@ -50,7 +50,7 @@ from sessionfs.fs.nodes.in_session import (
     refuse_unsupported_rename,
 )
 from sessionfs.fs.nodes.mount_paths import describe
-from sessionfs.fs.nodes.projects import ProjectsDir
+from sessionfs.fs.nodes.projects import ProjectsDir, project_mtime_ns
 from sessionfs.fs.nodes.scratch import ScratchHolder, link_text, write_through
 from sessionfs.fs.nodes.send import SendFile, SendLogFile
 from sessionfs.fs.nodes.transcripts import open_transcript, transcript_record
@@ -924,7 +924,7 @@ class ProjectDir(DirNode):
     tier = STATIC
 
     async def stat(self) -> Stat:
-        mtime = self.ctx.index.project_mtime_ns(self.local_key[1])  # one stat: no thread hop
+        mtime = await project_mtime_ns(self.ctx.index, self.local_key[1])
         if mtime is None:
             raise refuse(errno.ENOENT)
         return Stat(0, mtime)

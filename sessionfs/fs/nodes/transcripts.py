@@ -41,7 +41,7 @@ from sessionfs.fs.nodes.base import (
     refuse,
 )
 from sessionfs.fs.nodes.in_session import opened_for_writing
-from sessionfs.fs.nodes.projects import ProjectsDir
+from sessionfs.fs.nodes.projects import ProjectsDir, project_mtime_ns
 from sessionfs.view.access import NO_ACCESS, FileAccess
 from sessionfs.view.agent_index import AgentIndex, ProjectListing, SessionRef
 from sessionfs.view.loaded_session import LoadedSession
@@ -104,7 +104,7 @@ class TranscriptProjectDir(DirNode):
         return self.local_key[1]
 
     async def stat(self) -> Stat:
-        mtime = self.ctx.index.project_mtime_ns(self.project)
+        mtime = await project_mtime_ns(self.ctx.index, self.project)
         if mtime is None:
             raise refuse(errno.ENOENT)
         return Stat(0, mtime)

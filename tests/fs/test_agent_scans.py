@@ -1,0 +1,95 @@
+"""Another agent's listing on a real mount while its store is locked: the first scan
+of ``agents/<agent>/`` runs in a worker thread, so every other request of the mount
+is answered while it waits on the locks."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from support.mount import MountFactory, run
+from support.newer_agent_files import write_opencode_db
+
+from core.paths import encode_cwd
+
+pytestmark = pytest.mark.fuse
+
+#: locked databases a scan meets: each costs it the reader's 2 s busy timeout
+LOCKED_DATABASES = 8
+
+
+def _env(home: Path) -> dict[str, str]:
+    drop = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "COPILOT_HOME", "XDG_DATA_HOME")
+    return {**{k: v for k, v in os.environ.items() if k not in drop}, "HOME": str(home)}
+
+
+def _opencode_root(home: Path) -> Path:
+    return home / ".local" / "share" / "opencode"
+
+
+@contextmanager
+def _locked(databases: list[Path]) -> Iterator[None]:
+    """Each database held with an exclusive lock (no reader gets in) until the end."""
+    lockers = []
+    try:
+        for db in databases:
+            locker = sqlite3.connect(db)
+            lockers.append(locker)
+            locker.execute("PRAGMA locking_mode = EXCLUSIVE")
+            locker.execute("UPDATE session SET time_updated = time_updated + 1")
+            locker.commit()
+            locker.execute("BEGIN EXCLUSIVE")
+        yield
+    finally:
+        for locker in lockers:
+            locker.rollback()
+            locker.close()
+
+
+def _until(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.3)
+
+
+def _a_local_session_file(agent_dir: Path) -> str:
+    """``sessions/<project>/<stem>/header.json`` of one of the agent dir's sessions."""
+    session = min((agent_dir / "sessions").glob("*/*.jsonl"))
+    return f"sessions/{session.parent.name}/{session.stem}/header.json"
+
+
+def test_a_locked_agent_store_holds_up_no_other_request(
+    tmp_path: Path, demo_agent: Path, mount_factory: MountFactory
+) -> None:
+    home = tmp_path / "home"
+    databases = []
+    for n in range(LOCKED_DATABASES):
+        db = _opencode_root(home) / ("opencode.db" if n == 0 else f"opencode-ch{n}.db")
+        write_opencode_db(db, session_id=f"ses_{n}", directory="/home/me/app").close()
+        databases.append(db)
+    project = f"agents/opencode/sessions/{encode_cwd('/home/me/app')}"
+    local = _a_local_session_file(demo_agent)
+    with _locked(databases):
+        mount = mount_factory(demo_agent, "--agents", "opencode", env=_env(home))
+        # The agent's first scan meets every lock, a busy timeout each: a lookup under
+        # agents/opencode/ waits for it...
+        lookup = subprocess.Popen(
+            ["ls", project], cwd=mount.path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        time.sleep(0.5)  # (the lookup reaches the daemon first)
+        # ...and the rest of the mount answers meanwhile, the lookup still waiting.
+        assert '"id"' in run("cat", local, cwd=mount.path)
+        assert run("ls", "sessions", cwd=mount.path).split()
+        assert lookup.poll() is None, "the lookup came back before the scan could end"
+    lookup.communicate(timeout=120)
+    # Once the locks are gone, the sessions of every database are listed.
+    want = [f"ses_{n}" for n in range(LOCKED_DATABASES)]
+    _until(lambda: run("ls", project, cwd=mount.path, check=False).split() == want, "listed")
+    assert mount.alive()
