@@ -226,7 +226,7 @@ class SearchIndexer:
             )
         except Exception as exc:
             log.exception("search indexer: update failed")
-            self.view.progress.last_error = f"{type(exc).__name__}: {exc}"
+            self.view.progress.trouble(f"{type(exc).__name__}: {exc}", clears=True)
 
 
 async def wait_for_first_builds(indexers: Sequence[SearchIndexer], timeout: float) -> None:

@@ -83,9 +83,24 @@ class SearchProgress:
     bytes_indexed: int = 0
     bytes_total: int = 0
     reason: str | None = None  # why unavailable
-    last_error: str | None = None  # the last update's trouble (skipped files, busy db)
+    #: the last update's trouble, when it happened first (skipped files, busy db)
+    last_error: str | None = None
+    #: whether ``last_error`` is over once a full pass gets through (`passed`): a pass
+    #: that failed, or stores that could not be listed; not a skipped file, which the
+    #: index may not look at again until it changes (a corrupt archive)
+    error_clears: bool = False
     #: when the first build started (``time.monotonic()``; None: not started)
     started: float | None = None
+
+    def trouble(self, text: str, clears: bool) -> None:
+        """An update's trouble, with the time it happened (UTC)."""
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.last_error, self.error_clears = f"{when}: {text}", clears
+
+    def passed(self) -> None:
+        """A full pass got through without trouble: a failed pass's error is over."""
+        if self.error_clears:
+            self.last_error, self.error_clears = None, False
 
     def building_text(self) -> str:
         """``building 412/1000 sessions (41%), ~12 s left``: the time left is worked
@@ -197,7 +212,7 @@ class SearchView:
             stats = self._index.update(self.sessions_root, changed or None)
             if stats.files_indexed or stats.files_appended or stats.files_removed:
                 self._count_files()
-        self._note(stats)
+        self._note(stats, full=not changed)
         return stats
 
     def first_build_pending(self) -> bool:
@@ -214,7 +229,7 @@ class SearchView:
         self._reopen_if_replaced()
         stats = self._index.update(self.sessions_root)
         self._built = stats.error is None
-        self._note(stats)
+        self._note(stats, full=True)
         return stats
 
     def _build(self) -> UpdateStats:
@@ -260,7 +275,9 @@ class SearchView:
         self.progress.files_total = self.progress.files_indexed = files
         self.progress.bytes_total = self.progress.bytes_indexed = size
 
-    def _note(self, stats: UpdateStats) -> None:
+    def _note(self, stats: UpdateStats, full: bool = False) -> None:
+        """The state and trouble ``ctl`` shows after an update (``full``: of every
+        file)."""
         progress = self.progress
         if not self._index.available:
             progress.state = "unavailable"
@@ -270,9 +287,12 @@ class SearchView:
         elif progress.state == "unavailable":
             progress.state, progress.reason = "building", None
         if stats.error is not None:
-            progress.last_error = stats.error
+            progress.trouble(stats.error, clears=True)
         elif stats.skipped:
-            progress.last_error = f"{len(stats.skipped)} file(s) skipped: {stats.skipped[0]}"
+            skipped = f"{len(stats.skipped)} file(s) skipped: {stats.skipped[0]}"
+            progress.trouble(skipped, clears=False)
+        elif full:
+            progress.passed()
         if stats.files_indexed or stats.files_appended or stats.files_removed:
             self.generation += 1  # new hits must not wait for the TTL
 

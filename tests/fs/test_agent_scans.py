@@ -1,10 +1,12 @@
-"""Another agent's listing on a real mount while its store is locked: the first scan
-of ``agents/<agent>/`` runs in a worker thread, so every other request of the mount
-is answered while it waits on the locks."""
+"""Another agent's store locked under a real mount: the first scan of
+``agents/<agent>/`` runs in a worker thread, so every other request of the mount is
+answered while it waits on the locks; the search pass's trouble says when it happened
+and is over once a pass gets through."""
 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import subprocess
 import time
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 from support.mount import MountFactory, run
 from support.newer_agent_files import write_opencode_db
+from support.write_setup import read_ctl
 
 from core.paths import encode_cwd
 
@@ -92,4 +95,31 @@ def test_a_locked_agent_store_holds_up_no_other_request(
     # Once the locks are gone, the sessions of every database are listed.
     want = [f"ses_{n}" for n in range(LOCKED_DATABASES)]
     _until(lambda: run("ls", project, cwd=mount.path, check=False).split() == want, "listed")
+    assert mount.alive()
+
+
+def _search_error(mount_path: Path) -> str:
+    return read_ctl(mount_path)["search_opencode_last_error"]
+
+
+def _found(mount_path: Path, words: str, within: str) -> bool:
+    return within in run("cat", mount_path / "search" / words, check=False)
+
+
+def test_a_search_error_says_when_and_is_over_once_a_pass_gets_through(
+    tmp_path: Path, demo_agent: Path, mount_factory: MountFactory
+) -> None:
+    home = tmp_path / "home"
+    db = _opencode_root(home) / "opencode.db"
+    write_opencode_db(db).close()
+    mount = mount_factory(demo_agent, "--agents", "opencode", env=_env(home))
+    _until(lambda: _found(mount.path, "count files", "agents/opencode/"), "indexed")
+    assert _search_error(mount.path) == ""
+    with _locked([db]):
+        _until(lambda: "locked" in _search_error(mount.path), "the pass's error")
+        error = _search_error(mount.path)
+        assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: ", error), error
+    # The lock is gone: the next pass gets through, and ctl no longer reports it.
+    _until(lambda: _search_error(mount.path) == "", "the error cleared")
+    assert _found(mount.path, "count files", "agents/opencode/")
     assert mount.alive()
