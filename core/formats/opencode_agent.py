@@ -33,6 +33,7 @@ from core.paths import child_stem
 from core.search_index.formats import FileFormat, collect_strings
 from core.search_index.row_sessions import RowSessions, version_of
 from core.search_index.rows import MODE_LEGACY, Row
+from core.search_index.sources import FileKeys
 from core.session_stat import row_session_path, split_row_session_path
 
 __all__ = ["MAX_SUBAGENT_DEPTH", "OPENCODE", "list_opencode_sessions", "open_opencode_session"]
@@ -86,18 +87,20 @@ def open_opencode_session(path: Path) -> OpencodeSession:
     return OpencodeSession(path)
 
 
-def _search_keys(root: str) -> Iterator[tuple[str, ...]]:
+def _search_keys(root: str) -> FileKeys:
     """``(<database>, <session id>)`` of every session of every database: the older
     layout's JSON files are not indexed (current opencode no longer writes them). A
-    database that cannot be listed fails the pass with its reason rather than have
-    its sessions' rows dropped as gone."""
+    database that cannot be listed (locked, corrupt) is unlisted with its reason: the
+    index keeps its sessions' rows and tries it again at the next pass, and the other
+    databases are indexed meanwhile."""
     listing = opencode_dirs.list_sessions(root)
-    for store, reason in listing.skipped.items():
-        if store.suffix == ".db":
-            raise StoreUnreadable(reason)
-    for info in listing.sessions:
-        if info.in_db:
-            yield (info.store.name, info.id)
+    unlisted = {
+        store.name: reason.removeprefix(f"{store}: ")
+        for store, reason in listing.skipped.items()
+        if store.suffix == ".db"
+    }
+    keys = [(info.store.name, info.id) for info in listing.sessions if info.in_db]
+    return FileKeys(keys, unlisted)
 
 
 def _search_text(

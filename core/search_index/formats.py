@@ -64,6 +64,8 @@ class FileFormat:
     """One agent's files as the index reads them (module docstring)."""
 
     name: str
+    #: every file's key (path parts below the root); a `FileKeys` also names the
+    #: stores it could not list now, whose rows the index keeps
     file_keys: Callable[[str], Iterator[tuple[str, ...]]]
     whole_file_rows: Callable[[Lines], tuple[int, Iterator[Row]]]
     appended_rows: Callable[[Lines], Iterator[Row]]

@@ -64,7 +64,7 @@ from core.search_index.schema import (
     set_meta,
     validate_schema,
 )
-from core.search_index.sources import key_bytes
+from core.search_index.sources import key_bytes, unlisted_stores
 from core.search_index.terms import (
     TermReader,
     expand_prefix,
@@ -123,6 +123,9 @@ class UpdateStats:
     error: str | None = None
     #: files that could not be read (path: reason); they are retried next time.
     skipped: list[str] = field(default_factory=list)
+    #: stores whose sessions could not be listed (path: reason): what the index holds
+    #: of them is kept, and they are tried again at the next full pass (`FileKeys`).
+    unlisted: list[str] = field(default_factory=list)
 
 
 class SearchIndex:
@@ -383,8 +386,12 @@ class SearchIndex:
         self._reset_if_needed(conn, root, stats)
         if paths is None:
             states = load_states(conn)
-            wanted = {key_bytes(parts): parts for parts in self.file_format.file_keys(root)}
-            gone = [key for key in states if key not in wanted]
+            keys = self.file_format.file_keys(root)
+            wanted = {key_bytes(parts): parts for parts in keys}
+            unlisted = unlisted_stores(keys)
+            kept = tuple(key_bytes((store,)) + b"/" for store in unlisted)
+            gone = [key for key in states if key not in wanted and not key.startswith(kept)]
+            stats.unlisted += [f"{store}: {why}" for store, why in unlisted.items()]
         else:
             wanted = {}
             for path in paths:

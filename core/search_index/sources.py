@@ -1,14 +1,34 @@
 """Which files under a sessions root are indexed: `session_file_keys`, and a single
-session's sub-agent files: `subagent_file_keys`."""
+session's sub-agent files: `subagent_file_keys`; `FileKeys`: keys with the stores that
+could not be listed now."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 # Sub-agent session files live in a session's artifacts dir, which may hold its own
 # sub-agents' dirs; deeper than this is not a real layout.
 _MAX_NESTING = 8
+
+
+class FileKeys(Iterator[tuple[str, ...]]):
+    """Keys a format's ``file_keys`` found, and ``unlisted``: the stores whose keys it
+    could not list now (a database locked past its busy timeout, corrupt), each as its
+    path below the root -> why. The index keeps what it holds of an unlisted store's
+    sessions, leaves them out of that pass, and tries the store again at the next."""
+
+    def __init__(self, keys: Iterable[tuple[str, ...]], unlisted: dict[str, str]) -> None:
+        self._keys = iter(keys)
+        self.unlisted = unlisted
+
+    def __next__(self) -> tuple[str, ...]:
+        return next(self._keys)
+
+
+def unlisted_stores(keys: Iterator[tuple[str, ...]]) -> dict[str, str]:
+    """``keys``' unlisted stores (`FileKeys`; a plain iterator lists every key)."""
+    return keys.unlisted if isinstance(keys, FileKeys) else {}
 
 
 def _scan_sessions(

@@ -288,6 +288,9 @@ class SearchView:
             progress.state, progress.reason = "building", None
         if stats.error is not None:
             progress.trouble(stats.error, clears=True)
+        elif stats.unlisted:
+            unlisted = "; ".join(stats.unlisted)
+            progress.trouble(f"not listed now, its sessions kept: {unlisted}", clears=True)
         elif stats.skipped:
             skipped = f"{len(stats.skipped)} file(s) skipped: {stats.skipped[0]}"
             progress.trouble(skipped, clears=False)

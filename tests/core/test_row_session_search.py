@@ -79,31 +79,43 @@ def test_opencode_sessions_are_searched_and_followed_live(tmp_path: Path) -> Non
 
 
 def test_a_locked_or_corrupt_opencode_database_is_a_clear_skip(tmp_path: Path) -> None:
+    """A database that cannot be listed is left out of the pass with its reason (its
+    rows kept, tried again next pass); the other databases are indexed meanwhile."""
     root = tmp_path / "opencode"
     write_opencode_db(root / "opencode.db").close()
+    other = write_opencode_db(root / "opencode-beta.db", "ses_b", title="Other channel")
     with SearchIndex(tmp_path / "index.db", file_format=OPENCODE_SEARCH) as index:
         assert index.update(root).error is None
+        assert len(index.search("files")) == 4
         locker = sqlite3.connect(root / "opencode.db")
         locker.execute("PRAGMA locking_mode = EXCLUSIVE")
         locker.execute("UPDATE session SET time_updated = time_updated + 1")
         locker.commit()
         locker.execute("BEGIN EXCLUSIVE")
         try:
+            add_opencode_text_part(other, "ses_b", "prt_09", "zanzibar meanwhile", 9000)
             stats = index.update(root)
-            assert stats.error is not None and "locked" in stats.error, stats
-            assert index.search("files") == []  # no text can be read back now
+            assert stats.error is None and stats.files_removed == 0, stats
+            assert len(stats.unlisted) == 1, stats
+            assert stats.unlisted[0].startswith("opencode.db: ") and "locked" in stats.unlisted[0]
+            assert stats.files_indexed == 1  # the other database's change
+            assert [h.project for h in index.search("zanzibar")] == ["opencode-beta.db"]
+            # no text of the locked one can be read back now
+            assert {h.project for h in index.search("files")} == {"opencode-beta.db"}
         finally:
             locker.rollback()
             locker.close()
         stats = index.update(root)
-        assert stats.error is None and stats.files_removed == 0, stats
-        assert len(index.search("files")) == 2  # nothing was lost meanwhile
+        assert stats.error is None and stats.files_removed == 0 and not stats.unlisted, stats
+        assert len(index.search("files")) == 4  # nothing was lost meanwhile
 
         (root / "opencode.db").write_bytes(b"SQLite format 3\x00" + b"\xee" * 8192)
         for suffix in ("-wal", "-shm"):
             (root / f"opencode.db{suffix}").unlink(missing_ok=True)
         stats = index.update(root)
-        assert stats.error is not None and "not a database" in stats.error, stats
+        assert stats.error is None and stats.files_removed == 0, stats
+        assert "not a database" in stats.unlisted[0], stats
+    other.close()
 
 
 def test_cursor_chats_are_searched_beside_transcripts(tmp_path: Path) -> None:

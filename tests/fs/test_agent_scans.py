@@ -1,7 +1,8 @@
 """Another agent's store locked under a real mount: the first scan of
 ``agents/<agent>/`` runs in a worker thread, so every other request of the mount is
 answered while it waits on the locks; the search pass's trouble says when it happened
-and is over once a pass gets through."""
+and is over once a pass gets through; a locked database is left out of the search pass
+(its rows kept), not the others."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from support.mount import MountFactory, run
-from support.newer_agent_files import write_opencode_db
+from support.newer_agent_files import add_opencode_text_part, write_opencode_db
 from support.write_setup import read_ctl
 
 from core.paths import encode_cwd
@@ -122,4 +123,30 @@ def test_a_search_error_says_when_and_is_over_once_a_pass_gets_through(
     # The lock is gone: the next pass gets through, and ctl no longer reports it.
     _until(lambda: _search_error(mount.path) == "", "the error cleared")
     assert _found(mount.path, "count files", "agents/opencode/")
+    assert mount.alive()
+
+
+def test_one_locked_database_leaves_the_others_searched(
+    tmp_path: Path, demo_agent: Path, mount_factory: MountFactory
+) -> None:
+    home = tmp_path / "home"
+    locked = _opencode_root(home) / "opencode.db"
+    write_opencode_db(locked).close()
+    other = write_opencode_db(_opencode_root(home) / "opencode-beta.db", "ses_b", "/home/me/web")
+    mount = mount_factory(demo_agent, "--agents", "opencode", env=_env(home))
+    web = f"agents/opencode/sessions/{encode_cwd('/home/me/web')}/ses_b/"
+    app = f"agents/opencode/sessions/{encode_cwd('/home/me/app')}/ses_a/"
+    _until(lambda: _found(mount.path, "count files", app), "indexed")
+    with _locked([locked]):
+        # A new turn in the other database is found while this one stays locked...
+        add_opencode_text_part(other, "ses_b", "prt_09", "the zanzibar plan", 9000)
+        _until(lambda: _found(mount.path, "zanzibar", web), "the other database searched")
+        # ...and ctl says which database the pass left out, and why.
+        _until(lambda: "opencode.db: " in _search_error(mount.path), "the skip named")
+        error = _search_error(mount.path)
+        assert "locked" in error and "opencode-beta.db" not in error, error
+    other.close()
+    # Tried again once the lock is gone: its sessions are all still found, none lost.
+    _until(lambda: _search_error(mount.path) == "", "the skip over")
+    assert _found(mount.path, "count files", app) and _found(mount.path, "zanzibar", web)
     assert mount.alive()

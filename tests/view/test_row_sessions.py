@@ -6,6 +6,7 @@ again once the lock is gone."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -113,18 +114,19 @@ def test_a_locked_database_is_a_clear_skip_then_read_again(tmp_path: Path) -> No
 
 
 def test_a_first_search_build_over_a_locked_database_says_why(tmp_path: Path) -> None:
-    """The search view's first build cannot list a locked database: the update stops
+    """The search view's first build cannot list a locked database: it is left out
     with the reason (``search_opencode_last_error``, with its time), not an exception,
-    and builds once the lock is gone, which clears the reason."""
+    and indexed once the lock is gone, which clears the reason."""
     root = tmp_path / "opencode"
     write_opencode_db(root / "opencode.db").close()
     view = SearchView(tmp_path / "cache", root, root, OPENCODE.search)
     try:
         with _locked(root / "opencode.db"):
             stats = view.refresh()
-        assert stats.error is not None and "locked" in stats.error, stats
+        assert stats.error is None and "locked" in stats.unlisted[0], stats
         error = view.progress.last_error
-        assert error is not None and error.endswith(f"Z: {stats.error}"), error
+        assert error is not None and error.endswith(stats.unlisted[0]), error
+        assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: ", error), error
         assert view.search("files") == []
         assert view.refresh().error is None
         assert [h.entry_id for h in view.search("files")] == ["ses_a_prt_05", "ses_a_prt_01"]
