@@ -57,6 +57,9 @@ class ArchivedFile:
     compressed: bool = False
     #: the agent moves or compresses it: told by its bytes, not its inode
     moves: bool = False
+    #: a small JSON document, not line data (a Claude sub-agent's ``.meta.json``):
+    #: archived whole, as one line (a newline added when it ends without one)
+    document: bool = False
 
 
 @dataclass(frozen=True)

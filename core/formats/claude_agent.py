@@ -30,13 +30,18 @@ __all__ = [
 ]
 
 _JSONL: Final = ".jsonl"
+_META: Final = ".meta.json"
 
 
 def archive_claude_files(root: Path) -> Iterator[ArchivedFile]:
     """What the archive keeps: every ``projects/**/*.jsonl`` (sessions, nested and
-    flat sub-agents' files), at its own path."""
+    flat sub-agents' files), at its own path, and each nested sub-agent's
+    ``.meta.json`` (its type and task, in its ``header.json``) as a document."""
     for rel, path, identity in regular_files(root / "projects", _JSONL):
         yield ArchivedFile(f"projects/{rel}", path, identity)
+    for rel, path, identity in regular_files(root / "projects", _META):
+        if path.parent.name == "subagents":
+            yield ArchivedFile(f"projects/{rel}", path, identity, document=True)
 
 
 def list_claude_sessions(root: Path) -> Iterator[ListedSession]:
@@ -61,7 +66,7 @@ def open_claude_session(path: Path) -> ClaudeSession:
 
 def _sub_agent_meta(path: Path) -> dict[str, Any] | None:
     """A sub-agent's ``agent-<id>.meta.json`` beside its file (None: none)."""
-    meta = read_meta(path.with_name(path.name.removesuffix(_JSONL) + ".meta.json"))
+    meta = read_meta(path.with_name(path.name.removesuffix(_JSONL) + _META))
     return meta or None
 
 

@@ -8,7 +8,8 @@ an agent to the archive is giving its connector an ``archive_files``:
 
 * the agent dir (xcsh, omp, pi): every ``sessions/**/*.jsonl``, sub-agent sessions in
   artifacts dirs included (`agent_dir_files`);
-* Claude Code: every ``projects/**/*.jsonl`` (`core.formats.claude_agent`);
+* Claude Code: every ``projects/**/*.jsonl`` and each sub-agent's ``.meta.json`` (a
+  document, archived as one line) (`core.formats.claude_agent`);
 * Codex: rollouts, live or archived and compressed, each at the place its name gives,
   and ``session_index.jsonl`` (`core.formats.codex_agent`).
 
@@ -29,8 +30,10 @@ from typing import BinaryIO
 
 from core.agent_homes import AgentHome
 from core.formats.agent_format import ArchivedFile
+from core.formats.dir_scan import META_LIMIT
 from core.formats.file_walk import regular_files
 from core.formats.registry import AGENT_FORMATS
+from core.safe_open import open_regular
 from core.zstd_files import read_chunks
 
 from .layout import SESSIONS_TREE, agent_tree, is_safe_relpath
@@ -56,6 +59,8 @@ class ArchiveFile:
     #: the agent moves or compresses it (Codex): the same file may come back under
     #: another path or inode, so the sync tells it by its bytes
     moves: bool = False
+    #: a small JSON document (`ArchivedFile.document`): archived as one line
+    document: bool = False
 
 
 def _storable(tree: str, files: Iterable[ArchivedFile]) -> Iterator[ArchiveFile]:
@@ -64,7 +69,9 @@ def _storable(tree: str, files: Iterable[ArchivedFile]) -> Iterator[ArchiveFile]
         if not is_safe_relpath(file.rel):
             log.warning("skipping %r: not a name the store can hold", file.rel)
             continue
-        yield ArchiveFile(tree, file.rel, file.path, file.identity, file.compressed, file.moves)
+        yield ArchiveFile(
+            tree, file.rel, file.path, file.identity, file.compressed, file.moves, file.document
+        )
 
 
 def agent_dir_files(agent_dir: Path) -> Iterator[ArchiveFile]:
@@ -84,7 +91,14 @@ def agent_files(home: AgentHome) -> Iterator[ArchiveFile] | None:
 @contextlib.contextmanager
 def open_archive_file(file: ArchiveFile) -> Iterator[BinaryIO]:
     """The file's bytes as the archive keeps them, open for ``pread``: the file itself,
-    or a compressed one decompressed into a private temp file (removed at the end)."""
+    or a compressed one decompressed (a document: as one line) into a private temp file
+    (removed at the end)."""
+    if file.document:
+        with tempfile.TemporaryFile() as line:
+            line.write(_document_line(file.path))
+            line.flush()
+            yield line
+        return
     if not file.compressed:
         with file.path.open("rb") as handle:
             yield handle
@@ -95,3 +109,13 @@ def open_archive_file(file: ArchiveFile) -> Iterator[BinaryIO]:
             plain.write(chunk)
         plain.flush()
         yield plain
+
+
+def _document_line(path: Path) -> bytes:
+    """A document's bytes ending with one newline (the store holds complete lines
+    only); `OSError` for one over `META_LIMIT` (no reader takes it either)."""
+    with open_regular(path) as f:
+        data = f.read(META_LIMIT + 1)
+    if len(data) > META_LIMIT:
+        raise OSError(f"{path}: over {META_LIMIT} bytes: not a meta document")
+    return data if data.endswith(b"\n") else data + b"\n"

@@ -117,11 +117,17 @@ def _fixed(number: int, width: int, what: str) -> str:
     return text
 
 
+#: what an archived file's name ends with: line data, or a Claude sub-agent's meta
+#: document (kept as one line)
+ARCHIVED_SUFFIXES = (".jsonl", ".meta.json")
+
+
 def is_safe_relpath(rel: str) -> bool:
-    """A relative ``*.jsonl`` path with no empty, ``.`` or ``..`` part (a store is input)."""
+    """A relative ``*.jsonl`` (or ``*.meta.json``) path with no empty, ``.`` or ``..``
+    part (a store is input)."""
     parts = rel.split("/")
     return (
-        rel.endswith(".jsonl")
+        rel.endswith(ARCHIVED_SUFFIXES)
         and all(part not in ("", ".", "..") for part in parts)
         and "\x00" not in rel
     )

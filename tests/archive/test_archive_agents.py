@@ -22,10 +22,16 @@ from sessionfs.store.url import DirStoreURL
 
 
 def _claude_files(claude: Path) -> dict[str, bytes]:
-    return {
+    """Claude's files as the archive keeps them: its sessions' bytes, and each
+    sub-agent's meta document as one line."""
+    files = {
         f"agents/claude/{path.relative_to(claude).as_posix()}": path.read_bytes()
         for path in sorted((claude / "projects").rglob("*.jsonl"))
     }
+    for meta in sorted((claude / "projects").rglob("subagents/*.meta.json")):
+        name = f"agents/claude/{meta.relative_to(claude).as_posix()}"
+        files[name] = meta.read_bytes().rstrip(b"\n") + b"\n"
+    return files
 
 
 def _keys(archive: Path) -> list[str]:
@@ -39,6 +45,7 @@ def test_claude_and_codex_sessions_are_archived_byte_identical(tmp_path: Path) -
     mirrored = tree_bytes(mirror_of(default_archive(trees.home), tmp_path / "c").machine_dir("box"))
     claude = _claude_files(trees.claude)
     assert any("/subagents/agent-" in name for name in claude)  # nested sub-agent
+    assert any(name.endswith(".meta.json") for name in claude)  # and its meta
     assert any(name.endswith("/agent-f1a7.jsonl") for name in claude)  # flat, older layout
     assert {name: data for name, data in mirrored.items() if "/claude/" in name} == claude
     codex = {name: data for name, data in mirrored.items() if "/codex/" in name}

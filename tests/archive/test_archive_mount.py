@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from archive_helpers import sync, user_env
 from support.mount import Mount, MountFactory, run
-from support.other_agents import CLAUDE_PROJECT, fake_home
+from support.other_agents import CLAUDE_PROJECT, fake_home, load_demo_agents
 
 pytestmark = pytest.mark.fuse
 
@@ -150,3 +150,26 @@ def test_a_directory_store_mounts_like_a_team_store(
     archived = machine / "sessions" / "--work--" / session.stem / "transcript.md"
     assert archived.read_bytes() == transcript
     assert "claude" in run("ls", machine / "agents").split()
+
+
+def test_an_archived_only_sub_agent_keeps_its_meta(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """A Claude sub-agent's ``.meta.json`` is archived beside its file: once Claude's
+    cleanup removed both, the archived sub-agent's ``header.json`` still has its type
+    and task, as the live one had."""
+    home = _home(tmp_path)
+    demo = load_demo_agents()
+    project = "-home-demo-webapp"
+    subagent = f"{demo.DEMO_SESSION_ID}/subagents/agent-a7c3e91"
+    meta = home / ".claude" / "projects" / project / f"{subagent}.meta.json"
+    assert meta.is_file()
+    assert sync(home).returncode == 0
+    shutil.rmtree(home / ".claude" / "projects" / project)  # the session dir and its meta
+    mount = mount_factory(home / "agent", "--machine", "box", env=user_env(home))
+    session = mount.path / "agents" / "claude" / "sessions" / project / demo.DEMO_SESSION_ID
+    header = json.loads((session / "subagents" / "agent-a7c3e91" / "header.json").read_text())
+    assert header["archive"]["only_in_archive"] is True
+    assert header["agentType"] == "Explore", header
+    assert header["description"] == "Find requireAuth uses"
+    assert header["toolUseId"] == "toolu_demo_02"

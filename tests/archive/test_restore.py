@@ -30,6 +30,10 @@ def test_a_deleted_claude_session_comes_back_with_its_sub_agents(tmp_path: Path)
     subagents = sorted((session.with_suffix("") / "subagents").glob("*.jsonl"))
     assert subagents
     wanted = {path: path.read_bytes() for path in [session, *subagents]}
+    metas = sorted((session.with_suffix("") / "subagents").glob("*.meta.json"))
+    assert metas
+    # (a meta document is archived as one line: it comes back with a newline at its end)
+    wanted |= {path: path.read_bytes().rstrip(b"\n") + b"\n" for path in metas}
     assert sync(trees.home).returncode == 0
     session.unlink()
     shutil.rmtree(session.with_suffix(""))  # what Claude's cleanup removes
