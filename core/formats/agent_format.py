@@ -57,9 +57,10 @@ class ArchivedFile:
     compressed: bool = False
     #: the agent moves or compresses it: told by its bytes, not its inode
     moves: bool = False
-    #: a small JSON document, not line data (a Claude sub-agent's ``.meta.json``):
-    #: archived whole, as one line (a newline added when it ends without one)
-    document: bool = False
+    #: the bytes archived are made from ``path``, not read as they are: a Claude
+    #: sub-agent's ``.meta.json`` as one line, Codex's state database's titles as
+    #: JSON lines (`OSError` when they cannot be made now)
+    made: Callable[[], bytes] | None = None
 
 
 @dataclass(frozen=True)

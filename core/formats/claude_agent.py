@@ -11,13 +11,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
 from core.formats import claude_dirs
 from core.formats.agent_format import AgentFormat, ArchivedFile, ListedSession
 from core.formats.claude import ClaudeSession
-from core.formats.dir_scan import read_meta
+from core.formats.dir_scan import meta_line, read_meta
 from core.formats.file_walk import regular_files
 from core.paths import child_stem
 from core.search_index.formats import CLAUDE
@@ -41,7 +42,7 @@ def archive_claude_files(root: Path) -> Iterator[ArchivedFile]:
         yield ArchivedFile(f"projects/{rel}", path, identity)
     for rel, path, identity in regular_files(root / "projects", _META):
         if path.parent.name == "subagents":
-            yield ArchivedFile(f"projects/{rel}", path, identity, document=True)
+            yield ArchivedFile(f"projects/{rel}", path, identity, made=partial(meta_line, path))
 
 
 def list_claude_sessions(root: Path) -> Iterator[ListedSession]:

@@ -95,7 +95,8 @@ def archive_codex_files(root: Path) -> Iterator[ArchivedFile]:
     """What the archive keeps: every rollout, live or archived, compressed or not, at
     ``sessions/YYYY/MM/DD/<stem>.jsonl`` from its name (a rollout moved to
     ``archived_sessions/`` and compressed is the same file, continued: told by its
-    bytes), and ``session_index.jsonl`` (the sessions' names)."""
+    bytes), ``session_index.jsonl`` (the sessions' names) and the titles in Codex's
+    state database (`codex_state.ARCHIVED_TITLES`: ``codex exec`` writes no index)."""
     places = (
         (codex_dirs.SESSIONS_DIR, (_JSONL,)),
         (ARCHIVE_DIR, (_JSONL, _JSONL + ZSTD_SUFFIX)),
@@ -115,6 +116,15 @@ def archive_codex_files(root: Path) -> Iterator[ArchivedFile]:
     index = regular_file(root / _SESSION_INDEX)
     if index is not None:
         yield ArchivedFile(_SESSION_INDEX, root / _SESSION_INDEX, index, moves=True)
+    database = codex_state.state_database(root)
+    if database is None or regular_file(database) is None:
+        return
+    try:
+        identity = codex_state.state_identity(database)
+    except OSError:
+        return  # gone since: nothing to keep this pass
+    made = partial(codex_state.archived_titles, database)
+    yield ArchivedFile(codex_state.ARCHIVED_TITLES, database, identity, made=made)
 
 
 def _rollout_rel(stem: str, found_at: str) -> str:

@@ -5,6 +5,11 @@ generation: 5 in 0.171) whose ``threads`` table has, per thread id, ``name`` (se
 the user renames the thread) and ``title`` (the first prompt). ``codex exec`` writes no
 ``session_index.jsonl``, so for its sessions this is the only title there is.
 
+The archive keeps these titles (`archived_titles`: a JSON line ``{"id", "title"}`` per
+thread, in the order Codex made them, so a new thread is an append), as
+`ARCHIVED_TITLES` in its copy of the Codex dir, where `thread_title` finds them when
+there is no database (a session only the archive still holds).
+
 The database belongs to a running agent: it is opened read-only, never created or
 changed (`core.history.read_snapshot`: a fresh ``mode=ro`` connection per read, a busy
 timeout), and anything wrong with it -- missing, locked past the timeout, corrupt, a
@@ -14,17 +19,32 @@ Call it from a worker thread, never on the event loop: a read may wait for a wri
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from pathlib import Path
 from typing import Final
 
 from core.history import HistoryStorageError, read_snapshot
+from core.jsonl import dumps_line, loads
+from core.safe_open import open_regular
 
-__all__ = ["state_database", "thread_title"]
+__all__ = [
+    "ARCHIVED_TITLES",
+    "archived_titles",
+    "state_database",
+    "state_identity",
+    "thread_title",
+]
+
+#: in the archive's copy of a Codex dir: the titles it kept from the state database
+ARCHIVED_TITLES: Final = "sessionfs-state-titles.jsonl"
+#: the most of `ARCHIVED_TITLES` read (a title is a line of tens of bytes)
+_ARCHIVED_TITLES_LIMIT: Final = 64 << 20
 
 _STATE_NAME: Final = re.compile(r"state_(\d+)\.sqlite")
 _TITLE_SQL: Final = "SELECT name, title FROM threads WHERE id = ?"
+_ALL_TITLES_SQL: Final = "SELECT id, name, title FROM threads ORDER BY rowid"
 
 
 def state_database(codex_home: Path) -> Path | None:
@@ -40,12 +60,69 @@ def state_database(codex_home: Path) -> Path | None:
     return max(found)[1] if found else None
 
 
+def state_identity(database: Path) -> tuple[int, int, int]:
+    """(inode, size, mtime) of the database with its ``-wal`` (a write lands in the WAL
+    until a checkpoint): the same again means its titles are as they were."""
+    st = os.stat(database)
+    try:
+        wal = os.stat(f"{database}-wal")
+    except OSError:
+        return st.st_ino, st.st_size, st.st_mtime_ns
+    return st.st_ino, st.st_size + wal.st_size, max(st.st_mtime_ns, wal.st_mtime_ns)
+
+
+def _title_of(name: object, title: object) -> str | None:
+    for value in (name, title):
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def archived_titles(database: Path) -> bytes:
+    """Every thread's title (``name``, else ``title``) as the archive keeps it: a JSON
+    line ``{"id", "title"}`` per thread that has one, oldest thread first; `OSError`
+    when the database cannot be read now."""
+
+    def read(conn: sqlite3.Connection) -> list[tuple[object, object, object]]:
+        return conn.execute(_ALL_TITLES_SQL).fetchall()
+
+    try:
+        rows = read_snapshot(database, read) or []
+    except (sqlite3.Error, HistoryStorageError) as exc:
+        raise OSError(f"{database}: {exc}") from None
+    lines = []
+    for ident, name, title in rows:
+        shown = _title_of(name, title)
+        if isinstance(ident, str) and shown is not None:
+            lines.append(dumps_line({"id": ident, "title": shown}))
+    return b"".join(lines)
+
+
+def _kept_title(codex_home: Path, thread_id: str) -> str | None:
+    """The thread's title in the archive's `ARCHIVED_TITLES` (last line wins)."""
+    try:
+        with open_regular(codex_home / ARCHIVED_TITLES) as f:
+            data = f.read(_ARCHIVED_TITLES_LIMIT)
+    except OSError:
+        return None
+    found = None
+    for line in data.splitlines():
+        try:
+            row = loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and row.get("id") == thread_id:
+            title = row.get("title")
+            found = title if isinstance(title, str) and title.strip() else found
+    return found
+
+
 def thread_title(codex_home: Path, thread_id: str) -> str | None:
     """The thread's ``name``, else its ``title`` (``None``: no database, no such
-    thread, or neither set)."""
+    thread, or neither set); with no database, the title the archive kept of it."""
     database = state_database(codex_home)
     if database is None:
-        return None
+        return _kept_title(codex_home, thread_id)
 
     def read(conn: sqlite3.Connection) -> tuple[object, object] | None:
         row = conn.execute(_TITLE_SQL, (thread_id,)).fetchone()
@@ -55,9 +132,4 @@ def thread_title(codex_home: Path, thread_id: str) -> str | None:
         row = read_snapshot(database, read)
     except (OSError, sqlite3.Error, HistoryStorageError):
         return None
-    if row is None:
-        return None
-    for value in row:
-        if isinstance(value, str) and value.strip():
-            return value
-    return None
+    return None if row is None else _title_of(*row)

@@ -11,7 +11,7 @@ from typing import Any, Final
 from core.jsonl import loads
 from core.safe_open import PathArg, open_regular
 
-__all__ = ["META_LIMIT", "named_stem", "read_meta", "sorted_entries"]
+__all__ = ["META_LIMIT", "meta_line", "named_stem", "read_meta", "sorted_entries"]
 
 #: a sub-agent's meta.json is a few hundred bytes; more is not a meta file
 META_LIMIT: Final = 64 * 1024
@@ -47,3 +47,14 @@ def read_meta(path: PathArg) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return meta if isinstance(meta, dict) else {}
+
+
+def meta_line(path: PathArg) -> bytes:
+    """A meta file's bytes as one line, as the archive keeps it (it holds complete
+    lines only): a newline added when it ends without one; `OSError` for a file over
+    `META_LIMIT` (no reader takes it either)."""
+    with open_regular(path) as f:
+        data = f.read(META_LIMIT + 1)
+    if len(data) > META_LIMIT:
+        raise OSError(f"{os.fspath(path)}: over {META_LIMIT} bytes: not a meta document")
+    return data if data.endswith(b"\n") else data + b"\n"

@@ -23,17 +23,15 @@ import contextlib
 import logging
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from core.agent_homes import AgentHome
 from core.formats.agent_format import ArchivedFile
-from core.formats.dir_scan import META_LIMIT
 from core.formats.file_walk import regular_files
 from core.formats.registry import AGENT_FORMATS
-from core.safe_open import open_regular
 from core.zstd_files import read_chunks
 
 from .layout import SESSIONS_TREE, agent_tree, is_safe_relpath
@@ -59,8 +57,8 @@ class ArchiveFile:
     #: the agent moves or compresses it (Codex): the same file may come back under
     #: another path or inode, so the sync tells it by its bytes
     moves: bool = False
-    #: a small JSON document (`ArchivedFile.document`): archived as one line
-    document: bool = False
+    #: the bytes archived, made from ``path`` (`ArchivedFile.made`)
+    made: Callable[[], bytes] | None = None
 
 
 def _storable(tree: str, files: Iterable[ArchivedFile]) -> Iterator[ArchiveFile]:
@@ -70,7 +68,7 @@ def _storable(tree: str, files: Iterable[ArchivedFile]) -> Iterator[ArchiveFile]
             log.warning("skipping %r: not a name the store can hold", file.rel)
             continue
         yield ArchiveFile(
-            tree, file.rel, file.path, file.identity, file.compressed, file.moves, file.document
+            tree, file.rel, file.path, file.identity, file.compressed, file.moves, file.made
         )
 
 
@@ -91,13 +89,13 @@ def agent_files(home: AgentHome) -> Iterator[ArchiveFile] | None:
 @contextlib.contextmanager
 def open_archive_file(file: ArchiveFile) -> Iterator[BinaryIO]:
     """The file's bytes as the archive keeps them, open for ``pread``: the file itself,
-    or a compressed one decompressed (a document: as one line) into a private temp file
+    or its bytes made (`ArchivedFile.made`) or decompressed into a private temp file
     (removed at the end)."""
-    if file.document:
-        with tempfile.TemporaryFile() as line:
-            line.write(_document_line(file.path))
-            line.flush()
-            yield line
+    if file.made is not None:
+        with tempfile.TemporaryFile() as made:
+            made.write(file.made())
+            made.flush()
+            yield made
         return
     if not file.compressed:
         with file.path.open("rb") as handle:
@@ -109,13 +107,3 @@ def open_archive_file(file: ArchiveFile) -> Iterator[BinaryIO]:
             plain.write(chunk)
         plain.flush()
         yield plain
-
-
-def _document_line(path: Path) -> bytes:
-    """A document's bytes ending with one newline (the store holds complete lines
-    only); `OSError` for one over `META_LIMIT` (no reader takes it either)."""
-    with open_regular(path) as f:
-        data = f.read(META_LIMIT + 1)
-    if len(data) > META_LIMIT:
-        raise OSError(f"{path}: over {META_LIMIT} bytes: not a meta document")
-    return data if data.endswith(b"\n") else data + b"\n"

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import subprocess
 from pathlib import Path
 
 import pytest
 from archive_helpers import sync, user_env
 from support.mount import Mount, MountFactory, run
-from support.other_agents import CLAUDE_PROJECT, fake_home, load_demo_agents
+from support.other_agents import CLAUDE_PROJECT, CODEX_PROJECT, fake_home, load_demo_agents
 
 pytestmark = pytest.mark.fuse
 
@@ -173,3 +174,33 @@ def test_an_archived_only_sub_agent_keeps_its_meta(
     assert header["agentType"] == "Explore", header
     assert header["description"] == "Find requireAuth uses"
     assert header["toolUseId"] == "toolu_demo_02"
+
+
+def test_an_archived_only_codex_session_keeps_its_state_database_title(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """``codex exec`` writes no ``session_index.jsonl``: a thread's title is only in
+    Codex's state database, which the archive keeps the titles of, so a session only
+    the archive still holds has the title the live one had."""
+    home = _home(tmp_path)
+    codex = home / ".codex"
+    main = next(codex.rglob("rollout-*-00000000a001.jsonl"))
+    sub = next(codex.rglob("rollout-*-00000000a002.jsonl"))
+    state = sqlite3.connect(codex / "state_5.sqlite")
+    state.execute("CREATE TABLE threads (id TEXT PRIMARY KEY, name TEXT, title TEXT NOT NULL)")
+    state.execute("INSERT INTO threads VALUES (?, NULL, ?)", (sub.stem[-36:], "Find callers"))
+    state.commit()
+    state.close()
+    session = Path("agents", "codex", "sessions", CODEX_PROJECT, main.stem)
+    title = session / "subagents" / sub.stem / "title"
+    live = mount_factory(home / "agent", "--no-archive", name="live", env=user_env(home))
+    assert (live.path / title).read_text() == "Find callers\n"
+    live.unmount()
+
+    assert sync(home).returncode == 0
+    shutil.rmtree(codex / "sessions")  # the rollouts gone, and the database with them
+    (codex / "state_5.sqlite").unlink()
+    archived = mount_factory(home / "agent", "--machine", "box", env=user_env(home))
+    header = json.loads((archived.path / title).with_name("header.json").read_text())
+    assert header["archive"]["only_in_archive"] is True
+    assert (archived.path / title).read_text() == "Find callers\n"

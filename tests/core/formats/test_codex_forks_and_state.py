@@ -17,7 +17,12 @@ from support import codex_cli as cx
 
 from core.formats.codex import MAX_FORK_DEPTH, CodexSession, reads_line
 from core.formats.codex_dirs import find_rollout, home_of_rollout
-from core.formats.codex_state import state_database, thread_title
+from core.formats.codex_state import (
+    ARCHIVED_TITLES,
+    archived_titles,
+    state_database,
+    thread_title,
+)
 
 PARENT = "01a2470c-0000-7000-8000-00000000000a"
 FORK = "01a2470c-0000-7000-8000-00000000000b"
@@ -155,6 +160,34 @@ def test_thread_title_from_the_state_database(tmp_path: Path) -> None:
     assert thread_title(tmp_path, FORK) == "renamed"  # the user's name wins
     assert thread_title(tmp_path, FORK_OF_FORK) is None
     assert sorted(os.listdir(tmp_path)) == before  # read-only: no -wal/-shm made
+
+
+def test_the_titles_the_archive_keeps_of_the_state_database(tmp_path: Path) -> None:
+    """A JSON line per thread with a title, oldest first; in a copy of the dir without
+    the database (the archive's), `thread_title` reads them, the last line winning."""
+    rows = [
+        (PARENT, None, "first prompt"),
+        (FORK, "renamed", "fork prompt"),
+        (FORK_OF_FORK, None, " "),
+    ]
+    (tmp_path / "live").mkdir()
+    db = _state_db(tmp_path / "live", rows)
+    kept = archived_titles(db)
+    assert [orjson.loads(line) for line in kept.splitlines()] == [
+        {"id": PARENT, "title": "first prompt"},
+        {"id": FORK, "title": "renamed"},
+    ]
+    copy = tmp_path / "archived"
+    copy.mkdir()
+    (copy / ARCHIVED_TITLES).write_bytes(
+        kept + b'not json\n{"id": "%s", "title": "later"}\n' % FORK.encode()
+    )
+    assert thread_title(copy, PARENT) == "first prompt"
+    assert thread_title(copy, FORK) == "later"
+    assert thread_title(copy, FORK_OF_FORK) is None
+    db.write_bytes(b"junk " * 1000)
+    with pytest.raises(OSError):
+        archived_titles(db)  # not now: the sync tries again next pass
 
 
 def test_a_state_database_that_is_not_one_gives_no_title(tmp_path: Path) -> None:
