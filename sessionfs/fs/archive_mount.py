@@ -10,28 +10,68 @@ beside the live ones (`sessionfs.view.archived.ArchivedCatalog`), and the agent 
 own (``machines/<machine>/sessions/``) under ``sessions/`` beside its live ones
 (`sessionfs.view.archived_index.ArchivedAgentIndex`): a session whose file was deleted
 shows on, read-only, rendered from the archived bytes.
+
+The mirror's disk is bounded by ``--mirror-max-gb`` (`LiveCopies`): past it, its copies
+of files the agents still have are removed, least recently read and then oldest first
+(the mount shows the live file; nothing it shows changes), and a removed copy is fetched
+again by the refresh after its agent deletes the file. A file only the archive holds is
+never removed (it is what the mount shows of that session), nor counted out.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
+import os
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import trio
 
+from core.agent_homes import AgentHome
 from sessionfs.fs.store_mount import FIRST_REFRESH_TIMEOUT, mirror_dir_of
-from sessionfs.store.layout import SESSIONS_TREE, agent_tree
+from sessionfs.store.layout import SESSIONS_TREE, agent_tree, split_tree_key
+from sessionfs.store.mirror import BLOB_STATE_PREFIX
 from sessionfs.store.refresher import StoreRefresher, open_mirror
+from sessionfs.store.restore import present_files
 from sessionfs.store.url import parse_store_url
 from sessionfs.view.archived import mark_archive_mirror
 
-__all__ = ["LocalArchive"]
+__all__ = ["LiveCopies", "LocalArchive"]
+
+#: How long one look at which files the agents have answers `LiveCopies` (seconds).
+LIVE_LOOK_SECONDS = 30.0
 
 log = logging.getLogger("sessionfs.archive_mount")
 
 #: The shortest time between two refreshes of the archive's mirror.
 ARCHIVE_REFRESH_SECONDS = 60.0
+
+
+class LiveCopies:
+    """Which of the mirror's files (state keys) are copies of files the agents have
+    now: the ones it may evict (module docstring). Another machine's files are not
+    shown by this mount: evictable too."""
+
+    def __init__(self, machine: str, agent_dir: Path, homes: Sequence[AgentHome]) -> None:
+        self.machine, self.agent_dir = machine, agent_dir
+        self.homes = {home.agent: home.root for home in homes}
+        self._present: set[tuple[str, str]] = set()
+        self._looked_at = -LIVE_LOOK_SECONDS
+
+    def __call__(self, state_key: str) -> bool:
+        if state_key.startswith(BLOB_STATE_PREFIX):
+            return os.path.isfile(self.agent_dir / "blobs" / state_key[len(BLOB_STATE_PREFIX) :])
+        machine, _, name = state_key.partition("/")
+        return machine != self.machine or split_tree_key(name) in self._live()
+
+    def _live(self) -> set[tuple[str, str]]:
+        """(tree, rel) of every file the agents have, as the archive names them: one
+        walk of their dirs per `LIVE_LOOK_SECONDS` (a refresh asks for every file)."""
+        if time.monotonic() - self._looked_at > LIVE_LOOK_SECONDS:
+            self._present = set(present_files(self.agent_dir, self.homes))
+            self._looked_at = time.monotonic()
+        return self._present
 
 
 class LocalArchive:
@@ -44,14 +84,15 @@ class LocalArchive:
         cache_dir: Path,
         machine: str,
         refresh_seconds: float,
+        live: LiveCopies,
+        max_bytes: int,
     ) -> None:
         parsed = parse_store_url(url)
         mirror_dir = mirror_dir_of(cache_dir, parsed, endpoint_url)
-        # No disk budget: the listings show what is on disk, so an evicted file would
-        # drop out of them (a team store's mount fetches one again when asked by name).
-        self.refresher = StoreRefresher(
-            open_mirror(parsed, endpoint_url, mirror_dir, sys.maxsize), str(parsed)
-        )
+        mirror = open_mirror(parsed, endpoint_url, mirror_dir, max_bytes)
+        mirror.evictable = live  # only copies of live files: the listings show the rest
+        mirror.by_age = True  # the oldest copies first (the mount reads none of them)
+        self.refresher = StoreRefresher(mirror, str(parsed))
         mark_archive_mirror(mirror_dir)  # its files' header.json: only in the archive
         self.machine = machine
         # New files come with a sync (every 15 min by the timer), and each refresh

@@ -86,7 +86,8 @@ class MountOptions:
     store: str | None = None
     endpoint_url: str | None = None
     refresh_seconds: float = 10.0
-    #: ``--mirror-max-gb``: the store mirror's disk budget (whole files evicted past it)
+    #: ``--mirror-max-gb``: the store's or archive's mirror's disk budget (whole files
+    #: evicted past it; an archive's: only its copies of files the agents still have)
     mirror_max_gb: float = 20.0
     #: ``--agent-cmd`` (or ``$SESSIONFS_AGENT_CMD``): what ``send`` runs; None: the
     #: agent that owns the agent dir (`default_agent_command`)
@@ -433,16 +434,19 @@ def _store_errors(option: str) -> Iterator[None]:
 
 def _open_archive(opts: MountOptions) -> LocalArchive:
     """The archive's mirror (an ``s3://`` archive loads the S3 library here)."""
-    from sessionfs.fs.archive_mount import LocalArchive
+    from sessionfs.fs.archive_mount import LiveCopies, LocalArchive
     from sessionfs.store.sync import default_machine_name
 
+    machine = opts.machine or default_machine_name()
     with _store_errors("--archive"):
         return LocalArchive(
             opts.archive or "",
             opts.endpoint_url,
             opts.cache_dir,
-            opts.machine or default_machine_name(),
+            machine,
             opts.refresh_seconds,
+            LiveCopies(machine, opts.agent_dir, opts.agent_homes),
+            int(opts.mirror_max_gb * (1 << 30)),
         )
 
 
@@ -558,6 +562,7 @@ def _archive_args(opts: MountOptions) -> list[str]:
     if opts.archive is None:
         return ["--no-archive"]
     args = ["--archive", opts.archive, "--refresh-seconds", str(opts.refresh_seconds)]
+    args += ["--mirror-max-gb", str(opts.mirror_max_gb)]
     return args + (["--machine", opts.machine] if opts.machine else [])
 
 

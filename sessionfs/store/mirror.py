@@ -20,6 +20,7 @@ past :data:`MAX_MACHINES`, are not mirrored. Everything is created private (0600
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -34,7 +35,7 @@ from typing import BinaryIO
 
 from .client import ListedObject, StoreClient, StoreError
 from .layout import MAX_MACHINES, SegmentKey, StoreLayout, split_tree_key, tree_key
-from .mirror_state import MirrorState
+from .mirror_state import FileState, MirrorState
 from .private import make_private_dirs, private_temp
 
 __all__ = ["MirrorResult", "StoreMirror", "StoreView"]
@@ -200,6 +201,13 @@ class StoreMirror:
         #: the disk budget (``--mirror-max-gb``) and what the mirror used at the last refresh
         self.max_bytes = max_bytes
         self.used_bytes = 0
+        #: which files (state keys) may be evicted now; None: every one. An archive
+        #: shown beside the live dirs evicts only its copies of files the agents still
+        #: have, and fetches a copy back once it is the only one (`_fetch_back`)
+        self.evictable: Callable[[str], bool] | None = None
+        #: files read equally long ago go oldest written first, not in key order (an
+        #: archive's: its mount reads the live files, so it reads none of them)
+        self.by_age = False
         #: objects downloaded (whole or not) since this mirror was made
         self.downloads = 0
         self._downloads_lock = threading.Lock()
@@ -217,6 +225,7 @@ class StoreMirror:
             error=view.error,
             machines_ignored=view.machines_ignored,
         )
+        self._fetch_back()
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             wanted = sorted(set().union(*(machine.blobs for machine in view.machines.values())))
             blob_jobs = [pool.submit(self._fetch_blob, sha) for sha in wanted]
@@ -255,14 +264,38 @@ class StoreMirror:
         links = (self.cache_dir / "machines").glob(f"*/blobs/{sha}")
         return [self.cache_dir / "blobs" / sha, *links]
 
+    def _fetch_back(self) -> None:
+        """Evicted files that may not be evicted now (`evictable`) are fetched by this
+        refresh: an archive's copy of a file its agent has since deleted."""
+        if self.evictable is None:
+            return
+        for key in self.state.evicted_keys():
+            if not self.evictable(key):
+                self.state.set_evicted(key, False)
+
+    def _eviction_order(self, item: tuple[str, FileState]) -> tuple[int, int, str]:
+        """Least recently read first (never read: 0), then with `by_age` the oldest
+        written, then in key order."""
+        key, state = item
+        written = 0
+        if self.by_age:
+            with contextlib.suppress(OSError):
+                written = self._paths_of(key)[0].stat().st_mtime_ns
+        return state.read_ns, written, key
+
     def _evict_over_budget(self) -> int:
-        """Remove whole files (sessions and blobs), least recently read first, until the
-        mirror is under ``max_bytes``; returns how many. An evicted file is fetched again
-        when the mount asks for it (`restore`, `restore_blob`)."""
+        """Remove whole files (sessions and blobs) that may be evicted (`evictable`),
+        least recently read first (`_eviction_order`), until the mirror is under
+        ``max_bytes``; returns how many. An evicted file is fetched again when the
+        mount asks for it (`restore`, `restore_blob`) or, for an archive's, when it
+        may no longer be evicted (`_fetch_back`)."""
         kept = self.state.kept_files()
         self.used_bytes = sum(state.size for _, state in kept)
+        if self.used_bytes <= self.max_bytes:
+            return 0
+        may = self.evictable or (lambda key: True)
         evicted = 0
-        for key, state in sorted(kept, key=lambda item: (item[1].read_ns, item[0])):
+        for key, state in sorted(filter(lambda item: may(item[0]), kept), key=self._eviction_order):
             if self.used_bytes <= self.max_bytes:
                 break
             try:

@@ -108,6 +108,10 @@ class MirrorState:
                 if not s.evicted
             ]
 
+    def evicted_keys(self) -> list[str]:
+        with self._lock:
+            return [key for key, state in self.files.items() if state.evicted]
+
     def evicted_count(self) -> int:
         with self._lock:
             return sum(state.evicted for state in self.files.values())

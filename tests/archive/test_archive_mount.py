@@ -204,3 +204,34 @@ def test_an_archived_only_codex_session_keeps_its_state_database_title(
     header = json.loads((archived.path / title).with_name("header.json").read_text())
     assert header["archive"]["only_in_archive"] is True
     assert (archived.path / title).read_text() == "Find callers\n"
+
+
+def test_the_archive_mirror_keeps_to_its_budget_with_copies_of_live_files(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """Past ``--mirror-max-gb`` the mirror drops its copies of files the agents still
+    have (the mount shows the live ones); a copy is fetched back once its file is
+    deleted, and a file only the archive holds is never dropped."""
+    home = _home(tmp_path)
+    env = user_env(home)
+    assert sync(home).returncode == 0
+    options = ("--machine", "box", "--cache-dir", str(tmp_path / "cache"))
+    tiny = ("--mirror-max-gb", "0.000001")  # about 1 KB: less than any session
+    project = home / ".claude" / "projects" / CLAUDE_PROJECT
+    files = sorted(p for p in project.glob("*.jsonl") if not p.name.startswith("agent-"))
+    shown = Path("agents", "claude", "sessions", CLAUDE_PROJECT)
+
+    first = mount_factory(home / "agent", *options, *tiny, name="first", env=env)
+    (mirror,) = (tmp_path / "cache").glob("store-*")
+    copies = mirror / "machines" / "box" / "agents" / "claude" / "projects" / CLAUDE_PROJECT
+    assert files and not any(copies.glob("*.jsonl")), sorted(copies.glob("*"))
+    assert run("ls", first.path / shown).split() == [p.stem for p in files]
+    transcript = (first.path / shown / files[0].stem / "transcript.md").read_bytes()
+    first.unmount()
+
+    files[0].unlink()  # Claude's cleanup: the archive's copy is the only one now
+    second = mount_factory(home / "agent", *options, *tiny, name="second", env=env)
+    assert (copies / files[0].name).is_file()  # fetched back, and kept past the budget
+    assert not any((copies / p.name).exists() for p in files[1:])
+    assert run("ls", second.path / shown).split() == [p.stem for p in files]
+    assert (second.path / shown / files[0].stem / "transcript.md").read_bytes() == transcript
