@@ -6,7 +6,6 @@ and is over once a pass gets through; a locked database is left out of the searc
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
 import subprocess
@@ -16,8 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from support.mount import MountFactory, run
+from support.mount import Mount, MountFactory, run
 from support.newer_agent_files import add_opencode_text_part, write_opencode_db
+from support.other_agents import home_env
 from support.write_setup import read_ctl
 
 from core.paths import encode_cwd
@@ -29,8 +29,10 @@ LOCKED_DATABASES = 8
 
 
 def _env(home: Path) -> dict[str, str]:
-    drop = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "COPILOT_HOME", "XDG_DATA_HOME")
-    return {**{k: v for k, v in os.environ.items() if k not in drop}, "HOME": str(home)}
+    """``home`` as HOME, opencode's dir found there (``~/.local/share/opencode``)."""
+    env = home_env(home)
+    env.pop("XDG_DATA_HOME", None)
+    return env
 
 
 def _opencode_root(home: Path) -> Path:
@@ -107,14 +109,26 @@ def _found(mount_path: Path, words: str, within: str) -> bool:
     return within in run("cat", mount_path / "search" / words, check=False)
 
 
-def test_a_search_error_says_when_and_is_over_once_a_pass_gets_through(
+APP_SESSION = f"agents/opencode/sessions/{encode_cwd('/home/me/app')}/ses_a/"
+
+
+def _indexed_mount(
     tmp_path: Path, demo_agent: Path, mount_factory: MountFactory
-) -> None:
+) -> tuple[Mount, Path]:
+    """The agent dir mounted with an ``opencode.db`` (`write_opencode_db`) under a
+    HOME in ``tmp_path``, once its ``ses_a`` is in ``search/``; the database."""
     home = tmp_path / "home"
     db = _opencode_root(home) / "opencode.db"
     write_opencode_db(db).close()
     mount = mount_factory(demo_agent, "--agents", "opencode", env=_env(home))
-    _until(lambda: _found(mount.path, "count files", "agents/opencode/"), "indexed")
+    _until(lambda: _found(mount.path, "count files", APP_SESSION), "indexed")
+    return mount, db
+
+
+def test_a_search_error_says_when_and_is_over_once_a_pass_gets_through(
+    tmp_path: Path, demo_agent: Path, mount_factory: MountFactory
+) -> None:
+    mount, db = _indexed_mount(tmp_path, demo_agent, mount_factory)
     assert _search_error(mount.path) == ""
     with _locked([db]):
         _until(lambda: "locked" in _search_error(mount.path), "the pass's error")
@@ -122,21 +136,16 @@ def test_a_search_error_says_when_and_is_over_once_a_pass_gets_through(
         assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: ", error), error
     # The lock is gone: the next pass gets through, and ctl no longer reports it.
     _until(lambda: _search_error(mount.path) == "", "the error cleared")
-    assert _found(mount.path, "count files", "agents/opencode/")
+    assert _found(mount.path, "count files", APP_SESSION)
     assert mount.alive()
 
 
 def test_one_locked_database_leaves_the_others_searched(
     tmp_path: Path, demo_agent: Path, mount_factory: MountFactory
 ) -> None:
-    home = tmp_path / "home"
-    locked = _opencode_root(home) / "opencode.db"
-    write_opencode_db(locked).close()
-    other = write_opencode_db(_opencode_root(home) / "opencode-beta.db", "ses_b", "/home/me/web")
-    mount = mount_factory(demo_agent, "--agents", "opencode", env=_env(home))
+    mount, locked = _indexed_mount(tmp_path, demo_agent, mount_factory)
+    other = write_opencode_db(locked.with_name("opencode-beta.db"), "ses_b", "/home/me/web")
     web = f"agents/opencode/sessions/{encode_cwd('/home/me/web')}/ses_b/"
-    app = f"agents/opencode/sessions/{encode_cwd('/home/me/app')}/ses_a/"
-    _until(lambda: _found(mount.path, "count files", app), "indexed")
     with _locked([locked]):
         # A new turn in the other database is found while this one stays locked...
         add_opencode_text_part(other, "ses_b", "prt_09", "the zanzibar plan", 9000)
@@ -148,5 +157,5 @@ def test_one_locked_database_leaves_the_others_searched(
     other.close()
     # Tried again once the lock is gone: its sessions are all still found, none lost.
     _until(lambda: _search_error(mount.path) == "", "the skip over")
-    assert _found(mount.path, "count files", app) and _found(mount.path, "zanzibar", web)
+    assert _found(mount.path, "count files", APP_SESSION) and _found(mount.path, "zanzibar", web)
     assert mount.alive()
