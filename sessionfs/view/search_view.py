@@ -83,7 +83,8 @@ class SearchProgress:
     bytes_indexed: int = 0
     bytes_total: int = 0
     reason: str | None = None  # why unavailable
-    #: the last update's trouble, when it happened first (skipped files, busy db)
+    #: the last trouble of an update (skipped files, a busy database), after the time
+    #: it first happened (`trouble`)
     last_error: str | None = None
     #: whether ``last_error`` is over once a full pass gets through (`passed`): a pass
     #: that failed, or stores that could not be listed; not a skipped file, which the
@@ -93,7 +94,10 @@ class SearchProgress:
     started: float | None = None
 
     def trouble(self, text: str, clears: bool) -> None:
-        """An update's trouble, with the time it happened (UTC)."""
+        """An update's trouble, after the time (UTC) it first happened: the same
+        trouble pass after pass (a database locked for minutes) keeps its first time."""
+        if self.last_error is not None and self.last_error.partition(": ")[2] == text:
+            return
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.last_error, self.error_clears = f"{when}: {text}", clears
 

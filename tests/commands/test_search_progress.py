@@ -109,3 +109,21 @@ def test_search_shows_a_first_build_on_a_terminal_only(tmp_path: Path, terminal:
 
 def test_a_build_not_started_yet_says_so() -> None:
     assert SearchProgress().ctl_items()[0] == ("search", "building, starting")
+
+
+def test_an_update_trouble_says_since_when_and_which_kind_a_clean_pass_ends() -> None:
+    """``search_<name>_last_error``: the time a trouble first happened (kept while the
+    same trouble comes back pass after pass); a failed pass's trouble is over once a
+    full pass gets through, a skipped file's stays."""
+    progress = SearchProgress()
+    progress.trouble("opencode.db: database is locked", clears=True)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: opencode.db: database is locked",
+                        progress.last_error or "")  # fmt: skip
+    progress.last_error = "2000-01-01T00:00:00Z: opencode.db: database is locked"
+    progress.trouble("opencode.db: database is locked", clears=True)  # the next pass
+    assert progress.last_error == "2000-01-01T00:00:00Z: opencode.db: database is locked"
+    progress.passed()
+    assert progress.last_error is None
+    progress.trouble("1 file(s) skipped: a.jsonl.zst: not zstd", clears=False)
+    progress.passed()
+    assert (progress.last_error or "").endswith("1 file(s) skipped: a.jsonl.zst: not zstd")
