@@ -114,6 +114,15 @@ class LocalArchive:
         (its ``sessions/`` are the machine dir's: `machine_dir`)."""
         return self.refresher.mirror.generations_tree(self.machine, SESSIONS_TREE)
 
+    def ctl_items(self) -> list[tuple[str, object]]:
+        """The mirror's disk use and budget (``--mirror-max-gb``), for the root ``ctl``."""
+        mirror = self.refresher.mirror
+        return [
+            ("archive_mirror_bytes", mirror.used_bytes),
+            ("archive_mirror_max_bytes", mirror.max_bytes),
+            ("archive_files_evicted", mirror.state.evicted_count()),
+        ]
+
     def first_refresh(self) -> None:
         if not self.refresher.first_refresh(FIRST_REFRESH_TIMEOUT):
             log.warning("the archive's first refresh takes over %.0f s", FIRST_REFRESH_TIMEOUT)

@@ -234,6 +234,8 @@ def build_operations(
     )
     if isinstance(index, ArchivedAgentIndex):
         ctx.archive_search = archive_search_view(opts.cache_dir, index)
+    if archive is not None:
+        ctx.archive_ctl = archive.ctl_items
     if opts.agent_homes:
         ctx.agents = AgentMounts(
             opts.agent_homes,

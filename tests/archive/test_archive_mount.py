@@ -15,6 +15,7 @@ import pytest
 from archive_helpers import sync, user_env
 from support.mount import Mount, MountFactory, run
 from support.other_agents import CLAUDE_PROJECT, CODEX_PROJECT, fake_home, load_demo_agents
+from support.write_setup import read_ctl
 
 pytestmark = pytest.mark.fuse
 
@@ -226,12 +227,18 @@ def test_the_archive_mirror_keeps_to_its_budget_with_copies_of_live_files(
     copies = mirror / "machines" / "box" / "agents" / "claude" / "projects" / CLAUDE_PROJECT
     assert files and not any(copies.glob("*.jsonl")), sorted(copies.glob("*"))
     assert run("ls", first.path / shown).split() == [p.stem for p in files]
+    status = read_ctl(first.path)
+    assert status["archive_mirror_max_bytes"] == str(int(1e-6 * (1 << 30))), status
+    assert int(status["archive_files_evicted"]) >= len(files), status
     transcript = (first.path / shown / files[0].stem / "transcript.md").read_bytes()
     first.unmount()
 
+    size = files[0].stat().st_size
     files[0].unlink()  # Claude's cleanup: the archive's copy is the only one now
     second = mount_factory(home / "agent", *options, *tiny, name="second", env=env)
     assert (copies / files[0].name).is_file()  # fetched back, and kept past the budget
+    status = read_ctl(second.path)
+    assert int(status["archive_mirror_bytes"]) >= size, status
     assert not any((copies / p.name).exists() for p in files[1:])
     assert run("ls", second.path / shown).split() == [p.stem for p in files]
     assert (second.path / shown / files[0].stem / "transcript.md").read_bytes() == transcript

@@ -206,6 +206,8 @@ class MountContext:
     #: with an archive: the index of its copies of this agent dir's sessions, whose
     #: hits are those in sessions only the archive holds (`archive_search_view`)
     archive_search: SearchView | None = None
+    #: with an archive: its mirror's disk use, for the root ``ctl`` (`LocalArchive`)
+    archive_ctl: Callable[[], list[tuple[str, object]]] | None = None
     #: the indexers of every index the root ``search/`` reads (set by the daemon): a
     #: search waits briefly for their first builds
     search_indexers: list[SearchIndexer] = field(default_factory=list)

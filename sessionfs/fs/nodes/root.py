@@ -108,6 +108,8 @@ class RootCtl(CommandFile):
         search = self.ctx.search.progress.ctl_items() if self.ctx.search is not None else []
         if self.ctx.archive_search is not None:
             search += self.ctx.archive_search.progress.ctl_items("search_archive")
+        if self.ctx.archive_ctl is not None:
+            search += self.ctx.archive_ctl()
         caches = self.ctx.sessions.ctl_items()
         if self.ctx.agents is not None:
             for name, view in self.ctx.agents.search_views():
