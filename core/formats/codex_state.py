@@ -22,12 +22,13 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Final
 
 from core.history import HistoryStorageError, read_snapshot
 from core.jsonl import dumps_line, loads
-from core.safe_open import open_regular
+from core.safe_open import open_regular_with_stat
 
 __all__ = [
     "ARCHIVED_TITLES",
@@ -39,8 +40,12 @@ __all__ = [
 
 #: in the archive's copy of a Codex dir: the titles it kept from the state database
 ARCHIVED_TITLES: Final = "sessionfs-state-titles.jsonl"
-#: the most of `ARCHIVED_TITLES` read (a title is a line of tens of bytes)
-_ARCHIVED_TITLES_LIMIT: Final = 64 << 20
+#: the most of `ARCHIVED_TITLES` read (a line is ~100 bytes: 10,000 threads ~1 MB)
+_ARCHIVED_TITLES_LIMIT: Final = 16 << 20
+#: versions of `ARCHIVED_TITLES` files kept parsed (one per archive's Codex dir)
+_KEPT_VERSIONS: Final = 4
+_KEPT: dict[tuple[str, int, int, int], dict[str, str]] = {}
+_KEPT_LOCK = threading.Lock()
 
 _STATE_NAME: Final = re.compile(r"state_(\d+)\.sqlite")
 _TITLE_SQL: Final = "SELECT name, title FROM threads WHERE id = ?"
@@ -99,22 +104,35 @@ def archived_titles(database: Path) -> bytes:
 
 
 def _kept_title(codex_home: Path, thread_id: str) -> str | None:
-    """The thread's title in the archive's `ARCHIVED_TITLES` (last line wins)."""
+    """The thread's title in the archive's `ARCHIVED_TITLES` (last line wins): each
+    version of the file parsed once, not once per session asking."""
     try:
-        with open_regular(codex_home / ARCHIVED_TITLES) as f:
-            data = f.read(_ARCHIVED_TITLES_LIMIT)
+        fd, st = open_regular_with_stat(codex_home / ARCHIVED_TITLES)
     except OSError:
         return None
-    found = None
+    identity = (os.fspath(codex_home), st.st_ino, st.st_size, st.st_mtime_ns)
+    with os.fdopen(fd, "rb") as f, _KEPT_LOCK:
+        titles = _KEPT.get(identity)
+        if titles is None:
+            titles = _KEPT[identity] = _parse_kept_titles(f.read(_ARCHIVED_TITLES_LIMIT))
+            while len(_KEPT) > _KEPT_VERSIONS:
+                _KEPT.pop(next(iter(_KEPT)))
+    return titles.get(thread_id)
+
+
+def _parse_kept_titles(data: bytes) -> dict[str, str]:
+    """Thread id -> title, from `ARCHIVED_TITLES` lines (junk lines skipped)."""
+    titles: dict[str, str] = {}
     for line in data.splitlines():
         try:
             row = loads(line)
         except ValueError:
             continue
-        if isinstance(row, dict) and row.get("id") == thread_id:
+        if isinstance(row, dict) and isinstance(row.get("id"), str):
             title = row.get("title")
-            found = title if isinstance(title, str) and title.strip() else found
-    return found
+            if isinstance(title, str) and title.strip():
+                titles[row["id"]] = title
+    return titles
 
 
 def thread_title(codex_home: Path, thread_id: str) -> str | None:
