@@ -11,7 +11,9 @@ an agent to the archive is giving its connector an ``archive_files``:
 * Claude Code: every ``projects/**/*.jsonl`` and each sub-agent's ``.meta.json`` (a
   document, archived as one line) (`core.formats.claude_agent`);
 * Codex: rollouts, live or archived and compressed, each at the place its name gives,
-  and ``session_index.jsonl`` (`core.formats.codex_agent`).
+  ``session_index.jsonl``, and the titles of its state database as JSON lines
+  (``sessionfs-state-titles.jsonl``, made by `open_archive_file`)
+  (`core.formats.codex_agent`).
 
 Every name is input: no symlink is followed, only regular files are listed, and a path
 the store cannot hold (`is_safe_relpath`, not UTF-8) is skipped with a warning.
