@@ -417,8 +417,8 @@ class SessionCache:
             errno.EFBIG,
             f"{what}: the session file is {size / _MB:.0f} MB; with --cache-mb "
             f"{self.budget / _MB:.0f} a rendering parses at most {limit / _MB:.0f} MB "
-            "(entries/ and path/ still serve it entry by entry; a bigger --cache-mb "
-            "raises the limit)",
+            "(entries/ and path/ still serve it entry by entry, transcript.md and "
+            "context.json from the render workers; a bigger --cache-mb raises the limit)",
         )
         session.record_refusal(exc)
         for listener in self.refusal_listeners:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from core.context import build_session_context, messages_with_sources
 from core.formats.xcsh_file import CompactSession, NotCompact, read_file
@@ -36,8 +36,8 @@ __all__ = ["STREAMED", "NotStreamable", "open_index", "write_streamed"]
 
 #: The renderings made so.
 STREAMED = frozenset({"transcript.md", "context.json"})
-#: The key of a stand-in message that says where its entry's line is (not a string:
-#: no JSON key can be it).
+#: The key of a stand-in entry that says where its line is (not a string: no JSON key
+#: can be it).
 _AT = object()
 #: What core's context rules read of a message (`core.context._latest_assistant`,
 #: ``_is_user_request``).
@@ -45,7 +45,8 @@ _MESSAGE_FIELDS = ("role", "provider", "model")
 #: What they read of an entry whose message is a stand-in.
 _ENTRY_FIELDS = ("type", "id", "parentId", "timestamp")
 
-Entry = dict[str, Any]
+#: an entry, or a stand-in (whose `_AT` key is not a string)
+Entry = dict[Any, Any]
 
 
 class NotStreamable(Exception):
@@ -56,20 +57,22 @@ class NotStreamable(Exception):
 def write_streamed(session: CompactSession, what: str, out: BinaryIO) -> None:
     """Write rendering ``what`` (one of `STREAMED`) of a session indexed by
     `open_index` to ``out``, holding one message at a time (see the module docstring)."""
-    path_entries, by_id = _stand_ins(session)
+    path_entries, by_id = _StandIns(session).of_path()
     leaf = session.leaf_id
+    # The messages and the entry behind each: a stand-in names the line to parse.
+    messages, sources = messages_with_sources(path_entries, leaf, by_id)
+    real = [(m, cast(Entry, source).get(_AT)) for m, source in zip(messages, sources, strict=True)]
+    del messages
     if what == "context.json":
         context = build_session_context(path_entries, leaf, by_id)
-        messages = context["messages"]
-        write_context_json(context, lambda: (_real(session, m) for m in messages), out)
+        write_context_json(context, lambda: (_real(session, *m) for m in real), out)
         return
     if what != "transcript.md":
         raise KeyError(what)
-    messages, sources = messages_with_sources(path_entries, leaf, by_id)
     title = session.header.get("title")
     turns = (
-        (_real(session, message), str(source.get("id", "?")), str(source.get("timestamp", "")))
-        for message, source in zip(messages, sources, strict=True)
+        (_real(session, *m), str(source.get("id", "?")), str(source.get("timestamp", "")))
+        for m, source in zip(real, sources, strict=True)
     )
     for section in render.transcript_md_sections(title if isinstance(title, str) else None, turns):
         out.write(section)
@@ -85,33 +88,49 @@ def open_index(path: str | os.PathLike[str]) -> CompactSession:
         raise NotStreamable(str(exc)) from None
 
 
-def _stand_ins(session: CompactSession) -> tuple[list[Entry], dict[str, Entry]]:
-    """The entries from the root to the leaf as stand-ins (module docstring), and them
-    by id: all core's walk from the leaf reaches."""
-    path: list[Entry] = []
-    for position in session.path_indexes(session.leaf_id):
-        path.append(_stand_in(session.entry(position), position))
-    return path, {e["id"]: e for e in path if isinstance(e.get("id"), str)}
+class _StandIns:
+    """The stand-ins of one session's path (module docstring), as small as they can
+    be: their ids, parents and times are the index's own strings, and the stand-ins of
+    messages with the same role, provider and model are one dict."""
+
+    def __init__(self, session: CompactSession) -> None:
+        self.session = session
+        self._messages: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def of_path(self) -> tuple[list[Entry], dict[str, Entry]]:
+        """The entries from the root to the leaf as stand-ins, and them by id: all
+        core's walk from the leaf reaches."""
+        session = self.session
+        path = [self._stand_in(i) for i in session.path_indexes(session.leaf_id)]
+        return path, {e["id"]: e for e in path if isinstance(e.get("id"), str)}
+
+    def _stand_in(self, position: int) -> Entry:
+        entry = self.session.entry(position)
+        if entry.get("type") != "message":
+            return entry  # state, compactions, summaries: read whole by core's rules
+        session = self.session
+        held = (session.ids[position], session.parents[position], session.timestamps[position])
+        stand_in: Entry = {"type": "message", _AT: position}
+        for key, value in zip(_ENTRY_FIELDS[1:], held, strict=True):
+            if key in entry:
+                stand_in[key] = value
+        if "message" in entry:
+            stand_in["message"] = self._message(entry["message"])
+        return stand_in
+
+    def _message(self, message: Any) -> dict[str, Any] | None:
+        if not isinstance(message, dict):
+            return None  # not a dict: shows nothing either way
+        kept = {key: message[key] for key in _MESSAGE_FIELDS if key in message}
+        try:
+            return self._messages.setdefault(tuple(kept.items()), kept)
+        except TypeError:  # an unhashable role or model: its own
+            return kept
 
 
-def _stand_in(entry: Entry, position: int) -> Entry:
-    if entry.get("type") != "message":
-        return entry  # state, compactions, summaries: read whole by core's rules
-    stand_in = {key: entry[key] for key in _ENTRY_FIELDS if key in entry}
-    if "message" in entry:
-        message = entry["message"]
-        if isinstance(message, dict):
-            kept = {key: message[key] for key in _MESSAGE_FIELDS if key in message}
-            stand_in["message"] = {_AT: position, **kept}
-        else:
-            stand_in["message"] = None  # not a dict: shows nothing either way
-    return stand_in
-
-
-def _real(session: CompactSession, message: Mapping[Any, Any]) -> Mapping[str, Any]:
-    """The message itself, parsed now from its line when ``message`` stands in for it."""
-    position = message.get(_AT)
-    if position is None:
-        return message  # made by core's rules (a compaction's summary, a custom message)
-    real: Mapping[str, Any] = session.entry(position)["message"]
-    return real
+def _real(session: CompactSession, message: Mapping[str, Any], at: int | None) -> Any:
+    """The message itself: parsed now from the line at ``at`` when ``message`` stands
+    in for it, else the one core's rules made (a compaction's summary...)."""
+    if at is None:
+        return message
+    return session.entry(at)["message"]
