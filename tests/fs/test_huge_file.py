@@ -18,6 +18,7 @@ import orjson
 import pytest
 from support.long_sessions import PROBE, Chain, a_long_session, turns
 from support.mount import MountFactory, isolated_env
+from support.other_agents import fake_home, home_env
 from support.waiting import eventually
 
 from sessionfs.view.cache_dir import agent_cache_dir
@@ -142,3 +143,29 @@ def test_a_rendering_with_nowhere_to_go_is_efbig_with_the_reason_in_ctl(
     # The rest still works: the transcript has its own cache dir, entries their lines.
     assert cat(session / "transcript.md") == in_memory(file, "transcript.md")
     assert len(os.listdir(session / "entries")) == len(file.read_bytes().splitlines()) - 1
+
+
+def test_another_agents_file_over_the_limit_serves_the_same_entries(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """Claude Code's session read where it is (its lines from the file, never held
+    whole) shows exactly what the same session read whole shows."""
+    trees = fake_home(tmp_path / "home")
+    agent = tmp_path / "xcsh"
+    (agent / "sessions").mkdir(parents=True)
+    whole = mount_factory(agent, "--agents", "claude", env=home_env(trees.home), name="whole")
+    size = trees.claude_compacted.stat().st_size
+    in_place_env = {**home_env(trees.home), RENDER_LIMIT_ENV: str(size // 2)}
+    in_place = mount_factory(agent, "--agents", "claude", env=in_place_env, name="in-place")
+
+    def shown(mnt: Path) -> dict[str, bytes]:
+        (session,) = (mnt / "agents" / "claude" / "sessions").glob(
+            f"*/{trees.claude_compacted.stem}"
+        )
+        files = {name: cat(session / "entries" / name) for name in os.listdir(session / "entries")}
+        files["leaf"] = os.readlink(session / "leaf").encode()
+        return files
+
+    expected = shown(whole.path)
+    assert len(expected) > 5
+    assert shown(in_place.path) == expected
