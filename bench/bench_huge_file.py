@@ -191,16 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         stale.unlink()  # every run renders from the session file (the first cat's cost)
     for stale in cache.glob("agent-*/contexts/*"):
         stale.unlink()
-    mount_args = sessionfs_args(
-        mnt,
-        agent,
-        "--no-agents",
-        "--no-archive",
-        "--cache-mb",
-        str(args.cache_mb),
-        "--cache-dir",
-        str(cache),
-    )
+    options = ["--no-agents", "--no-archive", f"--cache-mb={args.cache_mb}"]
+    mount_args = sessionfs_args(mnt, agent, *options, f"--cache-dir={cache}")
     session_dir = mnt / "sessions" / PROJECT_DIR / session_file.stem
     with open("/proc/loadavg") as f:
         load_before = f.read().split()[:3]

@@ -14,7 +14,8 @@ starts the writing again in that form --
 * nesting too deep even for that: the compact form (`render.compact_json`), and past
   that the `render.TOO_DEEP` note;
 * indentation that makes the pretty form more than `render.PRETTY_GROWTH_LIMIT` times
-  the compact one: the compact form (its length counted in a second pass first).
+  the compact one: the compact form (its length measured on the way: each message is
+  encoded both ways as it is written).
 
 The context's ``messages`` key comes first (`core.context.empty_context`), so the
 document is: the part before the list, the list's items, the part after.
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import orjson
 
@@ -78,17 +79,34 @@ class _Counted:
 Sink = BinaryIO | _Counted
 
 
+class _Written(NamedTuple):
+    """What `_write_document` wrote: its length, the spaces and newlines among it (all
+    that indentation may have added), and the length of the compact form when it was
+    measured on the way (``None``: not measured)."""
+
+    length: int
+    added: int
+    compact: int | None
+
+
 def _write_document(
-    context: dict[str, Any], messages: Iterable[Any], out: Sink, encode: Encode, pretty: bool
-) -> tuple[int, int]:
+    context: dict[str, Any],
+    messages: Iterable[Any],
+    out: Sink,
+    encode: Encode,
+    pretty: bool,
+    measure: Encode | None = None,
+) -> _Written:
     """Write the context with ``messages`` as its ``messages`` list, each part encoded
-    by ``encode`` (pretty: indented as inside the whole). Returns (bytes written,
-    spaces and newlines among them: what indentation may have added)."""
+    by ``encode`` (pretty: indented as inside the whole). ``measure``: the compact
+    encoding, whose length is added up on the way (a message is parsed once, encoded
+    twice: the growth check needs no second pass over the file)."""
     rest = encode({**context, "messages": []})
     opening = b'{\n  "messages": [' if pretty else b'{"messages":['
     if not rest.startswith(opening + b"]"):  # "messages" is the first key of a context
         raise AssertionError(f"not a context: {rest[:40]!r}")
     written = added = 0
+    compact = len(measure({**context, "messages": []})) + 1 if measure is not None else 0
 
     def put(data: bytes) -> None:
         nonlocal written, added
@@ -101,6 +119,8 @@ def _write_document(
     items = 0
     for message in messages:
         item = encode(message)
+        if measure is not None:
+            compact += len(measure(message)) + (1 if items else 0)
         if pretty:
             put((b"," if items else b"") + _ITEM_INDENT + item.replace(b"\n", _ITEM_INDENT))
         else:
@@ -109,18 +129,22 @@ def _write_document(
     if pretty and items:
         put(b"\n  ")
     put(rest[len(opening) :] + b"\n")
-    return written, added
+    return _Written(written, added, compact if measure is not None else None)
 
 
 def _write_form(
     context: dict[str, Any], messages: Callable[[], Iterable[Any]], out: Sink, pretty: bool
-) -> tuple[int, int]:
+) -> _Written:
     """The document in one form: orjson's encoding, or Python's (ASCII) for the whole
-    when orjson cannot encode a value (`core.jsonl._dumps`)."""
+    when orjson cannot encode a value (`core.jsonl._dumps`). The pretty one made by
+    orjson measures its compact form too (orjson encodes it then: the same values)."""
     start = out.tell()
-    fast, slow = (_orjson_pretty, _python_pretty) if pretty else (_orjson_compact, _python_compact)
+    if pretty:
+        fast, slow, measure = _orjson_pretty, _python_pretty, _orjson_compact
+    else:
+        fast, slow, measure = _orjson_compact, _python_compact, None
     try:
-        return _write_document(context, messages(), out, fast, pretty)
+        return _write_document(context, messages(), out, fast, pretty, measure)
     except TypeError:
         _rewind(out, start)
         return _write_document(context, messages(), out, slow, pretty)
@@ -138,18 +162,18 @@ def write_context_json(
     ``messages()`` yields; called again for each pass) to ``out`` from where it is."""
     start = out.tell()
     try:
-        length, added = _write_form(context, messages, out, pretty=True)
+        length, added, compact = _write_form(context, messages, out, pretty=True)
         compact_at_least = length - added  # all indentation adds is spaces and newlines
         if (
             length <= PRETTY_SLACK
             or length <= PRETTY_GROWTH_LIMIT * compact_at_least + PRETTY_SLACK
         ):
             return
-        counted = _Counted()
-        try:
-            compact = _write_form(context, messages, counted, pretty=False)[0]
-        except (RecursionError, ValueError):
-            compact = len(TOO_DEEP)
+        if compact is None:  # Python's encoding: its compact form is counted apart
+            try:
+                compact = _write_form(context, messages, _Counted(), pretty=False).length
+            except (RecursionError, ValueError):
+                compact = len(TOO_DEEP)
         if length <= PRETTY_GROWTH_LIMIT * compact + PRETTY_SLACK:
             return
     except (RecursionError, ValueError):

@@ -102,8 +102,9 @@ def nested(depth: int) -> list[Any]:
         [nested(300)],  # deeper than orjson: the compact form
         [nested(200)] * 40,  # indentation past the growth limit: the compact form
         ["x" * 10_000, 3, None],
+        [*[nested(200)] * 40, "lone \udc80"],  # both: the compact form counted apart
     ],
-    ids=["empty", "plain", "surrogate", "deep", "growth", "scalars"],
+    ids=["empty", "plain", "surrogate", "deep", "growth", "scalars", "surrogate-growth"],
 )
 def test_context_json_written_a_message_at_a_time_is_pretty_json(messages: list[Any]) -> None:
     context = empty_context()
