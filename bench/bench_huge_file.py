@@ -42,7 +42,7 @@ COMPACTIONS = 6
 SAMPLE_SECONDS = 0.1
 STEP_TIMEOUT = 900.0
 SESSION_ID = "5e55f11e-0000-4000-8000-00000000b16f"
-PROJECT_DIR = "--work-huge--"
+PROJECT_DIR = "--srv-huge--"
 
 
 class _LongSessionBuilder(SessionBuilder):
@@ -72,7 +72,7 @@ def write_session(path: Path, megabytes: int) -> None:
         "version": 3,
         "id": SESSION_ID,
         "timestamp": "2026-01-01T00:00:00.000Z",
-        "cwd": "/work/huge",
+        "cwd": "/srv/huge",
         "title": "One very long session",
     }
     entries = megabytes * 1_000_000 // AVERAGE_ENTRY_BYTES
