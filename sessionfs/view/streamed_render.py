@@ -5,19 +5,20 @@ A rendering in memory parses every line of the file and keeps the dicts while it
 renders: 3-6 times the file's size (a 430 MB session took a render worker to 1.4 GB).
 Here the file is read where it is (`core.formats.xcsh_file.FileLines`, ``pread``), and:
 
-1. the compact index is built (per entry its line's span, id, parentId, time);
-2. the path from the root to the leaf is walked on that index, and each entry on it is
-   held as a *stand-in*: its id, parentId, type and time, and of a message only the
-   fields core's context rules read (``role``, ``provider``, ``model``) plus where its
-   line is. Entries of other types (compactions, model changes, summaries: a few) are
-   held whole: core's rules read all of them;
+1. the compact index is built (per entry its line's span, id, parentId, time), and
+   from the same parse each entry is kept as a *stand-in*: its id, parentId, type and
+   time, and of a message only the fields core's context rules read (``role``,
+   ``provider``, ``model``) plus where its line is. Entries of other types
+   (compactions, model changes, summaries: a few) are kept whole: core's rules read
+   all of them;
+2. the path from the root to the leaf is walked on that index;
 3. core's own ``messages_with_sources`` / ``build_session_context`` run on the
    stand-ins, so which messages the rendering shows, in which order, and the context's
    state fields are core's answer, compactions and branches included;
 4. each message is parsed from its line as it is written, and let go.
 
-What is held: the index (~360 bytes an entry), the stand-ins of the path (a few hundred
-bytes each) and one message. The bytes are exactly those of the rendering in memory
+What is held: the index (~360 bytes an entry), the stand-ins (a few hundred bytes each)
+and one message. The bytes are exactly those of the rendering in memory
 (`sessionfs.view.renderings.render_source`; the tests compare them).
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO, cast
 
 from core.context import build_session_context, messages_with_sources
@@ -32,7 +34,7 @@ from core.formats.xcsh_file import CompactSession, NotCompact, read_file
 from sessionfs.view import render
 from sessionfs.view.streamed_json import write_context_json
 
-__all__ = ["STREAMED", "NotStreamable", "open_index", "write_streamed"]
+__all__ = ["STREAMED", "NotStreamable", "StreamIndex", "open_index", "write_streamed"]
 
 #: The renderings made so.
 STREAMED = frozenset({"transcript.md", "context.json"})
@@ -54,10 +56,10 @@ class NotStreamable(Exception):
     ids only a migration in memory gives them; or not a session)."""
 
 
-def write_streamed(session: CompactSession, what: str, out: BinaryIO) -> None:
+def write_streamed(session: StreamIndex, what: str, out: BinaryIO) -> None:
     """Write rendering ``what`` (one of `STREAMED`) of a session indexed by
     `open_index` to ``out``, holding one message at a time (see the module docstring)."""
-    path_entries, by_id = _StandIns(session).of_path()
+    path_entries, by_id = session.path_stand_ins()
     leaf = session.leaf_id
     # The messages and the entry behind each: a stand-in names the line to parse.
     messages, sources = messages_with_sources(path_entries, leaf, by_id)
@@ -78,38 +80,45 @@ def write_streamed(session: CompactSession, what: str, out: BinaryIO) -> None:
         out.write(section)
 
 
-def open_index(path: str | os.PathLike[str]) -> CompactSession:
-    """The compact index of the xcsh session file ``path``, its bytes left on disk
-    (`NotStreamable` for a file that cannot be indexed so)."""
+def open_index(path: str | os.PathLike[str]) -> StreamIndex:
+    """The compact index of the xcsh session file ``path``, its bytes left on disk,
+    with every entry's stand-in (`NotStreamable` for a file that cannot be indexed so)."""
     data, st = read_file(path, whole_up_to=0)  # never read whole
     try:
-        return CompactSession.build(data, st, keep_entries=False)[0]
+        index = StreamIndex.build(data, st, keep_entries=False)[0]
     except NotCompact as exc:
         raise NotStreamable(str(exc)) from None
+    assert isinstance(index, StreamIndex)  # (the classmethod builds its own class)
+    return index
 
 
-class _StandIns:
-    """The stand-ins of one session's path (module docstring), as small as they can
-    be: their ids, parents and times are the index's own strings, and the stand-ins of
-    messages with the same role, provider and model are one dict."""
+@dataclass(eq=False)
+class StreamIndex(CompactSession):
+    """The compact index, and each entry's stand-in (module docstring) made as the
+    build parses its line (a second pass over the file for them took as long as the
+    build). As small as they can be: their ids, parents and times are the index's own
+    strings, and the stand-ins of messages with the same role, provider and model are
+    one dict."""
 
-    def __init__(self, session: CompactSession) -> None:
-        self.session = session
-        self._messages: dict[tuple[Any, ...], dict[str, Any]] = {}
+    stand_ins: list[Entry] = field(default_factory=list)
+    _shared_messages: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
 
-    def of_path(self) -> tuple[list[Entry], dict[str, Entry]]:
-        """The entries from the root to the leaf as stand-ins, and them by id: all
-        core's walk from the leaf reaches."""
-        session = self.session
-        path = [self._stand_in(i) for i in session.path_indexes(session.leaf_id)]
+    def _add(self, start: int, end: int, entry: dict[str, Any]) -> dict[str, Any]:
+        position = len(self.ids)
+        super()._add(start, end, entry)
+        self.stand_ins.append(self._stand_in(entry, position))
+        return entry
+
+    def path_stand_ins(self) -> tuple[list[Entry], dict[str, Entry]]:
+        """The stand-ins from the root to the leaf, and them by id: all core's walk
+        from the leaf reaches."""
+        path = [self.stand_ins[i] for i in self.path_indexes(self.leaf_id)]
         return path, {e["id"]: e for e in path if isinstance(e.get("id"), str)}
 
-    def _stand_in(self, position: int) -> Entry:
-        entry = self.session.entry(position)
+    def _stand_in(self, entry: Entry, position: int) -> Entry:
         if entry.get("type") != "message":
             return entry  # state, compactions, summaries: read whole by core's rules
-        session = self.session
-        held = (session.ids[position], session.parents[position], session.timestamps[position])
+        held = (self.ids[position], self.parents[position], self.timestamps[position])
         stand_in: Entry = {"type": "message", _AT: position}
         for key, value in zip(_ENTRY_FIELDS[1:], held, strict=True):
             if key in entry:
@@ -123,7 +132,7 @@ class _StandIns:
             return None  # not a dict: shows nothing either way
         kept = {key: message[key] for key in _MESSAGE_FIELDS if key in message}
         try:
-            return self._messages.setdefault(tuple(kept.items()), kept)
+            return self._shared_messages.setdefault(tuple(kept.items()), kept)
         except TypeError:  # an unhashable role or model: its own
             return kept
 
