@@ -36,10 +36,12 @@ __all__ = ["ZSTD_SUFFIX", "Line", "LineFile", "read_zstd_prefix", "set_whole_rea
 _whole_read_limit: list[int | None] = [None]
 
 
-def set_whole_read_limit(limit: int | None) -> None:
+def set_whole_read_limit(limit: int | None) -> int | None:
     """Read plain session files bigger than ``limit`` bytes a line at a time from now
-    on (the daemon: the largest file its cache renders in memory)."""
-    _whole_read_limit[0] = limit
+    on (the daemon: the largest file its cache renders in memory); returns the limit
+    it replaces."""
+    previous, _whole_read_limit[0] = _whole_read_limit[0], limit
+    return previous
 
 
 @dataclass(frozen=True, slots=True)

@@ -109,7 +109,9 @@ class AgentMounts:
             # read from the file when asked (the same for every agent: one budget).
             set_whole_read_limit(cache.largest_renderable())
             renders_dir = own_cache / "renders"
-            renders = Prerenderer(home.root, renders_dir, agent=agent)
+            renders = Prerenderer(
+                home.root, renders_dir, agent=agent, stream_over=cache.largest_renderable()
+            )
             self.searches[agent] = agent_search_view(cache_dir, index)
             self.contexts[agent] = MountContext(
                 index=index,

@@ -37,6 +37,7 @@ import trio
 
 from core import NotASessionError
 from core.formats.base import SessionSource
+from core.formats.lines import set_whole_read_limit
 from core.formats.xcsh import XcshSession
 from core.session_stat import session_stat
 from sessionfs.view.agent_index import SessionRef
@@ -131,7 +132,12 @@ def render_transcript(
         streamed = _render_streamed(path, key, cache, before, agent, what)
         if streamed is not None:
             return streamed
-    transcript, sizes = _render(Path(path), agent, what, blobs_dir)
+    # Another agent's file over the limit is rendered in memory, its bytes left on disk.
+    held_whole_up_to = set_whole_read_limit(stream_over)
+    try:
+        transcript, sizes = _render(Path(path), agent, what, blobs_dir)
+    finally:
+        set_whole_read_limit(held_whole_up_to)
     if before.size >= TRIM_AFTER_BYTES:
         _trim_heap()
     # Keyed by the identity seen *before* reading: if the file grew meanwhile, the
