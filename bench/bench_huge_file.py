@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import runpy
 import subprocess
 import tempfile
 import threading
@@ -30,7 +31,7 @@ from typing import Any
 import orjson
 
 from bench.bench_scale import proc_status_mb
-from bench.common import mounted, sessionfs_args
+from bench.common import REPO, mounted, sessionfs_args
 from bench.corpus import COMMON_WORD, SessionBuilder, TextPools, _make_images
 
 CACHE_MB = 256
@@ -167,36 +168,73 @@ def run_steps(session_dir: Path, sampler: _Sampler) -> list[tuple[str, float, st
     return rows
 
 
+def xcsh_session(work: Path, megabytes: int, cache_mb: int) -> tuple[list[str], Path]:
+    """The agent dir with the ~``megabytes`` MB xcsh session (made once); the mount's
+    arguments and the session's dir in the mount."""
+    agent = work / "agent"
+    session_file = agent / "sessions" / PROJECT_DIR / f"2026-01-01T00-00-00-000Z_{SESSION_ID}.jsonl"
+    made = work / f"made-{megabytes}mb"
+    if not made.exists() or not session_file.exists():
+        started = time.perf_counter()
+        write_session(session_file, megabytes)
+        made.write_text("")
+        print(f"generated in {time.perf_counter() - started:.0f} s", flush=True)
+    _describe(session_file, cache_mb)
+    options = ["--no-agents", "--no-archive", f"--cache-mb={cache_mb}"]
+    args = sessionfs_args(work / "mnt", agent, *options, f"--cache-dir={work / 'cache'}")
+    return args, work / "mnt" / "sessions" / PROJECT_DIR / session_file.stem
+
+
+def claude_session(work: Path, megabytes: int, cache_mb: int) -> tuple[list[str], Path]:
+    """A Claude Code dir with one ~``megabytes`` MB session (prompts and long answers,
+    `contrib/demo_agents.py`'s lines), shown under ``agents/claude/`` (its project's
+    name there is a pattern, found once mounted)."""
+    claude = work / "claude"
+    session_file = claude / "projects" / "-srv-huge" / f"{SESSION_ID}.jsonl"
+    if not session_file.exists():
+        demo = runpy.run_path(str(REPO / "contrib" / "demo_agents.py"))
+        lines = demo["ClaudeLines"](SESSION_ID, "/srv/huge", 1_780_000_000.0)
+        text = "def handler(self, request: str) -> int:  # lorem ipsum dolor\n" * 160
+        for i in range(megabytes * 1_000_000 // 10_400):
+            lines.user(f"prompt {i} {COMMON_WORD}")
+            lines.response(f"msg_{i}", [{"type": "text", "text": f"{i} {text}"}], (10, 10, 0, 0))
+        demo["write_lines"](session_file, lines.lines)
+    _describe(session_file, cache_mb)
+    agent = work / "agent"
+    (agent / "sessions").mkdir(parents=True, exist_ok=True)
+    options = ["--agents=claude", f"--claude-dir={claude}", "--no-archive"]
+    args = sessionfs_args(work / "mnt", agent, *options, f"--cache-mb={cache_mb}")
+    args.append(f"--cache-dir={work / 'cache'}")
+    return args, work / "mnt" / "agents" / "claude" / "sessions" / "*" / SESSION_ID
+
+
+def _describe(session_file: Path, cache_mb: int) -> None:
+    with open(session_file, "rb") as f:
+        lines = sum(1 for _ in f)
+    size_mb = session_file.stat().st_size / 1e6
+    print(f"session file: {size_mb:.0f} MB, {lines} lines; --cache-mb {cache_mb}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=int, default=500, help="the session file's size")
     parser.add_argument("--cache-mb", type=int, default=CACHE_MB)
     parser.add_argument("--work", type=Path, default=None, help="default: a temp dir")
+    parser.add_argument(
+        "--claude", action="store_true", help="a Claude Code session instead (try --mb 200)"
+    )
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="sessionfs-hugefile-"))
-    agent = work / "agent"
-    session_file = agent / "sessions" / PROJECT_DIR / f"2026-01-01T00-00-00-000Z_{SESSION_ID}.jsonl"
-    made = work / f"made-{args.mb}mb"
-    if not made.exists() or not session_file.exists():
-        started = time.perf_counter()
-        write_session(session_file, args.mb)
-        made.write_text("")
-        print(f"generated in {time.perf_counter() - started:.0f} s", flush=True)
-    size_mb = session_file.stat().st_size / 1e6
-    with open(session_file, "rb") as f:
-        lines = sum(1 for _ in f)
-    print(f"session file: {size_mb:.0f} MB, {lines} lines; --cache-mb {args.cache_mb}", flush=True)
-    mnt, cache = work / "mnt", work / "cache"
-    for stale in cache.glob("agent-*/renders/*"):
-        stale.unlink()  # every run renders from the session file (the first cat's cost)
-    for stale in cache.glob("agent-*/contexts/*"):
-        stale.unlink()
-    options = ["--no-agents", "--no-archive", f"--cache-mb={args.cache_mb}"]
-    mount_args = sessionfs_args(mnt, agent, *options, f"--cache-dir={cache}")
-    session_dir = mnt / "sessions" / PROJECT_DIR / session_file.stem
+    make = claude_session if args.claude else xcsh_session
+    mount_args, session_dir = make(work, args.mb, args.cache_mb)
+    for stale in (work / "cache").glob("agent-*/*/*"):
+        if stale.parent.name in ("renders", "contexts"):
+            stale.unlink()  # every run renders from the session file (the first cat's cost)
+    mnt = work / "mnt"
     with open("/proc/loadavg") as f:
         load_before = f.read().split()[:3]
     with mounted(mount_args, mnt) as daemon:
+        session_dir = next(mnt.glob(str(session_dir.relative_to(mnt))), session_dir)
         sampler = _Sampler(daemon.pid)
         try:
             rows = run_steps(session_dir, sampler)
