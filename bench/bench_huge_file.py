@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from bench.bench_scale import proc_status_mb
+from bench.bench_scale import RssSampler, proc_status_mb
 from bench.common import REPO, mounted, sessionfs_args
 from bench.corpus import COMMON_WORD, SessionBuilder, TextPools, _make_images
 
@@ -98,31 +98,29 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-class _Sampler:
-    """The daemon's VmRSS and its children's (the render workers), every 100 ms."""
+class _Sampler(RssSampler):
+    """`RssSampler` of the daemon (``current_max``), and the peak VmRSS of its
+    children (the render workers) beside it, every 100 ms."""
 
     def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.daemon_max = 0.0
         self.workers_max = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        super().__init__(pid)
+        self._workers = threading.Thread(target=self._sample_workers, daemon=True)
+        self._workers.start()
 
-    def _run(self) -> None:
+    def _sample_workers(self) -> None:
         while not self._stop.wait(SAMPLE_SECONDS):
-            self.daemon_max = max(self.daemon_max, proc_status_mb(self.pid, "VmRSS") or 0.0)
             for child in _children(self.pid):
                 rss = proc_status_mb(child, "VmRSS") or 0.0
                 self.workers_max = max(self.workers_max, rss)
 
     def reset(self) -> None:
-        self.daemon_max = proc_status_mb(self.pid, "VmRSS") or 0.0
+        self.current_max = proc_status_mb(self.pid, "VmRSS") or 0.0
         self.workers_max = 0.0
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
+        super().stop()
+        self._workers.join(timeout=2)
 
 
 def _shell(command: str, cwd: Path) -> tuple[float, str]:
@@ -159,9 +157,9 @@ def run_steps(session_dir: Path, sampler: _Sampler) -> list[tuple[str, float, st
         sampler.reset()
         seconds, out = _shell(command, session_dir)
         hwm = proc_status_mb(sampler.pid, "VmHWM") or 0.0
-        rows.append((name, seconds, out[:70], sampler.daemon_max, sampler.workers_max))
+        rows.append((name, seconds, out[:70], sampler.current_max, sampler.workers_max))
         print(
-            f"{name:34} {seconds:7.2f} s  daemon max {sampler.daemon_max:5.0f} MB "
+            f"{name:34} {seconds:7.2f} s  daemon max {sampler.current_max:5.0f} MB "
             f"(HWM {hwm:.0f})  workers max {sampler.workers_max:5.0f} MB  {out[:60]}",
             flush=True,
         )
