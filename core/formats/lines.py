@@ -9,6 +9,12 @@ line rule is core's one rule (`core.jsonl.consumed_length`).
 A ``.jsonl.zst`` file (Codex's archived sessions) is decompressed as a stream, chunk
 by chunk: the compressed file is never read whole and no second copy of the text is
 made. Such a file is not expected to grow: any change reads it again.
+
+A plain file bigger than `set_whole_read_limit`'s limit (the daemon sets it from its
+cache budget) is not read into memory at all: its lines are indexed a megabyte at a
+time and each is read from the file when asked (`core.formats.xcsh_file.FileLines`,
+``pread``), so a 200 MB session of another agent costs its per-line index, not its
+size (issue 26 point 6).
 """
 
 from __future__ import annotations
@@ -18,11 +24,24 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from core.formats.xcsh_file import FileLines
 from core.jsonl import consumed_length, parse_object_line
 from core.safe_open import PathArg, open_regular
 from core.zstd_files import ZSTD_CHUNK, ZSTD_SUFFIX, read_chunks
 
-__all__ = ["ZSTD_SUFFIX", "Line", "LineFile", "read_zstd_prefix"]
+__all__ = ["ZSTD_SUFFIX", "Line", "LineFile", "read_zstd_prefix", "set_whole_read_limit"]
+
+#: Plain files bigger than this (bytes) are read where they are (None: every file is
+#: read whole); `set_whole_read_limit`.
+_whole_read_limit: list[int | None] = [None]
+
+
+def set_whole_read_limit(limit: int | None) -> int | None:
+    """Read plain session files bigger than ``limit`` bytes a line at a time from now
+    on (the daemon: the largest file its cache renders in memory); returns the limit
+    it replaces."""
+    previous, _whole_read_limit[0] = _whole_read_limit[0], limit
+    return previous
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +79,8 @@ class LineFile:
     def __init__(self, path: PathArg) -> None:
         self.path = os.fspath(path)
         self.compressed = self.path.endswith(ZSTD_SUFFIX)
-        self.data = b""
+        #: the complete lines' bytes, or for a file over the limit the file itself
+        self.data: bytes | FileLines = b""
         #: bytes of ``data`` that are complete lines (the rest waits for its newline)
         self.consumed = 0
         #: lines (blank ones included) consumed so far: the next line's number - 1
@@ -72,9 +92,12 @@ class LineFile:
         (a reader keeps what it needs of each and lets the object go)."""
         with open_regular(self.path) as f:
             st = os.fstat(f.fileno())
+            self.data, self.consumed, self.line_count = b"", 0, 0
+            self._identity = (st.st_ino, st.st_size, st.st_mtime_ns)
+            limit = _whole_read_limit[0]
+            if not self.compressed and limit is not None and st.st_size > limit:
+                return self._take_in_place(f.fileno(), st.st_size)
             data = _read_zstd(f) if self.compressed else f.read()
-        self.data, self.consumed, self.line_count = b"", 0, 0
-        self._identity = (st.st_ino, st.st_size, st.st_mtime_ns)
         return self._take(data)
 
     def read_new(self) -> Iterator[Line] | None:
@@ -89,6 +112,8 @@ class LineFile:
             if self.compressed or st.st_ino != self._identity[0] or st.st_size < self.consumed:
                 return None
             self._identity = identity
+            if isinstance(self.data, FileLines):
+                return self._take_in_place(f.fileno(), st.st_size)
             f.seek(self.consumed)
             new = f.read()
         return self._take(new)
@@ -99,9 +124,37 @@ class LineFile:
         used = consumed_length(new)
         base = self.consumed
         chunk = new[:used]
+        assert isinstance(self.data, bytes)  # (a `FileLines` takes `_take_in_place`)
         self.data = self.data[:base] + chunk if used else self.data
         self.consumed = base + used
         return self._lines(base, chunk)
+
+    def _take_in_place(self, fd: int, size: int) -> Iterator[Line]:
+        r"""`_take` of a file read where it is (``fd``, ``size`` bytes now): the
+        complete lines from ``consumed`` on (the same rule: `consumed_length` of what
+        follows the last newline), their `Line`\ s read a chunk at a time as they are
+        iterated."""
+        base = self.consumed
+        grown = FileLines(fd, size)
+        end = grown.complete_end(base)
+        end += consumed_length(grown[end:size])
+        grown.size = self.consumed = end
+        self.data = grown
+        return self._lines_in_place(grown, base, end)
+
+    def _lines_in_place(self, data: FileLines, base: int, end: int) -> Iterator[Line]:
+        """`_lines` of ``data[base:end]`` (``end``: ``data.size``), read a chunk at a time."""
+        position = base
+        if base and data[base - 1 : base] != b"\n" and data[base : base + 1] == b"\n":
+            position += 1  # the newline ending a last line that was whole without it
+        if position >= end:
+            return
+        for start, text in data.pieces(position):
+            if start >= end:
+                break  # after the last newline: nothing, not a line
+            self.line_count += 1
+            if text and not text.isspace():
+                yield Line(self.line_count, start, start + len(text), parse_object_line(text))
 
     def _lines(self, base: int, chunk: bytes) -> Iterator[Line]:
         position = base
@@ -122,4 +175,4 @@ class LineFile:
         return self.data[start:end]
 
     def memory_cost(self) -> int:
-        return len(self.data)
+        return len(self.data) if isinstance(self.data, bytes) else 0

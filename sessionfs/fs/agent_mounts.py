@@ -31,6 +31,7 @@ from pathlib import Path
 import trio
 
 from core.agent_homes import AgentHome
+from core.formats.lines import set_whole_read_limit
 from sessionfs.fs.agent_branching import BRANCHING_AGENTS, BranchingCommand, branching_command
 from sessionfs.fs.agent_runs import AgentRuns
 from sessionfs.fs.nodes.agents import AGENTS
@@ -110,8 +111,13 @@ class AgentMounts:
                 notes=AgentNotes.load(own_cache / NOTES_FILE),
             )
             cache.refusal_listeners.append(_root_ctl_notice(root, agent))
+            # A file too big to render is not read into memory either: its lines are
+            # read from the file when asked (the same for every agent: one budget).
+            set_whole_read_limit(cache.largest_renderable())
             renders_dir = own_cache / "renders"
-            renders = Prerenderer(home.root, renders_dir, agent=agent)
+            renders = Prerenderer(
+                home.root, renders_dir, agent=agent, stream_over=cache.largest_renderable()
+            )
             self.searches[agent] = agent_search_view(cache_dir, index)
             self.contexts[agent] = MountContext(
                 index=index,

@@ -212,7 +212,9 @@ def build_operations(
         rss_bound=rss_bound,
     )
     renders = Prerenderer(
-        index.sessions_root, agent_cache_dir(opts.cache_dir, opts.agent_dir) / "renders"
+        index.sessions_root,
+        agent_cache_dir(opts.cache_dir, opts.agent_dir) / "renders",
+        stream_over=cache.largest_renderable(),
     )
     ctx = MountContext(
         index=index,
@@ -223,6 +225,9 @@ def build_operations(
         renders=renders,
         page_renders=renders.pages(
             agent_cache_dir(opts.cache_dir, opts.agent_dir) / "pages", index.blobs_dir
+        ),
+        context_renders=renders.sibling(
+            "context.json", agent_cache_dir(opts.cache_dir, opts.agent_dir) / "contexts"
         ),
         search=SearchView(opts.cache_dir, opts.agent_dir, index.sessions_root),
         runs=AgentRuns(
@@ -301,7 +306,7 @@ async def _serve(
             nursery.start_soon(ctx.agents.scan_first)
         previous: SearchIndexer | None = None
         for each in (ctx, *agent_contexts):  # the local agent dir's, then each agent's
-            for renders in (each.renders, each.page_renders):
+            for renders in (each.renders, each.page_renders, each.context_renders):
                 if renders is not None:
                     nursery.start_soon(
                         keep_render_cache_clean, renders, CLEAN_INTERVAL_SECONDS, ops.foreground
@@ -408,8 +413,9 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
         ctx.history.close()
         if store is not None:
             store.close()
-        if ctx.page_renders is not None:
-            ctx.page_renders.close()
+        for sibling in (ctx.page_renders, ctx.context_renders):
+            if sibling is not None:
+                sibling.close()
         if ctx.renders is not None:
             ctx.renders.close()  # the render workers
         if isinstance(ctx.agents, AgentMounts):

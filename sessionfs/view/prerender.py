@@ -37,13 +37,24 @@ import trio
 
 from core import NotASessionError
 from core.formats.base import SessionSource
+from core.formats.lines import set_whole_read_limit
+from core.formats.xcsh import XcshSession
 from core.session_stat import session_stat
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.agent_sources import open_agent_file
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.render_cache import TRANSCRIPT, CachedRender, FileIdentity, RenderCache
+from sessionfs.view.renderings import render_source
+from sessionfs.view.streamed_render import STREAMED, NotStreamable, open_index, write_streamed
 
-__all__ = ["PAGE", "Prerenderer", "RenderFailed", "RenderOutcome", "render_transcript"]
+__all__ = [
+    "PAGE",
+    "Prerenderer",
+    "RenderFailed",
+    "RenderOutcome",
+    "TooBigToHold",
+    "render_transcript",
+]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +84,11 @@ class RenderFailed(Exception):
     """The session file is gone or no longer a session."""
 
 
+class TooBigToHold(Exception):
+    """A rendering of a file too big to hold could not be written to the cache dir
+    (the reason is the message)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RenderOutcome:
     record: CachedRender
@@ -90,11 +106,15 @@ def render_transcript(
     agent: str = "xcsh",
     what: str = TRANSCRIPT,
     blobs_dir: str | None = None,
+    stream_over: int | None = None,
 ) -> RenderOutcome:
     """In a worker: the transcript of the session file ``path`` (written by ``agent``)
     from its cache file when valid, else rendered (and stored). Raises `RenderFailed`
     for a non-session. ``what``: the rendering (``transcript.html`` for the pages,
-    with images inlined from ``blobs_dir``)."""
+    with images inlined from ``blobs_dir``, ``context.json`` for the contexts of big
+    files). A file bigger than ``stream_over`` bytes is rendered into its cache file
+    piece by piece where it can be (`_render_streamed`): the bytes are then never
+    handed back, whatever ``want_bytes`` says."""
     cache = RenderCache(Path(cache_root), what) if cache_root is not None else None
     try:
         before = FileIdentity.of(session_stat(path))
@@ -108,7 +128,16 @@ def render_transcript(
         found = cache.load(key, before)
         if found is not None:
             return RenderOutcome(found[0], found[1], rendered=False)
-    transcript, sizes = _render(Path(path), agent, what, blobs_dir)
+    if stream_over is not None and before.size > stream_over:
+        streamed = _render_streamed(path, key, cache, before, agent, what)
+        if streamed is not None:
+            return streamed
+    # Another agent's file over the limit is rendered in memory, its bytes left on disk.
+    held_whole_up_to = set_whole_read_limit(stream_over)
+    try:
+        transcript, sizes = _render(Path(path), agent, what, blobs_dir)
+    finally:
+        set_whole_read_limit(held_whole_up_to)
     if before.size >= TRIM_AFTER_BYTES:
         _trim_heap()
     # Keyed by the identity seen *before* reading: if the file grew meanwhile, the
@@ -117,6 +146,39 @@ def render_transcript(
     if stored is None:
         return RenderOutcome(CachedRender(before, sizes, body=what), transcript, rendered=True)
     return RenderOutcome(stored, transcript if want_bytes else None, rendered=True)
+
+
+def _render_streamed(
+    path: str, key: str, cache: RenderCache | None, before: FileIdentity, agent: str, what: str
+) -> RenderOutcome | None:
+    """``what`` of a session file too big to hold parsed, written into its cache file a
+    message at a time (`sessionfs.view.streamed_render`); ``None`` when that is not how
+    this file or rendering is made (another agent's, a page, an xcsh file at an older
+    format version: rendered in memory as any other). `TooBigToHold` when the cache
+    file cannot be written (a full disk, no cache dir): there is no other place for
+    it."""
+    if agent != "xcsh" or what not in STREAMED:
+        return None
+    try:
+        index = open_index(path)
+    except NotStreamable:
+        return None
+    except OSError as exc:
+        raise RenderFailed(f"{path}: {exc}") from None
+    source = XcshSession(path, index=index)
+    extra = {}
+    if what == TRANSCRIPT:
+        extra = {name: len(render_source(source, name, path=path)) for name in EXTRA_SIZES}
+    stored = None
+    if cache is not None:
+        stored = cache.store_streamed(key, before, extra, partial(write_streamed, index, what))
+    if stored is None:
+        raise TooBigToHold(
+            f"{what}: the session file is {before.size // 2**20} MB, too big to render in "
+            "memory, and its rendering cannot be written to the cache dir (full, or "
+            "not writable)"
+        )
+    return RenderOutcome(stored, None, rendered=True)
 
 
 def _render(
@@ -180,6 +242,7 @@ class Prerenderer:
         what: str = TRANSCRIPT,
         blobs_dir: Path | None = None,
         pool_from: Prerenderer | None = None,
+        stream_over: int | None = None,
     ) -> None:
         self.sessions_root = sessions_root
         #: which agent's format the session files are in (`render_transcript`)
@@ -189,6 +252,9 @@ class Prerenderer:
         self.what = what
         self.blobs_dir = blobs_dir
         self.pool_from = pool_from
+        #: session files bigger than this (bytes) are rendered a message at a time,
+        #: into the cache file (`_render_streamed`): the daemon's `largest_renderable`
+        self.stream_over = stream_over
         self._pool: ProcessPoolExecutor | None = None
         self._records: OrderedDict[Path, CachedRender] = OrderedDict()
         self._jobs: dict[Path, _Job] = {}
@@ -206,14 +272,23 @@ class Prerenderer:
     def pages(self, cache_root: Path | None, blobs_dir: Path | None) -> Prerenderer:
         """The workers of the same session files' ``transcript.html``: this one's
         processes, their own cache dir (``cache_root``)."""
+        return self.sibling(PAGE, cache_root, blobs_dir)
+
+    def sibling(
+        self, what: str, cache_root: Path | None, blobs_dir: Path | None = None
+    ) -> Prerenderer:
+        """The workers of another rendering ``what`` of the same session files: this
+        one's processes, their own cache dir (``cache_root``). ``context.json``'s serve
+        only the files too big for the daemon to render (`stream_over`)."""
         return Prerenderer(
             self.sessions_root,
             cache_root,
             self.workers,
             self.agent,
-            what=PAGE,
+            what=what,
             blobs_dir=blobs_dir,
             pool_from=self,
+            stream_over=self.stream_over,
         )
 
     # -- what the nodes ask --------------------------------------------------------
@@ -245,7 +320,8 @@ class Prerenderer:
 
     async def outcome(self, path: Path, want_bytes: bool = False) -> RenderOutcome:
         """Validate or render ``path`` now (ahead of any read-ahead); raises
-        `RenderFailed` when it is not a session (any more)."""
+        `RenderFailed` when it is not a session (any more), `TooBigToHold` when its
+        rendering has nowhere to go."""
         job = self._jobs.get(path)
         if job is None or (want_bytes and not job.want_bytes):
             job = _Job(path, self._key(path), want_bytes)
@@ -254,6 +330,8 @@ class Prerenderer:
             self._queue.remove(job)  # asked for now: first in line
             self._queue.appendleft(job)
         await job.done.wait()
+        if isinstance(job.error, TooBigToHold):
+            raise TooBigToHold(str(job.error))
         if job.error is not None:
             raise RenderFailed(str(job.error)) from job.error
         assert job.outcome is not None
@@ -384,6 +462,7 @@ class Prerenderer:
                 self.agent,
                 self.what,
                 blobs_dir,
+                self.stream_over,
             )
         except RuntimeError as exc:  # the pool is shut down (unmounting)
             self._finish(job, None, exc)
@@ -410,7 +489,7 @@ class Prerenderer:
                 self.rendered_count += 1
             else:
                 self.reused_count += 1
-        elif error is not None and not isinstance(error, RenderFailed):
+        elif error is not None and not isinstance(error, (RenderFailed, TooBigToHold)):
             log.warning("rendering %s failed: %r", job.path, error)
         job.done.set()
         self._pump()

@@ -33,6 +33,7 @@ __all__ = [
     "status_text",
     "title_text",
     "transcript_md",
+    "transcript_md_sections",
     "tree_rows",
     "tree_text",
 ]
@@ -263,16 +264,36 @@ def transcript_md(
     title: str | None, messages: Sequence[Mapping[str, Any]], sources: Sequence[Entry] | None
 ) -> bytes:
     """The context as Markdown: one ``## <role> · <entry id> · <time>`` section each."""
-    parts = [f"# {title}\n" if title else "# (untitled session)\n"]
-    add = parts.append
+    parts = [_transcript_title(title)]
     for index, message in enumerate(messages):
-        role = message.get("role", "?")
         entry = sources[index] if sources is not None else None
         entry_id = entry.get("id", "?") if entry is not None else "?"
         when = entry.get("timestamp", "") if entry is not None else ""
-        add(f"\n## {role} · {entry_id} · {when}\n\n")
-        _add_message_body(parts, message)
+        _add_section(parts, message, entry_id, when)
     return _utf8_pieces(parts)
+
+
+def transcript_md_sections(
+    title: str | None, turns: Iterable[tuple[Mapping[str, Any], str, str]]
+) -> Iterator[bytes]:
+    """`transcript_md`'s bytes a section at a time, from (message, entry id, time) per
+    turn: joined, exactly its bytes, and never more than one message's in memory (a
+    session file too big to hold, `sessionfs.view.streamed_render`)."""
+    yield _utf8_pieces([_transcript_title(title)])
+    for message, entry_id, when in turns:
+        parts: list[str] = []
+        _add_section(parts, message, entry_id, when)
+        yield _utf8_pieces(parts)
+
+
+def _transcript_title(title: str | None) -> str:
+    return f"# {title}\n" if title else "# (untitled session)\n"
+
+
+def _add_section(parts: list[str], message: Mapping[str, Any], entry_id: Any, when: Any) -> None:
+    """One ``## <role> · <entry id> · <time>`` section."""
+    parts.append(f"\n## {message.get('role', '?')} · {entry_id} · {when}\n\n")
+    _add_message_body(parts, message)
 
 
 def _utf8_pieces(parts: list[str]) -> bytes:

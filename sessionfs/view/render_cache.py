@@ -36,9 +36,10 @@ import os
 import struct
 import tempfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -52,6 +53,8 @@ from sessionfs.view import (
     render_html,
     render_svg,
     renderings,
+    streamed_json,
+    streamed_render,
 )
 
 __all__ = [
@@ -96,6 +99,8 @@ def renderer_fingerprint() -> str:
         html_images,
         branch_pages,
         render_svg,
+        streamed_render,
+        streamed_json,
     ):
         digest.update(Path(str(module.__file__)).read_bytes())
     return digest.hexdigest()[:16]
@@ -186,15 +191,7 @@ class RenderCache:
     ) -> CachedRender | None:
         """Write the cache file atomically; ``None`` when it cannot be written."""
         crc = zlib.crc32(transcript)
-        meta = orjson.dumps(
-            {
-                "key": key,
-                "identity": [identity.dev, identity.ino, identity.size, identity.mtime_ns],
-                "renderer": _FINGERPRINT,
-                "sizes": sizes,
-                "crc32": crc,
-            }
-        )
+        meta = _meta(key, identity, sizes, crc)
         head = MAGIC + _HEAD.pack(len(meta), zlib.crc32(meta)) + meta
         path = self.path_for(key)
         try:
@@ -204,6 +201,80 @@ class RenderCache:
             log.debug("render cache: cannot store %s: %s", key, exc)
             return None
         return CachedRender(identity, sizes, (path, cache_identity), len(head), crc, self.body)
+
+    def store_streamed(
+        self,
+        key: str,
+        identity: FileIdentity,
+        sizes: dict[str, int],
+        write_body: Callable[[BinaryIO], None],
+    ) -> CachedRender | None:
+        """`store` of a body written by ``write_body`` into the cache file itself (a
+        rendering too big to hold: `sessionfs.view.streamed_render`). The head goes
+        first as room of the largest size its meta can take, and is written there once
+        the body's size and CRC are known, its meta padded with spaces (JSON allows
+        them); the file is renamed into place complete, as `store`'s. ``None`` when it
+        cannot be written (the body then cannot be had at all: the caller says why)."""
+        room = len(_meta(key, identity, {**sizes, self.body: _LARGEST_SIZE}, 0xFFFFFFFF))
+        path = self.path_for(key)
+        try:
+            make_private_dirs(self.root)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX)
+        except OSError as exc:
+            log.debug("render cache: cannot store %s: %s", key, exc)
+            return None
+        try:
+            with os.fdopen(fd, "w+b") as f:
+                offset = _HEAD_SIZE + room
+                f.seek(offset)
+                write_body(f)
+                f.flush()
+                size = f.tell() - offset
+                crc = _crc_of(f.fileno(), offset, size)
+                sizes = {**sizes, self.body: size}
+                meta = _meta(key, identity, sizes, crc).ljust(room)
+                os.pwrite(f.fileno(), MAGIC + _HEAD.pack(room, zlib.crc32(meta)) + meta, 0)
+                cache_identity = FileIdentity.of(os.fstat(f.fileno()))
+            os.replace(tmp, path)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if isinstance(exc, OSError):
+                log.debug("render cache: cannot store %s: %s", key, exc)
+                return None
+            raise
+        return CachedRender(identity, sizes, (path, cache_identity), offset, crc, self.body)
+
+
+#: A size no rendering reaches, for the room a streamed cache file's head takes.
+_LARGEST_SIZE = 10**15
+#: How much of a streamed body one read takes when its CRC is worked out.
+_CRC_CHUNK = 1 << 20
+
+
+def _meta(key: str, identity: FileIdentity, sizes: dict[str, int], crc: int) -> bytes:
+    return orjson.dumps(
+        {
+            "key": key,
+            "identity": [identity.dev, identity.ino, identity.size, identity.mtime_ns],
+            "renderer": _FINGERPRINT,
+            "sizes": sizes,
+            "crc32": crc,
+        }
+    )
+
+
+def _crc_of(fd: int, offset: int, size: int) -> int:
+    """The CRC of ``size`` bytes of a file from ``offset``, read a chunk at a time."""
+    crc = 0
+    end = offset + size
+    while offset < end:
+        chunk = os.pread(fd, min(_CRC_CHUNK, end - offset), offset)
+        if not chunk:
+            raise OSError(f"cache file shorter than written ({offset} of {end})")
+        crc = zlib.crc32(chunk, crc)
+        offset += len(chunk)
+    return crc
 
 
 def entry_name(key: str) -> str:

@@ -90,6 +90,14 @@ RENDER_PEAK_FACTOR = 6
 #: ``--cache-mb`` + 100 MB; its own baseline and the RSS check's slack take the rest).
 RENDER_HEADROOM = 64 * 1024 * 1024
 _MB = 1024 * 1024
+#: Sets `SessionCache.largest_renderable` (bytes) instead of the budget: the tests
+#: drive the path of files too big to render in memory with files of a few MB.
+RENDER_LIMIT_ENV = "SESSIONFS_RENDER_LIMIT_BYTES"
+
+
+def _render_limit_from_env() -> int | None:
+    value = os.environ.get(RENDER_LIMIT_ENV, "")
+    return int(value) if value.isdigit() else None
 
 
 class _Held:
@@ -140,6 +148,8 @@ class SessionCache:
             lambda ref: LoadedSession(ref=ref, blobs_dir=index.blobs_dir)
         )
         self.budget = budget_bytes
+        #: `RENDER_LIMIT_ENV`, when set
+        self.render_limit = _render_limit_from_env()
         #: the process's real RSS checked after each load and job (the daemon's; None:
         #: the estimate alone bounds the cache, as in tests of other things)
         self.rss_bound = rss_bound
@@ -387,7 +397,10 @@ class SessionCache:
     def largest_renderable(self) -> int:
         """The largest session file (bytes) whose renderings this cache makes: parsing
         and rendering it fits in ``--cache-mb`` + `RENDER_HEADROOM` (53 MB with the
-        default 256)."""
+        default 256). A bigger one's ``transcript.md`` and ``context.json`` are
+        rendered a message at a time by the render workers, into the cache dir."""
+        if self.render_limit is not None:
+            return self.render_limit
         return (self.budget + RENDER_HEADROOM) // RENDER_PEAK_FACTOR
 
     def _check_renderable(self, session: LoadedSession, what: str) -> None:
@@ -404,8 +417,8 @@ class SessionCache:
             errno.EFBIG,
             f"{what}: the session file is {size / _MB:.0f} MB; with --cache-mb "
             f"{self.budget / _MB:.0f} a rendering parses at most {limit / _MB:.0f} MB "
-            "(entries/ and path/ still serve it entry by entry; a bigger --cache-mb "
-            "raises the limit)",
+            "(entries/ and path/ still serve it entry by entry, transcript.md and "
+            "context.json from the render workers; a bigger --cache-mb raises the limit)",
         )
         session.record_refusal(exc)
         for listener in self.refusal_listeners:

@@ -119,23 +119,25 @@ def test_renderings_beyond_the_documented_limit_are_refused_and_entries_still_se
     tmp_path: Path, mount_factory: MountFactory
 ) -> None:
     # With --cache-mb 1 a rendering parses at most (1 + 64) / 6 MB: ~10.8 MB. A 12 MB
-    # session's context.json would take the daemon past its memory bound.
+    # session's tree.txt would take the daemon past its memory bound.
     file = write_big_session(tmp_path, 1200, words=370)
     assert file.stat().st_size > 11 * 2**20
     before = file.read_bytes()
     mount = mount_factory(tmp_path / "agent", "--cache-mb", "1")
     session_dir = mount.path / "sessions" / "--work--" / "big"
     refused = subprocess.run(
-        ["cat", str(session_dir / "context.json")], capture_output=True, text=True, timeout=30
+        ["cat", str(session_dir / "tree.txt")], capture_output=True, text=True, timeout=30
     )
     assert refused.returncode != 0
     assert "File too large" in refused.stderr
     status = cat(session_dir / "ctl").decode()
-    assert "last_error: context.json: the session file is 12 MB" in status
+    assert "last_error: tree.txt: the session file is 12 MB" in status
     assert "at most 11 MB" in status
-    # transcript.md is rendered by the render workers (other processes) into the cache
-    # dir and read from there: the daemon's memory never holds the parse.
+    # transcript.md and context.json are rendered by the render workers (other
+    # processes) a message at a time into the cache dir and read from there: neither
+    # the daemon nor a worker holds the parse (tests/fs/test_huge_file.py).
     assert b"message 1199 lorem" in cat(session_dir / "transcript.md")
+    assert cat(session_dir / "context.json") == parsed(file).rendered("context.json")
     entry = orjson.loads(cat(session_dir / "entries" / "000004af.json"))
     assert entry["id"] == "000004af" and entry["parentId"] == "000004ae"
     assert len(os.listdir(session_dir / "path")) == 1200

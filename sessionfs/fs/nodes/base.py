@@ -201,6 +201,9 @@ class MountContext:
     #: ``transcript.html`` rendered the same way, into a cache dir of its own, on the
     #: same worker processes (only what is asked for; None: rendered in the daemon)
     page_renders: Prerenderer | None = None
+    #: ``context.json`` of session files too big for the daemon to render, rendered
+    #: a message at a time by the same workers into a cache dir of its own
+    context_renders: Prerenderer | None = None
     #: ``search/``'s index and the indexer's progress (root ``ctl``); None: no search
     search: SearchView | None = None
     #: with an archive: the index of its copies of this agent dir's sessions, whose

@@ -7,6 +7,7 @@ import math
 import os
 import stat
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -225,12 +226,6 @@ def _title_too_big(size: int) -> None:
         raise WriteRejected(errno.EFBIG, f"title: more than {TITLE_LIMIT} bytes")
 
 
-class ContextFile(RenderedFile):
-    __slots__ = ()
-
-    rendering = "context.json"
-
-
 class TranscriptFile(RenderedFile):
     """``transcript.md``: while the session is not loaded in the daemon, its stat and
     reads come from the render cache exactly as ``transcripts/<project>/<stem>.md``'s do
@@ -249,14 +244,45 @@ class TranscriptFile(RenderedFile):
         if found is None:
             return await super().stat()
         path, identity = found
-        record = await transcript_record(self.ctx, path, identity, self.prerenderer())
+        record = await self._refusal_recorded(
+            transcript_record(self.ctx, path, identity, self.prerenderer())
+        )
         return Stat(record.transcript_size, identity.mtime_ns)
 
     async def open(self, flags: int) -> OpenFile:
         found = None if opened_for_writing(flags) else self.unloaded_file()
         if found is None:
             return await super().open(flags)
-        return await open_transcript(self.ctx, *found, self.prerenderer())
+        return await self._refusal_recorded(open_transcript(self.ctx, *found, self.prerenderer()))
+
+    async def _refusal_recorded(self, work: Awaitable[T]) -> T:
+        """``work``'s outcome; a rendering refused (``EFBIG``: too big to hold, and no
+        room for it in the cache dir) is named in this session's ``ctl`` too."""
+        try:
+            return await work
+        except WriteRejected as exc:
+            await self.record_refusal(exc)
+            raise
+
+
+class ContextFile(TranscriptFile):
+    """``context.json``: rendered in the daemon from the loaded session, except for a
+    session file too big for that (`SessionCache.largest_renderable`): then served as
+    ``transcript.md`` is, from the cache dir, where a worker writes it a message at a
+    time (`sessionfs.view.streamed_render`)."""
+
+    __slots__ = ()
+
+    rendering = "context.json"
+
+    def prerenderer(self) -> Prerenderer | None:
+        return self.ctx.context_renders
+
+    def unloaded_file(self) -> tuple[Path, FileIdentity] | None:
+        found = super().unloaded_file()
+        if found is None or found[1].size <= self.ctx.sessions.largest_renderable():
+            return None
+        return found
 
 
 class TranscriptHtmlFile(TranscriptFile):

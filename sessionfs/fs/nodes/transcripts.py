@@ -45,7 +45,7 @@ from sessionfs.fs.nodes.projects import ProjectsDir, project_mtime_ns
 from sessionfs.view.access import NO_ACCESS, FileAccess
 from sessionfs.view.agent_index import AgentIndex, ProjectListing, SessionRef
 from sessionfs.view.loaded_session import LoadedSession
-from sessionfs.view.prerender import Prerenderer, RenderFailed
+from sessionfs.view.prerender import Prerenderer, RenderFailed, RenderOutcome, TooBigToHold
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.render_cache import CachedRender, FileIdentity
 from sessionfs.view.session_cache import NotASession
@@ -335,10 +335,18 @@ async def transcript_record(
     record = renders.known(path, identity) or await renders.validated(path, identity)
     if record is not None:
         return record
+    return (await _outcome(renders, path)).record
+
+
+async def _outcome(renders: Prerenderer, path: Path, want_bytes: bool = False) -> RenderOutcome:
+    """`Prerenderer.outcome`: ``ENOENT`` for a file that is not a session (any more),
+    ``EFBIG`` with the reason for a rendering too big to hold that has nowhere to go."""
     try:
-        return (await renders.outcome(path)).record
+        return await renders.outcome(path, want_bytes)
     except RenderFailed:
         raise refuse(errno.ENOENT) from None
+    except TooBigToHold as exc:
+        raise WriteRejected(errno.EFBIG, str(exc)) from None
 
 
 async def open_transcript(
@@ -354,15 +362,20 @@ async def open_transcript(
         return handle
     # Not stored (a full or missing cache dir) or changed since it was validated:
     # the worker validates or renders again and hands over the bytes themselves.
-    try:
-        outcome = await renders.outcome(path, want_bytes=True)
-    except RenderFailed:
-        raise refuse(errno.ENOENT) from None
+    outcome = await _outcome(renders, path, want_bytes=True)
     handle = _open_cache_file(outcome.record)
     if handle is not None:
         return handle
-    assert outcome.data is not None
+    if outcome.data is None:  # rendered into the cache dir only, and gone from there since
+        raise WriteRejected(errno.EFBIG, _GONE_FROM_CACHE)
     return BytesHandle(outcome.data, version=outcome.record.identity)
+
+
+#: Why a rendering of a file too big to hold cannot be read after all.
+_GONE_FROM_CACHE = (
+    "the session file is too big to render in memory, and its rendering in the cache "
+    "dir was replaced or removed while it was opened; read it again"
+)
 
 
 class CacheFileHandle(OpenFile):

@@ -1,16 +1,18 @@
 """``LineFile``: complete lines only, appended lines read once, replaced files
-reloaded, ``.zst`` decompressed as a stream."""
+reloaded, ``.zst`` decompressed as a stream; a file over the whole-read limit read
+where it is, with the same lines."""
 
 from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import zstandard
 
-from core.formats.lines import LineFile, read_zstd_prefix
+from core.formats.lines import LineFile, read_zstd_prefix, set_whole_read_limit
 from core.zstd_files import NotZstdData
 
 
@@ -18,7 +20,17 @@ def _numbers_and_objects(lines: list) -> list[tuple[int, object]]:
     return [(line.number, line.obj) for line in lines]
 
 
-def test_lines_numbers_malformed_and_torn_tail(tmp_path: Path) -> None:
+@pytest.fixture(params=["whole", "in place"])
+def read_mode(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Each test twice: files read whole, and read where they are (limit 0)."""
+    set_whole_read_limit(None if request.param == "whole" else 0)
+    try:
+        yield request.param
+    finally:
+        set_whole_read_limit(None)
+
+
+def test_lines_numbers_malformed_and_torn_tail(tmp_path: Path, read_mode: str) -> None:
     path = tmp_path / "s.jsonl"
     path.write_bytes(b'{"a":1}\n\nnot json\n[1]\n{"b":2}\n{"c":')
     held = LineFile(path)
@@ -37,7 +49,7 @@ def test_lines_numbers_malformed_and_torn_tail(tmp_path: Path) -> None:
     assert held.raw(new[0].start, new[0].end) == b'{"e":5}'
 
 
-def test_replaced_or_shrunk_file_asks_for_a_reload(tmp_path: Path) -> None:
+def test_replaced_or_shrunk_file_asks_for_a_reload(tmp_path: Path, read_mode: str) -> None:
     path = tmp_path / "s.jsonl"
     path.write_bytes(b'{"a":1}\n{"b":2}\n')
     held = LineFile(path)
@@ -76,3 +88,31 @@ def test_a_zst_that_is_not_zstd_data_is_an_unreadable_file(tmp_path: Path) -> No
     assert isinstance(raised.value, OSError) and raised.value.errno == errno.EBADMSG
     with pytest.raises(NotZstdData):
         read_zstd_prefix(path, 1024)
+
+
+def test_a_file_over_the_limit_is_indexed_in_chunks_and_not_held(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    big = "x" * (1 << 20)  # lines across the 1 MB chunks the index reads
+    text = b"".join(b'{"n":%d,"t":"%s"}\n\n' % (i, big[: i * 97_003].encode()) for i in range(30))
+    path.write_bytes(text + b'{"last":true}')
+    whole = LineFile(path)
+    expected = [(line.number, line.start, line.end, line.obj) for line in whole.load()]
+    set_whole_read_limit(len(text) // 2)
+    try:
+        held = LineFile(path)
+        lines = [(line.number, line.start, line.end, line.obj) for line in held.load()]
+        assert lines == expected
+        assert held.memory_cost() == 0 < whole.memory_cost()
+        assert all(held.raw(s, e) == whole.raw(s, e) for _, s, e, _ in lines)
+        with path.open("ab") as f:
+            f.write(b'\n{"after":1}\n{"torn":')
+        new = list(held.read_new() or [None])
+        assert [(line.number, line.obj) for line in new] == [(62, {"after": 1})]
+        assert held.raw(new[0].start, new[0].end) == b'{"after":1}'
+        set_whole_read_limit(None)
+        also = list(whole.read_new() or [None])
+        assert [(line.number, line.start, line.obj) for line in also] == [
+            (line.number, line.start, line.obj) for line in new
+        ]
+    finally:
+        set_whole_read_limit(None)

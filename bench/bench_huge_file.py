@@ -1,0 +1,260 @@
+"""One session file of ~500 MB (issue 26 point 6: "real users have them"): what a
+user runs on it, each step timed, with the daemon's RSS sampled every 100 ms and the
+peak RSS of its render workers beside it:
+
+* ``cat transcript.md | tail``, then ``grep -c WORD transcript.md``;
+* ``cat context.json | tail -c 200``;
+* ``ls entries/ | wc -l`` and ``cat`` of the last entry file.
+
+The session is made by `bench.corpus`'s builder (prompts, assistant turns with
+thinking and tool calls, tool results with a long tail of big outputs) with a
+compaction every sixth of the way and a few outputs of several MB, as long real
+sessions have; it is kept in ``--work`` and reused when its size matches. The target:
+the daemon's RSS stays within ``--cache-mb`` + 100 MB (and so do the workers'), and
+every step works (no ``EFBIG``).
+
+    .venv/bin/python -m bench.bench_huge_file [--mb 500] [--work DIR] [--cache-mb 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import runpy
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.bench_scale import RssSampler, proc_status_mb
+from bench.common import REPO, mounted, sessionfs_args
+from bench.corpus import COMMON_WORD, SessionBuilder, TextPools, _make_images
+
+CACHE_MB = 256
+#: What one entry of the generated session weighs on average (measured), to aim at
+#: ``--mb`` without building it twice.
+AVERAGE_ENTRY_BYTES = 4_050
+#: Compactions spread over the session (a long session is compacted again and again).
+COMPACTIONS = 6
+SAMPLE_SECONDS = 0.1
+STEP_TIMEOUT = 900.0
+SESSION_ID = "5e55f11e-0000-4000-8000-00000000b16f"
+PROJECT_DIR = "--srv-huge--"
+
+
+class _LongSessionBuilder(SessionBuilder):
+    """The corpus's sessions, longer: a compaction every ``1/COMPACTIONS`` of the way
+    and one tool output in 1,000 of 1-4 MB (a generated file read whole, a long log)."""
+
+    def _plan_events(self) -> dict[int, str]:
+        events = super()._plan_events()
+        for n in range(1, COMPACTIONS + 1):
+            events[self.probe_at * n // (COMPACTIONS + 1)] = "compaction"
+        return events
+
+    def _tool_output(self, tool: str) -> str:
+        if self.rng.random() < 1 / 1000:
+            big = self.pools.big
+            return "\n".join(self.rng.choices(big, k=self.rng.randint(20, 80)))
+        return super()._tool_output(tool)
+
+
+def write_session(path: Path, megabytes: int) -> None:
+    rng = random.Random(26)
+    pools = TextPools(rng)
+    images = _make_images(rng, path.parents[2] / "blobs")
+    start_ms = 1_767_225_600_000
+    header: dict[str, Any] = {
+        "type": "session",
+        "version": 3,
+        "id": SESSION_ID,
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "cwd": "/srv/huge",
+        "title": "One very long session",
+    }
+    entries = megabytes * 1_000_000 // AVERAGE_ENTRY_BYTES
+    builder = _LongSessionBuilder(rng, pools, images, entries, [COMMON_WORD], start_ms)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as out:
+        out.write(orjson.dumps(header) + b"\n")
+        for line in builder.build():
+            out.write(line + b"\n")
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (the workers are started from any thread)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+class _Sampler(RssSampler):
+    """`RssSampler` of the daemon (``current_max``), and the peak VmRSS of its
+    children (the render workers) beside it, every 100 ms."""
+
+    def __init__(self, pid: int) -> None:
+        self.workers_max = 0.0
+        super().__init__(pid)
+        self._workers = threading.Thread(target=self._sample_workers, daemon=True)
+        self._workers.start()
+
+    def _sample_workers(self) -> None:
+        while not self._stop.wait(SAMPLE_SECONDS):
+            for child in _children(self.pid):
+                rss = proc_status_mb(child, "VmRSS") or 0.0
+                self.workers_max = max(self.workers_max, rss)
+
+    def reset(self) -> None:
+        self.current_max = proc_status_mb(self.pid, "VmRSS") or 0.0
+        self.workers_max = 0.0
+
+    def stop(self) -> None:
+        super().stop()
+        self._workers.join(timeout=2)
+
+
+def _shell(command: str, cwd: Path) -> tuple[float, str]:
+    start = time.perf_counter()
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=STEP_TIMEOUT,
+        check=False,
+    )
+    elapsed = time.perf_counter() - start
+    out = done.stdout.strip().replace("\n", " | ")
+    if done.returncode != 0:
+        out = f"FAILED (exit {done.returncode}): {done.stderr.strip()[:160]}"
+    return elapsed, out
+
+
+#: (what it is, the shell command run in the session dir)
+STEPS = (
+    ("cat transcript.md | tail -n 2", "cat transcript.md | tail -n 2"),
+    ("grep -c WORD transcript.md", f"grep -c {COMMON_WORD} transcript.md"),
+    ("cat context.json | tail -c 120", "cat context.json | tail -c 120"),
+    ("ls entries/ | wc -l", "ls entries/ | wc -l"),
+    ("cat entries/<last>.json | wc -c", 'cat "entries/$(ls entries/ | tail -n 1)" | wc -c'),
+)
+
+
+def run_steps(session_dir: Path, sampler: _Sampler) -> list[tuple[str, float, str, float, float]]:
+    """Each of `STEPS`: (name, seconds, output, daemon's max RSS, workers' max RSS)."""
+    rows = []
+    for name, command in STEPS:
+        sampler.reset()
+        seconds, out = _shell(command, session_dir)
+        hwm = proc_status_mb(sampler.pid, "VmHWM") or 0.0
+        rows.append((name, seconds, out[:70], sampler.current_max, sampler.workers_max))
+        print(
+            f"{name:34} {seconds:7.2f} s  daemon max {sampler.current_max:5.0f} MB "
+            f"(HWM {hwm:.0f})  workers max {sampler.workers_max:5.0f} MB  {out[:60]}",
+            flush=True,
+        )
+    return rows
+
+
+def xcsh_session(work: Path, megabytes: int, cache_mb: int) -> tuple[list[str], Path]:
+    """The agent dir with the ~``megabytes`` MB xcsh session (made once); the mount's
+    arguments and the session's dir in the mount."""
+    agent = work / "agent"
+    session_file = agent / "sessions" / PROJECT_DIR / f"2026-01-01T00-00-00-000Z_{SESSION_ID}.jsonl"
+    made = work / f"made-{megabytes}mb"
+    if not made.exists() or not session_file.exists():
+        started = time.perf_counter()
+        write_session(session_file, megabytes)
+        made.write_text("")
+        print(f"generated in {time.perf_counter() - started:.0f} s", flush=True)
+    _describe(session_file, cache_mb)
+    options = ["--no-agents", "--no-archive", f"--cache-mb={cache_mb}"]
+    args = sessionfs_args(work / "mnt", agent, *options, f"--cache-dir={work / 'cache'}")
+    return args, work / "mnt" / "sessions" / PROJECT_DIR / session_file.stem
+
+
+def claude_session(work: Path, megabytes: int, cache_mb: int) -> tuple[list[str], Path]:
+    """A Claude Code dir with one ~``megabytes`` MB session (prompts and long answers,
+    `contrib/demo_agents.py`'s lines), shown under ``agents/claude/`` (its project's
+    name there is a pattern, found once mounted)."""
+    claude = work / "claude"
+    session_file = claude / "projects" / "-srv-huge" / f"{SESSION_ID}.jsonl"
+    if not session_file.exists():
+        demo = runpy.run_path(str(REPO / "contrib" / "demo_agents.py"))
+        lines = demo["ClaudeLines"](SESSION_ID, "/srv/huge", 1_780_000_000.0)
+        text = "def handler(self, request: str) -> int:  # lorem ipsum dolor\n" * 160
+        for i in range(megabytes * 1_000_000 // 10_400):
+            lines.user(f"prompt {i} {COMMON_WORD}")
+            lines.response(f"msg_{i}", [{"type": "text", "text": f"{i} {text}"}], (10, 10, 0, 0))
+        demo["write_lines"](session_file, lines.lines)
+    _describe(session_file, cache_mb)
+    agent = work / "agent"
+    (agent / "sessions").mkdir(parents=True, exist_ok=True)
+    options = ["--agents=claude", f"--claude-dir={claude}", "--no-archive"]
+    args = sessionfs_args(work / "mnt", agent, *options, f"--cache-mb={cache_mb}")
+    args.append(f"--cache-dir={work / 'cache'}")
+    return args, work / "mnt" / "agents" / "claude" / "sessions" / "*" / SESSION_ID
+
+
+def _describe(session_file: Path, cache_mb: int) -> None:
+    with open(session_file, "rb") as f:
+        lines = sum(1 for _ in f)
+    size_mb = session_file.stat().st_size / 1e6
+    print(f"session file: {size_mb:.0f} MB, {lines} lines; --cache-mb {cache_mb}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mb", type=int, default=500, help="the session file's size")
+    parser.add_argument("--cache-mb", type=int, default=CACHE_MB)
+    parser.add_argument("--work", type=Path, default=None, help="default: a temp dir")
+    parser.add_argument(
+        "--claude", action="store_true", help="a Claude Code session instead (try --mb 200)"
+    )
+    args = parser.parse_args(argv)
+    work = args.work or Path(tempfile.mkdtemp(prefix="sessionfs-hugefile-"))
+    make = claude_session if args.claude else xcsh_session
+    mount_args, session_dir = make(work, args.mb, args.cache_mb)
+    for stale in (work / "cache").glob("agent-*/*/*"):
+        if stale.parent.name in ("renders", "contexts"):
+            stale.unlink()  # every run renders from the session file (the first cat's cost)
+    mnt = work / "mnt"
+    with open("/proc/loadavg") as f:
+        load_before = f.read().split()[:3]
+    with mounted(mount_args, mnt) as daemon:
+        session_dir = next(mnt.glob(str(session_dir.relative_to(mnt))), session_dir)
+        sampler = _Sampler(daemon.pid)
+        try:
+            rows = run_steps(session_dir, sampler)
+        finally:
+            sampler.stop()
+        hwm = proc_status_mb(daemon.pid, "VmHWM") or 0.0
+        cpu = Path(f"/proc/{daemon.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    with open("/proc/loadavg") as f:
+        load_after = f.read().split()[:3]
+    bound = args.cache_mb + 100
+    worst_worker = max(r[4] for r in rows)
+    print(
+        f"\ndaemon VmHWM {hwm:.0f} MB (bound {bound} MB: {'ok' if hwm <= bound else 'OVER'}); "
+        f"workers' peak RSS {worst_worker:.0f} MB; daemon CPU "
+        f"{(int(cpu[11]) + int(cpu[12])) / 100:.1f} s; load average {' '.join(load_before)} "
+        f"-> {' '.join(load_after)}"
+    )
+    failed = [r[0] for r in rows if r[2].startswith("FAILED")]
+    if failed:
+        print("failed: " + ", ".join(failed))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
