@@ -6,6 +6,7 @@ own."""
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -53,7 +54,7 @@ def _caught_up(path: Path, pieces: list[bytes]) -> list[Seen]:
 
 def _cut(data: bytes, cuts: Iterable[int]) -> list[bytes]:
     points = [0, *sorted({c % (len(data) + 1) for c in cuts}), len(data)]
-    return [data[a:b] for a, b in zip(points, points[1:], strict=False)]
+    return [data[a:b] for a, b in itertools.pairwise(points)]
 
 
 def test_a_torn_half_line_is_no_line_until_it_is_whole(tmp_path: Path) -> None:
@@ -77,6 +78,18 @@ def test_blanks_after_a_line_read_whole_are_still_that_line(tmp_path: Path) -> N
     assert [number for number, *_ in _fresh(path)] == [1, 2]
 
 
+def test_what_follows_an_object_read_whole_before_its_newline_is_still_that_line(
+    tmp_path: Path,
+) -> None:
+    # A fresh load reads ``{"a":1} {"b":2}`` as one junk line; caught up, the object
+    # was handed out before the rest came and is not taken back -- but the rest is no
+    # line of its own, so the lines after it keep their numbers.
+    path = tmp_path / "s.jsonl"
+    caught_up = _caught_up(path, [b'{"a":1}', b' {"b":2}', b'\n{"c":3}\n'])
+    assert [(n, obj) for n, _, obj, _ in caught_up] == [(1, {"a": 1}), (2, {"c": 3})]
+    assert [(n, obj) for n, _, obj, _ in _fresh(path)] == [(1, None), (2, {"c": 3})]
+
+
 def test_a_blank_tail_waits_for_what_follows_it(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     # the blanks begin the next line (an indented object), not a blank line of their own
@@ -89,9 +102,10 @@ def test_a_blank_tail_waits_for_what_follows_it(tmp_path: Path) -> None:
 
 # -- any file, cut anywhere ---------------------------------------------------------------
 
-_objects = st.dictionaries(
-    st.text("abc", min_size=1, max_size=3), st.integers() | st.text(max_size=5), max_size=3
-).map(orjson.dumps)
+_values = st.integers(-(2**63), 2**63 - 1) | st.text(max_size=5)
+_objects = st.dictionaries(st.text("abc", min_size=1, max_size=3), _values, max_size=3).map(
+    orjson.dumps
+)
 _blanks = st.sampled_from([b"", b" ", b"\t", b"  \r"])
 #: lines a well-behaved writer or a known junk line makes: an object (indented or with
 #: trailing blanks at times), a blank line, JSON that is not an object, not JSON
