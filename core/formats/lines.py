@@ -4,7 +4,10 @@ Claude Code and Codex append to their session files while they run. `LineFile` k
 the bytes of the complete lines read so far (``data``), hands each line out once as a
 `Line` (its 1-based number, its span in ``data``, its object or ``None`` when it is not
 a JSON object), and on `LineFile.read_new` reads only what was appended. The torn-last-
-line rule is core's one rule (`core.jsonl.consumed_length`).
+line rule is core's one rule (`core.jsonl.consumed_length`; blanks after the last
+newline wait too). Line numbers name entries (Claude Code's ``meta-N-*``, Codex's
+``NNNNNN-*``), so they are the same however the appends were cut: a torn part, a
+lone newline or blanks are never a line of their own.
 
 A ``.jsonl.zst`` file (Codex's archived sessions) is decompressed as a stream, chunk
 by chunk: the compressed file is never read whole and no second copy of the text is
@@ -73,6 +76,15 @@ def read_zstd_prefix(path: PathArg, limit: int) -> bytes:
         return _read_zstd(raw, limit)
 
 
+def _complete_length(data: bytes) -> int:
+    """`consumed_length` of ``data``, less a blank tail: blanks after the last newline
+    are no line yet but maybe the start of one (an indented object), so they wait
+    like a torn line -- a fresh load and catch-ups then number lines alike."""
+    used = consumed_length(data)
+    tail = data[data.rfind(b"\n", 0, used) + 1 : used]
+    return used - len(tail) if tail.isspace() else used
+
+
 class LineFile:
     """One session file's complete lines (see the module docstring)."""
 
@@ -121,7 +133,7 @@ class LineFile:
     def _take(self, new: bytes) -> Iterator[Line]:
         r"""Keep the complete lines of ``new`` (appended at ``consumed``) now; their
         `Line`\ s as they are iterated."""
-        used = consumed_length(new)
+        used = _complete_length(new)
         base = self.consumed
         chunk = new[:used]
         assert isinstance(self.data, bytes)  # (a `FileLines` takes `_take_in_place`)
@@ -158,9 +170,15 @@ class LineFile:
 
     def _lines(self, base: int, chunk: bytes) -> Iterator[Line]:
         position = base
-        if base and self.data[base - 1 : base] != b"\n" and chunk.startswith(b"\n"):
-            position += 1  # the newline ending a last line that was whole without it
-            chunk = chunk[1:]
+        if base and self.data[base - 1 : base] != b"\n":
+            # The last line was whole without its newline and was handed out: what
+            # comes up to its newline (blanks, or junk after an object) is the rest of
+            # it, no line of its own -- as a fresh load of the file would read it.
+            rest = chunk.find(b"\n") + 1 or len(chunk)
+            position += rest
+            chunk = chunk[rest:]
+        if not chunk:
+            return  # nothing whole yet (a torn part): no line, nothing counted
         pieces = chunk.split(b"\n")
         if chunk.endswith(b"\n"):
             pieces.pop()  # after the last newline: nothing, not a line
