@@ -143,13 +143,13 @@ class LineFile:
 
     def _take_in_place(self, fd: int, size: int) -> Iterator[Line]:
         r"""`_take` of a file read where it is (``fd``, ``size`` bytes now): the
-        complete lines from ``consumed`` on (the same rule: `consumed_length` of what
+        complete lines from ``consumed`` on (the same rule: `_complete_length` of what
         follows the last newline), their `Line`\ s read a chunk at a time as they are
         iterated."""
         base = self.consumed
         grown = FileLines(fd, size)
         end = grown.complete_end(base)
-        end += consumed_length(grown[end:size])
+        end += _complete_length(grown[end:size])
         grown.size = self.consumed = end
         self.data = grown
         return self._lines_in_place(grown, base, end)
@@ -157,8 +157,10 @@ class LineFile:
     def _lines_in_place(self, data: FileLines, base: int, end: int) -> Iterator[Line]:
         """`_lines` of ``data[base:end]`` (``end``: ``data.size``), read a chunk at a time."""
         position = base
-        if base and data[base - 1 : base] != b"\n" and data[base : base + 1] == b"\n":
-            position += 1  # the newline ending a last line that was whole without it
+        if base and data[base - 1 : base] != b"\n":
+            # The rest of a last line handed out whole without its newline (`_lines`).
+            start, rest = next(data.pieces(base))
+            position = min(start + len(rest) + 1, end)
         if position >= end:
             return
         for start, text in data.pieces(position):

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import itertools
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import claude_code as cc
@@ -21,12 +22,23 @@ from support import codex_cli as cx
 from core.formats.claude import ClaudeSession
 from core.formats.codex import CodexSession
 from core.formats.jsonl_source import JsonlSession
-from core.formats.lines import Line, LineFile
+from core.formats.lines import Line, LineFile, set_whole_read_limit
 
 #: what a `Line` is, compared between a fresh load and catch-ups: its number, where it
 #: starts, its object and its text (blanks after a whole object that was caught up
 #: before its newline came are not part of its span then)
 Seen = tuple[int, int, Any, bytes]
+
+
+@pytest.fixture(autouse=True, scope="module", params=["whole", "in place"])
+def read_mode(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test twice: files read whole, and read where they are (limit 0: the
+    daemon's way with a file too big to hold)."""
+    previous = set_whole_read_limit(None if request.param == "whole" else 0)
+    try:
+        yield request.param
+    finally:
+        set_whole_read_limit(previous)
 
 
 def _seen(held: LineFile, lines: Iterable[Line]) -> list[Seen]:
