@@ -39,9 +39,12 @@ from core import NotASessionError
 from core.formats.base import SessionSource
 from core.formats.lines import set_whole_read_limit
 from core.formats.xcsh import XcshSession
+from core.formats.xcsh_file import FileLines
 from core.session_stat import session_stat
+from sessionfs.view.access import FileAccess
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.agent_sources import open_agent_file
+from sessionfs.view.html_images import BlobFiles
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.render_cache import TRANSCRIPT, CachedRender, FileIdentity, RenderCache
 from sessionfs.view.renderings import render_source
@@ -129,7 +132,7 @@ def render_transcript(
         if found is not None:
             return RenderOutcome(found[0], found[1], rendered=False)
     if stream_over is not None and before.size > stream_over:
-        streamed = _render_streamed(path, key, cache, before, agent, what)
+        streamed = _render_streamed(path, key, cache, before, agent, what, blobs_dir)
         if streamed is not None:
             return streamed
     # Another agent's file over the limit is rendered in memory, its bytes left on disk.
@@ -149,11 +152,18 @@ def render_transcript(
 
 
 def _render_streamed(
-    path: str, key: str, cache: RenderCache | None, before: FileIdentity, agent: str, what: str
+    path: str,
+    key: str,
+    cache: RenderCache | None,
+    before: FileIdentity,
+    agent: str,
+    what: str,
+    blobs_dir: str | None = None,
 ) -> RenderOutcome | None:
     """``what`` of a session file too big to hold parsed, written into its cache file a
-    message at a time (`sessionfs.view.streamed_render`); ``None`` when that is not how
-    this file or rendering is made (another agent's, a page, an xcsh file at an older
+    message at a time (`sessionfs.view.streamed_render`; a page's images from
+    ``blobs_dir``, as `_render`'s); ``None`` when that is not how this file or
+    rendering is made (another agent's, a branch page, an xcsh file at an older
     format version: rendered in memory as any other). `TooBigToHold` when the cache
     file cannot be written (a full disk, no cache dir): there is no other place for
     it."""
@@ -169,9 +179,14 @@ def _render_streamed(
     extra = {}
     if what == TRANSCRIPT:
         extra = {name: len(render_source(source, name, path=path)) for name in EXTRA_SIZES}
+    images = None
+    if blobs_dir is not None and isinstance(index.data, FileLines):
+        # Read for whoever may read the file indexed (the daemon's rule, `BlobFiles`).
+        images = BlobFiles(Path(blobs_dir), FileAccess.of(os.fstat(index.data.fd)))
     stored = None
     if cache is not None:
-        stored = cache.store_streamed(key, before, extra, partial(write_streamed, index, what))
+        write = partial(write_streamed, index, what, images=images)
+        stored = cache.store_streamed(key, before, extra, write)
     if stored is None:
         raise TooBigToHold(
             f"{what}: the session file is {before.size // 2**20} MB, too big to render in "
