@@ -152,13 +152,15 @@ def test_the_page_of_a_file_too_big_to_render_in_memory_is_streamed_and_escaped(
     assert HOSTILE.encode() not in page and html.escape(HOSTILE).encode() in page
     # The turns since the last compaction, and its summary: core's context rules.
     assert page.count(b'<section class="msg ') > 30 and b"were summarised" in page
-    (stored,) = [
-        p
-        for p in (agent_cache_dir(cache, tmp_path / "agent") / "pages").iterdir()
-        if not p.name.startswith(".")
-    ]
+    own = agent_cache_dir(cache, tmp_path / "agent")
+    (stored,) = [p for p in (own / "pages").iterdir() if not p.name.startswith(".")]
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
     assert stored.stat().st_size > len(page)  # the page itself, behind its head
+    # The same job wrote transcript.md and context.json from its index of the file.
+    for kind in ("renders", "contexts"):
+        assert [p for p in (own / kind).iterdir() if not p.name.startswith(".")], kind
+    assert cat(session / "transcript.md") == in_memory(file, "transcript.md")
+    assert cat(session / "context.json") == in_memory(file, "context.json")
     assert "last_error: \n" in cat(session / "ctl").decode()
     assert file.read_bytes() == before
 

@@ -230,6 +230,37 @@ def test_a_page_worker_streams_the_page_with_its_images_capped(tmp_path: Path) -
     assert HOSTILE.encode() not in page and html.escape(HOSTILE).encode() in page
 
 
+def test_the_job_streaming_one_rendering_writes_the_others_from_the_same_index(
+    tmp_path: Path,
+) -> None:
+    """Indexing is most of a streamed rendering's work: the job asked for one writes
+    the others into their cache dirs too, and their own jobs then find them valid."""
+    path = a_long_session(tmp_path)
+    roots = {what: tmp_path / "cache" / what.replace(".", "-") for what in STREAMED}
+    others = tuple((what, str(roots[what]), None) for what in sorted(STREAMED - {"context.json"}))
+    asked = render_transcript(
+        str(path),
+        "k",
+        str(roots["context.json"]),
+        False,
+        what="context.json",
+        stream_over=1000,
+        also_streamed=others,
+    )
+    assert asked.rendered
+    for what in STREAMED:
+        found = RenderCache(roots[what], what).load("k", asked.record.identity)
+        assert found is not None and found[1] == in_memory(path, what), what
+        again = render_transcript(
+            str(path), "k", str(roots[what]), False, what=what, stream_over=1000
+        )
+        assert not again.rendered, what  # found valid: not rendered a second time
+        assert again.record.sizes[what] == len(in_memory(path, what))
+    transcript = RenderCache(roots["transcript.md"]).validate("k", asked.record.identity)
+    assert transcript is not None
+    assert transcript.sizes["title"] == len(in_memory(path, "title"))  # as its own job's
+
+
 def test_a_streamed_rendering_with_no_cache_dir_to_go_to_is_refused(tmp_path: Path) -> None:
     path = a_long_session(tmp_path)
     blocked = tmp_path / "cache"
