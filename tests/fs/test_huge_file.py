@@ -53,6 +53,16 @@ def in_memory(path: Path, what: str) -> bytes:
     return session.rendered(what)
 
 
+def stored_in(cache_dir: Path) -> list[Path]:
+    """The cache files in ``cache_dir`` (not a temporary file being written)."""
+    return [p for p in cache_dir.iterdir() if not p.name.startswith(".")]
+
+
+def nothing_refused_nor_written(session: Path, file: Path, before: bytes) -> None:
+    assert "last_error: \n" in cat(session / "ctl").decode()
+    assert file.read_bytes() == before
+
+
 def big_session(tmp_path: Path) -> Path:
     agent = tmp_path / "agent"
     path = a_long_session(agent / "sessions" / PROJECT)
@@ -93,10 +103,9 @@ def test_a_file_too_big_to_render_in_memory_is_read_cat_tail_and_grep(
     # Written into the cache dir (private, as everything the daemon writes), not held.
     own = agent_cache_dir(cache, tmp_path / "agent")
     for kind in ("renders", "contexts"):
-        (stored,) = [p for p in (own / kind).iterdir() if not p.name.startswith(".")]
+        (stored,) = stored_in(own / kind)
         assert stat.S_IMODE(stored.stat().st_mode) == 0o600, kind
-    assert "last_error: \n" in cat(session / "ctl").decode()
-    assert file.read_bytes() == before
+    nothing_refused_nor_written(session, file, before)
 
 
 def test_another_process_appends_and_the_streamed_renderings_follow(
@@ -153,16 +162,14 @@ def test_the_page_of_a_file_too_big_to_render_in_memory_is_streamed_and_escaped(
     # The turns since the last compaction, and its summary: core's context rules.
     assert page.count(b'<section class="msg ') > 30 and b"were summarised" in page
     own = agent_cache_dir(cache, tmp_path / "agent")
-    (stored,) = [p for p in (own / "pages").iterdir() if not p.name.startswith(".")]
+    (stored,) = stored_in(own / "pages")
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
     assert stored.stat().st_size > len(page)  # the page itself, behind its head
     # The same job wrote transcript.md and context.json from its index of the file.
-    for kind in ("renders", "contexts"):
-        assert [p for p in (own / kind).iterdir() if not p.name.startswith(".")], kind
+    assert stored_in(own / "renders") and stored_in(own / "contexts")
     assert cat(session / "transcript.md") == in_memory(file, "transcript.md")
     assert cat(session / "context.json") == in_memory(file, "context.json")
-    assert "last_error: \n" in cat(session / "ctl").decode()
-    assert file.read_bytes() == before
+    nothing_refused_nor_written(session, file, before)
 
 
 def test_a_rendering_with_nowhere_to_go_is_efbig_with_the_reason_in_ctl(
