@@ -202,8 +202,11 @@ def _render_streamed(
         )
     for other, root, other_blobs in also:
         sibling = RenderCache(Path(root), other)
-        if other in STREAMED and sibling.validate(key, before) is None:
-            _store_streamed(index, key, before, other, sibling, other_blobs)
+        try:
+            if other in STREAMED and sibling.validate(key, before) is None:
+                _store_streamed(index, key, before, other, sibling, other_blobs)
+        except Exception:  # a bug there must not fail what was asked: its own job says
+            log.exception("%s of %s, written with %s", other, path, what)
     return RenderOutcome(stored, None, rendered=True)
 
 
