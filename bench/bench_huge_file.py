@@ -4,6 +4,7 @@ peak RSS of its render workers beside it:
 
 * ``cat transcript.md | tail``, then ``grep -c WORD transcript.md``;
 * ``cat context.json | tail -c 200``;
+* ``cat transcript.html | tail -c 120`` (the page, written by a worker too);
 * ``ls entries/ | wc -l`` and ``cat`` of the last entry file.
 
 The session is made by `bench.corpus`'s builder (prompts, assistant turns with
@@ -12,6 +13,9 @@ compaction every sixth of the way and a few outputs of several MB, as long real
 sessions have; it is kept in ``--work`` and reused when its size matches. The target:
 the daemon's RSS stays within ``--cache-mb`` + 100 MB (and so do the workers'), and
 every step works (no ``EFBIG``).
+
+``--checkout DIR`` runs the daemon of another checkout (``git worktree add /tmp/old
+main``; the same ``--work`` reuses the session file): old and new alternated.
 
     .venv/bin/python -m bench.bench_huge_file [--mb 500] [--work DIR] [--cache-mb 256]
 """
@@ -145,6 +149,7 @@ STEPS = (
     ("cat transcript.md | tail -n 2", "cat transcript.md | tail -n 2"),
     ("grep -c WORD transcript.md", f"grep -c {COMMON_WORD} transcript.md"),
     ("cat context.json | tail -c 120", "cat context.json | tail -c 120"),
+    ("cat transcript.html | tail -c 60", "cat transcript.html | tail -c 60"),
     ("ls entries/ | wc -l", "ls entries/ | wc -l"),
     ("cat entries/<last>.json | wc -c", 'cat "entries/$(ls entries/ | tail -n 1)" | wc -c'),
 )
@@ -221,17 +226,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--claude", action="store_true", help="a Claude Code session instead (try --mb 200)"
     )
+    parser.add_argument(
+        "--checkout", type=Path, default=REPO, help="the checkout whose daemon is run"
+    )
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="sessionfs-hugefile-"))
     make = claude_session if args.claude else xcsh_session
     mount_args, session_dir = make(work, args.mb, args.cache_mb)
     for stale in (work / "cache").glob("agent-*/*/*"):
-        if stale.parent.name in ("renders", "contexts"):
+        if stale.parent.name in ("renders", "contexts", "pages"):
             stale.unlink()  # every run renders from the session file (the first cat's cost)
     mnt = work / "mnt"
     with open("/proc/loadavg") as f:
         load_before = f.read().split()[:3]
-    with mounted(mount_args, mnt) as daemon:
+    with mounted(mount_args, mnt, cwd=args.checkout) as daemon:
         session_dir = next(mnt.glob(str(session_dir.relative_to(mnt))), session_dir)
         sampler = _Sampler(daemon.pid)
         try:

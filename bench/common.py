@@ -100,12 +100,15 @@ def rss_mb(pid: int) -> float:
 
 
 @contextmanager
-def mounted(args: list[str], mountpoint: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """Run a FUSE daemon (``args``, foreground) at ``mountpoint`` until the block ends."""
+def mounted(
+    args: list[str], mountpoint: Path, cwd: Path = REPO
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run a FUSE daemon (``args``, foreground) at ``mountpoint`` until the block ends;
+    ``cwd``: the checkout whose ``sessionfs`` it runs (``python -m`` imports from there)."""
     mountpoint.mkdir(parents=True, exist_ok=True)
     # The machine user's own Claude Code and Codex dirs are never mounted (a bench
     # that wants another agent's sessions passes --claude-dir, which wins).
-    process = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, env=isolated_env())
+    process = subprocess.Popen(args, cwd=cwd, stdout=subprocess.DEVNULL, env=isolated_env())
     try:
         wait_for_mount(mountpoint, process, MOUNT_TIMEOUT)
         yield process

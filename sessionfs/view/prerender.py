@@ -39,13 +39,22 @@ from core import NotASessionError
 from core.formats.base import SessionSource
 from core.formats.lines import set_whole_read_limit
 from core.formats.xcsh import XcshSession
+from core.formats.xcsh_file import FileLines
 from core.session_stat import session_stat
+from sessionfs.view.access import FileAccess
 from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.agent_sources import open_agent_file
+from sessionfs.view.html_images import BlobFiles
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.render_cache import TRANSCRIPT, CachedRender, FileIdentity, RenderCache
 from sessionfs.view.renderings import render_source
-from sessionfs.view.streamed_render import STREAMED, NotStreamable, open_index, write_streamed
+from sessionfs.view.streamed_render import (
+    STREAMED,
+    NotStreamable,
+    StreamIndex,
+    open_index,
+    write_streamed,
+)
 
 __all__ = [
     "PAGE",
@@ -107,6 +116,7 @@ def render_transcript(
     what: str = TRANSCRIPT,
     blobs_dir: str | None = None,
     stream_over: int | None = None,
+    also_streamed: tuple[StreamedSibling, ...] = (),
 ) -> RenderOutcome:
     """In a worker: the transcript of the session file ``path`` (written by ``agent``)
     from its cache file when valid, else rendered (and stored). Raises `RenderFailed`
@@ -114,7 +124,8 @@ def render_transcript(
     with images inlined from ``blobs_dir``, ``context.json`` for the contexts of big
     files). A file bigger than ``stream_over`` bytes is rendered into its cache file
     piece by piece where it can be (`_render_streamed`): the bytes are then never
-    handed back, whatever ``want_bytes`` says."""
+    handed back, whatever ``want_bytes`` says; ``also_streamed``: the other renderings
+    written then from the same index, into their own cache dirs."""
     cache = RenderCache(Path(cache_root), what) if cache_root is not None else None
     try:
         before = FileIdentity.of(session_stat(path))
@@ -129,7 +140,8 @@ def render_transcript(
         if found is not None:
             return RenderOutcome(found[0], found[1], rendered=False)
     if stream_over is not None and before.size > stream_over:
-        streamed = _render_streamed(path, key, cache, before, agent, what)
+        asked = (what, cache, blobs_dir)
+        streamed = _render_streamed(path, key, before, agent, asked, also_streamed)
         if streamed is not None:
             return streamed
     # Another agent's file over the limit is rendered in memory, its bytes left on disk.
@@ -148,15 +160,31 @@ def render_transcript(
     return RenderOutcome(stored, transcript if want_bytes else None, rendered=True)
 
 
+#: A rendering the job that streams another also writes: (what, its cache dir, the
+#: blob store its images come from).
+StreamedSibling = tuple[str, str, str | None]
+
+
 def _render_streamed(
-    path: str, key: str, cache: RenderCache | None, before: FileIdentity, agent: str, what: str
+    path: str,
+    key: str,
+    before: FileIdentity,
+    agent: str,
+    asked: tuple[str, RenderCache | None, str | None],
+    also: tuple[StreamedSibling, ...] = (),
 ) -> RenderOutcome | None:
-    """``what`` of a session file too big to hold parsed, written into its cache file a
-    message at a time (`sessionfs.view.streamed_render`); ``None`` when that is not how
-    this file or rendering is made (another agent's, a page, an xcsh file at an older
-    format version: rendered in memory as any other). `TooBigToHold` when the cache
-    file cannot be written (a full disk, no cache dir): there is no other place for
-    it."""
+    """``asked`` (the rendering, its cache, the blob store of a page's images) of a
+    session file too big to hold parsed, written into its cache file a message at a
+    time (`sessionfs.view.streamed_render`); ``None`` when that is not how this file or
+    rendering is made (another agent's, a branch page, an xcsh file at an older format
+    version: rendered in memory as any other). `TooBigToHold` when the cache file
+    cannot be written (a full disk, no cache dir): there is no other place for it.
+
+    Indexing the file is most of the work (~2 s for 500 MB), so the renderings in
+    ``also`` are written then too, from the same index, unless their cache files are
+    valid already: the next of them asked for is found there (a failure to write one
+    is left to its own job)."""
+    what, cache, blobs_dir = asked
     if agent != "xcsh" or what not in STREAMED:
         return None
     try:
@@ -165,20 +193,44 @@ def _render_streamed(
         return None
     except OSError as exc:
         raise RenderFailed(f"{path}: {exc}") from None
-    source = XcshSession(path, index=index)
-    extra = {}
-    if what == TRANSCRIPT:
-        extra = {name: len(render_source(source, name, path=path)) for name in EXTRA_SIZES}
-    stored = None
-    if cache is not None:
-        stored = cache.store_streamed(key, before, extra, partial(write_streamed, index, what))
+    stored = _store_streamed(index, key, before, what, cache, blobs_dir)
     if stored is None:
         raise TooBigToHold(
             f"{what}: the session file is {before.size // 2**20} MB, too big to render in "
             "memory, and its rendering cannot be written to the cache dir (full, or "
             "not writable)"
         )
+    for other, root, other_blobs in also:
+        sibling = RenderCache(Path(root), other)
+        try:
+            if other in STREAMED and sibling.validate(key, before) is None:
+                _store_streamed(index, key, before, other, sibling, other_blobs)
+        except Exception:  # a bug there must not fail what was asked: its own job says
+            log.exception("%s of %s, written with %s", other, path, what)
     return RenderOutcome(stored, None, rendered=True)
+
+
+def _store_streamed(
+    index: StreamIndex,
+    key: str,
+    before: FileIdentity,
+    what: str,
+    cache: RenderCache | None,
+    blobs_dir: str | None,
+) -> CachedRender | None:
+    """Rendering ``what`` of ``index`` written into ``cache`` (``None``: it could not)."""
+    if cache is None:
+        return None
+    source = XcshSession(index.path, index=index)
+    extra = {}
+    if what == TRANSCRIPT:
+        extra = {name: len(render_source(source, name, path=index.path)) for name in EXTRA_SIZES}
+    images = None
+    if blobs_dir is not None and isinstance(index.data, FileLines):
+        # Read for whoever may read the file indexed (the daemon's rule, `BlobFiles`).
+        images = BlobFiles(Path(blobs_dir), FileAccess.of(os.fstat(index.data.fd)))
+    write = partial(write_streamed, index, what, images=images)
+    return cache.store_streamed(key, before, extra, write)
 
 
 def _render(
@@ -218,6 +270,8 @@ class _Job:
     path: Path
     key: str
     want_bytes: bool
+    #: asked for now (not read-ahead): a streamed rendering's job writes its siblings too
+    asked: bool = False
     done: trio.Event = field(default_factory=trio.Event)
     outcome: RenderOutcome | None = None
     error: BaseException | None = None
@@ -255,6 +309,15 @@ class Prerenderer:
         #: session files bigger than this (bytes) are rendered a message at a time,
         #: into the cache file (`_render_streamed`): the daemon's `largest_renderable`
         self.stream_over = stream_over
+        #: the renderings of these session files with a cache dir, of this one and of
+        #: its siblings (one dict shared by them): a streamed rendering's job writes
+        #: the others from the same index (`_render_streamed`)
+        self._family: dict[str, StreamedSibling] = (
+            pool_from._family if pool_from is not None else {}
+        )
+        if cache_root is not None:
+            blobs = str(blobs_dir) if blobs_dir is not None else None
+            self._family[what] = (what, str(cache_root), blobs)
         self._pool: ProcessPoolExecutor | None = None
         self._records: OrderedDict[Path, CachedRender] = OrderedDict()
         self._jobs: dict[Path, _Job] = {}
@@ -324,11 +387,12 @@ class Prerenderer:
         rendering has nowhere to go."""
         job = self._jobs.get(path)
         if job is None or (want_bytes and not job.want_bytes):
-            job = _Job(path, self._key(path), want_bytes)
+            job = _Job(path, self._key(path), want_bytes, asked=True)
             self._start(job, urgent=True)
         elif job in self._queue:
             self._queue.remove(job)  # asked for now: first in line
             self._queue.appendleft(job)
+            job.asked = True
         await job.done.wait()
         if isinstance(job.error, TooBigToHold):
             raise TooBigToHold(str(job.error))
@@ -448,6 +512,17 @@ class Prerenderer:
             self._running += 1
             self._submit(job)
 
+    def _streamed_siblings(self) -> tuple[StreamedSibling, ...]:
+        """The other renderings a streamed job writes too: xcsh files only, streamed
+        only past `stream_over` (the worker checks the file's size)."""
+        if self.agent != "xcsh" or self.stream_over is None:
+            return ()
+        return tuple(
+            sibling
+            for what, sibling in self._family.items()
+            if what != self.what and what in STREAMED
+        )
+
     def _submit(self, job: _Job) -> None:
         token = trio.lowlevel.current_trio_token()
         cache_root = str(self.cache_root) if self.cache_root is not None else None
@@ -463,6 +538,7 @@ class Prerenderer:
                 self.what,
                 blobs_dir,
                 self.stream_over,
+                self._streamed_siblings() if job.asked else (),
             )
         except RuntimeError as exc:  # the pool is shut down (unmounting)
             self._finish(job, None, exc)

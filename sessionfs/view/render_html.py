@@ -24,7 +24,7 @@ import base64
 import hashlib
 import html
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -40,7 +40,14 @@ from sessionfs.view.html_images import (
 from sessionfs.view.names import entry_file_names
 from sessionfs.view.render import pretty_json
 
-__all__ = ["BRANCH_LINKS", "FOLD_CHARS", "FOLD_LINES", "PAGE_CSS", "transcript_html"]
+__all__ = [
+    "BRANCH_LINKS",
+    "FOLD_CHARS",
+    "FOLD_LINES",
+    "PAGE_CSS",
+    "transcript_html",
+    "transcript_html_pieces",
+]
 
 #: A tool result or output longer than this (lines or characters) is folded.
 FOLD_LINES: Final = 12
@@ -158,6 +165,13 @@ class _Page:
 
     def link(self, *parts: str) -> str:
         return esc(self.up) + href(*parts)
+
+    def take(self) -> bytes:
+        """What was added since the last `take`, as UTF-8 (a lone surrogate is ``?``
+        wherever the pieces are cut: the encoder never pairs surrogates)."""
+        data = "".join(self.parts).encode("utf-8", "replace")
+        self.parts.clear()
+        return data
 
     def entry_link(self, index: int) -> str:
         """A link to entry ``index``'s file in ``entries/``, named as the session names it."""
@@ -473,6 +487,19 @@ def transcript_html(
     """``transcript.html`` (``tip`` ``None``: the session at its leaf) or the page of
     the branch ending at the entry whose ``entries/`` file is ``tip``
     (``branches/<tip>.html``; ``KeyError`` when there is no such entry)."""
+    return b"".join(transcript_html_pieces(source, tip, images))
+
+
+def transcript_html_pieces(
+    source: SessionSource,
+    tip: str | None = None,
+    images: ImageSource | None = None,
+    turns: Sequence[TranscriptMessage] | None = None,
+) -> Iterator[bytes]:
+    """`transcript_html`'s bytes a message at a time: joined, exactly its bytes.
+    ``turns``: the page's turns when the caller has them (a session file too big to
+    hold gives ones whose messages are parsed as they are read,
+    `sessionfs.view.streamed_render`); else the source's."""
     names = entry_file_names([source.entry_name(i) for i in range(len(source))])
     is_current = tip is None
     if tip is None:
@@ -486,7 +513,8 @@ def transcript_html(
     forest = source.forest()
     path = forest.path_to(leaf)
     on_current = set(path) if is_current else set(source.path_indexes())
-    turns = source.transcript_messages() if is_current else source.transcript_messages_at(leaf)
+    if turns is None:
+        turns = source.transcript_messages() if is_current else source.transcript_messages_at(leaf)
     title = source.title()
     add = page.add
     add('<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n')
@@ -503,11 +531,12 @@ def transcript_html(
         forks.before(index)
         page.message(turn, forks.labelled.get(index) if index is not None else None, index)
         forks.after(index)
+        yield page.take()
     forks.rest()
     if not turns:
         add('<p class="muted">No messages on this branch.</p>\n')
     add("</main>\n</body>\n</html>\n")
-    return "".join(page.parts).encode("utf-8", "replace")
+    yield page.take()
 
 
 def _page_meta(page: _Page, leaf: int | None, count: int, is_current: bool) -> None:

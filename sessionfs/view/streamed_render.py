@@ -1,5 +1,5 @@
-"""``transcript.md`` and ``context.json`` of a session file too big to hold parsed,
-written piece by piece: ``write_streamed``.
+"""``transcript.md``, ``context.json`` and ``transcript.html`` of a session file too big
+to hold parsed, written piece by piece: ``write_streamed``.
 
 A rendering in memory parses every line of the file and keeps the dicts while it
 renders: 3-6 times the file's size (a 430 MB session took a render worker to 1.4 GB).
@@ -17,27 +17,43 @@ Here the file is read where it is (`core.formats.xcsh_file.FileLines`, ``pread``
    state fields are core's answer, compactions and branches included;
 4. each message is parsed from its line as it is written, and let go.
 
+``transcript.html`` reads the session through `core.formats.xcsh.XcshSession` over the
+same index (names, tree, labels, a branch link's one entry parsed from its line) and
+its turns from step 3 (`PathTurns`), and is written a message at a time
+(`render_html.transcript_html_pieces`); its images are capped per page as always.
+
 What is held: the index (~360 bytes an entry), the stand-ins (a few hundred bytes each)
-and one message. The bytes are exactly those of the rendering in memory
+and one message (for the page, also its tree: a few hundred bytes an entry). The
+bytes are exactly those of the rendering in memory
 (`sessionfs.view.renderings.render_source`; the tests compare them).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO, cast, overload
 
 from core.context import build_session_context, messages_with_sources
+from core.formats.base import TranscriptMessage
+from core.formats.xcsh import XcshSession
 from core.formats.xcsh_file import CompactSession, NotCompact, read_file
-from sessionfs.view import render
+from sessionfs.view import render, render_html
+from sessionfs.view.html_images import ImageSource
 from sessionfs.view.streamed_json import write_context_json
 
-__all__ = ["STREAMED", "NotStreamable", "StreamIndex", "open_index", "write_streamed"]
+__all__ = [
+    "STREAMED",
+    "NotStreamable",
+    "PathTurns",
+    "StreamIndex",
+    "open_index",
+    "write_streamed",
+]
 
 #: The renderings made so.
-STREAMED = frozenset({"transcript.md", "context.json"})
+STREAMED = frozenset({"transcript.md", "context.json", "transcript.html"})
 #: The key of a stand-in entry that says where its line is (not a string: no JSON key
 #: can be it).
 _AT = object()
@@ -56,28 +72,72 @@ class NotStreamable(Exception):
     ids only a migration in memory gives them; or not a session)."""
 
 
-def write_streamed(session: StreamIndex, what: str, out: BinaryIO) -> None:
+def write_streamed(
+    session: StreamIndex, what: str, out: BinaryIO, images: ImageSource | None = None
+) -> None:
     """Write rendering ``what`` (one of `STREAMED`) of a session indexed by
-    `open_index` to ``out``, holding one message at a time (see the module docstring)."""
+    `open_index` to ``out``, holding one message at a time (see the module docstring).
+    ``images``: where ``transcript.html`` reads the blobs it inlines."""
     path_entries, by_id = session.path_stand_ins()
     leaf = session.leaf_id
     # The messages and the entry behind each: a stand-in names the line to parse.
-    messages, sources = messages_with_sources(path_entries, leaf, by_id)
-    real = [(m, cast(Entry, source).get(_AT)) for m, source in zip(messages, sources, strict=True)]
-    del messages
+    turns = PathTurns(session, *messages_with_sources(path_entries, leaf, by_id))
+    pieces: Iterator[bytes]
     if what == "context.json":
         context = build_session_context(path_entries, leaf, by_id)
-        write_context_json(context, lambda: (_real(session, *m) for m in real), out)
+        del path_entries, by_id
+        write_context_json(context, turns.messages, out)
         return
-    if what != "transcript.md":
+    del path_entries, by_id
+    if what == "transcript.md":
+        title = session.header.get("title")
+        pieces = render.transcript_md_sections(
+            title if isinstance(title, str) else None,
+            ((turn.message, turn.entry_name, turn.time) for turn in turns),
+        )
+    elif what == "transcript.html":
+        source = XcshSession(session.path, index=session)  # names, tree, labels: the index's
+        pieces = render_html.transcript_html_pieces(source, images=images, turns=turns)
+    else:
         raise KeyError(what)
-    title = session.header.get("title")
-    turns = (
-        (_real(session, *m), str(source.get("id", "?")), str(source.get("timestamp", "")))
-        for m, source in zip(real, sources, strict=True)
-    )
-    for section in render.transcript_md_sections(title if isinstance(title, str) else None, turns):
-        out.write(section)
+    for piece in pieces:
+        out.write(piece)
+
+
+class PathTurns(Sequence[TranscriptMessage]):
+    """The turns of the session at its leaf (`SessionSource.transcript_messages`'),
+    each message parsed from its line when the turn is read (a stand-in's), so only
+    the one being rendered is held."""
+
+    def __init__(self, session: CompactSession, messages: list[Any], sources: list[Any]) -> None:
+        self._session = session
+        # str(): what the transcript always printed for an id or a time of another type
+        self._turns = [
+            (
+                message,
+                cast(Entry, source).get(_AT),
+                str(source.get("id", "?")),
+                str(source.get("timestamp", "")),
+            )
+            for message, source in zip(messages, sources, strict=True)
+        ]
+
+    def __len__(self) -> int:
+        return len(self._turns)
+
+    @overload
+    def __getitem__(self, at: int) -> TranscriptMessage: ...
+    @overload
+    def __getitem__(self, at: slice) -> Sequence[TranscriptMessage]: ...
+    def __getitem__(self, at: int | slice) -> TranscriptMessage | Sequence[TranscriptMessage]:
+        if isinstance(at, slice):
+            return [self[i] for i in range(*at.indices(len(self)))]
+        message, line, entry_name, time = self._turns[at]
+        return TranscriptMessage(entry_name, time, _real(self._session, message, line))
+
+    def messages(self) -> Iterator[Any]:
+        """Each turn's message, parsed as it is reached."""
+        return (_real(self._session, message, line) for message, line, _, _ in self._turns)
 
 
 def open_index(path: str | os.PathLike[str]) -> StreamIndex:
@@ -89,6 +149,7 @@ def open_index(path: str | os.PathLike[str]) -> StreamIndex:
     except NotCompact as exc:
         raise NotStreamable(str(exc)) from None
     assert isinstance(index, StreamIndex)  # (the classmethod builds its own class)
+    index.path = os.fspath(path)
     return index
 
 
@@ -101,6 +162,8 @@ class StreamIndex(CompactSession):
     one dict."""
 
     stand_ins: list[Entry] = field(default_factory=list)
+    #: the file it was built from (`open_index`)
+    path: str = ""
     _shared_messages: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
 
     def _add(self, start: int, end: int, entry: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ file of a few MB takes that path; tests/fs/test_compact_reads.py takes it throug
 from __future__ import annotations
 
 import errno
+import html
 import os
 import stat
 import subprocess
@@ -32,6 +33,7 @@ pytestmark = pytest.mark.fuse
 #: Files bigger than this are "too big to render in memory" for these mounts.
 RENDER_LIMIT = 100_000
 PROJECT = "--work--"
+HOSTILE = "<script>alert('x')</script><img src=x onerror=alert(1)>"
 
 
 def run(*argv: str) -> str:
@@ -49,6 +51,16 @@ def in_memory(path: Path, what: str) -> bytes:
     session = LoadedSession(ref=ref)
     session.load()
     return session.rendered(what)
+
+
+def stored_in(cache_dir: Path) -> list[Path]:
+    """The cache files in ``cache_dir`` (not a temporary file being written)."""
+    return [p for p in cache_dir.iterdir() if not p.name.startswith(".")]
+
+
+def nothing_refused_nor_written(session: Path, file: Path, before: bytes) -> None:
+    assert "last_error: \n" in cat(session / "ctl").decode()
+    assert file.read_bytes() == before
 
 
 def big_session(tmp_path: Path) -> Path:
@@ -91,10 +103,9 @@ def test_a_file_too_big_to_render_in_memory_is_read_cat_tail_and_grep(
     # Written into the cache dir (private, as everything the daemon writes), not held.
     own = agent_cache_dir(cache, tmp_path / "agent")
     for kind in ("renders", "contexts"):
-        (stored,) = [p for p in (own / kind).iterdir() if not p.name.startswith(".")]
+        (stored,) = stored_in(own / kind)
         assert stat.S_IMODE(stored.stat().st_mode) == 0o600, kind
-    assert "last_error: \n" in cat(session / "ctl").decode()
-    assert file.read_bytes() == before
+    nothing_refused_nor_written(session, file, before)
 
 
 def test_another_process_appends_and_the_streamed_renderings_follow(
@@ -120,6 +131,45 @@ def test_another_process_appends_and_the_streamed_renderings_follow(
     eventually(shows_the_append, "the appended prompt in transcript.md", within=30)
     assert cat(session / "transcript.md") == in_memory(file, "transcript.md")
     assert cat(session / "context.json") == in_memory(file, "context.json")
+
+
+def test_the_page_of_a_file_too_big_to_render_in_memory_is_streamed_and_escaped(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """``transcript.html`` comes from the pages' worker, written a message at a time
+    into the cache dir: the page rendered in memory, a hostile string escaped."""
+    file = big_session(tmp_path)
+    last = orjson.loads(file.read_bytes().splitlines()[-1])["id"]
+    hostile = {
+        "type": "message",
+        "id": "hostile1",
+        "parentId": last,
+        "timestamp": "2026-01-02T00:00:00.000Z",
+        "message": {"role": "user", "content": [{"type": "text", "text": HOSTILE}]},
+    }
+    with open(file, "ab") as f:
+        f.write(orjson.dumps(hostile) + b"\n")
+    before = file.read_bytes()
+    cache = tmp_path / "cache"
+    mnt = mount_with_a_low_limit(mount_factory, tmp_path / "agent", cache)
+    session = mnt / "sessions" / PROJECT / file.stem
+
+    page = in_memory(file, "transcript.html")
+    assert cat(session / "transcript.html") == page
+    assert os.stat(session / "transcript.html").st_size == len(page)
+    assert run("tail", "-c", "300", str(session / "transcript.html")).encode() == page[-300:]
+    assert HOSTILE.encode() not in page and html.escape(HOSTILE).encode() in page
+    # The turns since the last compaction, and its summary: core's context rules.
+    assert page.count(b'<section class="msg ') > 30 and b"were summarised" in page
+    own = agent_cache_dir(cache, tmp_path / "agent")
+    (stored,) = stored_in(own / "pages")
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+    assert stored.stat().st_size > len(page)  # the page itself, behind its head
+    # The same job wrote transcript.md and context.json from its index of the file.
+    assert stored_in(own / "renders") and stored_in(own / "contexts")
+    assert cat(session / "transcript.md") == in_memory(file, "transcript.md")
+    assert cat(session / "context.json") == in_memory(file, "context.json")
+    nothing_refused_nor_written(session, file, before)
 
 
 def test_a_rendering_with_nowhere_to_go_is_efbig_with_the_reason_in_ctl(

@@ -14,9 +14,12 @@ from pathlib import Path
 import pytest
 from support.chromium import chromium_or_skip, dump_dom, screenshot
 from support.html_sessions import HOSTILE_PROJECT, hostile_agent
-from support.mount import Mount, MountFactory
+from support.mount import Mount, MountFactory, isolated_env
 from support.other_agents import CODEX_PROJECT, AgentTrees
 from support.png_pixels import mean_luminance
+
+from sessionfs.view.cache_dir import agent_cache_dir
+from sessionfs.view.session_cache import RENDER_LIMIT_ENV
 
 pytestmark = pytest.mark.fuse
 
@@ -97,13 +100,31 @@ def test_a_hostile_session_runs_nothing(tmp_path: Path, mount_factory: MountFact
     mount: Mount = mount_factory(agent)
     session = mount.path / "sessions" / HOSTILE_PROJECT / "hostile"
     for page in [session / "transcript.html", *sorted((session / "branches").iterdir())]:
-        dom = dump_dom(page)
-        assert not any(mark in dom for mark in RAN), page
-        assert "<script" not in dom and "<h6" not in dom
-        # The payload is on the page as text, title included.
-        assert "&lt;script&gt;document.title='pwned'" in dom
-        title = re.search(r"<title>(.*?)</title>", dom, re.S)
-        assert title is not None and title.group(1).startswith("&lt;script&gt;")
+        assert_runs_nothing(page)
+
+
+def test_a_hostile_session_too_big_to_render_in_memory_runs_nothing(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """The page a worker writes a message at a time for a file over the render limit
+    (lowered here: every file is over it) escapes as the page rendered in memory."""
+    agent = hostile_agent(tmp_path, PAYLOAD)
+    env = {**isolated_env(), RENDER_LIMIT_ENV: "100"}
+    mount: Mount = mount_factory(agent, "--cache-dir", str(tmp_path / "cache"), env=env)
+    page = mount.path / "sessions" / HOSTILE_PROJECT / "hostile" / "transcript.html"
+    assert_runs_nothing(page)
+    pages = agent_cache_dir(tmp_path / "cache", agent) / "pages"
+    assert [p for p in pages.iterdir() if not p.name.startswith(".")]  # a worker wrote it
+
+
+def assert_runs_nothing(page: Path) -> None:
+    dom = dump_dom(page)
+    assert not any(mark in dom for mark in RAN), page
+    assert "<script" not in dom and "<h6" not in dom
+    # The payload is on the page as text, title included.
+    assert "&lt;script&gt;document.title='pwned'" in dom
+    title = re.search(r"<title>(.*?)</title>", dom, re.S)
+    assert title is not None and title.group(1).startswith("&lt;script&gt;")
 
 
 def test_the_pages_policy_stops_a_script_that_got_in(demo_mount: Mount, tmp_path: Path) -> None:

@@ -1,11 +1,14 @@
-"""``transcript.md`` and ``context.json`` of a session file too big to hold, written a
-message at a time (`sessionfs.view.streamed_render`, `sessionfs.view.streamed_json`):
+"""``transcript.md``, ``context.json`` and ``transcript.html`` of a session file too big
+to hold, written a message at a time (`sessionfs.view.streamed_render`,
+`sessionfs.view.streamed_json`, `sessionfs.view.render_html.transcript_html_pieces`):
 byte for byte what the rendering in memory makes, for real sessions and odd ones, in a
 fraction of the memory; and stored into a cache file the daemon validates and reads
 (`RenderCache.store_streamed`, `prerender.render_transcript`)."""
 
 from __future__ import annotations
 
+import hashlib
+import html
 import io
 import os
 import stat
@@ -21,6 +24,7 @@ from support.other_agents import fake_home
 
 from core import SessionManager
 from core.context import empty_context
+from sessionfs.view.html_images import PAGE_IMAGE_BUDGET
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.prerender import TooBigToHold, render_transcript
 from sessionfs.view.render import context_json
@@ -28,6 +32,8 @@ from sessionfs.view.render_cache import FileIdentity, RenderCache
 from sessionfs.view.session_ref import SessionRef
 from sessionfs.view.streamed_json import write_context_json
 from sessionfs.view.streamed_render import STREAMED, open_index, write_streamed
+
+HOSTILE = "<script>alert('x')</script><img src=x onerror=alert(1)>"
 
 
 def in_memory(path: Path, what: str) -> bytes:
@@ -142,10 +148,11 @@ def test_streaming_holds_a_fraction_of_what_rendering_in_memory_does(tmp_path: P
         finally:
             tracemalloc.stop()
         # The index with its stand-ins (~660 bytes an entry: entries of 1.5 KB here,
-        # ~4.4 KB in bench_huge_file's), then one message at a time: a fraction of the
+        # ~4.4 KB in bench_huge_file's), then one message at a time (the page also
+        # builds its tree and entry names: ~440 bytes an entry): a fraction of the
         # parse of every line.
         assert held < 700 * len(index), (what, held, len(index))
-        assert peak < size * 0.6, (what, peak, held, size)
+        assert peak < held + 500 * len(index), (what, peak, held, len(index))
         assert whole > 3 * size, (what, whole, size)
 
 
@@ -179,6 +186,79 @@ def test_a_render_worker_streams_a_file_over_its_limit_into_the_cache(tmp_path: 
     assert found is not None and found[1] == expected
     again = render_transcript(str(path), "long.jsonl", str(cache_root), False, stream_over=1000)
     assert not again.rendered  # the cache file is valid: nothing rendered twice
+
+
+def test_a_page_worker_streams_the_page_with_its_images_capped(tmp_path: Path) -> None:
+    """``transcript.html`` of a file over the limit, images inlined from the blob store
+    up to the page's budget, the rest linked: the page the daemon renders in memory."""
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    chain = Chain()
+    turns(chain, 5)
+    for i in range(PAGE_IMAGE_BUDGET // 1_000_000 + 2):  # past the page's budget
+        picture = b"\x89PNG\r\n\x1a\n" + bytes([i]) * (1_000_000 - 8)
+        sha = hashlib.sha256(picture).hexdigest()
+        (blobs / sha).write_bytes(picture)
+        image = {"type": "image", "data": f"blob:sha256:{sha}", "mimeType": "image/png"}
+        chain.message("user", content=[{"type": "text", "text": HOSTILE}, image])
+    turns(chain, 5, start=5)
+    path = chain.write(tmp_path / "sessions" / "p" / "pics.jsonl", title=HOSTILE)
+    for file in (path, *blobs.iterdir()):
+        os.chmod(file, 0o600)
+    cache_root = tmp_path / "cache" / "pages"
+    outcome = render_transcript(
+        str(path),
+        "k",
+        str(cache_root),
+        True,
+        what="transcript.html",
+        blobs_dir=str(blobs),
+        stream_over=1000,
+    )
+    assert outcome.rendered and outcome.data is None  # asked for, yet never handed over whole
+    found = RenderCache(cache_root, "transcript.html").load("k", outcome.record.identity)
+    assert found is not None
+    page = found[1]
+    ref = SessionRef(path.parent.name, path.stem, path, {}, 0, 0)
+    session = LoadedSession(ref=ref, blobs_dir=blobs)
+    session.load()
+    assert page == session.rendered("transcript.html")
+    assert page.count(b'<img alt="image" src="data:image/png;base64,') == (
+        PAGE_IMAGE_BUDGET // 1_000_000
+    )
+    assert page.count(b"too big to inline here") == 2
+    assert HOSTILE.encode() not in page and html.escape(HOSTILE).encode() in page
+
+
+def test_the_job_streaming_one_rendering_writes_the_others_from_the_same_index(
+    tmp_path: Path,
+) -> None:
+    """Indexing is most of a streamed rendering's work: the job asked for one writes
+    the others into their cache dirs too, and their own jobs then find them valid."""
+    path = a_long_session(tmp_path)
+    roots = {what: tmp_path / "cache" / what.replace(".", "-") for what in STREAMED}
+    others = tuple((what, str(roots[what]), None) for what in sorted(STREAMED - {"context.json"}))
+    asked = render_transcript(
+        str(path),
+        "k",
+        str(roots["context.json"]),
+        False,
+        what="context.json",
+        stream_over=1000,
+        also_streamed=others,
+    )
+    assert asked.rendered
+    for what in STREAMED:
+        found = RenderCache(roots[what], what).load("k", asked.record.identity)
+        assert found is not None and found[1] == in_memory(path, what), what
+        again = render_transcript(
+            str(path), "k", str(roots[what]), False, what=what, stream_over=1000
+        )
+        assert not again.rendered, what  # found valid: not rendered a second time
+        assert again.record.sizes[what] == len(in_memory(path, what))
+    transcript = RenderCache(roots["transcript.md"]).validate("k", asked.record.identity)
+    assert transcript is not None
+    assert transcript.sizes["title"] == len(in_memory(path, "title"))  # as its own job's
 
 
 def test_a_streamed_rendering_with_no_cache_dir_to_go_to_is_refused(tmp_path: Path) -> None:
