@@ -42,6 +42,7 @@ from core.formats.xcsh import XcshSession
 from core.formats.xcsh_file import CompactSession, NotCompact, read_file
 from core.formats.xcsh_parsed import PARSED_SIZE_FACTOR, ManagerSource
 from core.session_stat import session_stat
+from core.session_tail import FileTail, IndexedEntries, ScannedEntries, read_file_tail
 from core.storage import FileSessionStorage, PathArg, StorageStat
 from sessionfs.view import render
 from sessionfs.view.access import FileAccess
@@ -303,6 +304,82 @@ class LoadedSession:
         if isinstance(held, XcshSession) and held.index.diverged:
             self._forget_renders()  # the file now holds lines the compact index skipped
         self._hold(ManagerSource(manager), st)
+
+    def appender(self, *, scan: bool) -> SessionManager:
+        """The manager an append goes through (worker thread or a small inline write,
+        under the lock). The parsed session when it is held, or must be (a pinned
+        leaf; another agent's session is ``EROFS``); else a manager of the file's
+        tail (`SessionManager.open_tail`), which parses no entry of the file: with
+        ``scan`` (appends that refer to no entry) and nothing held, from the file's
+        head and tail, ids looked up by a scan of the file (`core.session_tail`);
+        else from the compact index, loaded now if need be. A file that cannot be
+        held compact (an older format version) is parsed. After the write:
+        `after_append` when what this returned is not `manager`."""
+        if self.opener is not None or self.manager is not None or self.pinned_leaf is not None:
+            return self.hydrated
+        path = self.ref.path
+        if self.source is None and scan:
+            try:
+                tail = read_file_tail(path)
+            except OSError:
+                tail = None  # gone or unreadable: the load says why
+            if tail is not None:
+                return SessionManager.open_tail(path, tail, ScannedEntries(path, tail), {})
+        self.ensure_readable()
+        if not self.appends_from_index():
+            return self.hydrated
+        held = self.source
+        assert isinstance(held, XcshSession) and isinstance(held.index, CompactSession)
+        index = held.index
+        tail = FileTail(
+            index.header,
+            index.title_slot,
+            index.leaf_id,
+            index.inode,
+            index.consumed,
+            body_start=0,  # not needed: the index knows the entries
+        )
+        return SessionManager.open_tail(
+            path, tail, IndexedEntries(index.index_of_id, index.entry), index.labels
+        )
+
+    def appends_from_index(self) -> bool:
+        """Whether `appender` gives a manager of the file's tail from the index held
+        (no I/O: an inline write may ask)."""
+        held = self.source
+        return (
+            self.opener is None
+            and self.pinned_leaf is None
+            and isinstance(held, XcshSession)
+            and isinstance(held.index, CompactSession)
+            and not held.index.diverged
+        )
+
+    def after_append(self) -> None:
+        """An append through a manager of the file's tail (`appender`) changed the file
+        alone: the index held (if any) reads what was appended, ours and anyone's,
+        from where it had read to; the renderings go."""
+        try:
+            st: os.stat_result | None = os.stat(self.ref.path)
+        except OSError:
+            st = None
+        source = self.source
+        if isinstance(source, XcshSession):
+            # After the stat: lines appended in between are read now and look like a
+            # change at the next check, which then finds nothing new.
+            try:
+                source.catch_up()
+            except NotCompact:  # replaced meanwhile by a file not held compact
+                self.source = None
+        self._forget_renders()
+        if st is not None:
+            self.file_state = self._saw(st)
+            self.checked_at = time.monotonic()
+
+    def look(self) -> None:
+        """Note the file as it is now without reading it (a session added to the cache
+        unloaded: an append may not need it read)."""
+        self._seen_now(session_stat(self.ref.path))
 
     def apply_pin(self) -> None:
         """Put a pinned leaf back after a full reload (the loader picks the last entry);
