@@ -757,7 +757,8 @@ class SessionDir(ScratchHolder, DirNode):
         if isinstance(node, RenderedFile) and node.served_unloaded():
             return node  # its stat comes from the render cache: nothing to load here
         rendering = getattr(cls, "rendering", None)  # about to be stat'ed: render it now
-        await self.session(warm=rendering)  # ENOENT if the session is gone or not one
+        # ENOENT if the session is gone or not one; an append needs it not read
+        await self.session(warm=rendering, load=cls is not AppendDir)
         if name == "leaf" and not await self._has_leaf():
             return None
         if name == ARTIFACTS and not self._has_artifacts():
