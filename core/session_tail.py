@@ -199,26 +199,34 @@ class ScannedEntries:
 
 
 def _lines_holding(fd: int, needle: bytes, start: int, end: int) -> Iterator[bytes]:
-    """Each line in ``[start, end)`` of ``fd`` that holds ``needle``, once, in order."""
-    overlap = len(needle) - 1
+    """Each line in ``[start, end)`` of ``fd`` that holds ``needle``, once, in order.
+    Read into one buffer and searched there (no copy of the file's bytes besides the
+    read: the scan is the cost of an append to a session not read yet)."""
+    overlap = len(needle) - 1  # a hit across two reads starts in the last ones kept
+    buffer = bytearray(overlap + CHUNK_BYTES)
+    view = memoryview(buffer)
+    kept = 0  # bytes of the previous read kept before this one
     pos = start
-    carry = b""
     after_line = start  # a hit before this is on a line already given
-    while pos < end:
-        chunk = os.pread(fd, min(CHUNK_BYTES, end - pos), pos)
-        if not chunk:
-            break
-        block, block_start = carry + chunk, pos - len(carry)
-        hit = block.find(needle)
-        while hit >= 0:
-            at = block_start + hit
-            if at >= after_line:
-                line_start, line_end = _line_around(fd, at, start, end)
-                after_line = line_end + 1
-                yield os.pread(fd, line_end - line_start, line_start)
-            hit = block.find(needle, hit + 1)
-        carry = block[-overlap:] if overlap else b""
-        pos += len(chunk)
+    try:
+        while pos < end:
+            read = os.preadv(fd, [view[overlap : overlap + min(CHUNK_BYTES, end - pos)]], pos)
+            if read <= 0:
+                break
+            stop = overlap + read
+            hit = buffer.find(needle, overlap - kept, stop)
+            while hit >= 0:
+                at = pos - overlap + hit
+                if at >= after_line:
+                    line_start, line_end = _line_around(fd, at, start, end)
+                    after_line = line_end + 1
+                    yield os.pread(fd, line_end - line_start, line_start)
+                hit = buffer.find(needle, hit + 1, stop)
+            buffer[:overlap] = buffer[read:stop]
+            kept = min(overlap, kept + read)
+            pos += read
+    finally:
+        view.release()
 
 
 def _line_around(fd: int, at: int, start: int, end: int) -> tuple[int, int]:
