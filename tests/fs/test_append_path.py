@@ -15,6 +15,7 @@ from support.mount import MountFactory
 from support.write_setup import make_agent, on_disk, read_ctl, session_dir
 
 from core import SessionManager
+from sessionfs.view.loaded_session import TAIL_APPENDS_ABOVE_BYTES
 
 pytestmark = pytest.mark.fuse
 
@@ -58,11 +59,14 @@ def test_an_append_after_another_process_appended_chains_onto_its_entry(
 def test_an_append_reads_no_more_of_the_session_than_it_touches(
     tmp_path: Path, mount_factory: MountFactory
 ) -> None:
-    """Issue 26 point 6: ``cp`` into ``append/`` of a session nobody has read does not
-    read it (the root ``ctl`` counts no load); once it is read (``ls entries/``), the
+    """Issue 26 point 6: ``cp`` into ``append/`` of a big session nobody has read does
+    not read it (the root ``ctl`` counts no load); once it is read (``ls entries/``), the
     next append needs no second load; each chains onto the file's last entry, another
     process's included, and leaves every byte before it as it was."""
     agent_dir, file = make_agent(tmp_path)
+    with SessionManager.open(file) as padding:  # past the size a first append parses
+        for _ in range(TAIL_APPENDS_ABOVE_BYTES // 100_000 + 1):
+            padding.append_message(user("x" * 100_000))
     mount = mount_factory(agent_dir)
     d = session_dir(mount, file)
     message = tmp_path / "msg.json"

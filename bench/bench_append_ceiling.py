@@ -1,0 +1,78 @@
+"""One-file appends through ``append/`` against their ceiling (issue 26 point 7).
+
+The ceiling is `bench.minimal_append_fs`: a pyfuse3 filesystem that answers the same
+requests and appends each file with an fdatasync, checking and keeping nothing. Each
+checkout given (default: this one) mounts its own copy of `bench_writes`' agent dir;
+in each of `ROUNDS` rounds every side, the ceiling included, gets `FILES` files written
+with a shell's system calls (`bench_writes.mount_appends`), the order rotating from
+round to round, so all see the same load. Per side: the median over the rounds of
+(the ceiling's time / the side's time) -- aim: at least 0.8 -- with the load average.
+
+    python -m bench.bench_append_ceiling [CHECKOUT ...]   # e.g. an old worktree, then .
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.ab_writes import mounted_from
+from bench.bench_writes import minimal_append_filesystem, mount_appends
+
+ROUNDS = int(os.environ.get("SESSIONFS_CEILING_ROUNDS", "5"))
+FILES = int(os.environ.get("SESSIONFS_CEILING_FILES", "200"))
+AIM = 0.8
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkouts", nargs="*", type=Path, default=[Path(".")])
+    args = parser.parse_args(argv)
+    with (
+        tempfile.TemporaryDirectory(prefix="sessionfs-ceiling-") as tmp,
+        contextlib.ExitStack() as stack,
+    ):
+        root = Path(tmp)
+        ceiling_root = root / "ceiling"
+        ceiling_root.mkdir()
+        dirs = {"ceiling": stack.enter_context(minimal_append_filesystem(ceiling_root))}
+        for n, checkout in enumerate(args.checkouts):
+            session = stack.enter_context(mounted_from(checkout.resolve(), root / f"side{n}"))
+            dirs[f"{checkout}"] = session / "append"
+        for append_dir in dirs.values():  # warm: the first files load the session
+            mount_appends(append_dir, 5, 10**6)
+        names = list(dirs)
+        seconds: dict[str, list[float]] = {name: [] for name in names}
+        loads = []
+        for round_ in range(ROUNDS):
+            shift = round_ % len(names)
+            for name in names[shift:] + names[:shift]:
+                started = time.perf_counter()
+                mount_appends(dirs[name], FILES, round_ * FILES)
+                seconds[name].append(time.perf_counter() - started)
+            loads.append(os.getloadavg()[0])
+    ceiling = seconds["ceiling"]
+    print(f"{FILES} files per side and round, {ROUNDS} rounds, load average {loads}")
+    print(f"  ceiling: median {statistics.median(ceiling) / FILES * 1e6:,.0f} us a file")
+    for name in names[1:]:
+        ratios = [c / s for c, s in zip(ceiling, seconds[name], strict=True)]
+        per_file = statistics.median(seconds[name]) / FILES * 1e6
+        mark = "ok" if statistics.median(ratios) >= AIM else "MISSED"
+        print(
+            f"  {name}: median {per_file:,.0f} us a file; of the ceiling: median "
+            f"{statistics.median(ratios):.2f} ({', '.join(f'{r:.2f}' for r in ratios)}) "
+            f"aim >= {AIM} {mark}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
