@@ -356,8 +356,8 @@ class LoadedSession:
         )
 
     def appends_from_index(self) -> bool:
-        """Whether `appender` gives a manager of the file's tail from the index held
-        (no I/O: an inline write may ask)."""
+        """Whether the index held can give a manager of the file's tail (`appender`):
+        an xcsh file held compact whose index is the loader's view of it."""
         held = self.source
         return (
             self.opener is None

@@ -536,7 +536,6 @@ class SessionCache:
             raise WriteRejected(errno.EROFS, f"{session.ref.stem}: only in the archive")
 
         def apply(inline: bool) -> T:
-            unread = not session.is_loaded
             if appends is None:
                 manager = session.hydrated
             else:
@@ -554,26 +553,28 @@ class SessionCache:
                 else:
                     moved_only = leaf == "moved" and manager.entry_count() == count
                     session.after_write(entries_changed=not moved_only)
-            # (A refusal says nothing about the disk; nor does a scan of a file.)
-            if small and not (tail and session.source is None):
+            # (A refusal says nothing about the disk; nor does an append through the
+            # tail, which reads megabytes and never runs inline.)
+            if small and not tail:
                 self._small_write_took(time.perf_counter() - started)
-            if unread and session.is_loaded:  # let go since it was last used: read again
-                self.counts.loaded(session.key)
             return result
 
         cost_before = session.memory_cost()
         async with _Held(session.lock):
-            with self._changing(session):
-                inline = (small or memory_only) and self._can_write_inline(
-                    session, disk=small, appends=appends is not None
-                )
-                if inline:
-                    try:
-                        result = apply(inline=True)
-                    except GuestWriteWouldWait:
-                        inline = False  # nothing was written: wait in a thread
-                if not inline:
-                    result = await trio.to_thread.run_sync(apply, False)
+            unread = not session.is_loaded  # let go since it was last used, or never read
+            try:
+                with self._changing(session):
+                    inline = (small or memory_only) and self._can_write_inline(session, disk=small)
+                    if inline:
+                        try:
+                            result = apply(inline=True)
+                        except GuestWriteWouldWait:
+                            inline = False  # nothing was written: wait in a thread
+                    if not inline:
+                        result = await trio.to_thread.run_sync(apply, False)
+            finally:
+                if unread and session.is_loaded:  # read for this write
+                    self.counts.loaded(session.key)
             if leaf == "moved":
                 session.pinned_leaf = (session.leaf_id(),)
             elif leaf == "recorded":
@@ -611,21 +612,19 @@ class SessionCache:
                 listener(session, False)
         session.last_error = None
 
-    def _can_write_inline(self, session: LoadedSession, *, disk: bool, appends: bool) -> bool:
+    def _can_write_inline(self, session: LoadedSession, *, disk: bool) -> bool:
         """True when a small write can only append and fsync (a leaf move: change
-        memory): parsed, already on disk with no migration rewrite pending (or, for
-        ``appends``, held compact: its index knows the ids), the file as last seen (no
-        catch-up or reload), and with ``disk``, the disk fast lately. (An agent holding
-        the file or omp's lock is found by the write itself, which then stops: see
-        `write`.)"""
+        memory): parsed, already on disk with no migration rewrite pending, the file as
+        last seen (no catch-up or reload), and with ``disk``, the disk fast lately. (An
+        agent holding the file or omp's lock is found by the write itself, which then
+        stops: see `write`.) An append through a manager of the file's tail never runs
+        inline: the index it leaves up to date (`LoadedSession.after_append`) copies
+        a file of megabytes."""
         manager = session.manager
-        ready = (
-            manager.is_on_disk and not manager.needs_rewrite
-            if manager is not None
-            else appends and session.appends_from_index()
-        )
         return (
-            ready
+            manager is not None
+            and manager.is_on_disk
+            and not manager.needs_rewrite
             and (not disk or self.small_write_seconds <= INLINE_WRITE_LIMIT)
             and session.unchanged_on_disk()
         )
