@@ -14,7 +14,8 @@ between them):
   Code and Codex the reader ``opener`` gives;
 * *parsed* (xcsh only): a ``SessionManager.open(browse=True, resolve_blobs=False)``,
   five to six times the file's size, read through `ManagerSource`. Built for writes
-  through the mount (``hydrated``), for files at an older format version (migrated in
+  through the mount (``hydrated``; an append to a file over `TAIL_APPENDS_ABOVE_BYTES`
+  goes through a manager of the file's tail instead: `appender`), for files at an older format version (migrated in
   memory: their ids exist nowhere else), and kept while a leaf moved through the mount
   is pinned. Another agent's session is never parsed so: a write to it is ``EROFS``.
 
