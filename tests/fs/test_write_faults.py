@@ -166,8 +166,9 @@ def test_daemon_killed_during_appends_loses_nothing_confirmed(
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB tmpfs (needs root); unmounted in teardown even when the test fails."""
-    with tmpfs(tmp_path / "small", "4m") as target:
+    """A 12 MiB tmpfs (needs root; room for a session over `TAIL_APPENDS_ABOVE_BYTES`);
+    unmounted in teardown, after the mount on it, even when the test fails."""
+    with tmpfs(tmp_path / "small", "12m") as target:
         yield target
 
 
@@ -207,27 +208,20 @@ def test_disk_full_then_space_freed_without_remount(
     assert mount.alive()
 
 
-@pytest.fixture
-def disk_of_12m(tmp_path: Path) -> Iterator[Path]:
-    """A 12 MiB tmpfs (needs root); unmounted in teardown, after the mount on it."""
-    with tmpfs(tmp_path / "disk", "12m") as target:
-        yield target
-
-
 def test_disk_full_on_an_append_through_the_tail_of_a_big_session(
-    disk_of_12m: Path, mount_factory: MountFactory
+    small_disk: Path, mount_factory: MountFactory
 ) -> None:
     """A session too big to parse for an append (issue 26 point 6) is appended to
     through its tail: a full disk still fails the ``close()``, changes no byte, says
     why in ``ctl``, and the next append works once there is room again."""
-    agent_dir, file = make_agent(disk_of_12m)
+    agent_dir, file = make_agent(small_disk)
     with SessionManager.open(file) as padding:
         for _ in range(TAIL_APPENDS_ABOVE_BYTES // 100_000 + 1):
             padding.append_message({"role": "user", "content": "x" * 100_000})
     last_before = disk_ids(file)[-1]
     mount = mount_factory(agent_dir)
     d = session_dir(mount, file)
-    filler = fill(disk_of_12m)
+    filler = fill(small_disk)
     bytes_before = file.read_bytes()
     big = b"y" * (256 * 1024)
     code = errno_of(lambda: drop(d / "append", "lost.txt", big))
