@@ -15,9 +15,10 @@ between them):
 * *parsed* (xcsh only): a ``SessionManager.open(browse=True, resolve_blobs=False)``,
   five to six times the file's size, read through `ManagerSource`. Built for writes
   through the mount (``hydrated``; an append to a file over `TAIL_APPENDS_ABOVE_BYTES`
-  goes through a manager of the file's tail instead: `appender`), for files at an older format version (migrated in
-  memory: their ids exist nowhere else), and kept while a leaf moved through the mount
-  is pinned. Another agent's session is never parsed so: a write to it is ``EROFS``.
+  goes through a manager of the file's tail instead: `appender`), for files at an older
+  format version (migrated in memory: their ids exist nowhere else), and kept while a
+  leaf moved through the mount is pinned. Another agent's session is never parsed so:
+  a write to it is ``EROFS``.
 
 Everything rendered is cached per *version*, which goes up whenever a catch-up finds
 new lines or a replaced file. Synchronous: callers hold its ``lock`` and run it in a
