@@ -249,7 +249,8 @@ class SessionCache:
             self._take_notes(session)
             outcome = self._dropped_outcomes.pop((project, stem), (None, None))
             session.last_result, session.last_error = outcome
-            if not read and session.opener is None:
+            # (A leaf pinned before a drop goes back in place with a load: `load`.)
+            if not read and session.opener is None and session.pinned_leaf is None:
                 try:
                     session.look()
                 except OSError as exc:  # gone since it was listed

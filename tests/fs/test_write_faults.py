@@ -236,3 +236,24 @@ def test_disk_full_on_an_append_through_the_tail_of_a_big_session(
     assert file.read_bytes().startswith(bytes_before)
     assert read_ctl(mount.path)["cache_loads"] == "1"  # for the ctl read; no append read it
     assert mount.alive()
+
+
+def test_a_leaf_pinned_before_a_failed_write_holds_for_the_very_next_append(
+    small_disk: Path, mount_factory: MountFactory
+) -> None:
+    """The failed write drops the session (to be read again); the leaf chosen through
+    the mount before it is put back when the next append reads it, with nothing else
+    reading the session in between (the append's lookup reads no session by itself)."""
+    agent_dir, file = make_agent(small_disk)
+    mount = mount_factory(agent_dir)
+    d = session_dir(mount, file)
+    first = disk_ids(file)[0]
+    subprocess.run(["ln", "-sfn", f"entries/{first}.json", "leaf"], cwd=d, check=True)
+    filler = fill(small_disk)
+    assert errno_of(lambda: drop(d / "append", "lost.txt", b"y" * 256 * 1024)) in (
+        errno.ENOSPC,
+        errno.EIO,
+    )
+    filler.unlink()
+    drop(d / "append", "after.txt", b"on the chosen branch")
+    assert on_disk(file).get_entries()[-1]["parentId"] == first
