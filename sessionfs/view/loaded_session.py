@@ -28,6 +28,7 @@ worker thread (`sessionfs.view.session_cache`).
 from __future__ import annotations
 
 import errno
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -88,6 +89,11 @@ LISTING_BYTES_PER_ROW = 480
 #: memory), a scan for an id ~0.5 ms a MB. A smaller one is parsed at its first append,
 #: as always: a few ms, and the manager held answers the appends after it at once.
 TAIL_APPENDS_ABOVE_BYTES = 4 * 1024 * 1024
+#: An append this soon (seconds) after one through the tail parses the session (once):
+#: each append through the tail reads megabytes (a scan for its id, or the held index
+#: taking in the file again), a burst of them (a script, a ``*.stream``) is cheaper on
+#: the parsed session, whose appends cost the same whatever its size.
+TAIL_BURST_SECONDS = 5.0
 #: "not known without work" (see `LoadedSession.cached_leaf_name`)
 UNKNOWN = object()
 
@@ -185,6 +191,9 @@ class LoadedSession:
     last_error: str | None = None
     #: forks the mount started from or of this session (another agent's: its notes)
     links: SessionLinks | None = None
+    #: when an append through a manager of the file's tail (`appender`) last succeeded
+    #: (``time.monotonic()``; set by `SessionCache.write`)
+    tail_appended_at: float = -math.inf
     #: the blob store ``transcript.html`` inlines images from (an xcsh agent dir's;
     #: ``None``: images are links only)
     blobs_dir: Path | None = None
@@ -316,7 +325,8 @@ class LoadedSession:
         """The manager an append goes through (worker thread or a small inline write,
         under the lock). The parsed session when it is held, or must be (a pinned
         leaf; another agent's session is ``EROFS``), or the file is at most
-        `TAIL_APPENDS_ABOVE_BYTES`; else a manager of the file's tail
+        `TAIL_APPENDS_ABOVE_BYTES`, or an append went through the tail less than
+        `TAIL_BURST_SECONDS` ago; else a manager of the file's tail
         (`SessionManager.open_tail`), which parses no entry of the file: with
         ``scan`` (appends that refer to no entry) and nothing held, from the file's
         head and tail, ids looked up by a scan of the file (`core.session_tail`);
@@ -329,6 +339,7 @@ class LoadedSession:
             or self.manager is not None
             or self.pinned_leaf is not None
             or size <= TAIL_APPENDS_ABOVE_BYTES
+            or time.monotonic() - self.tail_appended_at < TAIL_BURST_SECONDS
         ):
             return self.hydrated
         path = self.ref.path

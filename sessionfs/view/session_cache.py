@@ -547,6 +547,8 @@ class SessionCache:
             try:
                 with manager.refusing_waits() if inline else contextlib.nullcontext():
                     result = fn(manager)
+                if tail:
+                    session.tail_appended_at = time.monotonic()
             finally:
                 # Even a refused write may have caught up with the file.
                 if tail:
