@@ -89,10 +89,14 @@ LISTING_BYTES_PER_ROW = 480
 #: memory), a scan for an id ~0.5 ms a MB. A smaller one is parsed at its first append,
 #: as always: a few ms, and the manager held answers the appends after it at once.
 TAIL_APPENDS_ABOVE_BYTES = 4 * 1024 * 1024
-#: An append this soon (seconds) after one through the tail parses the session (once):
-#: each append through the tail reads megabytes (a scan for its id, or the held index
-#: taking in the file again), a burst of them (a script, a ``*.stream``) is cheaper on
-#: the parsed session, whose appends cost the same whatever its size.
+#: A burst of appends (each within `TAIL_BURST_SECONDS` of the one before) parses the
+#: session once `TAIL_BURST_APPENDS` of them went through the tail: each of those reads
+#: megabytes (a scan for its id, ~0.5 ms a MB, or the held index taking in the file
+#: again), the parse costs ~9 ms a MB once, and the parsed session's appends cost the
+#: same whatever its size. Paying for the parse only after as much went into appends
+#: through the tail (rent or buy) keeps a script or a ``*.stream`` writing thousands
+#: within twice the best of both, and a few appends never parse.
+TAIL_BURST_APPENDS = 16
 TAIL_BURST_SECONDS = 5.0
 #: "not known without work" (see `LoadedSession.cached_leaf_name`)
 UNKNOWN = object()
@@ -192,8 +196,10 @@ class LoadedSession:
     #: forks the mount started from or of this session (another agent's: its notes)
     links: SessionLinks | None = None
     #: when an append through a manager of the file's tail (`appender`) last succeeded
-    #: (``time.monotonic()``; set by `SessionCache.write`)
+    #: (``time.monotonic()``), and how many did in a row, each within
+    #: `TAIL_BURST_SECONDS` of the one before (`appended_through_tail`)
     tail_appended_at: float = -math.inf
+    tail_burst: int = 0
     #: the blob store ``transcript.html`` inlines images from (an xcsh agent dir's;
     #: ``None``: images are links only)
     blobs_dir: Path | None = None
@@ -325,8 +331,8 @@ class LoadedSession:
         """The manager an append goes through (worker thread or a small inline write,
         under the lock). The parsed session when it is held, or must be (a pinned
         leaf; another agent's session is ``EROFS``), or the file is at most
-        `TAIL_APPENDS_ABOVE_BYTES`, or an append went through the tail less than
-        `TAIL_BURST_SECONDS` ago; else a manager of the file's tail
+        `TAIL_APPENDS_ABOVE_BYTES`, or `TAIL_BURST_APPENDS` appends in a burst went
+        through the tail already; else a manager of the file's tail
         (`SessionManager.open_tail`), which parses no entry of the file: with
         ``scan`` (appends that refer to no entry) and nothing held, from the file's
         head and tail, ids looked up by a scan of the file (`core.session_tail`);
@@ -339,7 +345,7 @@ class LoadedSession:
             or self.manager is not None
             or self.pinned_leaf is not None
             or size <= TAIL_APPENDS_ABOVE_BYTES
-            or time.monotonic() - self.tail_appended_at < TAIL_BURST_SECONDS
+            or self._in_a_burst(TAIL_BURST_APPENDS)
         ):
             return self.hydrated
         path = self.ref.path
@@ -367,6 +373,16 @@ class LoadedSession:
         return SessionManager.open_tail(
             path, tail, IndexedEntries(index.index_of_id, index.entry), index.labels
         )
+
+    def _in_a_burst(self, appends: int) -> bool:
+        recent = time.monotonic() - self.tail_appended_at < TAIL_BURST_SECONDS
+        return recent and self.tail_burst >= appends
+
+    def appended_through_tail(self) -> None:
+        """An append through `appender`'s manager of the tail succeeded (the burst
+        count `appender` looks at)."""
+        self.tail_burst = self.tail_burst + 1 if self._in_a_burst(1) else 1
+        self.tail_appended_at = time.monotonic()
 
     def appends_from_index(self) -> bool:
         """Whether the index held can give a manager of the file's tail (`appender`):

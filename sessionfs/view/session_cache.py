@@ -548,7 +548,7 @@ class SessionCache:
                 with manager.refusing_waits() if inline else contextlib.nullcontext():
                     result = fn(manager)
                 if tail:
-                    session.tail_appended_at = time.monotonic()
+                    session.appended_through_tail()
             finally:
                 # Even a refused write may have caught up with the file.
                 if tail:

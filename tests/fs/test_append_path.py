@@ -15,7 +15,7 @@ from support.mount import MountFactory
 from support.write_setup import make_agent, on_disk, read_ctl, session_dir
 
 from core import SessionManager
-from sessionfs.view.loaded_session import TAIL_APPENDS_ABOVE_BYTES
+from sessionfs.view.loaded_session import TAIL_APPENDS_ABOVE_BYTES, TAIL_BURST_APPENDS
 
 pytestmark = pytest.mark.fuse
 
@@ -123,17 +123,19 @@ def test_an_append_to_a_big_session_held_compact_keeps_it_compact(
 def test_a_burst_of_appends_to_a_big_session_parses_it_once(
     tmp_path: Path, mount_factory: MountFactory
 ) -> None:
-    """The second of two appends in a row parses the session (each append through the
-    tail reads megabytes; a parsed session's appends cost the same whatever its size):
-    both land in order. (The cache counts a parsed session at six times its file.)"""
+    """A few appends in a row go through the tail; a burst of more than
+    `TAIL_BURST_APPENDS` parses the session (each append through the tail reads
+    megabytes; a parsed session's appends cost the same whatever its size). All land
+    in order. (The cache counts a parsed session at six times its file.)"""
     agent_dir, file = big_session(tmp_path)
     mount = mount_factory(agent_dir)
     d = session_dir(mount, file)
-    cp_message(tmp_path, d / "append", "one.json")
-    cp_message(tmp_path, d / "append", "two.json")
-    entries = on_disk(file).get_entries()
-    assert entries[-1]["parentId"] == entries[-2]["id"]
-    assert [e["message"]["content"] for e in entries[-2:]] == [
-        user("dropped with cp")["content"]
-    ] * 2
-    assert held_mb(mount.path) > 4 * len(file.read_bytes()) / 2**20  # parsed
+    size_mb = len(file.read_bytes()) / 2**20
+    for n in range(TAIL_BURST_APPENDS):
+        cp_message(tmp_path, d / "append", f"m{n}.json")
+    assert held_mb(mount.path) < 1  # not read, let alone parsed
+    cp_message(tmp_path, d / "append", "more.json")
+    assert held_mb(mount.path) > 4 * size_mb  # parsed
+    entries = on_disk(file).get_entries()[-TAIL_BURST_APPENDS - 1 :]
+    assert [e["parentId"] for e in entries[1:]] == [e["id"] for e in entries[:-1]]
+    assert {e["message"]["content"][0]["text"] for e in entries} == {"dropped with cp"}
