@@ -31,6 +31,7 @@ from core.context import build_session_context as _build_context
 from core.errors import EntryNotFoundError, NotASessionError, PersistenceError
 from core.pipeline import PersistencePipeline
 from core.rewrite import SessionBusyError
+from core.session_tail import FileTail, KnownEntries, TailIndex
 from core.state import Entry, SessionState
 from core.storage import FileSessionStorage, MemorySessionStorage, PathArg, SessionStorage
 from core.title_slot import new_title_slot
@@ -140,6 +141,39 @@ class SessionManager:
         manager.set_session_file(file, browse=browse)
         if not browse:
             manager._write_breadcrumb()
+        return manager
+
+    @classmethod
+    def open_tail(
+        cls, path: PathArg, tail: FileTail, known: KnownEntries, labels: Mapping[str, str]
+    ) -> SessionManager:
+        """A manager that appends to the session file at ``path`` without loading it
+        (`core.session_tail`): it starts from the file's ``tail`` (header, leaf, where
+        its lines end), asks ``known`` about the entries already there (a new id's
+        uniqueness, an id an append refers to) and holds only the entries appended or
+        caught up through it, so it answers for appends and nothing else (no context,
+        tree or entry list of the session). ``labels``: the file's, for label appends.
+        Always a guest (the mount's), like `open`'s, with the same pipeline: ordered
+        appends, fsync, latched errors, catch-up of others' lines from ``tail.end``."""
+        storage = FileSessionStorage()
+        file = session_files.norm_path(path, storage)
+        cwd = tail.header.get("cwd")
+        manager = cls(
+            cwd=cwd if isinstance(cwd, str) else os.getcwd(),
+            session_dir=os.path.dirname(file),
+            persist=True,
+            storage=storage,
+            blob_store=session_files.default_blob_store(file, storage),
+            resolve_blobs=False,
+        )
+        state = manager._state
+        state.header = dict(tail.header)
+        state.title_slot = tail.title_slot
+        state.by_id = TailIndex(known)
+        state.labels = dict(labels)
+        state.leaf_id = tail.leaf_id
+        manager._pipeline.guest = True
+        manager._pipeline.attach(file, tail.inode, tail.end)
         return manager
 
     @classmethod

@@ -140,6 +140,16 @@ class PersistencePipeline:
         self._loaded_offset = 0
         self._own_end = None
 
+    def attach(self, file: str, inode: int, offset: int) -> None:
+        """Take ``file`` as loaded up to ``offset`` (its complete lines end there) with
+        ``inode``, without reading it: the state was filled by the caller
+        (`SessionManager.open_tail`). Appends go out at once; a catch-up reads from
+        ``offset``."""
+        self.start_new_file(file)
+        self.on_disk = True
+        self._file_inode = inode
+        self._loaded_offset = offset
+
     def _remember_file(self, st: StorageStat, offset: int) -> None:
         self._file_inode = st.inode
         self._loaded_offset = offset

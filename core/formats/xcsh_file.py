@@ -22,7 +22,8 @@ rendered from a manager (tests/view/test_compact_session.py).
 
 Only files at the current format version are kept compact: migrating an older file
 gives entries ids that exist only in memory, so those (and any session written through
-the mount) keep the full manager (`sessionfs.view.loaded_session`).
+the mount, but for appends to a big file: `core.session_tail`) keep the full manager
+(`sessionfs.view.loaded_session`).
 """
 
 from __future__ import annotations

@@ -14,9 +14,11 @@ between them):
   Code and Codex the reader ``opener`` gives;
 * *parsed* (xcsh only): a ``SessionManager.open(browse=True, resolve_blobs=False)``,
   five to six times the file's size, read through `ManagerSource`. Built for writes
-  through the mount (``hydrated``), for files at an older format version (migrated in
-  memory: their ids exist nowhere else), and kept while a leaf moved through the mount
-  is pinned. Another agent's session is never parsed so: a write to it is ``EROFS``.
+  through the mount (``hydrated``; an append to a file over `TAIL_APPENDS_ABOVE_BYTES`
+  goes through a manager of the file's tail instead: `appender`), for files at an older
+  format version (migrated in memory: their ids exist nowhere else), and kept while a
+  leaf moved through the mount is pinned. Another agent's session is never parsed so:
+  a write to it is ``EROFS``.
 
 Everything rendered is cached per *version*, which goes up whenever a catch-up finds
 new lines or a replaced file. Synchronous: callers hold its ``lock`` and run it in a
@@ -26,6 +28,7 @@ worker thread (`sessionfs.view.session_cache`).
 from __future__ import annotations
 
 import errno
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -42,6 +45,7 @@ from core.formats.xcsh import XcshSession
 from core.formats.xcsh_file import CompactSession, NotCompact, read_file
 from core.formats.xcsh_parsed import PARSED_SIZE_FACTOR, ManagerSource
 from core.session_stat import session_stat
+from core.session_tail import FileTail, IndexedEntries, ScannedEntries, read_file_tail
 from core.storage import FileSessionStorage, PathArg, StorageStat
 from sessionfs.view import render
 from sessionfs.view.access import FileAccess
@@ -80,6 +84,20 @@ BRANCH_PAGES_KEPT = 4
 #: counted: at its bound, ``--cache-mb`` + 100.
 TABLE_BYTES_PER_ENTRY = 160
 LISTING_BYTES_PER_ROW = 480
+#: A session file bigger than this is appended to through a manager of its tail
+#: (`LoadedSession.appender`): a parse costs ~9 ms a MB (and six times the file in
+#: memory), a scan for an id ~0.5 ms a MB. A smaller one is parsed at its first append,
+#: as always: a few ms, and the manager held answers the appends after it at once.
+TAIL_APPENDS_ABOVE_BYTES = 4 * 1024 * 1024
+#: A burst of appends (each within `TAIL_BURST_SECONDS` of the one before) parses the
+#: session once `TAIL_BURST_APPENDS` of them went through the tail: each of those reads
+#: megabytes (a scan for its id, ~0.5 ms a MB, or the held index taking in the file
+#: again), the parse costs ~9 ms a MB once, and the parsed session's appends cost the
+#: same whatever its size. Paying for the parse only after as much went into appends
+#: through the tail (rent or buy) keeps a script or a ``*.stream`` writing thousands
+#: within twice the best of both, and a few appends never parse.
+TAIL_BURST_APPENDS = 16
+TAIL_BURST_SECONDS = 5.0
 #: "not known without work" (see `LoadedSession.cached_leaf_name`)
 UNKNOWN = object()
 
@@ -177,6 +195,11 @@ class LoadedSession:
     last_error: str | None = None
     #: forks the mount started from or of this session (another agent's: its notes)
     links: SessionLinks | None = None
+    #: when an append through a manager of the file's tail (`appender`) last succeeded
+    #: (``time.monotonic()``), and how many did in a row, each within
+    #: `TAIL_BURST_SECONDS` of the one before (`appended_through_tail`)
+    tail_appended_at: float = -math.inf
+    tail_burst: int = 0
     #: the blob store ``transcript.html`` inlines images from (an xcsh agent dir's;
     #: ``None``: images are links only)
     blobs_dir: Path | None = None
@@ -303,6 +326,101 @@ class LoadedSession:
         if isinstance(held, XcshSession) and held.index.diverged:
             self._forget_renders()  # the file now holds lines the compact index skipped
         self._hold(ManagerSource(manager), st)
+
+    def appender(self, *, scan: bool) -> SessionManager:
+        """The manager an append goes through (worker thread or a small inline write,
+        under the lock). The parsed session when it is held, or must be (a pinned
+        leaf; another agent's session is ``EROFS``), or the file is at most
+        `TAIL_APPENDS_ABOVE_BYTES`, or `TAIL_BURST_APPENDS` appends in a burst went
+        through the tail already; else a manager of the file's tail
+        (`SessionManager.open_tail`), which parses no entry of the file: with
+        ``scan`` (appends that refer to no entry) and nothing held, from the file's
+        head and tail, ids looked up by a scan of the file (`core.session_tail`);
+        else from the compact index, loaded now if need be. A file that cannot be
+        held compact (an older format version) is parsed. After the write:
+        `after_append` when what this returned is not `manager`."""
+        size = self.file_state[1] or self.ref.size
+        if (
+            self.opener is not None
+            or self.manager is not None
+            or self.pinned_leaf is not None
+            or size <= TAIL_APPENDS_ABOVE_BYTES
+            or self._in_a_burst(TAIL_BURST_APPENDS)
+        ):
+            return self.hydrated
+        path = self.ref.path
+        if self.source is None and scan:
+            try:
+                tail = read_file_tail(path)
+            except OSError:
+                tail = None  # gone or unreadable: the load says why
+            if tail is not None:
+                return SessionManager.open_tail(path, tail, ScannedEntries(path, tail), {})
+        self.ensure_readable()
+        if not self.appends_from_index():
+            return self.hydrated
+        held = self.source
+        assert isinstance(held, XcshSession) and isinstance(held.index, CompactSession)
+        index = held.index
+        tail = FileTail(
+            index.header,
+            index.title_slot,
+            index.leaf_id,
+            index.inode,
+            index.consumed,
+            body_start=0,  # not needed: the index knows the entries
+        )
+        return SessionManager.open_tail(
+            path, tail, IndexedEntries(index.index_of_id, index.entry), index.labels
+        )
+
+    def _in_a_burst(self, appends: int) -> bool:
+        recent = time.monotonic() - self.tail_appended_at < TAIL_BURST_SECONDS
+        return recent and self.tail_burst >= appends
+
+    def appended_through_tail(self) -> None:
+        """An append through `appender`'s manager of the tail succeeded (the burst
+        count `appender` looks at)."""
+        self.tail_burst = self.tail_burst + 1 if self._in_a_burst(1) else 1
+        self.tail_appended_at = time.monotonic()
+
+    def appends_from_index(self) -> bool:
+        """Whether the index held can give a manager of the file's tail (`appender`):
+        an xcsh file held compact whose index is the loader's view of it."""
+        held = self.source
+        return (
+            self.opener is None
+            and self.pinned_leaf is None
+            and isinstance(held, XcshSession)
+            and isinstance(held.index, CompactSession)
+            and not held.index.diverged
+        )
+
+    def after_append(self) -> None:
+        """An append through a manager of the file's tail (`appender`) changed the file
+        alone: the index held (if any) reads what was appended, ours and anyone's,
+        from where it had read to; the renderings go."""
+        try:
+            st: os.stat_result | None = os.stat(self.ref.path)
+        except OSError:
+            st = None
+        source = self.source
+        if isinstance(source, XcshSession):
+            # After the stat: lines appended in between are read now and look like a
+            # change at the next check, which then finds nothing new.
+            try:
+                source.catch_up()
+            except NotCompact:  # replaced meanwhile by a file not held compact
+                self.source = None
+        self._forget_renders()
+        if st is not None:
+            self.file_state = self._saw(st)
+            self.checked_at = time.monotonic()
+
+    def look(self) -> None:
+        """Note the file as it is now without reading it (a session added to the cache
+        unloaded: an append may not need it read)."""
+        self._seen_now(session_stat(self.ref.path))
 
     def apply_pin(self) -> None:
         """Put a pinned leaf back after a full reload (the loader picks the last entry);

@@ -60,6 +60,11 @@ class PendingLabel:
     commit: Callable[[PendingLabel], Awaitable[None]]
 
 
+#: What a write that only appends entries may go through (`SessionCache.write`):
+#: None, the parsed session; "index", a manager of the file's tail, the session read
+#: (its index knows the ids); "scan", the same without reading the session first.
+Appends = Literal["index", "scan"] | None
+
 #: What a write does to the leaf: "moved" (branch/reset: pin it, it is not in the
 #: file), "recorded" (an append wrote it down: unpin), "kept" (title, flush, fork).
 LeafEffect = Literal["moved", "recorded", "kept"]
@@ -201,8 +206,12 @@ class SessionCache:
             return session
         return session if session.unchanged_on_disk() else None
 
-    async def get(self, project: str, stem: str, warm: str | None = None) -> LoadedSession:
-        """The session, loaded and fresh; ``NotASession`` when there is none."""
+    async def get(
+        self, project: str, stem: str, warm: str | None = None, *, load: bool = True
+    ) -> LoadedSession:
+        """The session, loaded and fresh; ``NotASession`` when there is none.
+        ``load=False``: a session not in the cache yet is added without reading its
+        file (an append may not need it read: `LoadedSession.appender`)."""
         key = (project, stem)
         session = self._sessions.get(key)
         if session is not None and self.index.shadowed(session.ref):
@@ -214,7 +223,7 @@ class SessionCache:
                 async with lock:
                     session = self._sessions.get(key)
                     if session is None:
-                        session = await self._load(project, stem, warm)
+                        session = await self._load(project, stem, warm, load)
             finally:
                 # Also after a failed load (not a session, vanished, a FIFO...):
                 # nothing about a path that is not a session may stay behind.
@@ -226,7 +235,9 @@ class SessionCache:
             await self._refresh(session)
         return session
 
-    async def _load(self, project: str, stem: str, warm: str | None) -> LoadedSession:
+    async def _load(
+        self, project: str, stem: str, warm: str | None, read: bool = True
+    ) -> LoadedSession:
         """Find, check, parse (and render ``warm``, the file about to be read): all in
         one thread hop, which is most of what a first access costs besides the parse."""
 
@@ -248,6 +259,13 @@ class SessionCache:
             self._take_notes(session)
             outcome = self._dropped_outcomes.pop((project, stem), (None, None))
             session.last_result, session.last_error = outcome
+            # (A leaf pinned before a drop goes back in place with a load: `load`.)
+            if not read and session.opener is None and session.pinned_leaf is None:
+                try:
+                    session.look()
+                except OSError as exc:  # gone since it was listed
+                    raise NotASession(str(ref.path)) from exc
+                return session
             try:
                 session.load(warming)  # compact unless it must be parsed (module docstring)
             except NotASessionError as exc:  # e.g. replaced by junk since it was listed
@@ -257,7 +275,8 @@ class SessionCache:
 
         session = await trio.to_thread.run_sync(load)
         self._sessions[(project, stem)] = session
-        self.counts.loaded(session.key)
+        if session.is_loaded:
+            self.counts.loaded(session.key)
         self._evict(keep=session)
         return session
 
@@ -499,10 +518,17 @@ class SessionCache:
         leaf: LeafEffect = "kept",
         small: bool = False,
         memory_only: bool = False,
+        appends: Appends = None,
     ) -> T:
         """Apply one write through the mount: ``fn(manager)`` (a `session_writer` call)
         in a worker thread under the session's lock. Afterwards the renderings are
         stale, the kernel is told (listeners), and the outcome is kept for ``ctl``.
+
+        ``appends`` (``fn`` only appends entries) lets ``fn`` have a manager of the
+        file's tail instead of the parsed session (`LoadedSession.appender`): the cost
+        of an append then grows with what it touches, not with the session (issue 26
+        point 6). ``"scan"``: the appends refer to no entry, so a session not read yet
+        is not read for them either (its ids are looked up in the file).
 
         ``small`` (an append of a few entries) may run on the event loop instead: the
         thread hop costs more than the append and its fsync (~200 us against ~150 us
@@ -523,35 +549,48 @@ class SessionCache:
         if self.index.is_archived(session.ref):  # its file is the archive's copy
             raise WriteRejected(errno.EROFS, f"{session.ref.stem}: only in the archive")
 
-        def apply() -> T:
-            session.ensure_loaded()
-            manager = session.hydrated
+        def apply(inline: bool) -> T:
+            if appends is None:
+                manager = session.hydrated
+            else:
+                manager = session.appender(scan=appends == "scan")
+            tail = manager is not session.manager
             count = manager.entry_count()
             started = time.perf_counter()
             try:
-                result = fn(manager)
+                with manager.refusing_waits() if inline else contextlib.nullcontext():
+                    result = fn(manager)
+                if tail:
+                    session.appended_through_tail()
             finally:
                 # Even a refused write may have caught up with the file.
-                moved_only = leaf == "moved" and manager.entry_count() == count
-                session.after_write(entries_changed=not moved_only)
-            if small:  # (a refusal says nothing about the disk)
+                if tail:
+                    session.after_append()
+                else:
+                    moved_only = leaf == "moved" and manager.entry_count() == count
+                    session.after_write(entries_changed=not moved_only)
+            # (A refusal says nothing about the disk; nor does an append through the
+            # tail, which reads megabytes and never runs inline.)
+            if small and not tail:
                 self._small_write_took(time.perf_counter() - started)
             return result
 
         cost_before = session.memory_cost()
         async with _Held(session.lock):
-            if not session.is_loaded:  # let go since it was last used: read again
-                self.counts.loaded(session.key)
-            with self._changing(session):
-                inline = (small or memory_only) and self._can_write_inline(session, disk=small)
-                if inline:
-                    try:
-                        with session.hydrated.refusing_waits():
-                            result = apply()
-                    except GuestWriteWouldWait:
-                        inline = False  # nothing was written: wait in a thread
-                if not inline:
-                    result = await trio.to_thread.run_sync(apply)
+            unread = not session.is_loaded  # let go since it was last used, or never read
+            try:
+                with self._changing(session):
+                    inline = (small or memory_only) and self._can_write_inline(session, disk=small)
+                    if inline:
+                        try:
+                            result = apply(inline=True)
+                        except GuestWriteWouldWait:
+                            inline = False  # nothing was written: wait in a thread
+                    if not inline:
+                        result = await trio.to_thread.run_sync(apply, False)
+            finally:
+                if unread and session.is_loaded:  # read for this write
+                    self.counts.loaded(session.key)
             if leaf == "moved":
                 session.pinned_leaf = (session.leaf_id(),)
             elif leaf == "recorded":
@@ -594,7 +633,9 @@ class SessionCache:
         memory): parsed, already on disk with no migration rewrite pending, the file as
         last seen (no catch-up or reload), and with ``disk``, the disk fast lately. (An
         agent holding the file or omp's lock is found by the write itself, which then
-        stops: see `write`.)"""
+        stops: see `write`.) An append through a manager of the file's tail never runs
+        inline: the index it leaves up to date (`LoadedSession.after_append`) copies
+        a file of megabytes."""
         manager = session.manager
         return (
             manager is not None

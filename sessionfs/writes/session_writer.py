@@ -31,6 +31,7 @@ import errno
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from core import paths, session_files
 from core.manager import EntryNotFoundError, PersistenceError, SessionManager
@@ -43,6 +44,7 @@ __all__ = [
     "BRANCH_POINT_TYPE",
     "AppendResult",
     "append_ops",
+    "appends_kind",
     "clear_label",
     "create_session",
     "entry_of_link",
@@ -118,6 +120,19 @@ def _durable(manager: SessionManager) -> None:
 # ---------------------------------------------------------------------------
 # Appends
 # ---------------------------------------------------------------------------
+
+
+#: Most appends one file may ask for and still go without reading the session: each
+#: new id is looked up by one pass over the file (`core.session_tail`).
+SCAN_APPEND_OPS = 4
+
+
+def appends_kind(ops: Sequence[AppendOp]) -> Literal["index", "scan"]:
+    """How `append_ops` of ``ops`` may reach the session (`SessionCache.write`'s
+    ``appends``): a few entries that refer to none go without reading it ("scan");
+    the others need its ids ("index"). Either way no manager of the whole session."""
+    refers = any(op.referenced_ids() for op in ops)
+    return "index" if refers or len(ops) > SCAN_APPEND_OPS else "scan"
 
 
 def append_ops(manager: SessionManager, ops: Sequence[AppendOp]) -> AppendResult:

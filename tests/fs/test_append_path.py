@@ -5,15 +5,17 @@ appending to the session file between two appends through the mount."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import orjson
 import pytest
 from support.agent_messages import user
 from support.mount import MountFactory
-from support.write_setup import make_agent, on_disk, session_dir
+from support.write_setup import make_agent, on_disk, read_ctl, session_dir
 
 from core import SessionManager
+from sessionfs.view.loaded_session import TAIL_APPENDS_ABOVE_BYTES, TAIL_BURST_APPENDS
 
 pytestmark = pytest.mark.fuse
 
@@ -52,3 +54,88 @@ def test_an_append_after_another_process_appended_chains_onto_its_entry(
     last = on_disk(file).get_entries()[-1]
     assert last["parentId"] == outside
     assert last["message"]["content"] == user("after the agent")["content"]
+
+
+def big_session(tmp_path: Path) -> tuple[Path, Path]:
+    """`make_agent`'s session grown past the size a first append parses."""
+    agent_dir, file = make_agent(tmp_path)
+    with SessionManager.open(file) as padding:
+        for _ in range(TAIL_APPENDS_ABOVE_BYTES // 100_000 + 1):
+            padding.append_message(user("x" * 100_000))
+    return agent_dir, file
+
+
+def cp_message(tmp_path: Path, append_dir: Path, name: str) -> None:
+    message = tmp_path / "msg.json"
+    message.write_bytes(orjson.dumps(user("dropped with cp")))
+    subprocess.run(["cp", str(message), str(append_dir / name)], check=True, timeout=60)
+
+
+def held_mb(mount_path: Path) -> float:
+    """What the cache holds (the root ``ctl``: "<n> sessions loaded, <held> of ...")."""
+    return float(read_ctl(mount_path)["cache"].split(", ")[1].split()[0])
+
+
+def test_an_append_to_a_big_session_not_read_yet_does_not_read_it(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """Issue 26 point 6: ``cp`` into ``append/`` of a big session nobody has read does
+    not read it (the root ``ctl`` counts no load), chains onto the file's last entry
+    and leaves every byte before it as it was."""
+    agent_dir, file = big_session(tmp_path)
+    mount = mount_factory(agent_dir)
+    d = session_dir(mount, file)
+    before, leaf = file.read_bytes(), on_disk(file).get_leaf_id()
+    cp_message(tmp_path, d / "append", "msg.json")
+    assert read_ctl(mount.path)["cache_loads"] == "0"
+    assert file.read_bytes().startswith(before)
+    first = on_disk(file).get_entries()[-1]
+    assert first["parentId"] == leaf
+    assert first["message"]["content"] == user("dropped with cp")["content"]
+    assert read_ctl(d)["last_result"] == f"appended 1 entry; leaf: {first['id']}"
+    assert f"{first['id']}.json" in os.listdir(d / "entries")
+
+
+def test_an_append_to_a_big_session_held_compact_keeps_it_compact(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """A big session read for ``ls entries/`` (held as its bytes and an index) takes an
+    append without being parsed (what the cache holds stays about the file's size, not
+    six times it), chained onto what another process appended meanwhile."""
+    agent_dir, file = big_session(tmp_path)
+    mount = mount_factory(agent_dir)
+    d = session_dir(mount, file)
+    assert len(os.listdir(d / "entries")) == len(on_disk(file).get_entries())
+    with SessionManager.open(file) as agent:
+        outside = agent.append_message(user("from the agent"))
+    before = file.read_bytes()
+    cp_message(tmp_path, d / "append", "again.json")
+    assert file.read_bytes().startswith(before)
+    entries = on_disk(file).get_entries()
+    assert entries[-1]["parentId"] == outside
+    assert len({e["id"] for e in entries}) == len(entries)
+    assert f"{entries[-1]['id']}.json" in os.listdir(d / "entries")
+    assert read_ctl(mount.path)["cache_loads"] == "1"
+    # The bytes and the entry files the listing rendered: ~2x; parsed it would be 6x+.
+    assert held_mb(mount.path) < 4 * len(before) / 2**20
+
+
+def test_a_burst_of_appends_to_a_big_session_parses_it_once(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """A few appends in a row go through the tail; a burst of more than
+    `TAIL_BURST_APPENDS` parses the session (each append through the tail reads
+    megabytes; a parsed session's appends cost the same whatever its size). All land
+    in order. (The cache counts a parsed session at six times its file.)"""
+    agent_dir, file = big_session(tmp_path)
+    mount = mount_factory(agent_dir)
+    d = session_dir(mount, file)
+    size_mb = len(file.read_bytes()) / 2**20
+    for n in range(TAIL_BURST_APPENDS):
+        cp_message(tmp_path, d / "append", f"m{n}.json")
+    assert held_mb(mount.path) < 1  # not read, let alone parsed
+    cp_message(tmp_path, d / "append", "more.json")
+    assert held_mb(mount.path) > 4 * size_mb  # parsed
+    entries = on_disk(file).get_entries()[-TAIL_BURST_APPENDS - 1 :]
+    assert [e["parentId"] for e in entries[1:]] == [e["id"] for e in entries[:-1]]
+    assert {e["message"]["content"][0]["text"] for e in entries} == {"dropped with cp"}

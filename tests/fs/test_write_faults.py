@@ -23,8 +23,12 @@ from support.write_setup import (
     errno_of,
     make_agent,
     on_disk,
+    read_ctl,
     session_dir,
 )
+
+from core import SessionManager
+from sessionfs.view.loaded_session import TAIL_APPENDS_ABOVE_BYTES
 
 pytestmark = pytest.mark.fuse
 
@@ -162,8 +166,9 @@ def test_daemon_killed_during_appends_loses_nothing_confirmed(
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB tmpfs (needs root); unmounted in teardown even when the test fails."""
-    with tmpfs(tmp_path / "small", "4m") as target:
+    """A 12 MiB tmpfs (needs root; room for a session over `TAIL_APPENDS_ABOVE_BYTES`);
+    unmounted in teardown, after the mount on it, even when the test fails."""
+    with tmpfs(tmp_path / "small", "12m") as target:
         yield target
 
 
@@ -201,3 +206,54 @@ def test_disk_full_then_space_freed_without_remount(
     assert disk.get_entries()[-1]["message"]["content"][0]["text"] == big.decode()
     assert disk.get_header()["title"] == "Written after freeing space"
     assert mount.alive()
+
+
+def test_disk_full_on_an_append_through_the_tail_of_a_big_session(
+    small_disk: Path, mount_factory: MountFactory
+) -> None:
+    """A session too big to parse for an append (issue 26 point 6) is appended to
+    through its tail: a full disk still fails the ``close()``, changes no byte, says
+    why in ``ctl``, and the next append works once there is room again."""
+    agent_dir, file = make_agent(small_disk)
+    with SessionManager.open(file) as padding:
+        for _ in range(TAIL_APPENDS_ABOVE_BYTES // 100_000 + 1):
+            padding.append_message({"role": "user", "content": "x" * 100_000})
+    last_before = disk_ids(file)[-1]
+    mount = mount_factory(agent_dir)
+    d = session_dir(mount, file)
+    filler = fill(small_disk)
+    bytes_before = file.read_bytes()
+    big = b"y" * (256 * 1024)
+    code = errno_of(lambda: drop(d / "append", "lost.txt", big))
+    assert code in (errno.ENOSPC, errno.EIO)
+    assert "No space left" in (d / "ctl").read_text()
+    assert file.read_bytes() == bytes_before and bad_lines(file) == []
+    filler.unlink()
+    drop(d / "append", "after.txt", big)
+    entries = on_disk(file).get_entries()
+    assert entries[-1]["parentId"] == last_before
+    assert entries[-1]["message"]["content"][0]["text"] == big.decode()
+    assert file.read_bytes().startswith(bytes_before)
+    assert read_ctl(mount.path)["cache_loads"] == "1"  # for the ctl read; no append read it
+    assert mount.alive()
+
+
+def test_a_leaf_pinned_before_a_failed_write_holds_for_the_very_next_append(
+    small_disk: Path, mount_factory: MountFactory
+) -> None:
+    """The failed write drops the session (to be read again); the leaf chosen through
+    the mount before it is put back when the next append reads it, with nothing else
+    reading the session in between (the append's lookup reads no session by itself)."""
+    agent_dir, file = make_agent(small_disk)
+    mount = mount_factory(agent_dir)
+    d = session_dir(mount, file)
+    first = disk_ids(file)[0]
+    subprocess.run(["ln", "-sfn", f"entries/{first}.json", "leaf"], cwd=d, check=True)
+    filler = fill(small_disk)
+    assert errno_of(lambda: drop(d / "append", "lost.txt", b"y" * 256 * 1024)) in (
+        errno.ENOSPC,
+        errno.EIO,
+    )
+    filler.unlink()
+    drop(d / "append", "after.txt", b"on the chosen branch")
+    assert on_disk(file).get_entries()[-1]["parentId"] == first

@@ -19,7 +19,7 @@ from sessionfs.view.access import NO_ACCESS
 from sessionfs.view.archived_index import archived_reason
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.refusal import WriteRejected
-from sessionfs.view.session_cache import LeafEffect, NotASession
+from sessionfs.view.session_cache import Appends, LeafEffect, NotASession
 from sessionfs.view.session_keys import mount_parts, session_of_node_key
 from sessionfs.writes import session_writer
 
@@ -71,9 +71,7 @@ class InSession:
     def read_only_reason(self) -> str | None:
         """The tree's reason (another agent's sessions), else, with an archive, why a
         session only the archive holds takes no write (one lstat: the live file's)."""
-        return self.ctx.read_only_reason or archived_reason(
-            self.ctx.index, self.project, self.stem
-        )
+        return self.ctx.read_only_reason or archived_reason(self.ctx.index, self.project, self.stem)
 
     async def permissions(self) -> Permissions:
         """Follow the session file's mode and owner: a ``0600`` file shows no
@@ -92,9 +90,11 @@ class InSession:
         session = await InSession.permissions(self)
         return Permissions(own.mask & session.mask, own.uid, own.gid)
 
-    async def session(self, warm: str | None = None) -> LoadedSession:
+    async def session(self, warm: str | None = None, *, load: bool = True) -> LoadedSession:
+        """The session (``load=False``: without reading its file when it is not held
+        yet; see `SessionCache.get`); ``ENOENT`` when there is none."""
         try:
-            return await self.ctx.sessions.get(self.project, self.stem, warm)
+            return await self.ctx.sessions.get(self.project, self.stem, warm, load=load)
         except NotASession:
             raise refuse(errno.ENOENT) from None
 
@@ -136,14 +136,16 @@ class InSession:
         done: str | Callable[[T], str] | None = None,
         small: bool = False,
         memory_only: bool = False,
+        appends: Appends = None,
     ) -> T:
         """One write through ``SessionCache.write``; ``done`` (or ``done(result)``)
         becomes ``last_result``. A refusal propagates as `WriteRejected` (``ops`` turns
-        it into its errno)."""
+        it into its errno). A session is read first unless ``appends`` says the write
+        may go without (``"scan"``)."""
         self.refuse_while_agent_runs()
-        session = await self.session()
+        session = await self.session(load=appends != "scan")
         result = await self.ctx.sessions.write(
-            session, fn, leaf=leaf, small=small, memory_only=memory_only
+            session, fn, leaf=leaf, small=small, memory_only=memory_only, appends=appends
         )
         if done is not None:
             session.last_result = done if isinstance(done, str) else done(result)
@@ -161,7 +163,7 @@ class InSession:
         if exc.recorded:
             return
         try:
-            session = await self.session()
+            session = await self.session(load=False)  # its ctl, not its entries
         except Exception:  # the session is gone: nobody can read its ctl any more
             return
         session.record_refusal(exc)

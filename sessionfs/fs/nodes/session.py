@@ -460,7 +460,7 @@ class AppendDir(InSession, DirNode):
         return None
 
     async def create(self, name: str, flags: int, mode: int) -> tuple[Node, OpenFile]:
-        await self.session()  # ENOENT when the session is gone
+        await self.session(load=False)  # ENOENT when the session is gone; not read yet
         self.refuse_while_agent_runs()  # at create: shells report it, not a close() error
         node = AppendFile(self.ctx, self.child_key(name))
         return node, node.handle()
@@ -498,12 +498,14 @@ class AppendFile(InSession, FileNode):
         await allow_truncate_to_zero(self, attr, fields)
 
     async def _commit(self, data: bytes) -> None:
-        name = self.key[-1]
+        self.refuse_while_agent_runs()  # before the content's checks, as any write
+        ops = parse_append(self.key[-1], data)
         await self.apply_write(
-            lambda m: session_writer.append_ops(m, parse_append(name, data)),
+            lambda m: session_writer.append_ops(m, ops),
             leaf="recorded",
             small=len(data) <= SMALL_APPEND_BYTES,
             done=_appended,
+            appends=session_writer.appends_kind(ops),
         )
 
 
@@ -781,7 +783,8 @@ class SessionDir(ScratchHolder, DirNode):
         if isinstance(node, RenderedFile) and node.served_unloaded():
             return node  # its stat comes from the render cache: nothing to load here
         rendering = getattr(cls, "rendering", None)  # about to be stat'ed: render it now
-        await self.session(warm=rendering)  # ENOENT if the session is gone or not one
+        # ENOENT if the session is gone or not one; an append needs it not read
+        await self.session(warm=rendering, load=cls is not AppendDir)
         if name == "leaf" and not await self._has_leaf():
             return None
         if name == ARTIFACTS and not self._has_artifacts():

@@ -1,0 +1,114 @@
+"""One-file appends through ``append/`` against their ceiling (issue 26 point 7).
+
+The ceiling is `bench.minimal_append_fs`: a pyfuse3 filesystem that answers the same
+requests and appends each file with an fdatasync, checking and keeping nothing. Each
+checkout given (default: this one) mounts its own copy of `bench_writes`' agent dir;
+in each of `ROUNDS` rounds every side, the ceiling included, gets `FILES` files written
+with a shell's system calls (`bench_writes.mount_appends`), `SLICE` at a time, the
+order rotating from turn to turn, so all see the same load. Per side: the median over the rounds of
+(the ceiling's time / the side's time) -- aim: at least 0.8 -- with the load average.
+
+    python -m bench.bench_append_ceiling [CHECKOUT ...]   # e.g. an old worktree, then .
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.ab_writes import mounted_from
+from bench.bench_writes import minimal_append_filesystem, mount_appends
+
+ROUNDS = int(os.environ.get("SESSIONFS_CEILING_ROUNDS", "5"))
+FILES = int(os.environ.get("SESSIONFS_CEILING_FILES", "200"))
+#: Files a side writes before the next side's turn (the disk's fsync time drifts within
+#: seconds on a shared machine: short turns see the same moments).
+SLICE = 10
+AIM = 0.8
+
+
+def daemon_cpu_seconds(mountpoint: Path) -> float:
+    """User + system CPU time so far of the daemon serving ``mountpoint`` (the process
+    whose command line names it), all its threads."""
+    target = str(mountpoint)
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if target.encode() not in args:
+                continue
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    raise LookupError(f"no daemon serves {mountpoint}")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkouts", nargs="*", type=Path, default=[Path(".")])
+    args = parser.parse_args(argv)
+    with (
+        tempfile.TemporaryDirectory(prefix="sessionfs-ceiling-") as tmp,
+        contextlib.ExitStack() as stack,
+    ):
+        root = Path(tmp)
+        ceiling_root = root / "ceiling"
+        ceiling_root.mkdir()
+        dirs = {"ceiling": stack.enter_context(minimal_append_filesystem(ceiling_root))}
+        for n, checkout in enumerate(args.checkouts):
+            session = stack.enter_context(mounted_from(checkout.resolve(), root / f"side{n}"))
+            dirs[f"{checkout}"] = session / "append"
+        for append_dir in dirs.values():  # warm: the first files load the session
+            mount_appends(append_dir, 5, 10**6)
+        names = list(dirs)
+        seconds: dict[str, list[float]] = {name: [] for name in names}
+        mountpoints = {name: append_dir.parent for name, append_dir in dirs.items()}
+        mountpoints = {
+            name: next(p for p in (d, *d.parents) if os.path.ismount(p))
+            for name, d in mountpoints.items()
+        }
+        cpu_before = {name: daemon_cpu_seconds(m) for name, m in mountpoints.items()}
+        loads = []
+        for round_ in range(ROUNDS):
+            took = dict.fromkeys(names, 0.0)
+            for slice_ in range(FILES // SLICE):
+                shift = slice_ % len(names)
+                for name in names[shift:] + names[:shift]:
+                    started = time.perf_counter()
+                    mount_appends(dirs[name], SLICE, round_ * FILES + slice_ * SLICE)
+                    took[name] += time.perf_counter() - started
+            for name in names:
+                seconds[name].append(took[name])
+            loads.append(round(os.getloadavg()[0], 1))
+        cpu = {
+            name: (daemon_cpu_seconds(m) - cpu_before[name]) / (ROUNDS * FILES)
+            for name, m in mountpoints.items()
+        }
+    ceiling = seconds["ceiling"]
+    print(f"{FILES} files per side and round, {ROUNDS} rounds, load average {loads}")
+    print(
+        f"  ceiling: median {statistics.median(ceiling) / FILES * 1e6:,.0f} us a file, "
+        f"daemon CPU {cpu['ceiling'] * 1e6:,.0f} us a file"
+    )
+    for name in names[1:]:
+        ratios = [c / s for c, s in zip(ceiling, seconds[name], strict=True)]
+        per_file = statistics.median(seconds[name]) / FILES * 1e6
+        mark = "ok" if statistics.median(ratios) >= AIM else "MISSED"
+        print(
+            f"  {name}: median {per_file:,.0f} us a file; of the ceiling: median "
+            f"{statistics.median(ratios):.2f} ({', '.join(f'{r:.2f}' for r in ratios)}) "
+            f"aim >= {AIM} {mark}; daemon CPU {cpu[name] * 1e6:,.0f} us a file"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
