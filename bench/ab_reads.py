@@ -13,8 +13,9 @@ cache is dropped, and a script reads every ``entries/*.json`` in both `ORDERS`
 the same names (mounted afresh: cold too) is read the same way, so each ratio is taken
 under the same load. Which checkout goes first alternates by round. Prints, per order,
 each checkout's median seconds, its median ratio to the bare fs (bare seconds over its
-seconds: 1.0 is as fast as FUSE gets from Python), and the daemons' RSS and session
-loads. Not part of ``make bench``: it needs two checkouts, e.g.
+seconds: 1.0 is as fast as FUSE gets from Python), the daemons' RSS and session loads,
+and the median CPU seconds of the daemon and of the bare fs (steadier than the wall
+time when other work shares the machine). Not part of ``make bench``: it needs two checkouts, e.g.
 ``git worktree add --detach ../before <rev>``.
 """
 
@@ -37,6 +38,7 @@ from bench.common import mounted
 from bench.entries_walk import (
     ORDERS,
     cache_loads,
+    cpu_seconds,
     daemon_memory_mb,
     entries_dirs,
     snapshot,
@@ -59,6 +61,9 @@ class Side:
     rss: dict[str, list[float]] = field(default_factory=lambda: {o: [] for o in ORDERS})
     peak: dict[str, list[float]] = field(default_factory=lambda: {o: [] for o in ORDERS})
     loads: dict[str, list[int | None]] = field(default_factory=lambda: {o: [] for o in ORDERS})
+    #: CPU seconds the daemon spent on each walk, and the bare fs on the one after it
+    cpu: dict[str, list[float]] = field(default_factory=lambda: {o: [] for o in ORDERS})
+    bare_cpu: dict[str, list[float]] = field(default_factory=lambda: {o: [] for o in ORDERS})
 
 
 @contextlib.contextmanager
@@ -91,7 +96,9 @@ def read_side(
     """One cold read of every entry file through ``side``'s daemon."""
     bench_mount.drop_page_cache()
     with mounted_from(side.checkout, agent, work / side.name, cache_mb) as (mnt, pid):
+        cpu = cpu_seconds(pid)
         done = walk(entries_dirs(mnt, files), order, WALK_TIMEOUT)
+        side.cpu[order].append(cpu_seconds(pid) - cpu)
         rss, peak = daemon_memory_mb(pid)
         side.loads[order].append(cache_loads(mnt))
     side.seconds[order].append(done.seconds)
@@ -99,10 +106,14 @@ def read_side(
     side.peak[order].append(peak)
 
 
-def read_bare(order: str, tree: Path, sessions: int, work: Path) -> float:
+def read_bare(order: str, tree: Path, sessions: int, work: Path) -> tuple[float, float]:
+    """The bare fs's seconds and CPU seconds for one cold read."""
     mnt = work / "bare" / "mnt"
-    with mounted([sys.executable, bench_mount.__file__, "--serve-bare", str(mnt), str(tree)], mnt):
-        return walk([mnt / f"d{n}" for n in range(sessions)], order, WALK_TIMEOUT).seconds
+    args = [sys.executable, bench_mount.__file__, "--serve-bare", str(mnt), str(tree)]
+    with mounted(args, mnt) as process:
+        cpu = cpu_seconds(process.pid)
+        seconds = walk([mnt / f"d{n}" for n in range(sessions)], order, WALK_TIMEOUT).seconds
+        return seconds, cpu_seconds(process.pid) - cpu
 
 
 def report(sides: list[Side], files: int, cache_mb: int) -> None:
@@ -117,7 +128,9 @@ def report(sides: list[Side], files: int, cache_mb: int) -> None:
                 f"round: {', '.join(f'{r:.2f}' for r in ratios)}; bare "
                 f"{statistics.median(side.bare[order]):.2f} s); daemon RSS "
                 f"{max(side.rss[order]):.0f} MB, peak {max(side.peak[order]):.0f} MB (bound "
-                f"{cache_mb + 100}); sessions loaded {'/'.join(loads)}"
+                f"{cache_mb + 100}); sessions loaded {'/'.join(loads)}; daemon CPU "
+                f"{statistics.median(side.cpu[order]):.2f} s, bare "
+                f"{statistics.median(side.bare_cpu[order]):.2f} s"
             )
     old, new = sides
     for order in ORDERS:
@@ -150,7 +163,9 @@ def main(argv: list[str]) -> int:
             for order in ORDERS:
                 for side in turn:
                     read_side(side, order, built.agent_dir, files, work, args.cache_mb)
-                    side.bare[order].append(read_bare(order, tree, len(files), work))
+                    seconds, cpu = read_bare(order, tree, len(files), work)
+                    side.bare[order].append(seconds)
+                    side.bare_cpu[order].append(cpu)
             print(f"round {round_ + 1}/{args.rounds} done", flush=True)
         print(
             f"\ncold read of every entries/*.json: {len(files)} sessions x {args.entries} "

@@ -11,11 +11,13 @@ Two orders, the two ways a script goes through a corpus:
 
 Each walk runs in a child process (a stuck read times out) and reports seconds, files
 and bytes; the daemon's RSS (now and its peak) and the loads its root ``ctl`` counts
-(``cache_loads``, where the build has it) are read right after.
+(``cache_loads``, where the build has it) are read right after, and the CPU time the
+daemon spent on the walk (`cpu_seconds`).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -108,6 +110,13 @@ def daemon_memory_mb(pid: int) -> tuple[float, float]:
         if key in ("VmRSS", "VmHWM"):
             fields[key] = int(value.split()[0]) / 1024
     return fields["VmRSS"], fields["VmHWM"]
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) the process ``pid`` used so far: on a shared machine a
+    steadier figure than the wall time, which other work stretches."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cache_loads(mnt: Path) -> int | None:

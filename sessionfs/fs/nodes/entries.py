@@ -70,31 +70,41 @@ class EntryFile(InSession, FileNode):
         super().__init__(ctx, key)
         self.known = known
 
-    async def _index(self, session: LoadedSession) -> int:
-        index = await self.ctx.sessions.run(
-            session, lambda: session.table().index_of_name.get(self.key[-1])
-        )
-        if index is None:
+    async def _measured(self, session: LoadedSession) -> tuple[bytes, Stat]:
+        found = await measure_entry_file(self.ctx, session, self.key[-1])
+        if found is None:
             raise refuse(errno.ENOENT)
-        return index
+        return found
 
     async def stat(self) -> Stat:
         if self.known is not None:
             return self.known
-        session = await self.session()
-        index = await self._index(session)
-        return await self.ctx.sessions.run(
-            session,
-            lambda: Stat(len(session.entry_bytes(index)), session.entry_mtime_ns(index)),
-        )
+        return (await self._measured(await self.session()))[1]
 
     async def content(self) -> bytes:
         session = await self.session()
         cached = session.cached_entry_bytes(self.key[-1])
         if cached is not None:
             return cached  # the common case after a listing: no thread hop
-        index = await self._index(session)
-        return await self.ctx.sessions.run(session, lambda: session.entry_bytes(index))
+        return (await self._measured(session))[0]
+
+
+async def measure_entry_file(
+    ctx: MountContext, session: LoadedSession, name: str
+) -> tuple[bytes, Stat] | None:
+    """Entry file ``name``'s bytes and attributes (None: no such entry), found, rendered
+    and measured in one thread hop: a name looked up outside a listing (a script that
+    opens each path after its session was let go) cost three (its lookup, its index,
+    its bytes), each a wake-up of a worker thread and of the event loop."""
+
+    def measure() -> tuple[bytes, Stat] | None:
+        index = session.table().index_of_name.get(name)
+        if index is None:
+            return None
+        data = session.entry_bytes(index)
+        return data, Stat(len(data), session.entry_mtime_ns(index))
+
+    return await ctx.sessions.run(session, measure)
 
 
 class EntriesDir(SessionListing):
@@ -121,14 +131,16 @@ class EntriesDir(SessionListing):
 
     async def lookup(self, name: str) -> Node | None:
         session = await self.session()
-        found = session.cached_entry_bytes(name) is not None or await self.ctx.sessions.run(
-            session, lambda: name in session.table().index_of_name
-        )
-        if not found:
-            return None
+        known = None
+        if session.cached_entry_bytes(name) is None:
+            # The reply to the lookup needs its size: measured with the check
+            measured = await measure_entry_file(self.ctx, session, name)
+            if measured is None:
+                return None
+            known = measured[1]
         # Its node and inode last until the session is let go (`released_with_session`)
         session.names_looked_up += 1
-        return EntryFile(self.ctx, self.child_key(name))
+        return EntryFile(self.ctx, self.child_key(name), known)
 
 
 class EntryLink(InSession, LinkNode):
