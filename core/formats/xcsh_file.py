@@ -342,9 +342,21 @@ class CompactSession:
         """Entry ``index``'s time in ms since the epoch (``None``: it has none)."""
         return iso_to_ms(self.timestamps[index])
 
+    def times_ms(self) -> list[int | None]:
+        """`time_ms` of every entry, in order."""
+        return [iso_to_ms(timestamp) for timestamp in self.timestamps]
+
     def parse_entries(self) -> list[dict[str, Any]]:
         """Every entry, parsed now (the caller lets them go when done)."""
         return [self.entry(i) for i in range(len(self.ids))]
+
+    def iter_entries(self) -> Iterator[dict[str, Any]]:
+        """Every entry parsed, one at a time (`entry` of each, in order)."""
+        data = self.data
+        for start, end in zip(self.starts, self.ends, strict=True):
+            obj = parse_line(data[start:end])
+            assert obj is not None  # indexed only because it parsed to an object
+            yield obj
 
     def path_indexes(self, leaf_id: str | None) -> list[int]:
         """Positions of the entries from the root down to ``leaf_id``: core's own walk

@@ -32,6 +32,8 @@ from sessionfs.fs.caller import caller_of
 from sessionfs.fs.foreground import Foreground
 from sessionfs.fs.kernel_sizes import KernelSizes
 from sessionfs.fs.nodes.base import IMMUTABLE, DirNode, Kind, LinkNode, Node, OpenFile
+from sessionfs.fs.nodes.file_rows import FileRows
+from sessionfs.fs.row_blocks import RowBlock, RowBlocks
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.refusal import WriteRejected
 
@@ -90,7 +92,8 @@ class InodeTable:
     A walk of a big corpus makes the kernel hold hundreds of thousands of inodes (every
     readdirplus entry counts as a lookup), so rows are kept small: the count lives on
     the node itself, and only changing (non-immutable) nodes are indexed per session
-    for invalidation.
+    for invalidation. The rows of a `FileRows` listing have no node and no row here
+    until asked about: their numbers and counts are in `blocks`.
     """
 
     def __init__(self, root: Node) -> None:
@@ -100,10 +103,14 @@ class InodeTable:
         self.nodes: dict[int, Node] = {pyfuse3.ROOT_INODE: root}
         # session (`Node.session_key`) -> inodes of changing nodes of that session
         self.by_session: dict[tuple[str, str], set[int]] = {}
+        self.blocks = RowBlocks()
 
     def inode_for(self, node: Node) -> int:
         inode = self.by_key.get(node.key)
         if inode is None:
+            listed = self.blocks.inode_of(node.key)
+            if listed is not None:  # a row of a listing: its node is made when asked
+                return listed
             inode = self._next
             self._next += 1
             self.by_key[node.key] = inode
@@ -120,8 +127,23 @@ class InodeTable:
     def node(self, inode: int) -> Node:
         node = self.nodes.get(inode)
         if node is None:
+            node = self.blocks.node(inode)
+        if node is None:
             raise pyfuse3.FUSEError(errno.ESTALE)
         return node
+
+    def inode_of(self, key: tuple[str, ...]) -> int | None:
+        """The number the kernel knows ``key`` by, if any."""
+        inode = self.by_key.get(key)
+        return inode if inode is not None else self.blocks.inode_of(key)
+
+    def block_for(self, rows: FileRows) -> RowBlock:
+        """The inode numbers of a listing's rows (`sessionfs.fs.row_blocks`)."""
+        if self.blocks.has(rows):
+            return self.blocks.block_for(rows, 0)
+        base = self._next
+        self._next += len(rows)
+        return self.blocks.block_for(rows, base)
 
     def move(self, old_key: tuple[str, ...], node: Node) -> None:
         """A rename: the inode the kernel knows under ``old_key`` now answers for
@@ -143,7 +165,11 @@ class InodeTable:
         self.nodes[inode] = node
 
     def remember(self, inode: int) -> None:
-        self.nodes[inode].nlookup += 1
+        node = self.nodes.get(inode)
+        if node is not None:
+            node.nlookup += 1
+        elif not self.blocks.remember(inode):
+            raise KeyError(inode)
 
     def session_inodes(self, key: tuple[str, str], everything: bool) -> list[int]:
         """Inodes below one session dir: the changing ones, or (rare) all of them."""
@@ -153,7 +179,10 @@ class InodeTable:
 
     def forget(self, inode: int, count: int) -> None:
         node = self.nodes.get(inode)
-        if inode == pyfuse3.ROOT_INODE or node is None:
+        if node is None:
+            self.blocks.forget(inode, count)
+            return
+        if inode == pyfuse3.ROOT_INODE:
             return
         node.nlookup -= count
         if node.nlookup > 0:
@@ -233,7 +262,7 @@ class DirHandle:
     """A directory listing snapshot: ``readdir`` offsets index into it, so entries
     added or removed meanwhile never make others skip or repeat."""
 
-    def __init__(self, rows: list[tuple[str, Node]]) -> None:
+    def __init__(self, rows: Sequence[tuple[str, Node]]) -> None:
         self.rows = rows
 
 
@@ -414,12 +443,18 @@ class SessionFsOperations(pyfuse3.Operations):
                 continue
             self._uncached.add(inode)
             self.invalidator.invalidate(inode, attr_only=node.kind is not Kind.FILE)
+        if full_reload:  # a listing's rows too: their names may now mean other entries
+            self.table.blocks.detach(session.key)
+            for inode in self.table.blocks.inodes_of(session.key):
+                self._uncached.add(inode)
+                self.invalidator.invalidate(inode, attr_only=False)
 
-    def key_changed(self, key: tuple[str, ...], name_too: bool) -> None:
+    def key_changed(self, key: tuple[str, ...], name_too: bool, inode: int | None = None) -> None:
         """`sessionfs.fs.session_watch` listener: what ``key`` shows changed on disk,
         so drop the kernel's attributes and pages of it, and its name when the file
-        was made, renamed or removed (a name the kernel holds may now be wrong)."""
-        inode = self.table.by_key.get(key)
+        was made, renamed or removed (a name the kernel holds may now be wrong).
+        ``inode``: its number, when the caller knows it."""
+        inode = inode if inode is not None else self.table.inode_of(key)
         if inode is not None:
             self._listed_attrs.pop(inode, None)  # made before the change: never again
         if self.invalidator is None or self.invalidator.closing:
@@ -443,6 +478,8 @@ class SessionFsOperations(pyfuse3.Operations):
         for key in [k for k in self.table.by_key if len(k) > depth and k[:depth] == prefix]:
             kept = keep_name is not None and len(key) == depth + 1 and keep_name(key[-1])
             self.key_changed(key, name_too=not kept)
+        for key, inode in self.table.blocks.keys_below(prefix):  # listings' rows
+            self.key_changed(key, name_too=True, inode=inode)
 
     def session_dehydrated(self, session: LoadedSession) -> None:
         """``SessionCache`` listener: a session left the parsed set, so let the kernel
@@ -458,21 +495,24 @@ class SessionFsOperations(pyfuse3.Operations):
         by `lookup` go the same way, else each would pin an inode and its node for good.
         """
         looked_up = self._looked_up.pop(session.key, ())
+        self.table.blocks.stop_lookups(session.key)
         if self.invalidator is None or self.invalidator.closing:
             return
         for dir_key, rows in session.listings.items():
             parent = self.table.by_key.get(dir_key)
             if parent is None:
                 continue
-            for name, _node in rows:
+            names = rows.names if isinstance(rows, FileRows) else [name for name, _ in rows]
+            for name in names:
                 self.invalidator.invalidate_name(parent, os.fsencode(name))
         for parent, looked_up_name in looked_up:
             if parent in self.table.nodes:  # else the kernel dropped the dir and all in it
                 self.invalidator.invalidate_name(parent, looked_up_name)
 
     def kernel_inodes(self) -> int:
-        """How many inodes the kernel holds, each a live node here (the root ``ctl``)."""
-        return len(self.table.nodes)
+        """How many inodes the kernel holds, each a live node here or a listing's row
+        (the root ``ctl``)."""
+        return len(self.table.nodes) + self.table.blocks.live()
 
     # -- reading ---------------------------------------------------------------------
 
@@ -533,6 +573,9 @@ class SessionFsOperations(pyfuse3.Operations):
         handle = self._handles.get(fh)
         if not isinstance(handle, DirHandle):
             raise pyfuse3.FUSEError(errno.EBADF)
+        if isinstance(handle.rows, FileRows):
+            await self._readdir_rows(handle.rows, start_id, token)
+            return
         for offset in range(start_id, len(handle.rows)):
             name, node = handle.rows[offset]
             inode = self.table.inode_for(node)
@@ -543,6 +586,34 @@ class SessionFsOperations(pyfuse3.Operations):
             if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, offset + 1):
                 break
             self.table.remember(inode)
+
+    async def _readdir_rows(self, rows: FileRows, start: int, token: pyfuse3.ReaddirToken) -> None:
+        """`readdir` of a `FileRows` listing: one node's attributes made (the first
+        row's), the others' the same but for number, size and time, from the arrays;
+        the rows' inodes are a block of numbers (`sessionfs.fs.row_blocks`)."""
+        if start >= len(rows):
+            return
+        block = self.table.block_for(rows)
+        first = rows.node(start)
+        assert not self._size_matters(first), "FileRows are files of a fixed tier"
+        try:
+            attrs = await self._attrs(first, block.base + start, listing=True)
+        except pyfuse3.FUSEError:
+            return  # the session vanished since the listing was taken
+        names, sizes, mtimes, uncached = rows.names, rows.sizes, rows.mtimes_ns, self._uncached
+        stop = start
+        for row in range(start, len(rows)):
+            inode, size, mtime = block.base + row, sizes[row], mtimes[row]
+            attrs.st_ino = inode
+            attrs.st_size = size
+            attrs.st_blocks = (size + 511) // 512
+            attrs.st_atime_ns = attrs.st_mtime_ns = attrs.st_ctime_ns = mtime
+            if not pyfuse3.readdir_reply(token, os.fsencode(names[row]), attrs, row + 1):
+                break
+            if uncached:
+                uncached.discard(inode)
+            stop = row + 1
+        block.remember_rows(start, stop)
 
     @_errno_guard
     async def releasedir(self, fh: int) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import errno
 import os
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,7 @@ __all__ = [
     "PARSED_SIZE_FACTOR",
     "TABLE_BYTES_PER_ENTRY",
     "UNKNOWN",
+    "EntryListing",
     "EntryTable",
     "LoadedSession",
     "SourceOpener",
@@ -80,6 +82,13 @@ BRANCH_PAGES_KEPT = 4
 #: counted: at its bound, ``--cache-mb`` + 100.
 TABLE_BYTES_PER_ENTRY = 160
 LISTING_BYTES_PER_ROW = 480
+#: What an `EntryListing` holds per entry: its file's size and time, in two arrays.
+ENTRY_LISTING_BYTES_PER_ENTRY = 16
+#: A session file up to this size keeps the entry files its ``entries/`` listing
+#: renders (to learn their sizes), so reading them after ``ls`` costs no thread hop
+#: and no parse; a bigger one keeps only their sizes: a 200,000-entry (49 MB) session
+#: would hold 65 MB of rendered files for one ``ls`` (issue 26 point 6).
+LISTED_FILES_KEPT_UP_TO = 16 * 1024 * 1024
 #: "not known without work" (see `LoadedSession.cached_leaf_name`)
 UNKNOWN = object()
 
@@ -127,6 +136,16 @@ class EntryTable:
     index_of_name: dict[str, int]
 
 
+@dataclass(eq=False)
+class EntryListing:
+    """What ``ls -l entries/`` shows of one version: each entry file's name (the
+    table's), size and time, in arrays rather than an object per entry."""
+
+    table: EntryTable
+    sizes: array[int]
+    mtimes_ns: array[int]
+
+
 def build_entry_table(ids: Sequence[object]) -> EntryTable:
     """The table for entries with these ``id`` values (raw: any type, in file order)."""
     names = entry_file_names(ids)
@@ -157,11 +176,14 @@ class LoadedSession:
     lock: trio.Lock = field(default_factory=trio.Lock)
     _renders: dict[str, bytes] = field(default_factory=dict)
     _table: EntryTable | None = None
+    _entry_listing: EntryListing | None = None
     _entry_bytes: dict[int, bytes] = field(default_factory=dict)
     _cached_bytes: int = 0  # sum of the cached renderings (kept incrementally: hot path)
     #: per-version listings reused by repeated readdirs, by the listed dir's path in the
-    #: mount: rows of (name, node). Owned by the nodes; dropped with each version.
-    listings: dict[tuple[str, ...], list[tuple[str, Any]]] = field(default_factory=dict)
+    #: mount: rows of (name, node). Owned by the nodes; dropped with each version. A
+    #: listing that makes its nodes only when asked says what a row costs it
+    #: (``bytes_per_row``; else `LISTING_BYTES_PER_ROW`).
+    listings: dict[tuple[str, ...], Sequence[tuple[str, Any]]] = field(default_factory=dict)
     #: entry files looked up by name outside any listing since the session was last
     #: let go: each a node and an inode the kernel holds until then (counted as a
     #: listing's row; the mount drops their names with the session)
@@ -360,6 +382,7 @@ class LoadedSession:
         """Let the session go and what is derived per entry; keep the renderings."""
         self.source = None
         self._table = None
+        self._entry_listing = None
         self._entry_bytes = {}
         self.listings = {}
         self.names_looked_up = 0
@@ -453,6 +476,7 @@ class LoadedSession:
         self.version += 1
         self._renders = {}
         self._table = None
+        self._entry_listing = None
         self._entry_bytes = {}
         self._cached_bytes = 0
         self.listings = {}
@@ -533,10 +557,33 @@ class LoadedSession:
         data = self._entry_bytes.get(index)
         if data is None:
             data = render.pretty_json(self._held().entry_view(index))
-            if not self._over_read_limit():  # kept, it would be the whole file again
-                self._entry_bytes[index] = data
-                self._cached_bytes += len(data)
+            self._keep_entry_file(index, data)
         return data
+
+    def _keep_entry_file(self, index: int, data: bytes) -> None:
+        if not self._over_read_limit():  # kept, it would be the whole file again
+            self._entry_bytes[index] = data
+            self._cached_bytes += len(data)
+
+    def entry_listing(self) -> EntryListing:
+        """Every entry file's name, size and time (an ``entries/`` listing): each
+        entry rendered once to learn its size (one pass over the entries, each parsed
+        and let go), and kept only when the session is small
+        (`LISTED_FILES_KEPT_UP_TO`)."""
+        if self._entry_listing is None:
+            table, source = self.table(), self._held()
+            keep = self.file_state[1] <= LISTED_FILES_KEPT_UP_TO
+            sizes = array("q")
+            for index, entry in enumerate(source.entry_views()):
+                data = self._entry_bytes.get(index)
+                if data is None:
+                    data = render.pretty_json(entry)
+                    if keep:
+                        self._keep_entry_file(index, data)
+                sizes.append(len(data))
+            mtimes = array("q", [self._mtime_ns(ms) for ms in source.entry_times_ms()])
+            self._entry_listing = EntryListing(table, sizes, mtimes)
+        return self._entry_listing
 
     def _over_read_limit(self) -> bool:
         limit = self.whole_read_limit
@@ -551,7 +598,10 @@ class LoadedSession:
         return self._entry_bytes.get(index) if index is not None else None
 
     def entry_mtime_ns(self, index: int) -> int:
-        ms = self._held().entry_time_ms(index)
+        return self._mtime_ns(self._held().entry_time_ms(index))
+
+    def _mtime_ns(self, ms: int | None) -> int:
+        """An entry file's mtime: its entry's time, else the session file's."""
         return ms * 1_000_000 if ms is not None else self.mtime_ns
 
     def blob_shas(self) -> list[str]:
@@ -598,6 +648,9 @@ class LoadedSession:
         `LISTING_BYTES_PER_ROW`)."""
         held = self.source.memory_cost() if self.source is not None else 0
         table = len(self._table.names) * TABLE_BYTES_PER_ENTRY if self._table is not None else 0
-        listed = sum(len(rows) for rows in self.listings.values())
-        rows = (listed + self.names_looked_up) * LISTING_BYTES_PER_ROW
+        if self._entry_listing is not None:
+            table += len(self._entry_listing.sizes) * ENTRY_LISTING_BYTES_PER_ENTRY
+        rows = self.names_looked_up * LISTING_BYTES_PER_ROW
+        for listed in self.listings.values():
+            rows += len(listed) * getattr(listed, "bytes_per_row", LISTING_BYTES_PER_ROW)
         return held + self._cached_bytes + table + rows
