@@ -84,11 +84,13 @@ TABLE_BYTES_PER_ENTRY = 160
 LISTING_BYTES_PER_ROW = 480
 #: What an `EntryListing` holds per entry: its file's size and time, in two arrays.
 ENTRY_LISTING_BYTES_PER_ENTRY = 16
-#: A session file up to this size keeps the entry files its ``entries/`` listing
-#: renders (to learn their sizes), so reading them after ``ls`` costs no thread hop
-#: and no parse; a bigger one keeps only their sizes: a 200,000-entry (49 MB) session
-#: would hold 65 MB of rendered files for one ``ls`` (issue 26 point 6).
-LISTED_FILES_KEPT_UP_TO = 16 * 1024 * 1024
+#: A session file up to this fraction of the largest the cache renders
+#: (``whole_read_limit``: 13 MB with ``--cache-mb 256``) keeps the entry files its
+#: ``entries/`` listing renders to learn their sizes, so reading them after ``ls``
+#: costs no thread hop and no parse; a bigger one keeps only their sizes: a
+#: 200,000-entry (49 MB) session would hold 65 MB of rendered files for one ``ls``
+#: (issue 26 point 6).
+LISTED_FILES_KEPT_FRACTION = 4
 #: "not known without work" (see `LoadedSession.cached_leaf_name`)
 UNKNOWN = object()
 
@@ -569,10 +571,11 @@ class LoadedSession:
         """Every entry file's name, size and time (an ``entries/`` listing): each
         entry rendered once to learn its size (one pass over the entries, each parsed
         and let go), and kept only when the session is small
-        (`LISTED_FILES_KEPT_UP_TO`)."""
+        (`LISTED_FILES_KEPT_FRACTION`)."""
         if self._entry_listing is None:
             table, source = self.table(), self._held()
-            keep = self.file_state[1] <= LISTED_FILES_KEPT_UP_TO
+            limit = self.whole_read_limit
+            keep = limit is None or self.file_state[1] <= limit // LISTED_FILES_KEPT_FRACTION
             sizes = array("q")
             for index, entry in enumerate(source.entry_views()):
                 data = self._entry_bytes.get(index)
