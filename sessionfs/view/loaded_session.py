@@ -55,6 +55,7 @@ from sessionfs.view.refusal import READ_ONLY_REASON, WriteRejected
 from sessionfs.view.renderings import parses_entries, render_source
 
 __all__ = [
+    "ENTRY_LISTING",
     "FRESH_INTERVAL",
     "LISTING_BYTES_PER_ROW",
     "PARSED_SIZE_FACTOR",
@@ -93,6 +94,9 @@ ENTRY_LISTING_BYTES_PER_ENTRY = 16
 LISTED_FILES_KEPT_FRACTION = 4
 #: "not known without work" (see `LoadedSession.cached_leaf_name`)
 UNKNOWN = object()
+#: ``warm`` for a load about to list ``entries/``: the build of the index, which parses
+#: every entry anyway, measures each entry file on the way (`LoadedSession.entry_listing`)
+ENTRY_LISTING = "entries/"
 
 #: Opens the session file a ref names as its agent's `SessionSource` (another agent's
 #: session; an xcsh file has none: it is read compact, or parsed when it must be).
@@ -146,6 +150,21 @@ class EntryListing:
     table: EntryTable
     sizes: array[int]
     mtimes_ns: array[int]
+
+
+class _EntryFiles:
+    """Entry files rendered one after the other to learn their sizes (called with each
+    entry in order), kept too when ``keep``."""
+
+    def __init__(self, keep: bool) -> None:
+        self.sizes = array("q")
+        self.kept: list[bytes] | None = [] if keep else None
+
+    def __call__(self, entry: Entry) -> None:
+        data = render.pretty_json(entry)
+        self.sizes.append(len(data))
+        if self.kept is not None:
+            self.kept.append(data)
 
 
 def build_entry_table(ids: Sequence[object]) -> EntryTable:
@@ -280,18 +299,23 @@ class LoadedSession:
         elif self.pinned_leaf is not None or not self._load_compact(warm):
             self.ensure_loaded()
             self.apply_pin()
-        if warm is not None:
+        if warm is not None and warm != ENTRY_LISTING:
             self.rendered(warm)
 
     def _load_compact(self, warm: str | None) -> bool:
         """Hold the xcsh file compact (True), or False when it must be parsed instead;
-        renders ``warm`` from the entries the index's build parsed anyway."""
+        renders ``warm`` from the entries the index's build parsed anyway (or with
+        `ENTRY_LISTING`, measures every entry file)."""
         try:
             data, st = read_file(self.ref.path, self.whole_read_limit)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
             raise NotASessionError(f"{self.ref.path}: {exc.strerror}") from None
+        listing = warm == ENTRY_LISTING
+        files = _EntryFiles(self._keeps_listed_files(st.st_size)) if listing else None
         try:
-            compact, entries = CompactSession.build(data, st, keep_entries=warm is not None)
+            compact, entries = CompactSession.build(
+                data, st, keep_entries=warm is not None and not listing, visit=files
+            )
         except NotCompact as exc:
             if exc.not_a_session:
                 raise NotASessionError(f"{self.ref.path} is not a session file") from None
@@ -299,7 +323,9 @@ class LoadedSession:
             return False
         source = XcshSession(self.ref.path, index=compact, whole_up_to=self.whole_read_limit)
         self._hold(source, st)
-        if warm is not None and entries is not None:
+        if files is not None:
+            self._entry_listing = self._listing_of(files)
+        elif warm is not None and entries is not None:
             with source.parsed_once(entries):  # parsed already: rendered from them
                 self.rendered(warm)
         return True
@@ -570,23 +596,29 @@ class LoadedSession:
     def entry_listing(self) -> EntryListing:
         """Every entry file's name, size and time (an ``entries/`` listing): each
         entry rendered once to learn its size (one pass over the entries, each parsed
-        and let go), and kept only when the session is small
-        (`LISTED_FILES_KEPT_FRACTION`)."""
+        and let go, unless the load measured them already: `ENTRY_LISTING`), and kept
+        only when the session is small (`LISTED_FILES_KEPT_FRACTION`)."""
         if self._entry_listing is None:
-            table, source = self.table(), self._held()
-            limit = self.whole_read_limit
-            keep = limit is None or self.file_state[1] <= limit // LISTED_FILES_KEPT_FRACTION
-            sizes = array("q")
-            for index, entry in enumerate(source.entry_views()):
-                data = self._entry_bytes.get(index)
-                if data is None:
-                    data = render.pretty_json(entry)
-                    if keep:
-                        self._keep_entry_file(index, data)
-                sizes.append(len(data))
-            mtimes = array("q", [self._mtime_ns(ms) for ms in source.entry_times_ms()])
-            self._entry_listing = EntryListing(table, sizes, mtimes)
+            source = self._held()
+            files = _EntryFiles(self._keeps_listed_files(self.file_state[1]))
+            for entry in source.entry_views():
+                files(entry)
+            self._entry_listing = self._listing_of(files)
         return self._entry_listing
+
+    def _keeps_listed_files(self, file_size: int) -> bool:
+        limit = self.whole_read_limit
+        return limit is None or file_size <= limit // LISTED_FILES_KEPT_FRACTION
+
+    def _listing_of(self, files: _EntryFiles) -> EntryListing:
+        """The listing of the entry files ``files`` measured (every entry of the source
+        held), keeping those it kept."""
+        for index, data in enumerate(files.kept or ()):
+            if index not in self._entry_bytes:
+                self._keep_entry_file(index, data)
+        times = self._held().entry_times_ms()
+        mtimes = array("q", [self._mtime_ns(ms) for ms in times])
+        return EntryListing(self.table(), files.sizes, mtimes)
 
     def _over_read_limit(self) -> bool:
         limit = self.whole_read_limit

@@ -26,7 +26,7 @@ from sessionfs.fs.nodes.blobs import BlobFile
 from sessionfs.fs.nodes.file_rows import FileRows
 from sessionfs.fs.nodes.in_session import RENAME_NOREPLACE, InSession, refuse_unsupported_rename
 from sessionfs.fs.nodes.scratch import ScratchHolder, link_text
-from sessionfs.view.loaded_session import EntryListing, LoadedSession
+from sessionfs.view.loaded_session import ENTRY_LISTING, EntryListing, LoadedSession
 from sessionfs.view.names import decode_name, encode_name, unique_names
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.session_cache import PendingLabel
@@ -120,8 +120,16 @@ class EntriesDir(SessionListing):
 
     __slots__ = ()
 
+    #: what a load for this dir prepares (the session dir's lookup of ``entries``
+    #: passes it, as for a rendered file): the build measures every entry file
+    rendering = ENTRY_LISTING
+
+    async def stat(self) -> Stat:
+        # The walk to a listing stats the dir first: a load then measures the files too.
+        return Stat(0, (await self.session(ENTRY_LISTING)).mtime_ns)
+
     async def children(self) -> Sequence[tuple[str, Node]]:
-        session = await self.session()
+        session = await self.session(ENTRY_LISTING)  # a load measures the entry files
         cached = session.listings.get(self.key)
         if cached is None:
             listing = await self.ctx.sessions.run(session, session.entry_listing)
