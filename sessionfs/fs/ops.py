@@ -139,11 +139,13 @@ class InodeTable:
 
     def block_for(self, rows: FileRows) -> RowBlock:
         """The inode numbers of a listing's rows (`sessionfs.fs.row_blocks`)."""
-        if self.blocks.has(rows):
-            return self.blocks.block_for(rows, 0)
-        base = self._next
-        self._next += len(rows)
-        return self.blocks.block_for(rows, base)
+        return self.blocks.block_for(rows, self._allocate)
+
+    def _allocate(self, count: int) -> int:
+        """``count`` consecutive new inode numbers; returns the first."""
+        first = self._next
+        self._next += count
+        return first
 
     def move(self, old_key: tuple[str, ...], node: Node) -> None:
         """A rename: the inode the kernel knows under ``old_key`` now answers for
@@ -597,13 +599,13 @@ class SessionFsOperations(pyfuse3.Operations):
         first = rows.node(start)
         assert not self._size_matters(first), "FileRows are files of a fixed tier"
         try:
-            attrs = await self._attrs(first, block.base + start, listing=True)
+            attrs = await self._attrs(first, block.inode(start), listing=True)
         except pyfuse3.FUSEError:
             return  # the session vanished since the listing was taken
         names, sizes, mtimes, uncached = rows.names, rows.sizes, rows.mtimes_ns, self._uncached
         stop = start
         for row in range(start, len(rows)):
-            inode, size, mtime = block.base + row, sizes[row], mtimes[row]
+            inode, size, mtime = block.inode(row), sizes[row], mtimes[row]
             attrs.st_ino = inode
             attrs.st_size = size
             attrs.st_blocks = (size + 511) // 512

@@ -80,6 +80,15 @@ def ls_l(entries: Path) -> dict[str, tuple[int, int]]:
     return rows
 
 
+def inode_numbers(entries: Path) -> dict[str, int]:
+    """``ls -i``: name -> inode number."""
+    numbers = {}
+    for line in run("ls", "-iU", entries).decode().splitlines():
+        number, name = line.split()
+        numbers[name] = int(number)
+    return numbers
+
+
 def cat_all(entries: Path, names: list[str]) -> bytes:
     """Every file of ``names`` read by ``cat``, in order (one process, many files)."""
     return subprocess.run(
@@ -137,7 +146,8 @@ def test_ls_l_stat_and_cat_agree_on_every_entry_of_a_big_listing(
         assert run("cat", entries / last) == files[last]
 
     # Another process appends: the new entries are listed, at their sizes, and the
-    # entries listed before keep theirs.
+    # entries listed before keep theirs, and their inode numbers (the kernel keeps them).
+    numbers = inode_numbers(sessions / "big" / "entries")
     with open(big, "ab") as f:
         f.write(b"".join(orjson.dumps(entry(i, "appended")) + b"\n" for i in range(BIG, BIG + 3)))
     entries = sessions / "big" / "entries"
@@ -145,6 +155,9 @@ def test_ls_l_stat_and_cat_agree_on_every_entry_of_a_big_listing(
         lambda: f"{BIG + 2:08x}.json" in os.listdir(entries), "the appended entries", within=30
     )
     assert_listing_matches(entries, expected(big), read_all=False)
+    after = inode_numbers(entries)
+    assert {name: after[name] for name in numbers} == numbers
+    assert len(set(after.values())) == len(after) == BIG + 3
 
     # The file is replaced (the same ids, other texts): once the daemon has seen it,
     # every size, time and byte is the new file's, none cut at an old size.
