@@ -22,6 +22,7 @@ import functools
 import logging
 import os
 import queue
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -595,22 +596,27 @@ class SessionFsOperations(pyfuse3.Operations):
         the rows' inodes are a block of numbers (`sessionfs.fs.row_blocks`)."""
         if start >= len(rows):
             return
-        block = self.table.block_for(rows)
         first = rows.node(start)
         assert not self._size_matters(first), "FileRows are files of a fixed tier"
-        try:
-            attrs = await self._attrs(first, block.inode(start), listing=True)
+        try:  # what every row shares (mode, owner, timeouts): the first row's attributes
+            attrs = await self._attrs(first, self.table.block_for(rows).inode(start), True)
         except pyfuse3.FUSEError:
             return  # the session vanished since the listing was taken
+        # After the await: the kernel may have forgotten the rows of the block meanwhile.
+        block = self.table.block_for(rows)
         names, sizes, mtimes, uncached = rows.names, rows.sizes, rows.mtimes_ns, self._uncached
+        encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+        base = block.spans[0][1] if len(block.spans) == 1 else None  # the usual block
         stop = start
         for row in range(start, len(rows)):
-            inode, size, mtime = block.inode(row), sizes[row], mtimes[row]
+            inode = base + row if base is not None else block.inode(row)
+            size = sizes[row]
             attrs.st_ino = inode
             attrs.st_size = size
             attrs.st_blocks = (size + 511) // 512
-            attrs.st_atime_ns = attrs.st_mtime_ns = attrs.st_ctime_ns = mtime
-            if not pyfuse3.readdir_reply(token, os.fsencode(names[row]), attrs, row + 1):
+            attrs.st_atime_ns = attrs.st_mtime_ns = attrs.st_ctime_ns = mtimes[row]
+            name = names[row].encode(encoding, errors)  # os.fsencode, without its checks
+            if not pyfuse3.readdir_reply(token, name, attrs, row + 1):
                 break
             if uncached:
                 uncached.discard(inode)
