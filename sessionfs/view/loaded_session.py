@@ -161,10 +161,12 @@ class _EntryFiles:
         self.kept: list[bytes] | None = [] if keep else None
 
     def __call__(self, entry: Entry) -> None:
+        if self.kept is None:
+            self.sizes.append(render.pretty_json_size(entry))
+            return
         data = render.pretty_json(entry)
         self.sizes.append(len(data))
-        if self.kept is not None:
-            self.kept.append(data)
+        self.kept.append(data)
 
 
 def build_entry_table(ids: Sequence[object]) -> EntryTable:

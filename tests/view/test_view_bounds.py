@@ -201,6 +201,7 @@ def test_pretty_json_decides_as_its_rule_says_without_the_second_encoding(
     compact = orjson.dumps(value) + b"\n"
     limit = render.PRETTY_GROWTH_LIMIT * len(compact) + render.PRETTY_SLACK
     assert render.pretty_json(value) == (compact if len(pretty) > limit else pretty)
+    assert render.pretty_json_size(value) == len(render.pretty_json(value))
 
 
 def test_too_deep_for_any_encoder_is_a_note_not_an_error() -> None:
@@ -208,6 +209,7 @@ def test_too_deep_for_any_encoder_is_a_note_not_an_error() -> None:
     for _ in range(100_000):
         nested = [nested]
     assert render.pretty_json(nested) == render.TOO_DEEP
+    assert render.pretty_json_size(nested) == len(render.TOO_DEEP)
 
 
 # --- bookkeeping ----------------------------------------------------------------------
