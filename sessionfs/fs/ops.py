@@ -599,11 +599,10 @@ class SessionFsOperations(pyfuse3.Operations):
         first = rows.node(start)
         assert not self._size_matters(first), "FileRows are files of a fixed tier"
         try:  # what every row shares (mode, owner, timeouts): the first row's attributes
-            attrs = await self._attrs(first, self.table.block_for(rows).inode(start), True)
+            attrs = await self._attrs(first, 0, listing=True)  # (numbered per row below)
         except pyfuse3.FUSEError:
             return  # the session vanished since the listing was taken
-        # After the await: the kernel may have forgotten the rows of the block meanwhile.
-        block = self.table.block_for(rows)
+        block = self.table.block_for(rows)  # after the await: no forget in between
         names, sizes, mtimes, uncached = rows.names, rows.sizes, rows.mtimes_ns, self._uncached
         encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
         base = block.spans[0][1] if len(block.spans) == 1 else None  # the usual block
