@@ -295,6 +295,15 @@ class SessionSource(ABC):
         never change or keep it): what a rendering reads, without a copy."""
         return self.entry(index)
 
+    def entry_views(self) -> Iterator[Entry]:
+        """`entry_view` of every entry in order, one at a time (a pass that reads each
+        once and lets it go: an ``entries/`` listing)."""
+        return (self.entry_view(index) for index in range(len(self)))
+
+    def entry_times_ms(self) -> list[int | None]:
+        """`entry_time_ms` of every entry, in order."""
+        return [self.entry_time_ms(index) for index in range(len(self))]
+
     def leaf_known(self) -> bool:
         """Whether `leaf_name` answers without work that grows with the session (a
         view asks it on its event loop only then)."""

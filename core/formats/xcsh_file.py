@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import weakref
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -211,7 +211,11 @@ class CompactSession:
 
     @classmethod
     def build(
-        cls, data: bytes | FileLines, st: os.stat_result, keep_entries: bool = True
+        cls,
+        data: bytes | FileLines,
+        st: os.stat_result,
+        keep_entries: bool = True,
+        visit: Callable[[dict[str, Any]], None] | None = None,
     ) -> tuple[CompactSession, list[dict[str, Any]] | None]:
         """Index ``data`` (the file's bytes or a `FileLines` over it, ``st`` its stat).
         Returns the session and the entries parsed on the way (a caller about to render
@@ -223,7 +227,9 @@ class CompactSession:
         A caller that renders nothing passes ``keep_entries=False``: each line's dict
         then goes as soon as it is indexed, instead of all of them living until the
         end -- about five times the file's size at the peak, and for a 200,000-entry
-        session twice the time (issue 26 point 6: the first ``ls entries/``)."""
+        session twice the time (issue 26 point 6: the first ``ls entries/``). ``visit`` is
+        called with each entry indexed, in order, as it is parsed (a listing measures
+        it) when they are not kept."""
         head = data if isinstance(data, bytes) else data[:TITLE_SLOT_BYTES]
         slot, body = split_title_slot(head)  # entry offsets stay offsets in the file
         if isinstance(data, bytes) and _starts_with_an_older_header(data, body):
@@ -242,6 +248,8 @@ class CompactSession:
         else:
             for start, end, obj in lines:
                 session._add(start, end, obj)
+                if visit is not None:
+                    visit(obj)
         session.consumed = (
             consumed_length(data) if isinstance(data, bytes) else _consumed_length_of(data)
         )
@@ -343,9 +351,21 @@ class CompactSession:
         """Entry ``index``'s time in ms since the epoch (``None``: it has none)."""
         return iso_to_ms(self.timestamps[index])
 
+    def times_ms(self) -> list[int | None]:
+        """`time_ms` of every entry, in order."""
+        return [iso_to_ms(timestamp) for timestamp in self.timestamps]
+
     def parse_entries(self) -> list[dict[str, Any]]:
         """Every entry, parsed now (the caller lets them go when done)."""
         return [self.entry(i) for i in range(len(self.ids))]
+
+    def iter_entries(self) -> Iterator[dict[str, Any]]:
+        """Every entry parsed, one at a time (`entry` of each, in order)."""
+        data = self.data
+        for start, end in zip(self.starts, self.ends, strict=True):
+            obj = parse_line(data[start:end])
+            assert obj is not None  # indexed only because it parsed to an object
+            yield obj
 
     def path_indexes(self, leaf_id: str | None) -> list[int]:
         """Positions of the entries from the root down to ``leaf_id``: core's own walk

@@ -22,6 +22,7 @@ import functools
 import logging
 import os
 import queue
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -32,6 +33,8 @@ from sessionfs.fs.caller import caller_of
 from sessionfs.fs.foreground import Foreground
 from sessionfs.fs.kernel_sizes import KernelSizes
 from sessionfs.fs.nodes.base import IMMUTABLE, DirNode, Kind, LinkNode, Node, OpenFile
+from sessionfs.fs.nodes.file_rows import FileRows
+from sessionfs.fs.row_blocks import RowBlock, RowBlocks
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.refusal import WriteRejected
 
@@ -90,7 +93,8 @@ class InodeTable:
     A walk of a big corpus makes the kernel hold hundreds of thousands of inodes (every
     readdirplus entry counts as a lookup), so rows are kept small: the count lives on
     the node itself, and only changing (non-immutable) nodes are indexed per session
-    for invalidation.
+    for invalidation. The rows of a `FileRows` listing have no node and no row here
+    until asked about: their numbers and counts are in `blocks`.
     """
 
     def __init__(self, root: Node) -> None:
@@ -100,10 +104,14 @@ class InodeTable:
         self.nodes: dict[int, Node] = {pyfuse3.ROOT_INODE: root}
         # session (`Node.session_key`) -> inodes of changing nodes of that session
         self.by_session: dict[tuple[str, str], set[int]] = {}
+        self.blocks = RowBlocks()
 
     def inode_for(self, node: Node) -> int:
         inode = self.by_key.get(node.key)
         if inode is None:
+            listed = self.blocks.inode_of(node.key)
+            if listed is not None:  # a row of a listing: its node is made when asked
+                return listed
             inode = self._next
             self._next += 1
             self._name(node, inode)
@@ -117,8 +125,25 @@ class InodeTable:
     def node(self, inode: int) -> Node:
         node = self.nodes.get(inode)
         if node is None:
+            node = self.blocks.node(inode)
+        if node is None:
             raise pyfuse3.FUSEError(errno.ESTALE)
         return node
+
+    def inode_of(self, key: tuple[str, ...]) -> int | None:
+        """The number the kernel knows ``key`` by, if any."""
+        inode = self.by_key.get(key)
+        return inode if inode is not None else self.blocks.inode_of(key)
+
+    def block_for(self, rows: FileRows) -> RowBlock:
+        """The inode numbers of a listing's rows (`sessionfs.fs.row_blocks`)."""
+        return self.blocks.block_for(rows, self._allocate)
+
+    def _allocate(self, count: int) -> int:
+        """``count`` consecutive new inode numbers; returns the first."""
+        first = self._next
+        self._next += count
+        return first
 
     def move(self, old_key: tuple[str, ...], node: Node) -> None:
         """A rename: the inode the kernel knows under ``old_key`` now answers for
@@ -148,12 +173,15 @@ class InodeTable:
 
     def remember(self, inode: int, node: Node) -> None:
         """One more kernel lookup of ``inode``, which `inode_for` gave ``node`` before
-        the reply was made. A forget of the kernel's earlier lookups of it may have come
-        in meanwhile and dropped it (the kernel let go of the inode while it looked the
-        name up again: a ``drop_caches`` during a walk); the reply brings it back, with
-        the one lookup the kernel holds now (issue 26: this was an EIO)."""
+        the reply was made: counted on its node, or on its row of a listing's block
+        (`sessionfs.fs.row_blocks`). A forget of the kernel's earlier lookups of it may
+        have come in meanwhile and dropped it (the kernel let go of the inode while it
+        looked the name up again: a ``drop_caches`` during a walk); the reply brings it
+        back, with the one lookup the kernel holds now (issue 26: this was an EIO)."""
         held = self.nodes.get(inode)
         if held is None:
+            if self.blocks.remember(inode):
+                return
             self.nodes[inode] = held = node
             node.nlookup = 0
             if node.key not in self.by_key:
@@ -168,7 +196,10 @@ class InodeTable:
 
     def forget(self, inode: int, count: int) -> None:
         node = self.nodes.get(inode)
-        if inode == pyfuse3.ROOT_INODE or node is None:
+        if node is None:
+            self.blocks.forget(inode, count)
+            return
+        if inode == pyfuse3.ROOT_INODE:
             return
         node.nlookup -= count
         if node.nlookup > 0:
@@ -248,7 +279,7 @@ class DirHandle:
     """A directory listing snapshot: ``readdir`` offsets index into it, so entries
     added or removed meanwhile never make others skip or repeat."""
 
-    def __init__(self, rows: list[tuple[str, Node]]) -> None:
+    def __init__(self, rows: Sequence[tuple[str, Node]]) -> None:
         self.rows = rows
 
 
@@ -429,12 +460,18 @@ class SessionFsOperations(pyfuse3.Operations):
                 continue
             self._uncached.add(inode)
             self.invalidator.invalidate(inode, attr_only=node.kind is not Kind.FILE)
+        if full_reload:  # a listing's rows too: their names may now mean other entries
+            self.table.blocks.detach(session.key)
+            for inode in self.table.blocks.inodes_of(session.key):
+                self._uncached.add(inode)
+                self.invalidator.invalidate(inode, attr_only=False)
 
-    def key_changed(self, key: tuple[str, ...], name_too: bool) -> None:
+    def key_changed(self, key: tuple[str, ...], name_too: bool, inode: int | None = None) -> None:
         """`sessionfs.fs.session_watch` listener: what ``key`` shows changed on disk,
         so drop the kernel's attributes and pages of it, and its name when the file
-        was made, renamed or removed (a name the kernel holds may now be wrong)."""
-        inode = self.table.by_key.get(key)
+        was made, renamed or removed (a name the kernel holds may now be wrong).
+        ``inode``: its number, when the caller knows it."""
+        inode = inode if inode is not None else self.table.inode_of(key)
         if inode is not None:
             self._listed_attrs.pop(inode, None)  # made before the change: never again
         if self.invalidator is None or self.invalidator.closing:
@@ -458,6 +495,8 @@ class SessionFsOperations(pyfuse3.Operations):
         for key in [k for k in self.table.by_key if len(k) > depth and k[:depth] == prefix]:
             kept = keep_name is not None and len(key) == depth + 1 and keep_name(key[-1])
             self.key_changed(key, name_too=not kept)
+        for key, inode in self.table.blocks.keys_below(prefix):  # listings' rows
+            self.key_changed(key, name_too=True, inode=inode)
 
     def session_dehydrated(self, session: LoadedSession) -> None:
         """``SessionCache`` listener: a session left the parsed set, so let the kernel
@@ -473,21 +512,24 @@ class SessionFsOperations(pyfuse3.Operations):
         by `lookup` go the same way, else each would pin an inode and its node for good.
         """
         looked_up = self._looked_up.pop(session.key, ())
+        self.table.blocks.stop_lookups(session.key)
         if self.invalidator is None or self.invalidator.closing:
             return
         for dir_key, rows in session.listings.items():
             parent = self.table.by_key.get(dir_key)
             if parent is None:
                 continue
-            for name, _node in rows:
+            names = rows.names if isinstance(rows, FileRows) else [name for name, _ in rows]
+            for name in names:
                 self.invalidator.invalidate_name(parent, os.fsencode(name))
         for parent, looked_up_name in looked_up:
             if parent in self.table.nodes:  # else the kernel dropped the dir and all in it
                 self.invalidator.invalidate_name(parent, looked_up_name)
 
     def kernel_inodes(self) -> int:
-        """How many inodes the kernel holds, each a live node here (the root ``ctl``)."""
-        return len(self.table.nodes)
+        """How many inodes the kernel holds, each a live node here or a listing's row
+        (the root ``ctl``)."""
+        return len(self.table.nodes) + self.table.blocks.live()
 
     # -- reading ---------------------------------------------------------------------
 
@@ -548,6 +590,9 @@ class SessionFsOperations(pyfuse3.Operations):
         handle = self._handles.get(fh)
         if not isinstance(handle, DirHandle):
             raise pyfuse3.FUSEError(errno.EBADF)
+        if isinstance(handle.rows, FileRows):
+            await self._readdir_rows(handle.rows, start_id, token)
+            return
         for offset in range(start_id, len(handle.rows)):
             name, node = handle.rows[offset]
             inode = self.table.inode_for(node)
@@ -558,6 +603,38 @@ class SessionFsOperations(pyfuse3.Operations):
             if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, offset + 1):
                 break
             self.table.remember(inode, node)
+
+    async def _readdir_rows(self, rows: FileRows, start: int, token: pyfuse3.ReaddirToken) -> None:
+        """`readdir` of a `FileRows` listing: one node's attributes made (the first
+        row's), the others' the same but for number, size and time, from the arrays;
+        the rows' inodes are a block of numbers (`sessionfs.fs.row_blocks`)."""
+        if start >= len(rows):
+            return
+        first = rows.node(start)
+        assert not self._size_matters(first), "FileRows are files of a fixed tier"
+        try:  # what every row shares (mode, owner, timeouts): the first row's attributes
+            attrs = await self._attrs(first, 0, listing=True)  # (numbered per row below)
+        except pyfuse3.FUSEError:
+            return  # the session vanished since the listing was taken
+        block = self.table.block_for(rows)  # after the await: no forget in between
+        names, sizes, mtimes, uncached = rows.names, rows.sizes, rows.mtimes_ns, self._uncached
+        encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+        base = block.spans[0][1] if len(block.spans) == 1 else None  # the usual block
+        stop = start
+        for row in range(start, len(rows)):
+            inode = base + row if base is not None else block.inode(row)
+            size = sizes[row]
+            attrs.st_ino = inode
+            attrs.st_size = size
+            attrs.st_blocks = (size + 511) // 512
+            attrs.st_atime_ns = attrs.st_mtime_ns = attrs.st_ctime_ns = mtimes[row]
+            name = names[row].encode(encoding, errors)  # os.fsencode, without its checks
+            if not pyfuse3.readdir_reply(token, name, attrs, row + 1):
+                break
+            if uncached:
+                uncached.discard(inode)
+            stop = row + 1
+        block.remember_rows(start, stop)
 
     @_errno_guard
     async def releasedir(self, fh: int) -> None:

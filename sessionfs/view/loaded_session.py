@@ -31,6 +31,7 @@ import errno
 import math
 import os
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,11 +59,13 @@ from sessionfs.view.refusal import READ_ONLY_REASON, WriteRejected
 from sessionfs.view.renderings import parses_entries, render_source
 
 __all__ = [
+    "ENTRY_LISTING",
     "FRESH_INTERVAL",
     "LISTING_BYTES_PER_ROW",
     "PARSED_SIZE_FACTOR",
     "TABLE_BYTES_PER_ENTRY",
     "UNKNOWN",
+    "EntryListing",
     "EntryTable",
     "LoadedSession",
     "SourceOpener",
@@ -98,8 +101,20 @@ TAIL_APPENDS_ABOVE_BYTES = 4 * 1024 * 1024
 #: within twice the best of both, and a few appends never parse.
 TAIL_BURST_APPENDS = 16
 TAIL_BURST_SECONDS = 5.0
+#: What an `EntryListing` holds per entry: its file's size and time, in two arrays.
+ENTRY_LISTING_BYTES_PER_ENTRY = 16
+#: A session file up to this fraction of the largest the cache renders
+#: (``whole_read_limit``: 13 MB with ``--cache-mb 256``) keeps the entry files its
+#: ``entries/`` listing renders to learn their sizes, so reading them after ``ls``
+#: costs no thread hop and no parse; a bigger one keeps only their sizes: a
+#: 200,000-entry (49 MB) session would hold 65 MB of rendered files for one ``ls``
+#: (issue 26 point 6).
+LISTED_FILES_KEPT_FRACTION = 4
 #: "not known without work" (see `LoadedSession.cached_leaf_name`)
 UNKNOWN = object()
+#: ``warm`` for a load about to list ``entries/``: the build of the index, which parses
+#: every entry anyway, measures each entry file on the way (`LoadedSession.entry_listing`)
+ENTRY_LISTING = "entries/"
 
 #: Opens the session file a ref names as its agent's `SessionSource` (another agent's
 #: session; an xcsh file has none: it is read compact, or parsed when it must be).
@@ -145,6 +160,33 @@ class EntryTable:
     index_of_name: dict[str, int]
 
 
+@dataclass(eq=False)
+class EntryListing:
+    """What ``ls -l entries/`` shows of one version: each entry file's name (the
+    table's), size and time, in arrays rather than an object per entry."""
+
+    table: EntryTable
+    sizes: array[int]
+    mtimes_ns: array[int]
+
+
+class _EntryFiles:
+    """Entry files rendered one after the other to learn their sizes (called with each
+    entry in order), kept too when ``keep``."""
+
+    def __init__(self, keep: bool) -> None:
+        self.sizes = array("q")
+        self.kept: list[bytes] | None = [] if keep else None
+
+    def __call__(self, entry: Entry) -> None:
+        if self.kept is None:
+            self.sizes.append(render.pretty_json_size(entry))
+            return
+        data = render.pretty_json(entry)
+        self.sizes.append(len(data))
+        self.kept.append(data)
+
+
 def build_entry_table(ids: Sequence[object]) -> EntryTable:
     """The table for entries with these ``id`` values (raw: any type, in file order)."""
     names = entry_file_names(ids)
@@ -175,11 +217,14 @@ class LoadedSession:
     lock: trio.Lock = field(default_factory=trio.Lock)
     _renders: dict[str, bytes] = field(default_factory=dict)
     _table: EntryTable | None = None
+    _entry_listing: EntryListing | None = None
     _entry_bytes: dict[int, bytes] = field(default_factory=dict)
     _cached_bytes: int = 0  # sum of the cached renderings (kept incrementally: hot path)
     #: per-version listings reused by repeated readdirs, by the listed dir's path in the
-    #: mount: rows of (name, node). Owned by the nodes; dropped with each version.
-    listings: dict[tuple[str, ...], list[tuple[str, Any]]] = field(default_factory=dict)
+    #: mount: rows of (name, node). Owned by the nodes; dropped with each version. A
+    #: listing that makes its nodes only when asked says what a row costs it
+    #: (``bytes_per_row``; else `LISTING_BYTES_PER_ROW`).
+    listings: dict[tuple[str, ...], Sequence[tuple[str, Any]]] = field(default_factory=dict)
     #: entry files looked up by name outside any listing since the session was last
     #: let go: each a node and an inode the kernel holds until then (counted as a
     #: listing's row; the mount drops their names with the session)
@@ -279,18 +324,23 @@ class LoadedSession:
         elif self.pinned_leaf is not None or not self._load_compact(warm):
             self.ensure_loaded()
             self.apply_pin()
-        if warm is not None:
+        if warm is not None and warm != ENTRY_LISTING:
             self.rendered(warm)
 
     def _load_compact(self, warm: str | None) -> bool:
         """Hold the xcsh file compact (True), or False when it must be parsed instead;
-        renders ``warm`` from the entries the index's build parsed anyway."""
+        renders ``warm`` from the entries the index's build parsed anyway (or with
+        `ENTRY_LISTING`, measures every entry file)."""
         try:
             data, st = read_file(self.ref.path, self.whole_read_limit)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
             raise NotASessionError(f"{self.ref.path}: {exc.strerror}") from None
+        listing = warm == ENTRY_LISTING
+        files = _EntryFiles(self._keeps_listed_files(st.st_size)) if listing else None
         try:
-            compact, entries = CompactSession.build(data, st, keep_entries=warm is not None)
+            compact, entries = CompactSession.build(
+                data, st, keep_entries=warm is not None and not listing, visit=files
+            )
         except NotCompact as exc:
             if exc.not_a_session:
                 raise NotASessionError(f"{self.ref.path} is not a session file") from None
@@ -298,7 +348,9 @@ class LoadedSession:
             return False
         source = XcshSession(self.ref.path, index=compact, whole_up_to=self.whole_read_limit)
         self._hold(source, st)
-        if warm is not None and entries is not None:
+        if files is not None:
+            self._entry_listing = self._listing_of(files)
+        elif warm is not None and entries is not None:
             with source.parsed_once(entries):  # parsed already: rendered from them
                 self.rendered(warm)
         return True
@@ -478,6 +530,7 @@ class LoadedSession:
         """Let the session go and what is derived per entry; keep the renderings."""
         self.source = None
         self._table = None
+        self._entry_listing = None
         self._entry_bytes = {}
         self.listings = {}
         self.names_looked_up = 0
@@ -571,6 +624,7 @@ class LoadedSession:
         self.version += 1
         self._renders = {}
         self._table = None
+        self._entry_listing = None
         self._entry_bytes = {}
         self._cached_bytes = 0
         self.listings = {}
@@ -651,10 +705,40 @@ class LoadedSession:
         data = self._entry_bytes.get(index)
         if data is None:
             data = render.pretty_json(self._held().entry_view(index))
-            if not self._over_read_limit():  # kept, it would be the whole file again
-                self._entry_bytes[index] = data
-                self._cached_bytes += len(data)
+            self._keep_entry_file(index, data)
         return data
+
+    def _keep_entry_file(self, index: int, data: bytes) -> None:
+        if not self._over_read_limit():  # kept, it would be the whole file again
+            self._entry_bytes[index] = data
+            self._cached_bytes += len(data)
+
+    def entry_listing(self) -> EntryListing:
+        """Every entry file's name, size and time (an ``entries/`` listing): each
+        entry rendered once to learn its size (one pass over the entries, each parsed
+        and let go, unless the load measured them already: `ENTRY_LISTING`), and kept
+        only when the session is small (`LISTED_FILES_KEPT_FRACTION`)."""
+        if self._entry_listing is None:
+            source = self._held()
+            files = _EntryFiles(self._keeps_listed_files(self.file_state[1]))
+            for entry in source.entry_views():
+                files(entry)
+            self._entry_listing = self._listing_of(files)
+        return self._entry_listing
+
+    def _keeps_listed_files(self, file_size: int) -> bool:
+        limit = self.whole_read_limit
+        return limit is None or file_size <= limit // LISTED_FILES_KEPT_FRACTION
+
+    def _listing_of(self, files: _EntryFiles) -> EntryListing:
+        """The listing of the entry files ``files`` measured (every entry of the source
+        held), keeping those it kept."""
+        for index, data in enumerate(files.kept or ()):
+            if index not in self._entry_bytes:
+                self._keep_entry_file(index, data)
+        times = self._held().entry_times_ms()
+        mtimes = array("q", [self._mtime_ns(ms) for ms in times])
+        return EntryListing(self.table(), files.sizes, mtimes)
 
     def _over_read_limit(self) -> bool:
         limit = self.whole_read_limit
@@ -669,7 +753,10 @@ class LoadedSession:
         return self._entry_bytes.get(index) if index is not None else None
 
     def entry_mtime_ns(self, index: int) -> int:
-        ms = self._held().entry_time_ms(index)
+        return self._mtime_ns(self._held().entry_time_ms(index))
+
+    def _mtime_ns(self, ms: int | None) -> int:
+        """An entry file's mtime: its entry's time, else the session file's."""
         return ms * 1_000_000 if ms is not None else self.mtime_ns
 
     def blob_shas(self) -> list[str]:
@@ -716,6 +803,9 @@ class LoadedSession:
         `LISTING_BYTES_PER_ROW`)."""
         held = self.source.memory_cost() if self.source is not None else 0
         table = len(self._table.names) * TABLE_BYTES_PER_ENTRY if self._table is not None else 0
-        listed = sum(len(rows) for rows in self.listings.values())
-        rows = (listed + self.names_looked_up) * LISTING_BYTES_PER_ROW
+        if self._entry_listing is not None:
+            table += len(self._entry_listing.sizes) * ENTRY_LISTING_BYTES_PER_ENTRY
+        rows = self.names_looked_up * LISTING_BYTES_PER_ROW
+        for listed in self.listings.values():
+            rows += len(listed) * getattr(listed, "bytes_per_row", LISTING_BYTES_PER_ROW)
         return held + self._cached_bytes + table + rows

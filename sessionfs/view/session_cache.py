@@ -29,7 +29,12 @@ from core.errors import GuestWriteWouldWait
 from sessionfs.view.agent_index import NEEDS_IO, AgentIndex, SessionRef
 from sessionfs.view.agent_notes import AgentNotes, ForkLink, LeafChoice
 from sessionfs.view.cache_counts import CacheCounts
-from sessionfs.view.loaded_session import FRESH_INTERVAL, LoadedSession, parses_entries
+from sessionfs.view.loaded_session import (
+    ENTRY_LISTING,
+    FRESH_INTERVAL,
+    LoadedSession,
+    parses_entries,
+)
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.rss_bound import RssBound
 
@@ -243,7 +248,7 @@ class SessionCache:
 
         limit = self.largest_renderable()
         known = self.index.session_if_known(project, stem)
-        heavy = warm is not None and parses_entries(warm)
+        heavy = warm is not None and warm != ENTRY_LISTING and parses_entries(warm)
         if heavy and isinstance(known, SessionRef) and known.size <= limit:
             self._make_room_to_render(None, known.size)
 

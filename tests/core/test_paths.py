@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.paths import (
     agent_dir_for_session_file,
@@ -42,8 +46,7 @@ def test_default_agent_dir_honours_env(monkeypatch, tmp_path):
 def test_file_names():
     assert file_timestamp("2026-02-16T10:20:30.000Z") == "2026-02-16T10-20-30-000Z"
     assert (
-        session_file_name("2026-02-16T10:20:30.000Z", "abc")
-        == "2026-02-16T10-20-30-000Z_abc.jsonl"
+        session_file_name("2026-02-16T10:20:30.000Z", "abc") == "2026-02-16T10-20-30-000Z_abc.jsonl"
     )
 
 
@@ -69,6 +72,52 @@ def test_times_round_trip():
     assert iso_to_ms("2025-12-08T22:41:05.306Z") == 1765233665306
     assert iso_to_ms("nonsense") is None
     assert iso_to_ms(None) is None
+
+
+def _iso_to_ms_reference(iso: object) -> int | None:
+    """iso_to_ms as it was before its fast path: a final Z made +00:00 first."""
+    if not isinstance(iso, str) or not iso:
+        return None
+    text = iso[:-1] + "+00:00" if iso.endswith("Z") else iso
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return round(moment.timestamp() * 1000)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "2026-01-01",
+                "20260101",
+                "2026-W01-1",
+                "T",
+                " ",
+                "00",
+                ":00",
+                "00:00",
+                ".5",
+                ".1234567",
+                "Z",
+                "z",
+                "+01:00",
+                "-00:00",
+                "+0100",
+                "24:00:00",
+                "x",
+                "",
+            ]
+        ),
+        max_size=6,
+    ).map("".join)
+)
+def test_iso_to_ms_reads_as_before(iso: str) -> None:
+    assert iso_to_ms(iso) == _iso_to_ms_reference(iso)
 
 
 def test_terminal_id():

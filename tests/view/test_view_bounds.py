@@ -25,6 +25,7 @@ from sessionfs.view.names import (
     encode_name,
     entry_file_names,
     fit_name,
+    general_entry_file_names,
     looks_shortened,
     unique_names,
 )
@@ -81,6 +82,24 @@ def test_entry_file_names_leave_room_for_path_numbers() -> None:
         assert looks_shortened(name.removesuffix(".json"))
         assert byte_length(name) <= NAME_MAX - PATH_NUMBER_RESERVE
         assert byte_length(f"{10**14}-{name}") <= NAME_MAX
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.none(),
+            st.integers(),
+            st.sampled_from(["", ".", "..", "a", "a~2", "x" * 240, "y" * 300, "é"]),
+            st.text(alphabet="ab/%.~\x00\n-", max_size=6),
+        ),
+        max_size=8,
+    )
+)
+def test_entry_file_names_fast_path_names_as_the_general_one(ids: list[object]) -> None:
+    assert entry_file_names(ids) == general_entry_file_names(ids)
+    plain = [f"{i:08x}" for i in range(50)]  # the usual session: the fast path
+    assert entry_file_names(plain) == general_entry_file_names(plain)
 
 
 def test_link_targets_resolve_short_names() -> None:
@@ -182,6 +201,7 @@ def test_pretty_json_decides_as_its_rule_says_without_the_second_encoding(
     compact = orjson.dumps(value) + b"\n"
     limit = render.PRETTY_GROWTH_LIMIT * len(compact) + render.PRETTY_SLACK
     assert render.pretty_json(value) == (compact if len(pretty) > limit else pretty)
+    assert render.pretty_json_size(value) == len(render.pretty_json(value))
 
 
 def test_too_deep_for_any_encoder_is_a_note_not_an_error() -> None:
@@ -189,6 +209,7 @@ def test_too_deep_for_any_encoder_is_a_note_not_an_error() -> None:
     for _ in range(100_000):
         nested = [nested]
     assert render.pretty_json(nested) == render.TOO_DEEP
+    assert render.pretty_json_size(nested) == len(render.TOO_DEEP)
 
 
 # --- bookkeeping ----------------------------------------------------------------------

@@ -20,7 +20,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
@@ -518,7 +518,7 @@ class DirNode(Node):
     #: a dir where no name ever exists (``append/``), so remembering is always right.
     absent_timeout = 0.0
 
-    async def children(self) -> list[tuple[str, Node]]:
+    async def children(self) -> Sequence[tuple[str, Node]]:
         """The listing, in display order."""
         return []
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import logging
 import re
+from collections.abc import Sequence
 
 import trio
 
@@ -22,9 +23,10 @@ from sessionfs.fs.nodes.base import (
     refuse,
 )
 from sessionfs.fs.nodes.blobs import BlobFile
+from sessionfs.fs.nodes.file_rows import FileRows
 from sessionfs.fs.nodes.in_session import RENAME_NOREPLACE, InSession, refuse_unsupported_rename
 from sessionfs.fs.nodes.scratch import ScratchHolder, link_text
-from sessionfs.view.loaded_session import LoadedSession
+from sessionfs.view.loaded_session import ENTRY_LISTING, EntryListing, LoadedSession
 from sessionfs.view.names import decode_name, encode_name, unique_names
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.session_cache import PendingLabel
@@ -107,30 +109,49 @@ async def measure_entry_file(
     return await ctx.sessions.run(session, measure)
 
 
+class EntryRows(FileRows):
+    """The rows of ``entries/`` for one version of its session (`EntryListing`)."""
+
+    def __init__(self, parent: EntriesDir, listing: EntryListing) -> None:
+        super().__init__(parent, listing.table.names, listing.sizes, listing.mtimes_ns)
+        self.ctx = parent.ctx
+        self.index_of_name = listing.table.index_of_name
+
+    def index_of(self, name: str) -> int | None:
+        return self.index_of_name.get(name)
+
+    def node(self, index: int, listed: bool = True) -> Node:
+        known = self.stat(index) if listed else None
+        return EntryFile(self.ctx, self.parent.child_key(self.names[index]), known)
+
+
 class EntriesDir(SessionListing):
     """``entries/``: every entry in insertion (file) order."""
 
     __slots__ = ()
 
-    async def children(self) -> list[tuple[str, Node]]:
-        session = await self.session()
+    #: what a load for this dir prepares (the session dir's lookup of ``entries``
+    #: passes it, as for a rendered file): the build measures every entry file
+    rendering = ENTRY_LISTING
 
-        def listing() -> list[tuple[str, Stat]]:
-            table = session.table()
-            return [
-                (name, Stat(len(session.entry_bytes(i)), session.entry_mtime_ns(i)))
-                for i, name in enumerate(table.names)
-            ]
+    async def stat(self) -> Stat:
+        # The walk to a listing stats the dir first: a load then measures the files too.
+        return Stat(0, (await self.session(ENTRY_LISTING)).mtime_ns)
 
+    async def children(self) -> Sequence[tuple[str, Node]]:
+        session = await self.session(ENTRY_LISTING)  # a load measures the entry files
         cached = session.listings.get(self.key)
         if cached is None:
-            rows = await self.ctx.sessions.run(session, listing)
-            cached = [(name, EntryFile(self.ctx, self.child_key(name), st)) for name, st in rows]
-            session.listings[self.key] = cached
+            listing = await self.ctx.sessions.run(session, session.entry_listing)
+            cached = session.listings[self.key] = EntryRows(self, listing)
         return cached
 
     async def lookup(self, name: str) -> Node | None:
         session = await self.session()
+        rows = session.listings.get(self.key)
+        row = rows.index_of(name) if isinstance(rows, EntryRows) else None
+        if rows is not None and row is not None:
+            return rows[row][1]  # listed: its node knows its attributes
         known = None
         if session.cached_entry_bytes(name) is None:
             # The reply to the lookup needs its size: measured with the check
@@ -180,7 +201,7 @@ class PathDir(SessionListing):
 
         return await self.ctx.sessions.run(session, links)
 
-    async def children(self) -> list[tuple[str, Node]]:
+    async def children(self) -> Sequence[tuple[str, Node]]:
         session = await self.session()
         cached = session.listings.get(self.key)
         if cached is None:

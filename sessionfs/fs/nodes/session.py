@@ -7,7 +7,7 @@ import math
 import os
 import stat
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -313,7 +313,7 @@ class BranchesDir(SessionListing):
 
     __slots__ = ()
 
-    async def children(self) -> list[tuple[str, Node]]:
+    async def children(self) -> Sequence[tuple[str, Node]]:
         session = await self.session()
         cached = session.listings.get(self.key)
         if cached is None:

@@ -1,8 +1,8 @@
 """What every `SessionSource` promises, checked on every reader (Claude Code, Codex,
 Gemini CLI and its older documents, Qwen Code, xcsh compact, xcsh parsed) over the sessions the
-reader tests write: names find their entries, raw lines parse to the entries, the path
-runs root -> leaf along parent links, the tree holds every entry once, stats agree with
-the entries."""
+reader tests write: names find their entries, raw lines parse to the entries (one by
+one and all at once), the path runs root -> leaf along parent links, the tree holds
+every entry once, stats agree with the entries."""
 
 from __future__ import annotations
 
@@ -80,6 +80,9 @@ def test_source_contract(make: Callable[[Path], SessionSource], tmp_path: Path) 
         entry = source.entry(index)
         entry["mutated"] = True
         assert "mutated" not in source.entry(index)  # each call a new dict
+    # every entry at once (an entries/ listing) says what each one says alone
+    assert list(source.entry_views()) == [source.entry_view(i) for i in range(count)]
+    assert source.entry_times_ms() == [source.entry_time_ms(i) for i in range(count)]
     path = source.path_indexes()
     leaf = source.leaf_index()
     assert (path[-1] if path else None) == leaf

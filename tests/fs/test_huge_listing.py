@@ -1,0 +1,170 @@
+"""Acceptance: ``entries/`` of a session of tens of thousands of entries, listed
+through a real mount (issue 26 point 6), shows every file at the exact size and time
+of the bytes ``cat`` reads -- with ``ls -l``, ``stat`` and ``cat``, before and after
+a listing, after another process appends and after the file is replaced -- whether
+the listing keeps the entry files it rendered (a small session) or only their sizes
+(a big one: its rows are numbered by a block of inodes and their nodes made only when
+asked, `sessionfs.fs.row_blocks`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from datetime import datetime
+from pathlib import Path
+
+import orjson
+import pytest
+from support.mount import MountFactory
+from support.waiting import eventually
+
+from sessionfs.view.loaded_session import LISTED_FILES_KEPT_FRACTION, LoadedSession, open_browse
+from sessionfs.view.session_cache import RENDER_HEADROOM, RENDER_PEAK_FACTOR
+from sessionfs.view.session_ref import SessionRef
+
+pytestmark = pytest.mark.fuse
+
+#: With ``--cache-mb 16`` the daemon renders sessions up to ~13 MB and keeps the entry
+#: files a listing renders only for a session up to a quarter of that (~3.3 MB):
+#: `BIG` (~3.7 MB) keeps only sizes, `SMALL` keeps the files.
+CACHE_MB = 16
+BIG = 12_000
+SMALL = 1_000
+#: words that make each entry a few hundred bytes
+WORDS = "a session of many entries about the cache, the render path and the listing"
+
+
+def entry(i: int, words: str) -> dict[str, object]:
+    """An entry whose pretty JSON is not its line's length plus a constant: text of
+    varying length, escapes, non-ASCII, nesting."""
+    return {
+        "type": "message",
+        "id": f"{i:08x}",
+        "parentId": f"{i - 1:08x}" if i else None,
+        "timestamp": f"2026-01-{1 + i // 86400 % 28:02d}T{i // 3600 % 24:02d}:"
+        f"{i // 60 % 60:02d}:{i % 60:02d}.{i % 1000:03d}Z",
+        "message": {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": [{"type": "text", "text": f"{words} {i} " + 'é\t"q"/' * (i % 7)}],
+            "usage": {"input": i % 97, "output": [i % 3, {"cached": i % 5 == 0}]},
+        },
+    }
+
+
+def write_session(path: Path, count: int, words: str) -> None:
+    header = {"type": "session", "version": 3, "id": path.stem, "timestamp": "t", "cwd": "/"}
+    lines = [orjson.dumps(header)] + [orjson.dumps(entry(i, words)) for i in range(count)]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+
+def expected(path: Path) -> dict[str, bytes]:
+    """Every entry file as a parsed session renders it, by name, in file order."""
+    st = os.stat(path)
+    ref = SessionRef(path.parent.name, path.stem, path, {}, st.st_mtime_ns, st.st_size)
+    session = LoadedSession.parsed(ref, open_browse(path))
+    return {name: session.entry_bytes(i) for i, name in enumerate(session.table().names)}
+
+
+def run(*argv: str | Path, cwd: Path | None = None) -> bytes:
+    return subprocess.run(
+        [str(a) for a in argv], check=True, capture_output=True, timeout=300, cwd=cwd
+    ).stdout
+
+
+def ls_l(entries: Path) -> dict[str, tuple[int, int]]:
+    """``ls -l`` of ``entries/``: name -> (size, mtime in seconds), in listing order."""
+    rows = {}
+    for line in run("ls", "-ln", "-U", "--time-style=+%s", entries).decode().splitlines()[1:]:
+        _mode, _links, _uid, _gid, size, mtime, name = line.split()
+        rows[name] = (int(size), int(mtime))
+    return rows
+
+
+def inode_numbers(entries: Path) -> dict[str, int]:
+    """``ls -i``: name -> inode number."""
+    numbers = {}
+    for line in run("ls", "-iU", entries).decode().splitlines():
+        number, name = line.split()
+        numbers[name] = int(number)
+    return numbers
+
+
+def cat_all(entries: Path, names: list[str]) -> bytes:
+    """Every file of ``names`` read by ``cat``, in order (one process, many files)."""
+    return subprocess.run(
+        ["xargs", "-0", "cat", "--"],
+        input=b"\0".join(n.encode() for n in names),
+        cwd=entries,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    ).stdout
+
+
+def stat_sizes(entries: Path, names: list[str]) -> list[int]:
+    return [int(n) for n in run("stat", "-c", "%s", *names, cwd=entries).split()]
+
+
+def assert_listing_matches(entries: Path, files: dict[str, bytes], read_all: bool = True) -> None:
+    """``ls -l`` lists every file in order with its exact size and its entry's time,
+    ``cat`` reads those bytes whole (every file, or the last ones), and ``stat`` of a
+    sample says the same sizes."""
+    listed = ls_l(entries)
+    names = list(files)
+    assert list(listed) == names
+    assert [size for size, _ in listed.values()] == [len(files[n]) for n in names]
+    for name in names[:: max(1, len(names) // 50)]:
+        stamp = orjson.loads(files[name])["timestamp"]
+        assert listed[name][1] == int(datetime.fromisoformat(stamp).timestamp()), name
+    read = names if read_all else names[-5:]
+    assert cat_all(entries, read) == b"".join(files[n] for n in read)
+    sample = names[:: max(1, len(names) // 200)] + names[-3:]
+    assert stat_sizes(entries, sample) == [len(files[n]) for n in sample]
+
+
+def test_ls_l_stat_and_cat_agree_on_every_entry_of_a_big_listing(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    project = tmp_path / "agent" / "sessions" / "--work--"
+    project.mkdir(parents=True)
+    big, small = project / "big.jsonl", project / "small.jsonl"
+    write_session(big, BIG, WORDS)
+    write_session(small, SMALL, WORDS)
+    renderable = ((CACHE_MB << 20) + RENDER_HEADROOM) // RENDER_PEAK_FACTOR  # the cache's
+    kept_up_to = renderable // LISTED_FILES_KEPT_FRACTION
+    assert big.stat().st_size > kept_up_to > small.stat().st_size  # the two ways
+    mount = mount_factory(tmp_path / "agent", "--cache-mb", str(CACHE_MB))
+    sessions = mount.path / "sessions" / "--work--"
+
+    for file in (big, small):
+        entries = sessions / file.stem / "entries"
+        files = expected(file)
+        last = list(files)[-1]
+        # looked up before any listing, then listed: the same size and bytes
+        assert stat_sizes(entries, [last]) == [len(files[last])]
+        assert_listing_matches(entries, files)
+        assert run("cat", entries / last) == files[last]
+
+    # Another process appends: the new entries are listed, at their sizes, and the
+    # entries listed before keep theirs, and their inode numbers (the kernel keeps them).
+    numbers = inode_numbers(sessions / "big" / "entries")
+    with open(big, "ab") as f:
+        f.write(b"".join(orjson.dumps(entry(i, "appended")) + b"\n" for i in range(BIG, BIG + 3)))
+    entries = sessions / "big" / "entries"
+    eventually(
+        lambda: f"{BIG + 2:08x}.json" in os.listdir(entries), "the appended entries", within=30
+    )
+    assert_listing_matches(entries, expected(big), read_all=False)
+    after = inode_numbers(entries)
+    assert {name: after[name] for name in numbers} == numbers
+    assert len(set(after.values())) == len(after) == BIG + 3
+
+    # The file is replaced (the same ids, other texts): once the daemon has seen it,
+    # every size, time and byte is the new file's, none cut at an old size.
+    replacement = project / "big.tmp"
+    write_session(replacement, BIG, f"{WORDS}, replaced by a longer text")
+    os.replace(replacement, big)
+    files = expected(big)
+    first = next(iter(files))
+    eventually(lambda: run("cat", entries / first) == files[first], "the replaced file", within=30)
+    assert_listing_matches(entries, files)
