@@ -14,12 +14,14 @@ import os
 import random
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 from core.agent_homes import AgentHome
 from core.paths import ms_to_iso
+from core.search_index import scan
 from sessionfs.view.agent_sources import agent_search_view, catalog_for
 from sessionfs.view.other_agent_index import OtherAgentIndex
 from sessionfs.view.search_view import SearchView, search_result
@@ -132,8 +134,8 @@ def views(tmp_path: Path):
         view.close()
 
 
-def reference(views: list[SearchView], match: str, limit: int) -> list[tuple[str, str, str]]:
-    """(time, project, entry id) of the ``limit`` newest rows FTS5 matches, newest first;
+def reference(views: list[SearchView], match: str, limit: int) -> list[tuple[str, ...]]:
+    """(time, project, session, entry id) of the ``limit`` newest rows FTS5 matches, newest first;
     those of one millisecond in the order of the indexes, then by session file and
     entry id (the documented tie rule)."""
     found = []
@@ -149,20 +151,22 @@ def reference(views: list[SearchView], match: str, limit: int) -> list[tuple[str
             ]
         conn.close()
     found.sort()
-    return [
-        (ms_to_iso(-ts), os.fsdecode(key).split("/")[0], entry_id)
-        for ts, _, key, entry_id in found[:limit]
-    ]
+    return [(ms_to_iso(-ts), *_session(key), entry_id) for ts, _, key, entry_id in found[:limit]]
 
 
-def shown(text: bytes) -> list[tuple[str, str, str]]:
-    """(time, project, entry id) of each line of a result."""
+def _session(key: bytes) -> tuple[str, str]:
+    project, name = os.fsdecode(key).split("/")
+    return project, name.removesuffix(".jsonl")
+
+
+def shown(text: bytes) -> list[tuple[str, ...]]:
+    """(time, project, session, entry id) of each line of a result."""
     rows = []
     for line in text.decode().splitlines():
         when, path, _role, _snippet = line.split("\t")
         parts = path.split("/")
         assert parts[0] == "sessions" and parts[3] == "entries"
-        rows.append((when, parts[1], parts[4].removesuffix(".json")))
+        rows.append((when, parts[1], parts[2], parts[4].removesuffix(".json")))
     return rows
 
 
@@ -197,9 +201,9 @@ def test_hits_whose_lines_changed_are_skipped_and_older_ones_fill_in(views):
     rows = shown(text)
     assert len(rows) == 100
     gone = changed.name.removesuffix(".jsonl").split("_", 1)[1]
-    assert not any(entry_id.startswith(gone + "-") for _, _, entry_id in rows)
+    assert not any(entry_id.startswith(gone + "-") for *_, entry_id in rows)
     everything = reference(views, '"the"*', 10_000)
-    assert rows == [row for row in everything if not row[2].startswith(gone + "-")][:100]
+    assert rows == [row for row in everything if not row[3].startswith(gone + "-")][:100]
 
 
 def test_another_agents_listing_is_made_after_the_first_build_not_at_the_first_search(
@@ -219,3 +223,113 @@ def test_another_agents_listing_is_made_after_the_first_build_not_at_the_first_s
         assert len(scans) == 1  # the search used it, no scan of its own
     finally:
         view.close()
+
+
+# --- many hits of one millisecond (sessions generated with the same times) -------------
+
+_TIED_SESSIONS = 24
+_TIED_ENTRIES = 60
+
+
+def _write_tied_agent_dir(agent: Path, project: str, rng: random.Random) -> None:
+    """Sessions whose entries all carry the same times: entry n of every session (and
+    of both agent dirs) at ``_START_MS + n // 2`` seconds, so each millisecond has
+    dozens of hits and every one is in the same rowid bucket. Files are written in a
+    shuffled order, so rowid order is not file order."""
+    sessions = agent / "sessions" / project
+    sessions.mkdir(parents=True)
+    weights = [1 / (rank + 1) for rank in range(len(WORDS))]
+    numbers = list(range(_TIED_SESSIONS))
+    rng.shuffle(numbers)
+    for number in numbers:
+        session_id = f"{project.strip('-')}-{number:02d}"
+        out = [{"type": "session", "version": 3, "id": session_id, "timestamp": ms_to_iso(0)}]
+        for n in range(_TIED_ENTRIES):
+            text = " ".join(rng.choices(WORDS, weights, k=rng.randint(3, 12)))
+            out.append(
+                {
+                    "type": "message",
+                    "id": f"e{n:02d}",  # the same ids in every session: the file decides
+                    "parentId": None,
+                    "timestamp": ms_to_iso(_START_MS + n // 2 * 1000),
+                    "message": {"role": "user", "content": [{"type": "text", "text": text}]},
+                }
+            )
+        path = sessions / f"2026-01-01T00-00-00-000Z_{session_id}.jsonl"
+        path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in out))
+
+
+@pytest.fixture
+def tied_views(tmp_path: Path):
+    rng = random.Random(262)
+    made = []
+    for number, project in enumerate(("--work-one--", "--work-two--")):
+        agent = tmp_path / f"agent{number}"
+        _write_tied_agent_dir(agent, project, rng)
+        view = SearchView(tmp_path / "cache", agent)
+        assert view.refresh().error is None
+        made.append(view)
+    yield made
+    for view in made:
+        view.close()
+
+
+class CountedReads:
+    """Counts the lines a search reads back from the session files."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        real = scan.LineReader.text
+
+        def counted(reader: scan.LineReader, *args: Any) -> str | None:
+            self.count += 1
+            return real(reader, *args)
+
+        monkeypatch.setattr(scan.LineReader, "text", counted)
+
+
+TIED_QUERIES = [
+    ("the", '"the"*'),
+    ("fix the", '"fix" "the"*'),
+    ('"the to" use', '"the to" "use"*'),
+    ('"the to" "and of" "fix test" "file error" "session cache"', None),
+    ("nowhere", '"nowhere"*'),
+]
+
+
+@pytest.mark.parametrize("query, match", TIED_QUERIES)
+@pytest.mark.parametrize("limit", [1, 7, 100])
+# How many rows of the last bucket are read in rowid order before SQLite sorts the
+# bucket instead: both ways give the same hits.
+@pytest.mark.parametrize("rest_rows", [4, 10**6])
+def test_hits_of_one_millisecond_come_by_index_file_and_entry_and_stop_at_the_limit(
+    tied_views, monkeypatch, query, match, limit, rest_rows
+):
+    monkeypatch.setattr(scan, "_BUCKET_REST_ROWS", rest_rows)
+    match = match or " ".join(f'"{phrase}"' for phrase in query.strip('"').split('" "'))
+    expected = reference(tied_views, match, limit)
+    reads = CountedReads(monkeypatch)
+    assert shown(search_result(tied_views, query, None, limit)) == expected
+    if query == "the":
+        assert len(expected) == limit
+        ties = reference(tied_views, match, 10_000)
+        last = expected[-1][0]
+        # The last millisecond shown has more hits than are shown: the rule picks.
+        assert sum(row[0] == last for row in ties) > sum(row[0] == last for row in expected)
+    if "session cache" not in query:  # (that one checks candidates' lines too)
+        # Read back: the lines shown and the next one of the other index, no more.
+        assert reads.count <= limit + len(tied_views) - 1
+
+
+def test_tied_hits_whose_lines_changed_are_skipped_and_the_next_fill_in(tied_views, monkeypatch):
+    monkeypatch.setattr(scan, "_BUCKET_REST_ROWS", 4)
+    # A session file of the second agent dir rewritten: its lines no longer match what
+    # was indexed, so its hits drop out (until the next update) and the next ones of
+    # the same milliseconds take their places.
+    changed = sorted((tied_views[1].sessions_root / "--work-two--").iterdir())[3]
+    changed.write_bytes(changed.read_bytes().replace(b"the", b"xyz"))
+    rows = shown(search_result(tied_views, "the", None, 100))
+    everything = reference(tied_views, '"the"*', 10_000)
+    assert len(rows) == 100
+    assert rows == [row for row in everything if row[2] != changed.stem][:100]
+    assert any(row[2] == changed.stem for row in everything[:100])  # it had hits shown
