@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,30 +91,52 @@ QUERIES = [
 PHRASES_THAT_MATCH = ('"the to" "to the" "the the" "of the"', '"the to" fix "of the" use')
 
 
+def _write_session(sessions: Path, session_id: str, entries: list[tuple[str, int, str]]) -> None:
+    """A v3 session file of user/assistant messages: (entry id, time in ms, text) each."""
+    out = [{"type": "session", "version": 3, "id": session_id, "timestamp": ms_to_iso(0)}]
+    for n, (entry_id, ms, text) in enumerate(entries):
+        role = "user" if n % 2 else "assistant"
+        out.append(
+            {
+                "type": "message",
+                "id": entry_id,
+                "parentId": None,
+                "timestamp": ms_to_iso(ms),
+                "message": {"role": role, "content": [{"type": "text", "text": text}]},
+            }
+        )
+    path = sessions / f"2026-01-01T00-00-00-000Z_{session_id}.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in out))
+
+
+def _text(rng: random.Random) -> str:
+    """3-12 words, common ones far more often (a Zipf-like spread)."""
+    weights = [1 / (rank + 1) for rank in range(len(WORDS))]
+    return " ".join(rng.choices(WORDS, weights, k=rng.randint(3, 12)))
+
+
 def _write_agent_dir(agent: Path, project: str, rng: random.Random, stamps: list[int]) -> None:
     sessions = agent / "sessions" / project
     sessions.mkdir(parents=True)
-    weights = [1 / (rank + 1) for rank in range(len(WORDS))]
     for number in range(_SESSIONS):
         session_id = f"{project}-{number}"
-        out = [{"type": "session", "version": 3, "id": session_id, "timestamp": ms_to_iso(0)}]
         # Out of time order inside the file: rowids within a bucket follow file order.
         mine = stamps[number * _ENTRIES : (number + 1) * _ENTRIES]
         rng.shuffle(mine)
-        for n, ms in enumerate(mine):
-            text = " ".join(rng.choices(WORDS, weights, k=rng.randint(3, 12)))
-            role = "user" if n % 2 else "assistant"
-            out.append(
-                {
-                    "type": "message",
-                    "id": f"{session_id}-e{n}",
-                    "parentId": None,
-                    "timestamp": ms_to_iso(ms),
-                    "message": {"role": role, "content": [{"type": "text", "text": text}]},
-                }
-            )
-        path = sessions / f"2026-01-01T00-00-00-000Z_{session_id}.jsonl"
-        path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in out))
+        entries = [(f"{session_id}-e{n}", ms, _text(rng)) for n, ms in enumerate(mine)]
+        _write_session(sessions, session_id, entries)
+
+
+def _indexed(tmp_path: Path, write: Callable[[Path, str], None]) -> list[SearchView]:
+    """Two agent dirs written by ``write`` (agent dir, project), each indexed."""
+    made = []
+    for number, project in enumerate(("--work-one--", "--work-two--")):
+        agent = tmp_path / f"agent{number}"
+        write(agent, project)
+        view = SearchView(tmp_path / "cache", agent)
+        assert view.refresh().error is None
+        made.append(view)
+    return made
 
 
 @pytest.fixture
@@ -121,23 +144,19 @@ def views(tmp_path: Path):
     rng = random.Random(26)
     # Unique times over ~3 days: many 70-minute buckets, several entries in each.
     stamps = rng.sample(range(_START_MS, _START_MS + 3 * 86_400_000), 2 * _SESSIONS * _ENTRIES)
-    made = []
-    for number, project in enumerate(("--work-one--", "--work-two--")):
-        agent = tmp_path / f"agent{number}"
-        half = stamps[number * _SESSIONS * _ENTRIES : (number + 1) * _SESSIONS * _ENTRIES]
-        _write_agent_dir(agent, project, rng, half)
-        view = SearchView(tmp_path / "cache", agent)
-        assert view.refresh().error is None
-        made.append(view)
+    halves = iter((stamps[: len(stamps) // 2], stamps[len(stamps) // 2 :]))
+    made = _indexed(
+        tmp_path, lambda agent, project: _write_agent_dir(agent, project, rng, next(halves))
+    )
     yield made
     for view in made:
         view.close()
 
 
 def reference(views: list[SearchView], match: str, limit: int) -> list[tuple[str, ...]]:
-    """(time, project, session, entry id) of the ``limit`` newest rows FTS5 matches, newest first;
-    those of one millisecond in the order of the indexes, then by session file and
-    entry id (the documented tie rule)."""
+    """(time, project, session, entry id) of the ``limit`` newest rows FTS5 matches,
+    newest first; those of one millisecond in the order of the indexes, then by
+    session file and entry id (the documented tie rule)."""
     found = []
     for number, view in enumerate(views):
         with sqlite3.connect(f"{view.db_path.as_uri()}?mode=ro", uri=True) as conn:
@@ -238,37 +257,20 @@ def _write_tied_agent_dir(agent: Path, project: str, rng: random.Random) -> None
     shuffled order, so rowid order is not file order."""
     sessions = agent / "sessions" / project
     sessions.mkdir(parents=True)
-    weights = [1 / (rank + 1) for rank in range(len(WORDS))]
     numbers = list(range(_TIED_SESSIONS))
     rng.shuffle(numbers)
     for number in numbers:
-        session_id = f"{project.strip('-')}-{number:02d}"
-        out = [{"type": "session", "version": 3, "id": session_id, "timestamp": ms_to_iso(0)}]
-        for n in range(_TIED_ENTRIES):
-            text = " ".join(rng.choices(WORDS, weights, k=rng.randint(3, 12)))
-            out.append(
-                {
-                    "type": "message",
-                    "id": f"e{n:02d}",  # the same ids in every session: the file decides
-                    "parentId": None,
-                    "timestamp": ms_to_iso(_START_MS + n // 2 * 1000),
-                    "message": {"role": "user", "content": [{"type": "text", "text": text}]},
-                }
-            )
-        path = sessions / f"2026-01-01T00-00-00-000Z_{session_id}.jsonl"
-        path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in out))
+        # The same entry ids in every session: the session file decides.
+        entries = [
+            (f"e{n:02d}", _START_MS + n // 2 * 1000, _text(rng)) for n in range(_TIED_ENTRIES)
+        ]
+        _write_session(sessions, f"{project.strip('-')}-{number:02d}", entries)
 
 
 @pytest.fixture
 def tied_views(tmp_path: Path):
     rng = random.Random(262)
-    made = []
-    for number, project in enumerate(("--work-one--", "--work-two--")):
-        agent = tmp_path / f"agent{number}"
-        _write_tied_agent_dir(agent, project, rng)
-        view = SearchView(tmp_path / "cache", agent)
-        assert view.refresh().error is None
-        made.append(view)
+    made = _indexed(tmp_path, lambda agent, project: _write_tied_agent_dir(agent, project, rng))
     yield made
     for view in made:
         view.close()
