@@ -125,15 +125,16 @@ def _bucket_rows(
     keep: _Keep | None = None,
 ) -> Iterator[Any]:
     """The matching rows with a rowid in [``rowids``) (one bucket), in `match_order`,
-    ``want`` a statement."""
+    ``want`` (at least 64) a statement: each statement reads the bucket's matches again."""
     start, end = rowids
-    page = conn.execute(_BUCKET_SQL, (match, start, end, want)).fetchall()
+    size = max(want, 64)
+    page = conn.execute(_BUCKET_SQL, (match, start, end, size)).fetchall()
     while page:
         yield from page if keep is None else keep(page)
-        if len(page) < want:
+        if len(page) < size:
             return
         last = match_order(page[-1])
-        page = conn.execute(_BUCKET_AFTER_SQL, (match, start, end, *last, want)).fetchall()
+        page = conn.execute(_BUCKET_AFTER_SQL, (match, start, end, *last, size)).fetchall()
 
 
 class Verifier:

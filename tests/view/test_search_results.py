@@ -325,18 +325,25 @@ def test_hits_of_one_millisecond_come_by_index_file_and_entry_and_stop_at_the_li
         assert reads.count <= limit + len(tied_views) - 1
 
 
-def test_tied_hits_whose_lines_changed_are_skipped_and_the_next_fill_in(tied_views, monkeypatch):
-    monkeypatch.setattr(scan, "_BUCKET_REST_ROWS", 4)
-    # A session file of the second agent dir rewritten: its lines no longer match what
-    # was indexed, so its hits drop out (until the next update) and the next ones of
-    # the same milliseconds take their places.
-    changed = sorted((tied_views[1].sessions_root / "--work-two--").iterdir())[3]
-    changed.write_bytes(changed.read_bytes().replace(b"the", b"xyz"))
-    rows = shown(search_result(tied_views, "the", None, 100))
-    everything = reference(tied_views, '"the"*', 10_000)
-    assert len(rows) == 100
-    assert rows == [row for row in everything if row[2] != changed.stem][:100]
-    assert any(row[2] == changed.stem for row in everything[:100])  # it had hits shown
+@pytest.mark.parametrize("rest_rows", [4, 10**6])
+def test_tied_hits_whose_lines_changed_are_skipped_and_the_next_fill_in(
+    tied_views, monkeypatch, rest_rows
+):
+    monkeypatch.setattr(scan, "_BUCKET_REST_ROWS", rest_rows)
+    # Every other session file of the second agent dir rewritten: their lines no longer
+    # match what was indexed, so their hits drop out (until the next update) and the
+    # next ones of the same milliseconds take their places; the index reads further
+    # than one page of its bucket for them.
+    changed = sorted((tied_views[1].sessions_root / "--work-two--").iterdir())[::2]
+    for path in changed:
+        path.write_bytes(path.read_bytes().replace(b"the", b"xyz"))
+    stems = {path.stem for path in changed}
+    for views in (tied_views, tied_views[1:]):
+        rows = shown(search_result(views, "the", None, 100))
+        everything = reference(views, '"the"*', 10_000)
+        assert len(rows) == 100
+        assert rows == [row for row in everything if row[2] not in stems][:100]
+        assert sum(row[2] in stems for row in everything[:100]) > 20  # they had hits shown
 
 
 def test_the_later_indexes_take_their_first_hit_in_another_thread_beside_the_first():
