@@ -10,14 +10,12 @@ not 100 of each of which half are thrown away.
 
 from __future__ import annotations
 
-import concurrent.futures
 import heapq
 import itertools
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 #: One hit as an index yields it: its time (ms) and its rendered line (with the newline).
 TimedLine = tuple[int, bytes]
@@ -36,34 +34,8 @@ def newest_lines(streams: Sequence[Iterator[TimedLine]], limit: int) -> bytes:
     others."""
     if limit <= 0:
         return b""
-    merged = heapq.merge(*started_together(streams), key=_newest_first)
+    merged = heapq.merge(*streams, key=_newest_first)
     return b"".join(line for _, line in itertools.islice(merged, limit))
-
-
-#: Threads that take the first hit of the second and later indexes while the caller's
-#: thread takes the first index's. A first hit is mostly SQLite's work, which runs
-#: without the GIL, and the costly queries (a phrase of the commonest words: 35 ms an
-#: index) cost every index about the same: so two indexes take the time of one.
-_STARTERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="search-start")
-
-
-def started_together(streams: Sequence[Iterator[TimedLine]]) -> list[Iterator[TimedLine]]:
-    """``streams`` with their first hits taken at once (the later ones in `_STARTERS`)
-    and put back in front: the same hits in the same order."""
-    if len(streams) < 2:
-        return list(streams)
-    later = [_STARTERS.submit(_first, stream) for stream in streams[1:]]
-    try:
-        firsts = [_first(streams[0])]
-    finally:
-        # Never leave a stream running in another thread: the caller closes them next.
-        concurrent.futures.wait(later)
-    firsts += [future.result() for future in later]
-    return [itertools.chain(first, stream) for first, stream in zip(firsts, streams, strict=True)]
-
-
-def _first(stream: Iterator[TimedLine]) -> list[TimedLine]:
-    return list(itertools.islice(stream, 1))
 
 
 def _newest_first(hit: TimedLine) -> int:

@@ -13,8 +13,7 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,6 @@ from core.paths import ms_to_iso
 from core.search_index import scan
 from sessionfs.view.agent_sources import agent_search_view, catalog_for
 from sessionfs.view.other_agent_index import OtherAgentIndex
-from sessionfs.view.search_results import newest_lines
 from sessionfs.view.search_view import SearchView, search_result
 from tests.support.other_agents import fake_home
 
@@ -344,19 +342,3 @@ def test_tied_hits_whose_lines_changed_are_skipped_and_the_next_fill_in(
         assert len(rows) == 100
         assert rows == [row for row in everything if row[2] not in stems][:100]
         assert sum(row[2] in stems for row in everything[:100]) > 20  # they had hits shown
-
-
-def test_the_later_indexes_take_their_first_hit_in_another_thread_beside_the_first():
-    """Each index's first hit is mostly SQLite's work (no GIL): the second index's
-    is taken in a starter thread while the caller's thread takes the first's."""
-    threads: dict[str, str] = {}
-
-    def stream(name: str, stamps: list[int]) -> Iterator[tuple[int, bytes]]:
-        threads[name] = threading.current_thread().name
-        for ms in stamps:
-            yield ms, f"{name} {ms}\n".encode()
-
-    first, second = stream("a", [9, 5, 5, 1]), stream("b", [8, 5, 2])
-    assert newest_lines([first, second], 6) == b"a 9\nb 8\na 5\na 5\nb 5\nb 2\n"
-    assert threads["a"] == threading.current_thread().name
-    assert threads["b"].startswith("search-start")
