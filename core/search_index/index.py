@@ -35,7 +35,6 @@ from core.search_index.formats import XCSH, FileFormat
 from core.search_index.hits import Hit, SnippetFinder, snippet, split_key
 from core.search_index.query import QueryTerm, parse_query, plan_query
 from core.search_index.row_sessions import RowSessions
-from core.search_index.rowids import TOP_ROWID
 from core.search_index.rows import (
     MODE_LEGACY,
     MODE_NOT_SESSION,
@@ -46,7 +45,7 @@ from core.search_index.rows import (
     is_compressed,
     update_action,
 )
-from core.search_index.scan import Verifier, entry_reader, newest_matches
+from core.search_index.scan import Verifier, entry_reader, matching_rows
 from core.search_index.schema import (
     CorruptIndex,
     TextSink,
@@ -725,20 +724,17 @@ class SearchIndex:
         reader = entry_reader(root, self.file_format)
         verifier = Verifier(plan.checks, reader) if plan.checks else None
         keep = None if verifier is None else verifier.keep
-        below = TOP_ROWID
         try:
-            while below > 0:
-                # Every row of the next slice is older than every row of this one
-                # (`newest_matches`), so the hits come out newest first.
-                rows, below = newest_matches(conn, plan.match, below, batch, keep)
-                for _, ts, entry_id, role, offset, length, crc, key, *indexed in rows:
-                    if visible is not None and not visible(key):
-                        continue  # a session the one who asks may not read
-                    text = reader.text(key, entry_id, (offset, length, crc, *indexed))
-                    if text is None:
-                        continue  # the line changed since it was indexed
-                    project, stem = split_key(key)
-                    yield Hit(ts, project, stem, entry_id, role, snippet(text, finder))
+            for _, ts, entry_id, role, offset, length, crc, key, *indexed in matching_rows(
+                conn, plan.match, batch, keep
+            ):
+                if visible is not None and not visible(key):
+                    continue  # a session the one who asks may not read
+                text = reader.text(key, entry_id, (offset, length, crc, *indexed))
+                if text is None:
+                    continue  # the line changed since it was indexed
+                project, stem = split_key(key)
+                yield Hit(ts, project, stem, entry_id, role, snippet(text, finder))
         finally:
             reader.close()
             if verifier is not None:

@@ -11,7 +11,8 @@ leaves the mount serving what the cache dir has) and every ``--refresh-seconds``
 a refresh that changed files has every loaded session checked at once, so the kernel's
 caches of what changed are dropped (``ops.session_changed``). Each machine has its own
 search index in ``--cache-dir`` (`SearchView`, kept current by a `SearchIndexer` task
-started when the machine is first seen); root ``search/<words>`` merges their hits.
+started when the machine is first seen); root ``search/<words>`` merges their hits by
+time as ``search/`` merges agents (`search_result`).
 
 The S3 library is loaded only here, by `open_mirror`, and this module is imported by the
 daemon only for ``--store``.
@@ -19,6 +20,7 @@ daemon only for ``--store``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -31,6 +33,7 @@ from typing import Any
 import trio
 
 from core.agent_homes import OTHER_AGENTS, AgentHome
+from core.search_index import Hit
 from sessionfs.fs.agent_mounts import AgentMounts
 from sessionfs.fs.foreground import Foreground
 from sessionfs.fs.memory import release_free_memory
@@ -47,7 +50,7 @@ from sessionfs.view.agent_index import AgentIndex
 from sessionfs.view.cache_dir import agent_cache_dir
 from sessionfs.view.history import HistoryView
 from sessionfs.view.prerender import Prerenderer
-from sessionfs.view.search_view import SearchView, merge_results
+from sessionfs.view.search_view import SearchView, entry_mount_path, search_result
 from sessionfs.view.session_cache import SessionCache
 
 __all__ = ["FIRST_REFRESH_TIMEOUT", "StoreMount", "mirror_dir_of"]
@@ -238,18 +241,14 @@ class StoreMount:
         ]
 
     def search(self, query: str, caller: Caller) -> bytes:
-        """Root ``search/<query>``: each machine's hits that ``caller`` may read in the
-        mirror (cached per query and caller by its
-        `SearchView` for a moment, so ``stat`` and ``read`` agree), with the machine's
-        prefix on the entry path, newest first (blocking: a worker thread)."""
-        return merge_results(
-            b"".join(
-                line.replace(b"\t", f"\t{MACHINES}/{name}/".encode(), 1) + b"\n"
-                for line in view.result(query, caller).split(b"\n")
-                if line
-            )
-            for name, view in self._views()
-        )
+        """Root ``search/<query>``: the newest hits that ``caller`` may read in the
+        mirror, of every machine, each entry path under ``machines/<name>/``: the
+        machines' indexes merged by time as ``search/`` merges an agent dir's and the
+        other agents' (`search_result`: each read only as far as the merge needs;
+        hits of one millisecond by machine name, then session file and entry id;
+        cached for a moment, so ``stat`` and ``read`` agree). Blocking: a worker
+        thread."""
+        return search_result([view for _, view in self._views()], query, caller)
 
     # -- the daemon's side -----------------------------------------------------------
 
@@ -299,7 +298,12 @@ class StoreMount:
             context = self.machines.context(name)
             if name in self.searches or context is None:
                 continue
-            view = SearchView(self.cache_dir, context.index.agent_dir, context.index.sessions_root)
+            view = SearchView(
+                self.cache_dir,
+                context.index.agent_dir,
+                context.index.sessions_root,
+                entry_path=functools.partial(_machine_entry_path, name),
+            )
             indexer = SearchIndexer(view, self.foreground)
             context.sessions.listeners.append(indexer.session_changed)
             with self._searches_lock:
@@ -315,6 +319,11 @@ class StoreMount:
                 context.agents.close()
         for _, view in self._views():
             view.close()
+
+
+def _machine_entry_path(machine: str, hit: Hit) -> str:
+    """A machine's hit's entry file, from the store mount's root."""
+    return f"{MACHINES}/{machine}/{entry_mount_path(hit)}"
 
 
 def open_store_mount(

@@ -11,29 +11,35 @@ not 100 of each of which half are thrown away.
 from __future__ import annotations
 
 import heapq
+import itertools
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterator, Sequence
 
 #: One hit as an index yields it: its time (ms) and its rendered line (with the newline).
 TimedLine = tuple[int, bytes]
 
 
-def newest_lines(streams: Iterable[Iterator[TimedLine]], limit: int) -> bytes:
-    """The ``limit`` newest lines of ``streams`` (each newest first), newest first;
-    hits of the same millisecond ordered by their text (path, role, snippet), so
-    every way of asking gives one order: what sorting the lines of every stream in
-    full and keeping the first ``limit`` gives, with the lines read only as far as
-    the ``limit``-th newest time (and its ties)."""
-    taken: list[TimedLine] = []
-    if limit > 0:
-        for stamp, line in heapq.merge(*streams, key=lambda hit: hit[0], reverse=True):
-            if len(taken) >= limit and stamp < taken[-1][0]:
-                break
-            taken.append((stamp, line))
-    taken.sort(reverse=True)
-    return b"".join(line for _, line in taken[:limit])
+def newest_lines(streams: Sequence[Iterator[TimedLine]], limit: int) -> bytes:
+    """The ``limit`` newest lines of ``streams`` (each newest first), newest first.
+
+    Hits of one millisecond come in the order of ``streams`` (the agent dir's index
+    first, then the other agents' as ``agents/`` lists them; a team store's machines
+    by name), and within one index by session file, then entry id (each index yields
+    them so: `core.search_index.scan.match_order`). So the result is complete down to
+    its last line (every hit newer than it is shown, and every hit of its millisecond
+    that comes before it), and lines are made only as far as they are shown: many hits
+    of one millisecond (sessions generated with the same times) cost no more than
+    others."""
+    if limit <= 0:
+        return b""
+    merged = heapq.merge(*streams, key=_newest_first)
+    return b"".join(line for _, line in itertools.islice(merged, limit))
+
+
+def _newest_first(hit: TimedLine) -> int:
+    return -hit[0]
 
 
 #: How long a rendered result is reused: ``stat`` then ``read`` of one ``cat`` must see

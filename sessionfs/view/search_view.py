@@ -43,7 +43,6 @@ __all__ = [
     "SearchProgress",
     "SearchView",
     "entry_mount_path",
-    "merge_results",
     "search_db_path",
     "search_result",
 ]
@@ -398,15 +397,6 @@ def _identity(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
-
-
-def merge_results(results: Iterable[bytes], limit: int = DEFAULT_LIMIT) -> bytes:
-    """Hit lines of several indexes as one result: newest first (the ISO times sort
-    as text; hits of the same moment by path, so every way of asking gets one order),
-    at most ``limit``."""
-    lines = [line for text in results for line in text.split(b"\n") if line]
-    lines.sort(reverse=True)
-    return b"".join(line + b"\n" for line in lines[:limit])
 
 
 def _session_files_newest_first(root: Path, file_format: FileFormat) -> list[tuple[str, int]]:
