@@ -53,7 +53,7 @@ from sessionfs.fs.nodes.mount_paths import describe
 from sessionfs.fs.nodes.projects import ProjectsDir
 from sessionfs.fs.nodes.scratch import ScratchHolder, link_text, write_through
 from sessionfs.fs.nodes.send import SendFile, SendLogFile
-from sessionfs.fs.nodes.transcripts import open_transcript, transcript_record
+from sessionfs.fs.nodes.transcripts import open_transcript, own_local_file, transcript_record
 from sessionfs.fs.nodes.write_handles import BufferedWriteHandle, EditHandle, LineBatchHandle
 from sessionfs.view.access import NO_ACCESS, FileAccess
 from sessionfs.view.agent_index import SessionRef
@@ -241,6 +241,18 @@ class TranscriptFile(RenderedFile):
 
     rendering = "transcript.md"
 
+    def kernel_tier(self) -> CacheTier:
+        """`WATCHED` like ``transcripts/<project>/<stem>.md`` when the watch sees every
+        change of the session file (it drops this name's attributes and pages too); a
+        change made through the mount (an append, a leaf moved) drops them as for every
+        file of the session. A warm ``grep -l WORD sessions/*/*/transcript.md`` then
+        costs no lookup or getattr per session."""
+        watch = self.ctx.watch
+        if watch is None or not watch.covers(self.project):
+            return self.tier
+        path = self.ctx.index.session_path(self.project, self.stem)
+        return WATCHED if own_local_file(self.ctx, self.stem, path) else self.tier
+
     def served_unloaded(self) -> bool:
         return self.unloaded_file() is not None
 
@@ -267,6 +279,9 @@ class TranscriptHtmlFile(TranscriptFile):
     __slots__ = ()
 
     rendering = "transcript.html"
+
+    def kernel_tier(self) -> CacheTier:
+        return self.tier  # the watch drops transcript.md only
 
     def prerenderer(self) -> Prerenderer | None:
         return self.ctx.page_renders

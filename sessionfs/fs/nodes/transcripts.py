@@ -57,6 +57,7 @@ __all__ = [
     "TranscriptFile",
     "TranscriptsDir",
     "open_transcript",
+    "own_local_file",
     "transcript_key",
     "transcript_record",
     "transcripts_key",
@@ -270,12 +271,11 @@ class TranscriptFile(FileNode):
         # Whether the file is its own is worked out once per node (one lstat), as for a
         # session dir: replacing it moves the project dir, which makes new nodes.
         watch = self.ctx.watch
-        if watch is None or self.ctx.prefix or "/" in self.stem:
+        if watch is None:
             return False
         if self._watchable is None:
-            try:
-                self._watchable = stat.S_ISREG(os.lstat(self.path).st_mode)
-            except OSError:
+            self._watchable = own_local_file(self.ctx, self.stem, self.path)
+            if self._watchable is None:
                 return False
         return self._watchable and watch.covers(self.project)
 
@@ -363,6 +363,19 @@ class TranscriptFile(FileNode):
             data = await self.ctx.sessions.render(loaded, "transcript.md")
             return BytesHandle(data, version=(loaded.file_state, loaded.version))
         return await open_transcript(self.ctx, self.path, identity)
+
+
+def own_local_file(ctx: MountContext, stem: str, path: Path) -> bool | None:
+    """Whether a session's changes all raise events the watch of its project dir sees
+    (`sessionfs.fs.session_watch`): a top-level session of the local agent dir (not a
+    sub-agent's, in an artifacts dir) whose file is its own there (one lstat: not a
+    symlink to elsewhere). None: there is no file."""
+    if ctx.prefix or "/" in stem:
+        return False
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return None
 
 
 async def transcript_record(
