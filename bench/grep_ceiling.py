@@ -46,6 +46,8 @@ from bench.bench_scale import wait_for_search
 from bench.common import mounted
 
 TIMEOUT = 600.0
+#: The bare fs serving the same bytes: the arguments each is served with.
+CEILINGS = {"bare": [], "bare+flush": ["--answer-flush"]}
 #: A round whose page cache shrank below this share of what it was is done again.
 DISTURBED = 0.8
 #: ``grep -l`` over every session dir's transcript, as a user types it (glob in $2)
@@ -203,6 +205,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--new", type=Path, default=Path(__file__).resolve().parents[1])
     parser.add_argument("--old", type=Path, help="a checkout of the code before")
     parser.add_argument("--no-first", action="store_true", help="skip the cold first greps")
+    parser.add_argument(
+        "--ceiling", choices=["both", *CEILINGS], default="both", help="the bare fs to mount"
+    )
     args = parser.parse_args(argv)
     built, _ = corpus.ensure(corpus.CorpusParams(args.sessions, args.entries))
     word = corpus.RARE_WORD
@@ -223,7 +228,9 @@ def main(argv: list[str]) -> int:
                 targets.append(Target(name, mnt, pid))
             tree = copy_out(targets[-1].root, work / "tree")
             ceilings = []
-            for name, extra in (("bare", []), ("bare+flush", ["--answer-flush"])):
+            for name, extra in CEILINGS.items():
+                if args.ceiling not in ("both", name):
+                    continue
                 mnt = work / name / "mnt"
                 serve = [sys.executable, bench_mount.__file__, "--serve-tree", str(mnt), str(tree)]
                 daemon = stack.enter_context(mounted([*serve, *extra], mnt))
