@@ -17,6 +17,7 @@ from test_listing_reuse import PROJECT, context, settled_project
 from core.session_stat import session_stat
 from sessionfs.fs.nodes import transcripts
 from sessionfs.fs.nodes.base import WATCHED, Node
+from sessionfs.fs.nodes.session import ProjectDir
 from sessionfs.fs.nodes.transcripts import TranscriptFile, TranscriptProjectDir
 from sessionfs.fs.ops import SessionFsOperations
 from sessionfs.fs.session_watch import SessionWatch
@@ -108,3 +109,31 @@ def test_a_watched_transcript_is_listed_from_what_it_saw_until_its_file_changes(
     finally:
         watch.close()
         renders.close()
+
+
+def test_an_unchanged_project_of_sessions_is_listed_without_a_listing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sessions/<project>/`` the same way: its reused listing is known with one stat."""
+    project = settled_project(tmp_path, 2)
+    ctx = context(tmp_path)
+    listings: list[str] = []
+    real_listing_of = ctx.index.listing_of
+
+    def listing_of(name: str) -> ProjectListing:
+        listings.append(name)
+        return real_listing_of(name)
+
+    monkeypatch.setattr(ctx.index, "listing_of", listing_of)
+    listed = ProjectDir(ctx, ("sessions", PROJECT))
+
+    async def scenario() -> None:
+        rows = await listed.children()
+        assert [name for name, _ in rows] == ["s0", "s1"] and listings == [PROJECT]
+        assert await listed.children() == rows and listings == [PROJECT]
+        (project / "s2.jsonl").write_bytes((project / "s0.jsonl").read_bytes())
+        os.utime(project, ns=(1, 1))  # the dir changed (an mtime of its own, not racy)
+        assert [name for name, _ in await listed.children()] == ["s0", "s1", "s2"]
+        assert listings == [PROJECT, PROJECT]
+
+    trio.run(scenario)

@@ -948,7 +948,12 @@ class ProjectDir(DirNode):
     session_dir: ClassVar[type[SessionDir]] = SessionDir
 
     async def children(self) -> list[tuple[str, Node]]:
-        listing = await trio.to_thread.run_sync(self.ctx.index.listing_of, self.local_key[1])
+        project = self.local_key[1]
+        # A reused listing is known with one stat: no thread hop (a warm shell glob of
+        # sessions/*/*/transcript.md lists every project dir)
+        listing = self.ctx.index.reused_listing(project)
+        if listing is None:
+            listing = await trio.to_thread.run_sync(self.ctx.index.listing_of, project)
         at, links = listing.listed_at, listing.links
         return self.ctx.children_of_listing(
             self.key,
