@@ -16,7 +16,7 @@ from test_listing_reuse import PROJECT, context, settled_project
 
 from core.session_stat import session_stat
 from sessionfs.fs.nodes import transcripts
-from sessionfs.fs.nodes.base import WATCHED, Node
+from sessionfs.fs.nodes.base import WATCHED, MountContext, Node
 from sessionfs.fs.nodes.session import ProjectDir
 from sessionfs.fs.nodes.transcripts import TranscriptFile, TranscriptProjectDir
 from sessionfs.fs.ops import SessionFsOperations
@@ -24,6 +24,19 @@ from sessionfs.fs.session_watch import SessionWatch
 from sessionfs.view.agent_index import ProjectListing
 from sessionfs.view.prerender import Prerenderer, render_transcript
 from sessionfs.view.render_cache import FileIdentity
+
+
+def listings_made(ctx: MountContext, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The projects listed from now on (`AgentIndex.listing_of`: the listing itself)."""
+    listings: list[str] = []
+    real_listing_of = ctx.index.listing_of
+
+    def listing_of(name: str) -> ProjectListing:
+        listings.append(name)
+        return real_listing_of(name)
+
+    monkeypatch.setattr(ctx.index, "listing_of", listing_of)
+    return listings
 
 
 def test_a_watched_transcript_is_listed_from_what_it_saw_until_its_file_changes(
@@ -47,14 +60,7 @@ def test_a_watched_transcript_is_listed_from_what_it_saw_until_its_file_changes(
     watch = SessionWatch(sessions_root, ops)
     assert watch.start()
     ctx.watch = watch
-    listings: list[str] = []
-    real_listing_of = ctx.index.listing_of
-
-    def listing_of(name: str) -> ProjectListing:
-        listings.append(name)
-        return real_listing_of(name)
-
-    monkeypatch.setattr(ctx.index, "listing_of", listing_of)
+    listings = listings_made(ctx, monkeypatch)
     stats: list[Path] = []
 
     def counted_stat(path: Path) -> os.stat_result:
@@ -117,14 +123,7 @@ def test_an_unchanged_project_of_sessions_is_listed_without_a_listing(
     """``sessions/<project>/`` the same way: its reused listing is known with one stat."""
     project = settled_project(tmp_path, 2)
     ctx = context(tmp_path)
-    listings: list[str] = []
-    real_listing_of = ctx.index.listing_of
-
-    def listing_of(name: str) -> ProjectListing:
-        listings.append(name)
-        return real_listing_of(name)
-
-    monkeypatch.setattr(ctx.index, "listing_of", listing_of)
+    listings = listings_made(ctx, monkeypatch)
     listed = ProjectDir(ctx, ("sessions", PROJECT))
 
     async def scenario() -> None:
