@@ -122,9 +122,8 @@ def test_an_unchanged_project_of_sessions_is_listed_without_a_listing(
 ) -> None:
     """``sessions/<project>/`` the same way: its reused listing is known with one stat."""
     project = settled_project(tmp_path, 2)
-    ctx = context(tmp_path)
-    listings = listings_made(ctx, monkeypatch)
-    listed = ProjectDir(ctx, ("sessions", PROJECT))
+    listed = ProjectDir(context(tmp_path), ("sessions", PROJECT))
+    listings = listings_made(listed.ctx, monkeypatch)
 
     async def scenario() -> None:
         rows = await listed.children()
