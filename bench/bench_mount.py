@@ -102,47 +102,66 @@ def make_corpus(agent_dir: Path, sessions: int, entries_per: int) -> list[Path]:
 # --- the bare pyfuse3 baseline ------------------------------------------------------
 
 
-def bare_layout(source: str) -> list[list[tuple[bytes, bytes]]]:
-    """What the bare fs serves, dir by dir, as (file name, bytes): a directory's
-    subdirectories and their files as they are (the same bytes the mount served), or
-    from a sizes file (a line of file sizes per dir) files of ``x`` of those sizes."""
+#: A tree the bare fs serves: a dir's names, each a file's bytes or a subdir.
+BareTree = dict[bytes, "bytes | BareTree"]
+
+
+def bare_layout(source: str) -> BareTree:
+    """What the bare fs serves: ``/d<n>/<file>``, from a dir of numbered subdirs (their
+    files as they are: the same bytes the mount served), or from a sizes file (a line of
+    file sizes per dir) files of ``x`` of those sizes."""
     root = Path(source)
     if root.is_dir():
-        return [
-            [(os.fsencode(f.name), f.read_bytes()) for f in sorted(d.iterdir())]
+        return {
+            f"d{d.name}".encode(): {
+                os.fsencode(f.name): f.read_bytes() for f in sorted(d.iterdir())
+            }
             for d in sorted(root.iterdir(), key=lambda d: int(d.name))
-        ]
+        }
     sizes = [[int(x) for x in line.split()] for line in root.read_text().splitlines()]
     filler: dict[int, bytes] = {}
-    return [
-        [
-            (f"f{f}.json".encode(), filler.setdefault(size, b"x" * size))
+    return {
+        f"d{d}".encode(): {
+            f"f{f}.json".encode(): filler.setdefault(size, b"x" * size)
             for f, size in enumerate(row)
-        ]
-        for row in sizes
-    ]
+        }
+        for d, row in enumerate(sizes)
+    }
 
 
-def serve_bare(mountpoint: str, source: str) -> None:
-    """A minimal in-memory pyfuse3 filesystem: ``/d<n>/<file>`` (`bare_layout`)."""
+def tree_as_is(source: str) -> BareTree:
+    """Every file and dir below ``source`` under its own name (the same names, sizes
+    and bytes as a tree copied out of the mount, e.g. ``transcripts/``)."""
+    return {
+        os.fsencode(entry.name): tree_as_is(str(entry)) if entry.is_dir() else entry.read_bytes()
+        for entry in sorted(Path(source).iterdir())
+    }
+
+
+def serve_bare(mountpoint: str, tree: BareTree, answer_flush: bool = False) -> None:
+    """A minimal in-memory pyfuse3 filesystem serving ``tree``. Its ``flush`` is not
+    implemented (``ENOSYS``: the kernel sends none after the first) unless
+    ``answer_flush``: a filesystem that takes writes must answer each ``close``'s flush."""
     import pyfuse3
     import trio
 
-    names: dict[int, dict[bytes, int]] = {pyfuse3.ROOT_INODE: {}}
-    kinds: dict[int, tuple[bool, int]] = {pyfuse3.ROOT_INODE: (True, 0)}
+    names: dict[int, dict[bytes, int]] = {}
+    kinds: dict[int, tuple[bool, int]] = {}
     blobs: dict[int, bytes] = {}
-    next_inode = pyfuse3.ROOT_INODE + 1
-    for d, files in enumerate(bare_layout(source)):
-        dir_inode = next_inode
-        next_inode += 1
-        names[pyfuse3.ROOT_INODE][f"d{d}".encode()] = dir_inode
-        names[dir_inode] = {}
-        kinds[dir_inode] = (True, 0)
-        for name, data in files:
-            names[dir_inode][name] = next_inode
-            kinds[next_inode] = (False, len(data))
-            blobs[next_inode] = data
-            next_inode += 1
+    next_inode = pyfuse3.ROOT_INODE
+
+    def add(node: bytes | BareTree) -> int:
+        nonlocal next_inode
+        inode, next_inode = next_inode, next_inode + 1
+        if isinstance(node, bytes):
+            kinds[inode] = (False, len(node))
+            blobs[inode] = node
+        else:
+            kinds[inode] = (True, 0)
+            names[inode] = {name: add(child) for name, child in node.items()}
+        return inode
+
+    add(tree)
 
     class Bare(pyfuse3.Operations):
         def attrs(self, inode: int) -> pyfuse3.EntryAttributes:
@@ -185,6 +204,13 @@ def serve_bare(mountpoint: str, source: str) -> None:
 
         async def releasedir(self, fh):  # type: ignore[no-untyped-def]
             return None
+
+    if answer_flush:
+
+        async def flush(self, fh):  # type: ignore[no-untyped-def]
+            return None
+
+        Bare.flush = flush  # type: ignore[method-assign]
 
     pyfuse3.init(Bare(), mountpoint, set(pyfuse3.default_options) | {"fsname=barefs"})
     try:
@@ -231,9 +257,17 @@ def main() -> int:
     parser.add_argument("--entries", type=int, default=1000)
     parser.add_argument("--cache-mb", type=int, default=256)
     parser.add_argument("--serve-bare", nargs=2, help=argparse.SUPPRESS)
+    # the bare fs serving a dir's tree under its own names (`tree_as_is`)
+    parser.add_argument("--serve-tree", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--answer-flush", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_bare:
-        serve_bare(*args.serve_bare)
+        mountpoint, source = args.serve_bare
+        serve_bare(mountpoint, bare_layout(source), args.answer_flush)
+        return 0
+    if args.serve_tree:
+        mountpoint, source = args.serve_tree
+        serve_bare(mountpoint, tree_as_is(source), args.answer_flush)
         return 0
     if not (FIXTURES / "pi-v1-before-compaction.jsonl").is_file():
         print(f"bench_mount: fixtures not found in {FIXTURES}; skipped", file=sys.stderr)

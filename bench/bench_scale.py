@@ -420,7 +420,7 @@ class Bench:
                     f"{first:.2f} s",
                     f"{self.raw_cold:.3f} s raw cold",
                     first / self.raw_cold,
-                    "<= 8x",
+                    "<= 5x",
                     reading(),
                     self.found_note(session_keys(out, "transcripts")),
                 )
@@ -433,7 +433,7 @@ class Bench:
                     f"{warm:.3f} s",
                     f"{self.raw_warm:.3f} s raw warm (best of 3)",
                     warm / self.raw_warm,
-                    "<= 2x",
+                    "<= 1.5x",
                     reading(),
                     self.found_note(session_keys(out, "transcripts")),
                 )
@@ -994,7 +994,7 @@ def transcripts_small(bench: Bench, small: corpus.Corpus, cache_dir: Path) -> No
             f"{warm:.3f} s",
             f"{raw:.3f} s raw warm (best of 3)",
             warm / raw,
-            "<= 2x",
+            "<= 1.5x",
             reading(),
         )
     )

@@ -63,6 +63,7 @@ from sessionfs.fs.nodes.session import project_key
 from sessionfs.fs.nodes.transcripts import transcript_key, transcripts_key
 from sessionfs.fs.session_mtimes import SessionMtimes
 from sessionfs.view import session_keys
+from sessionfs.view.render_cache import TRANSCRIPT as TRANSCRIPT_NAME
 
 __all__ = ["CHANGES_KEPT", "REPEAT_AFTER", "ChangeSink", "SessionFileListener", "SessionWatch"]
 
@@ -352,7 +353,10 @@ class SessionWatch:
             # a rename, say) the kernel's name of it stays right, and dropping it would
             # cut the dir loose under a shell whose cwd it is (getcwd then fails).
             gone = name_too and not self._is_session_file(project, stem)
-            self._send(session_keys.mount_parts(project, stem), gone)
+            session_dir = session_keys.mount_parts(project, stem)
+            self._send(session_dir, gone)
+            # its transcript.md is kept as long (`session.TranscriptFile.kernel_tier`)
+            self._send((*session_dir, TRANSCRIPT_NAME), False)
             for listener in self.listeners:
                 listener.session_file_changed(project, stem)
 

@@ -238,8 +238,8 @@ class AgentIndex:
         if not session_keys.is_valid_name(project):
             return ProjectListing([], time.monotonic(), None)
         mtime = self.project_mtime_ns(project)
-        cached = self._listings.get(project)
-        if cached is not None and mtime is not None and cached.settled_mtime_ns == mtime:
+        cached = self._reusable(project, mtime)
+        if cached is not None:
             return cached
         started_ns, started = time.time_ns(), time.monotonic()
         dirs: set[str] = set()
@@ -256,6 +256,19 @@ class AgentIndex:
         else:
             self._listings[project] = listing
         return listing
+
+    def reused_listing(self, project: str) -> ProjectListing | None:
+        """`listing_of` when it would reuse the last listing (one stat, no listing: cheap
+        enough for the event loop), else None."""
+        if not session_keys.is_valid_name(project):
+            return None
+        return self._reusable(project, self.project_mtime_ns(project))
+
+    def _reusable(self, project: str, mtime: int | None) -> ProjectListing | None:
+        cached = self._listings.get(project)
+        if cached is not None and mtime is not None and cached.settled_mtime_ns == mtime:
+            return cached
+        return None
 
     def subagents_of(self, project: str, stem: str) -> list[SessionRef]:
         """Valid sub-agent sessions of one session: the ``*.jsonl`` files with a header

@@ -26,6 +26,7 @@ import multiprocessing
 import os
 import select
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -83,6 +84,10 @@ JOBS_PER_WORKER = 2
 RECORDS_KEPT = 65536
 #: How many sessions after the one asked for are rendered ahead.
 READ_AHEAD = 8
+#: How long read-ahead trusts its own look at a session file whose record was current
+#: (seconds): a sequential ``grep -r`` then stats each file once ahead, not once per
+#: session read before it. Only read-ahead trusts it: an open always looks.
+AHEAD_TRUSTED_SECONDS = 1.0
 #: What the pages' workers render (`Prerenderer.pages`).
 PAGE = "transcript.html"
 #: Renderings whose sizes a worker also records (cheap next to the transcript).
@@ -327,6 +332,8 @@ class Prerenderer:
         self._listed_at: dict[Path, tuple[list[Path], int]] = {}
         #: paths read-ahead is checking in the cache dir now (set when done)
         self._checking: dict[Path, trio.Event] = {}
+        #: path -> when read-ahead last found its record current (`time.monotonic`)
+        self._ahead_current: dict[Path, float] = {}
         self._closed = False
         #: sessions parsed by workers, and cache files found valid (ctl shows them)
         self.rendered_count = 0
@@ -406,11 +413,17 @@ class Prerenderer:
         files are checked in a daemon thread (after a remount most are valid), and the
         others queued for the workers, in order."""
         wanted = []
+        now = time.monotonic()
         for path in paths:
             if path in self._jobs or path in self._checking:
                 continue
+            if now - self._ahead_current.get(path, -AHEAD_TRUSTED_SECONDS) < AHEAD_TRUSTED_SECONDS:
+                continue
             record = self._records.get(path)
             if record is not None and _current(path) == record.identity:
+                if len(self._ahead_current) >= RECORDS_KEPT:
+                    self._ahead_current.clear()
+                self._ahead_current[path] = now
                 continue
             wanted.append(path)
         if not wanted:

@@ -62,8 +62,13 @@ def started_watch(root: Path) -> tuple[SessionWatch, Recorder]:
 
 
 def _both(project: str, stem: str, name_too: bool) -> dict[tuple[str, ...], bool]:
-    """A session file's change as reported: its transcript and its session dir."""
-    return {transcript_key(project, stem): name_too, mount_parts(project, stem): name_too}
+    """A session file's change as reported: its transcript, its session dir and the
+    session dir's transcript.md (whose name stays while the dir does)."""
+    return {
+        transcript_key(project, stem): name_too,
+        mount_parts(project, stem): name_too,
+        (*mount_parts(project, stem), "transcript.md"): False,
+    }
 
 
 def test_changes_to_session_files_are_reported_as_transcript_and_session_dir_keys(

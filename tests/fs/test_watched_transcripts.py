@@ -21,8 +21,7 @@ from support.watched import (
     APPEND,
     PAST_SHORT_TIMEOUTS,
     WITHIN,
-    asked_about,
-    requests_during,
+    kernel_keeps,
     stat_or_none,
     within,
 )
@@ -42,20 +41,7 @@ def test_the_kernel_keeps_a_watched_transcripts_name_and_attributes(
 ) -> None:
     mount = mount_factory(demo_agent, "--debug")
     transcript, _file = a_transcript(mount)
-    first = os.stat(transcript)
-    time.sleep(PAST_SHORT_TIMEOUTS)
-    seen: list[os.stat_result] = []
-
-    def stat_and_cat() -> None:
-        seen.append(os.stat(transcript))
-        run("cat", transcript)
-
-    requests = requests_during(mount, stat_and_cat)
-    again = seen[0]
-    assert (again.st_ino, again.st_size) == (first.st_ino, first.st_size)
-    asked = asked_about(requests, first.st_ino, transcript.name)
-    assert asked == [], f"the kernel asked again: {asked}"
-    assert f"DEBUG open({first.st_ino}, " in requests  # the log does show requests
+    kernel_keeps(mount, transcript, lambda path: run("cat", path))
 
 
 def test_an_append_by_another_process_shows_in_stat_and_cat_at_once(demo_mount: Mount) -> None:

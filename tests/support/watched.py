@@ -56,3 +56,22 @@ def asked_about(requests: str, inode: int, name: str) -> list[str]:
     getattr_ = rf"getattr\({inode}, "
     lookup = rf"lookup\(\d+, b'{re.escape(name)}'"
     return re.findall(rf"DEBUG ({getattr_}|{lookup})", requests)
+
+
+def kernel_keeps(mount: Mount, path: Path, use: Callable[[Path], object]) -> None:
+    """After a first ``stat`` and past the short timeouts, a ``stat`` and ``use`` of
+    ``path`` (a file ``use`` opens) make no getattr of it and no lookup of its name: the
+    kernel kept both (the mount runs with ``--debug``)."""
+    first = os.stat(path)
+    time.sleep(PAST_SHORT_TIMEOUTS)
+    seen: list[os.stat_result] = []
+
+    def again() -> None:
+        seen.append(os.stat(path))
+        use(path)
+
+    requests = requests_during(mount, again)
+    assert (seen[0].st_ino, seen[0].st_size) == (first.st_ino, first.st_size)
+    asked = asked_about(requests, first.st_ino, path.name)
+    assert asked == [], f"the kernel asked again: {asked}"
+    assert f"DEBUG open({first.st_ino}, " in requests  # the log does show requests

@@ -54,7 +54,7 @@ from sessionfs.fs.nodes.mount_paths import describe
 from sessionfs.fs.nodes.projects import ProjectsDir, project_mtime_ns
 from sessionfs.fs.nodes.scratch import ScratchHolder, link_text, write_through
 from sessionfs.fs.nodes.send import SendFile, SendLogFile
-from sessionfs.fs.nodes.transcripts import open_transcript, transcript_record
+from sessionfs.fs.nodes.transcripts import open_transcript, own_local_file, transcript_record
 from sessionfs.fs.nodes.write_handles import BufferedWriteHandle, EditHandle, LineBatchHandle
 from sessionfs.view.access import NO_ACCESS, FileAccess
 from sessionfs.view.agent_index import SessionRef
@@ -236,6 +236,18 @@ class TranscriptFile(RenderedFile):
 
     rendering = "transcript.md"
 
+    def kernel_tier(self) -> CacheTier:
+        """`WATCHED` like ``transcripts/<project>/<stem>.md`` when the watch sees every
+        change of the session file (it drops this name's attributes and pages too); a
+        change made through the mount (an append, a leaf moved) drops them as for every
+        file of the session. A warm ``grep -l WORD sessions/*/*/transcript.md`` then
+        costs no lookup or getattr per session."""
+        watch = self.ctx.watch
+        if watch is None or not watch.covers(self.project):
+            return self.tier
+        path = self.ctx.index.session_path(self.project, self.stem)
+        return WATCHED if own_local_file(self.ctx, self.stem, path) else self.tier
+
     def served_unloaded(self) -> bool:
         return self.unloaded_file() is not None
 
@@ -293,6 +305,9 @@ class TranscriptHtmlFile(TranscriptFile):
     __slots__ = ()
 
     rendering = "transcript.html"
+
+    def kernel_tier(self) -> CacheTier:
+        return self.tier  # the watch drops transcript.md only
 
     def prerenderer(self) -> Prerenderer | None:
         return self.ctx.page_renders
@@ -962,7 +977,12 @@ class ProjectDir(DirNode):
     session_dir: ClassVar[type[SessionDir]] = SessionDir
 
     async def children(self) -> list[tuple[str, Node]]:
-        listing = await trio.to_thread.run_sync(self.ctx.index.listing_of, self.local_key[1])
+        project = self.local_key[1]
+        # A reused listing is known with one stat: no thread hop (a warm shell glob of
+        # sessions/*/*/transcript.md lists every project dir)
+        listing = self.ctx.index.reused_listing(project)
+        if listing is None:
+            listing = await trio.to_thread.run_sync(self.ctx.index.listing_of, project)
         at, links = listing.listed_at, listing.links
         return self.ctx.children_of_listing(
             self.key,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from pathlib import Path
 
 import trio
@@ -56,6 +57,7 @@ __all__ = [
     "TranscriptFile",
     "TranscriptsDir",
     "open_transcript",
+    "own_local_file",
     "transcript_key",
     "transcript_record",
     "transcripts_key",
@@ -130,7 +132,13 @@ class TranscriptProjectDir(DirNode):
                 frozenset(r.stem for r in found.refs if _runs_subagents(index, r, found.dirs)),
             )
 
-        found, refs, running = await trio.to_thread.run_sync(listing)
+        quick = self._reused_listing()
+        found: ProjectListing | None
+        running: frozenset[str]
+        if quick is not None:
+            found, refs, running = quick, quick.refs, frozenset()
+        else:
+            found, refs, running = await trio.to_thread.run_sync(listing)
         _renders(self.ctx).listed([ref.path for ref in refs])
 
         def make() -> list[tuple[str, Node]]:
@@ -147,6 +155,18 @@ class TranscriptProjectDir(DirNode):
         if found is None:
             return make()
         return self.ctx.children_of_listing(self.key, found, make, running)
+
+    def _reused_listing(self) -> ProjectListing | None:
+        """The project's own listing when it is reused as it is and none of its
+        sessions has a dir (so none ran sub-agents): known with one stat on the event
+        loop, without the thread hop of a listing (a warm ``grep -r`` opens every
+        project dir: the hop was most of its cost)."""
+        if self.parent_stem is not None:
+            return None
+        found = self.ctx.index.reused_listing(self.project)
+        if found is None or found.dirs is None or any(r.stem in found.dirs for r in found.refs):
+            return None
+        return found
 
     async def lookup(self, name: str) -> Node | None:
         if "/" in name or name in (".", ".."):
@@ -203,16 +223,20 @@ def _file_name(ref: SessionRef) -> str:
 class TranscriptFile(FileNode):
     """``transcripts/<project>/<stem>.md``: the session's transcript, read-only."""
 
-    __slots__ = ("_path", "_session")
+    __slots__ = ("_listed_at", "_path", "_session", "_watchable")
 
     tier = RENDERED
 
     def __init__(self, ctx: MountContext, key: tuple[str, ...], path: Path | None = None) -> None:
         super().__init__(ctx, key)
-        # Both worked out once per node (a listing's node is handed out again while its
+        # Worked out once per node (a listing's node is handed out again while its
         # project dir is unchanged, and each readdirplus entry asks for them 3-4 times).
         self._path = path  # the session file, when the listing that made it knows it
         self._session: tuple[str, str] | None = None
+        self._watchable: bool | None = None  # see `_watched`
+        # when the stat of this node's last listing was taken, if it gave the exact
+        # size (`listing_settled`)
+        self._listed_at: float | None = None
 
     @property
     def project(self) -> str:
@@ -241,15 +265,19 @@ class TranscriptFile(FileNode):
         """`WATCHED` when every change to the session file raises an event the watch
         sees: a local session of a watched project dir (not a sub-agent's, in an
         artifacts dir), and a file of its own there (not a symlink to elsewhere)."""
+        return WATCHED if self._watched() else self.tier
+
+    def _watched(self) -> bool:
+        # Whether the file is its own is worked out once per node (one lstat), as for a
+        # session dir: replacing it moves the project dir, which makes new nodes.
         watch = self.ctx.watch
-        if watch is None or self.ctx.prefix or "/" in self.stem or not watch.covers(self.project):
-            return self.tier
-        try:
-            if stat.S_ISREG(os.lstat(self.path).st_mode):
-                return WATCHED
-        except OSError:
-            pass
-        return self.tier
+        if watch is None:
+            return False
+        if self._watchable is None:
+            self._watchable = own_local_file(self.ctx, self.stem, self.path)
+            if self._watchable is None:
+                return False
+        return self._watchable and watch.covers(self.project)
 
     def _identity(self) -> tuple[FileIdentity, FileAccess]:
         """The session file as it is now (one stat, on the event loop), its mode and owner."""
@@ -290,8 +318,23 @@ class TranscriptFile(FileNode):
         return self._listed(self._identity()[0])
 
     async def listing_view(self) -> tuple[Stat, Permissions]:
+        before = time.monotonic()  # a change after the stat is seen as later
         identity, access = self._identity()  # one stat for both
-        return self._listed(identity), derived_permissions(access)
+        listed = self._listed(identity)
+        self._listed_at = before if listed.exact else None
+        return listed, derived_permissions(access)
+
+    def listing_settled(self) -> bool:
+        """Watched, and the watch saw no change of the session file since the stat of
+        this node's last listing, which gave the exact size: a warm ``grep -r`` then
+        lists each project without a stat per session. Not while the transcript is a
+        leaf's chosen through the mount (its size is not the file's)."""
+        at, watch = self._listed_at, self.ctx.watch
+        if at is None or watch is None or not self._watched():
+            return False
+        if self._moved_leaf() is not None or self.ctx.sessions.noted(self.project, self.stem):
+            return False
+        return watch.unchanged_since(self.project, self.stem, at)
 
     def _listed(self, identity: FileIdentity) -> Stat:
         record = _renders(self.ctx).known(self.path, identity)
@@ -320,6 +363,19 @@ class TranscriptFile(FileNode):
             data = await self.ctx.sessions.render(loaded, "transcript.md")
             return BytesHandle(data, version=(loaded.file_state, loaded.version))
         return await open_transcript(self.ctx, self.path, identity)
+
+
+def own_local_file(ctx: MountContext, stem: str, path: Path) -> bool | None:
+    """Whether a session's changes all raise events the watch of its project dir sees
+    (`sessionfs.fs.session_watch`): a top-level session of the local agent dir (not a
+    sub-agent's, in an artifacts dir) whose file is its own there (one lstat: not a
+    symlink to elsewhere). None: there is no file."""
+    if ctx.prefix or "/" in stem:
+        return False
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return None
 
 
 async def transcript_record(
