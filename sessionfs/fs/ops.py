@@ -611,7 +611,7 @@ class SessionFsOperations(pyfuse3.Operations):
         if start >= len(rows):
             return
         first = rows.node(start)
-        assert not self._size_matters(first), "FileRows are files of a fixed tier"
+        assert not self._size_matters(first), "FileRows are links or files of a fixed tier"
         try:  # what every row shares (mode, owner, timeouts): the first row's attributes
             attrs = await self._attrs(first, 0, listing=True)  # (numbered per row below)
         except pyfuse3.FUSEError:

@@ -86,7 +86,7 @@ class RowBlocks:
             return block
         parent = rows.parent.key
         block = self._newest.get(parent)
-        if block is not None and _only_adds(block.rows, rows):
+        if block is not None and rows.extends(block.rows):
             del self._of_rows[block.rows]
             grown = len(rows) - len(block.rows)
             if grown:
@@ -205,15 +205,3 @@ class RowBlocks:
         parent = block.rows.parent.key
         if self._newest.get(parent) is block:
             del self._newest[parent]
-
-
-def _only_adds(before: FileRows, after: FileRows) -> bool:
-    """Whether ``after`` lists the rows of ``before`` (names, sizes, times) first, in
-    the same order: the same files, more after them (an append)."""
-    count = len(before)
-    return (
-        len(after) >= count
-        and after.names[:count] == before.names
-        and after.sizes[:count] == before.sizes
-        and after.mtimes_ns[:count] == before.mtimes_ns
-    )

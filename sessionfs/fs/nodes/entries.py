@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import re
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
+from typing import overload
 
 import trio
 
@@ -182,35 +185,109 @@ class EntryLink(InSession, LinkNode):
         return (await self.session()).mtime_ns
 
 
+#: what every ``path/`` link's target starts with
+ENTRIES_TARGET = "../entries/"
+
+
+class PathNames(Sequence[str]):
+    """The names of ``path/``, ``NNNN-<entry file>``, each made when read: a
+    200,000-entry path would otherwise hold 200,000 more strings."""
+
+    def __init__(self, entry_names: Sequence[str], path: Sequence[int]) -> None:
+        self.entry_names = entry_names
+        self.path = path
+        self.width = max(4, len(str(len(path) - 1)))
+
+    def __len__(self) -> int:
+        return len(self.path)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        entry = self.entry_names[self.path[index]]  # (an IndexError ends an iteration)
+        return f"{index if index >= 0 else len(self) + index:0{self.width}d}-{entry}"
+
+    def __iter__(self) -> Iterator[str]:
+        width, entry_names = self.width, self.entry_names
+        return (f"{n:0{width}d}-{entry_names[i]}" for n, i in enumerate(self.path))
+
+    def index_of(self, name: str) -> int | None:
+        number, dash, entry_name = name.partition("-")
+        if not dash or len(number) != self.width or not number.isdigit():
+            return None
+        row = int(number)
+        if row >= len(self.path) or self.entry_names[self.path[row]] != entry_name:
+            return None
+        return row
+
+
+class PathRows(FileRows):
+    """The rows of ``path/`` for one version of its session: a symlink
+    ``NNNN-<name>`` -> ``../entries/<name>`` per entry from the root to the leaf,
+    as long as its target, as old as the session."""
+
+    #: its entry's position, its size and time here, its lookup count in its block
+    bytes_per_row = 32
+
+    def __init__(
+        self, parent: PathDir, entry_names: Sequence[str], path: Sequence[int], mtime_ns: int
+    ) -> None:
+        names = PathNames(entry_names, array("q", path))
+        prefix = len(ENTRIES_TARGET)
+        sizes = array("q", (prefix + len(os.fsencode(entry_names[i])) for i in names.path))
+        super().__init__(parent, names, sizes, array("q", [mtime_ns]) * len(path))
+        self.ctx = parent.ctx
+        self.path_names = names
+
+    def extends(self, before: FileRows) -> bool:
+        """The same links first (not the same times: a link is as old as its session,
+        which every append changes): the same entries on the path, named the same."""
+        if not isinstance(before, PathRows):
+            return False
+        old, new = before.path_names, self.path_names
+        count = len(old.entry_names)
+        return (
+            old.width == new.width
+            and new.path[: len(old.path)] == old.path
+            and new.entry_names[:count] == old.entry_names
+        )
+
+    def index_of(self, name: str) -> int | None:
+        return self.path_names.index_of(name)
+
+    def node(self, index: int, listed: bool = True) -> Node:
+        names = self.path_names
+        target = ENTRIES_TARGET + names.entry_names[names.path[index]]
+        return EntryLink(self.ctx, self.parent.child_key(names[index]), target)
+
+
 class PathDir(SessionListing):
-    """``path/NNNN-<id>.json``: the root->leaf path as numbered symlinks."""
+    """``path/NNNN-<id>.json``: the root->leaf path as numbered symlinks (`PathRows`)."""
 
     __slots__ = ()
 
-    async def _links(self) -> list[tuple[str, str]]:
-        session = await self.session()
-
-        def links() -> list[tuple[str, str]]:
-            names = session.table().names
-            path = session.path_indexes()
-            width = max(4, len(str(len(path) - 1)))
-            return [
-                (f"{number:0{width}d}-{names[index]}", f"../entries/{names[index]}")
-                for number, index in enumerate(path)
-            ]
-
-        return await self.ctx.sessions.run(session, links)
-
-    async def children(self) -> Sequence[tuple[str, Node]]:
+    async def children(self) -> PathRows:
         session = await self.session()
         cached = session.listings.get(self.key)
-        if cached is None:
-            cached = [
-                (name, EntryLink(self.ctx, self.child_key(name), target))
-                for name, target in await self._links()
-            ]
-            session.listings[self.key] = cached
+        if not isinstance(cached, PathRows):
+
+            def path() -> tuple[Sequence[str], list[int]]:
+                return session.table().names, session.path_indexes()
+
+            names, indexes = await self.ctx.sessions.run(session, path)
+            cached = session.listings[self.key] = PathRows(self, names, indexes, session.mtime_ns)
         return cached
+
+    async def lookup(self, name: str) -> Node | None:
+        rows = await self.children()
+        row = rows.index_of(name)
+        return None if row is None else rows.node(row)
 
 
 class LabelsDir(ScratchHolder, SessionListing):

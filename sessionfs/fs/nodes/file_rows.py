@@ -1,5 +1,5 @@
-"""A directory listing of many files alike, whose nodes are made only when asked:
-``FileRows``.
+"""A directory listing of many files (or symlinks) alike, whose nodes are made only
+when asked: ``FileRows``.
 
 ``entries/`` of a 200,000-entry session lists 200,000 files. A node per file, with
 its key and its stat, cost ~450 bytes and a few microseconds each before the kernel
@@ -7,6 +7,7 @@ saw the first name; and the kernel's readdirplus wants only a name, a size and a
 per file (issue 26 point 6). A ``FileRows`` holds those in arrays; ``ops`` answers a
 readdirplus from them and numbers the rows with one block of inode numbers
 (`sessionfs.fs.row_blocks`). A node is made when the kernel asks about one file.
+``path/`` lists its symlinks the same way (a row's size is its target's length).
 """
 
 from __future__ import annotations
@@ -60,6 +61,18 @@ class FileRows(Sequence[tuple[str, Node]]):
 
     def stat(self, index: int) -> Stat:
         return Stat(self.sizes[index], self.mtimes_ns[index])
+
+    def extends(self, before: FileRows) -> bool:
+        """Whether this listing shows the rows of ``before`` (names, sizes, times)
+        first, in the same order: the same files, more after them (an append), so the
+        rows listed before may keep their inode numbers (`RowBlocks.block_for`)."""
+        count = len(before)
+        return (
+            len(self) >= count
+            and self.names[:count] == before.names
+            and self.sizes[:count] == before.sizes
+            and self.mtimes_ns[:count] == before.mtimes_ns
+        )
 
     def index_of(self, name: str) -> int | None:
         """The row of the file ``name`` (``None``: not listed)."""
