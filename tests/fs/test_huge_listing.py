@@ -4,7 +4,9 @@ of the bytes ``cat`` reads -- with ``ls -l``, ``stat`` and ``cat``, before and a
 a listing, after another process appends and after the file is replaced -- whether
 the listing keeps the entry files it rendered (a small session) or only their sizes
 (a big one: its rows are numbered by a block of inodes and their nodes made only when
-asked, `sessionfs.fs.row_blocks`)."""
+asked, `sessionfs.fs.row_blocks`). ``path/`` of such a session lists its symlinks the
+same way: ``ls -l`` and ``readlink`` show every link's target, ``ls -i`` keeps the
+numbers across an append, and moving ``leaf`` or replacing the file changes them."""
 
 from __future__ import annotations
 
@@ -57,12 +59,24 @@ def write_session(path: Path, count: int, words: str) -> None:
     path.write_bytes(b"\n".join(lines) + b"\n")
 
 
-def expected(path: Path) -> dict[str, bytes]:
-    """Every entry file as a parsed session renders it, by name, in file order."""
+def parsed(path: Path) -> LoadedSession:
     st = os.stat(path)
     ref = SessionRef(path.parent.name, path.stem, path, {}, st.st_mtime_ns, st.st_size)
-    session = LoadedSession.parsed(ref, open_browse(path))
+    return LoadedSession.parsed(ref, open_browse(path))
+
+
+def expected(path: Path) -> dict[str, bytes]:
+    """Every entry file as a parsed session renders it, by name, in file order."""
+    session = parsed(path)
     return {name: session.entry_bytes(i) for i, name in enumerate(session.table().names)}
+
+
+def expected_links(path: Path) -> dict[str, str]:
+    """``path/`` as a parsed session shows it: link name -> target, root first."""
+    session = parsed(path)
+    names, indexes = session.table().names, session.path_indexes()
+    width = max(4, len(str(len(indexes) - 1)))
+    return {f"{n:0{width}d}-{names[i]}": f"../entries/{names[i]}" for n, i in enumerate(indexes)}
 
 
 def run(*argv: str | Path, cwd: Path | None = None) -> bytes:
@@ -78,6 +92,29 @@ def ls_l(entries: Path) -> dict[str, tuple[int, int]]:
         _mode, _links, _uid, _gid, size, mtime, name = line.split()
         rows[name] = (int(size), int(mtime))
     return rows
+
+
+def ls_l_links(links: Path) -> dict[str, tuple[str, int]]:
+    """``ls -l`` of ``path/``: name -> (target, size), in listing order."""
+    rows = {}
+    for line in run("ls", "-ln", "-U", "--time-style=+%s", links).decode().splitlines()[1:]:
+        mode, _links, _uid, _gid, size, _mtime, name, arrow, target = line.split()
+        assert mode.startswith("l") and arrow == "->", line
+        rows[name] = (target, int(size))
+    return rows
+
+
+def assert_links_match(links: Path, want: dict[str, str]) -> None:
+    """``ls -l`` lists every link of ``want`` (name -> target) in order, at its
+    target's length; ``readlink`` of a sample and ``cat`` of the last agree."""
+    assert ls_l_links(links) == {name: (t, len(t.encode())) for name, t in want.items()}
+    names = list(want)
+    sample = names[:: max(1, len(names) // 100)] + names[-3:]
+    read = run("readlink", *sample, cwd=links).decode().splitlines()
+    assert read == [want[name] for name in sample]
+    entries = links.parent / "entries"
+    last = names[-1]
+    assert run("cat", links / last) == run("cat", entries / want[last].rsplit("/", 1)[1])
 
 
 def inode_numbers(entries: Path) -> dict[str, int]:
@@ -168,3 +205,58 @@ def test_ls_l_stat_and_cat_agree_on_every_entry_of_a_big_listing(
     first = next(iter(files))
     eventually(lambda: run("cat", entries / first) == files[first], "the replaced file", within=30)
     assert_listing_matches(entries, files)
+
+
+def test_path_of_a_long_session_lists_its_links_and_follows_appends_leaf_and_replace(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    project = tmp_path / "agent" / "sessions" / "--work--"
+    project.mkdir(parents=True)
+    file = project / "long.jsonl"
+    write_session(file, BIG, WORDS)
+    mount = mount_factory(tmp_path / "agent", "--cache-mb", str(CACHE_MB))
+    session_dir = mount.path / "sessions" / "--work--" / "long"
+    links = session_dir / "path"
+
+    # looked up before any listing, then listed
+    last = f"{BIG - 1:05d}-{BIG - 1:08x}.json"
+    assert os.readlink(links / last) == f"../entries/{BIG - 1:08x}.json"
+    want = expected_links(file)
+    assert len(want) == BIG
+    assert_links_match(links, want)
+
+    # Another process appends to the leaf: the path grows, the links listed before
+    # keep their inode numbers.
+    numbers = inode_numbers(links)
+    with open(file, "ab") as f:
+        f.write(b"".join(orjson.dumps(entry(i, "appended")) + b"\n" for i in range(BIG, BIG + 3)))
+    grown = f"{BIG + 2:05d}-{BIG + 2:08x}.json"
+    eventually(lambda: grown in os.listdir(links), "the appended links", within=30)
+    want = expected_links(file)
+    assert len(want) == BIG + 3
+    assert_links_match(links, want)
+    after = inode_numbers(links)
+    assert {name: after[name] for name in numbers} == numbers
+    assert len(set(after.values())) == len(after) == BIG + 3
+
+    # ``leaf`` moved back (in memory, until the next append): path/ ends at it.
+    middle = f"{BIG // 2:08x}"
+    run("ln", "-sfn", f"entries/{middle}.json", "leaf", cwd=session_dir)
+    assert os.readlink(session_dir / "leaf") == f"entries/{middle}.json"
+    targets = list(want.values())[: BIG // 2 + 1]  # numbered in 4 digits now
+    shorter = {f"{n:04d}-{t.rsplit('/', 1)[1]}": t for n, t in enumerate(targets)}
+    eventually(lambda: len(os.listdir(links)) == len(shorter), "the shorter path", within=30)
+    assert_links_match(links, shorter)
+    assert list(shorter)[-1] == f"{BIG // 2:04d}-{middle}.json"
+
+    # The file is replaced by another session (other ids): its path, its targets.
+    replacement = project / "long.tmp"
+    write_session(replacement, SMALL, f"{WORDS}, replaced")
+    replacement.write_bytes(replacement.read_bytes().replace(b'"0000', b'"ffff'))  # the ids
+    os.replace(replacement, file)
+    want = expected_links(file)
+    assert len(want) == SMALL and next(iter(want)).startswith("0000-f")
+    eventually(lambda: sorted(os.listdir(links)) == list(want), "the replaced path", within=30)
+    assert_links_match(links, want)
+    numbers = inode_numbers(links)
+    assert len(set(numbers.values())) == SMALL
