@@ -1,12 +1,15 @@
 """Unit tests (no mount): the inode numbers of a big listing's rows (`RowBlocks`): made
 per listing, found by number, grown by an append, let go when the kernel forgets them,
-and no longer used for lookups once their session is replaced or let go."""
+and no longer used for lookups once their session is replaced or let go; and the rows
+of ``path/`` (`PathRows`): names made when read, found by name, grown only by an
+append to the same path."""
 
 from __future__ import annotations
 
 from typing import cast
 
 from sessionfs.fs.nodes.base import DirNode, MountContext, Node, Stat
+from sessionfs.fs.nodes.entries import EntryLink, PathDir, PathRows
 from sessionfs.fs.nodes.file_rows import FileRows
 from sessionfs.fs.row_blocks import RowBlocks
 
@@ -103,3 +106,36 @@ def test_replaced_or_let_go_sessions_answer_no_lookup() -> None:
         (*DIR, "f0.json"),
         (*DIR, "f1.json"),
     ]
+
+
+def path_rows(entries: int, path: list[int], mtime_ns: int) -> PathRows:
+    parent = PathDir(cast(MountContext, None), (*DIR[:-1], "path"))
+    return PathRows(parent, [f"e{i}.json" for i in range(entries)], path, mtime_ns)
+
+
+def test_path_rows_name_size_and_find_their_links() -> None:
+    listing = path_rows(12, [0, 1, 2, 3, 5, 8], 7)
+    assert list(listing.names) == [f"{n:04d}-e{i}.json" for n, i in enumerate([0, 1, 2, 3, 5, 8])]
+    assert listing.names[-1] == "0005-e8.json" and listing.names[1:3] == list(listing.names)[1:3]
+    assert listing.stat(4) == Stat(len("../entries/e5.json"), 7)
+    assert listing.index_of("0004-e5.json") == 4
+    for wrong in ("0004-e4.json", "004-e5.json", "0006-e9.json", "00a4-e5.json", "e5.json", ""):
+        assert listing.index_of(wrong) is None, wrong
+    node = listing.node(5)
+    assert isinstance(node, EntryLink) and node.key[-1] == "0005-e8.json"
+    assert node.key[:-1] == listing.parent.key
+
+
+def test_path_rows_grow_their_block_only_by_an_append_to_the_same_path() -> None:
+    blocks, numbers = RowBlocks(), Numbers()
+    before = path_rows(10, list(range(10)), 7)
+    block = blocks.block_for(before, numbers)
+    block.remember_rows(0, 10)
+    appended = path_rows(12, list(range(12)), 8)  # the session's time moved on
+    assert appended.extends(before) and blocks.block_for(appended, numbers) is block
+    assert blocks.inode_of((*DIR[:-1], "path", "0011-e11.json")) == block.inode(11)
+    assert not path_rows(12, [0, 1, 2, 11], 8).extends(appended)  # leaf moved elsewhere
+    assert not path_rows(12, list(range(9)), 8).extends(appended)  # leaf moved back
+    renamed = PathRows(before.parent, [f"x{i}.json" for i in range(12)], list(range(12)), 8)
+    assert not renamed.extends(appended)  # other entries (a replaced file)
+    assert not path_rows(10_001, list(range(10_001)), 8).extends(appended)  # 5 digits now
