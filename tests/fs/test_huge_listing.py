@@ -53,6 +53,13 @@ def entry(i: int, words: str) -> dict[str, object]:
     }
 
 
+def agent_project(tmp_path: Path) -> Path:
+    """A project dir of the xcsh agent dir ``tmp_path/agent``, made."""
+    project = tmp_path / "agent" / "sessions" / "--work--"
+    project.mkdir(parents=True)
+    return project
+
+
 def write_session(path: Path, count: int, words: str) -> None:
     header = {"type": "session", "version": 3, "id": path.stem, "timestamp": "t", "cwd": "/"}
     lines = [orjson.dumps(header)] + [orjson.dumps(entry(i, words)) for i in range(count)]
@@ -162,8 +169,7 @@ def assert_listing_matches(entries: Path, files: dict[str, bytes], read_all: boo
 def test_ls_l_stat_and_cat_agree_on_every_entry_of_a_big_listing(
     tmp_path: Path, mount_factory: MountFactory
 ) -> None:
-    project = tmp_path / "agent" / "sessions" / "--work--"
-    project.mkdir(parents=True)
+    project = agent_project(tmp_path)
     big, small = project / "big.jsonl", project / "small.jsonl"
     write_session(big, BIG, WORDS)
     write_session(small, SMALL, WORDS)
@@ -210,8 +216,7 @@ def test_ls_l_stat_and_cat_agree_on_every_entry_of_a_big_listing(
 def test_path_of_a_long_session_lists_its_links_and_follows_appends_leaf_and_replace(
     tmp_path: Path, mount_factory: MountFactory
 ) -> None:
-    project = tmp_path / "agent" / "sessions" / "--work--"
-    project.mkdir(parents=True)
+    project = agent_project(tmp_path)
     file = project / "long.jsonl"
     write_session(file, BIG, WORDS)
     mount = mount_factory(tmp_path / "agent", "--cache-mb", str(CACHE_MB))
