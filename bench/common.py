@@ -74,14 +74,14 @@ class Row:
     baseline: str
     ratio: float
     target: str
-    ok: bool
+    #: None: a figure shown for itself, with no target
+    ok: bool | None
 
 
 def print_table(title: str, rows: list[Row]) -> None:
     headers = ("measurement", "sessionfs", "baseline", "ratio", "target", "")
     cells = [headers] + [
-        (r.name, r.ours, r.baseline, f"{r.ratio:.2f}", r.target, "ok" if r.ok else "MISSED")
-        for r in rows
+        (r.name, r.ours, r.baseline, f"{r.ratio:.2f}", r.target, _verdict(r.ok)) for r in rows
     ]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     print(f"\n{title}")
@@ -90,6 +90,10 @@ def print_table(title: str, rows: list[Row]) -> None:
         if index == 0:
             print("  " + "  ".join("-" * width for width in widths))
     sys.stdout.flush()
+
+
+def _verdict(ok: bool | None) -> str:
+    return "" if ok is None else "ok" if ok else "MISSED"
 
 
 def rss_mb(pid: int) -> float:
