@@ -19,6 +19,7 @@ from support.fixture_paths import fixture_files
 
 from core import SessionManager
 from core.formats import xcsh_file
+from core.formats.grown_bytes import GrownBytes
 from core.formats.xcsh import XcshSession
 from core.formats.xcsh_file import CompactSession, read_file
 from core.formats.xcsh_parsed import ManagerSource
@@ -317,3 +318,46 @@ def test_a_load_that_renders_nothing_does_not_hold_every_entry_at_once(tmp_path:
     warm_peak = traced_peak(lambda: LoadedSession(ref=ref_of(path)).load(warm="title"))
     assert listed_peak + (kept_peak - lean_peak) / 2 < warm_peak, (listed_peak, warm_peak)
     assert compact_session(path).table().names[-1] == "e4999.json"
+
+
+def test_appends_grow_the_held_bytes_in_place(tmp_path: Path) -> None:
+    """A catch-up takes in what was appended without copying the file held: the bytes
+    first read stay the same object, a small append's peak is a small fraction of the
+    file, and after each of many appends (torn ones completed later included) every
+    file served is the parsed session's."""
+    path = tmp_path / "sessions" / "--p--" / "long.jsonl"
+    path.parent.mkdir(parents=True)
+    header = {"type": "session", "version": 3, "id": "long", "timestamp": "t", "cwd": "/"}
+    with open(path, "wb") as f:
+        f.write(line(header))
+        for i in range(5000):
+            f.write(line(user_entry(f"e{i}", f"e{i - 1}" if i else None, f"message {i}")))
+    size = path.stat().st_size
+    compact = compact_session(path)
+    assert isinstance(compact.source, XcshSession)
+    first_read = compact.source.index.data
+    assert isinstance(first_read, bytes) and len(first_read) == size
+    parent = "e4999"
+    for i in range(40):
+        new = line(user_entry(f"n{i}", parent, f"appended {i}"))
+        parent = f"n{i}"
+        with open(path, "ab") as f:
+            if i % 3 == 1:  # torn: the rest comes with the next append
+                f.write(new[:10])
+                f.flush()
+                assert compact.refresh() == 0
+                f.write(new[10:])
+            else:
+                f.write(new)
+        if i == 20:
+            peak = traced_peak(compact.refresh)
+            assert peak < size / 10, (peak, size)
+        else:
+            assert compact.refresh() == 1
+        held = compact.source.index.data
+        assert isinstance(held, GrownBytes) and held.head is first_read
+        assert len(held) == path.stat().st_size
+        if i % 10 == 9:
+            assert_same(compact, parsed_session(path))
+    assert compact.leaf_id() == "n39" and compact.entry_count() == 5040
+    assert compact.source.memory_cost() >= path.stat().st_size
