@@ -98,7 +98,10 @@ TAIL_APPENDS_ABOVE_BYTES = 4 * 1024 * 1024
 #: again), the parse costs ~9 ms a MB once, and the parsed session's appends cost the
 #: same whatever its size. Paying for the parse only after as much went into appends
 #: through the tail (rent or buy) keeps a script or a ``*.stream`` writing thousands
-#: within twice the best of both, and a few appends never parse.
+#: within twice the best of both, and a few appends never parse. A session whose
+#: parsed form (`PARSED_SIZE_FACTOR` times its file) would not fit the cache's budget
+#: (``parse_budget``) is never parsed so: its burst keeps going through the tail (a
+#: 49 MB session parsed is ~294 MB, over ``--cache-mb 256``).
 TAIL_BURST_APPENDS = 16
 TAIL_BURST_SECONDS = 5.0
 #: What an `EntryListing` holds per entry: its file's size and time, in two arrays.
@@ -236,6 +239,9 @@ class LoadedSession:
     #: an xcsh file bigger than this (bytes) is not read into memory but a line at a
     #: time (`core.formats.xcsh_file.FileLines`): set by the cache from its budget
     whole_read_limit: int | None = None
+    #: the cache's budget (bytes): a burst of appends parses the session only when
+    #: its parsed form fits in it (`appender`); set by the cache (``None``: no bound)
+    parse_budget: int | None = None
     last_result: str | None = None
     last_error: str | None = None
     #: forks the mount started from or of this session (another agent's: its notes)
@@ -384,10 +390,10 @@ class LoadedSession:
         under the lock). The parsed session when it is held, or must be (a pinned
         leaf; another agent's session is ``EROFS``), or the file is at most
         `TAIL_APPENDS_ABOVE_BYTES`, or `TAIL_BURST_APPENDS` appends in a burst went
-        through the tail already; else a manager of the file's tail
-        (`SessionManager.open_tail`), which parses no entry of the file: with
-        ``scan`` (appends that refer to no entry) and nothing held, from the file's
-        head and tail, ids looked up by a scan of the file (`core.session_tail`);
+        through the tail already and the parsed session fits ``parse_budget``; else a
+        manager of the file's tail (`SessionManager.open_tail`), which parses no entry
+        of the file: with ``scan`` (appends that refer to no entry) and nothing held,
+        from the file's head and tail, ids looked up by a scan of the file (`core.session_tail`);
         else from the compact index, loaded now if need be. A file that cannot be
         held compact (an older format version) is parsed. After the write:
         `after_append` when what this returned is not `manager`."""
@@ -397,7 +403,7 @@ class LoadedSession:
             or self.manager is not None
             or self.pinned_leaf is not None
             or size <= TAIL_APPENDS_ABOVE_BYTES
-            or self._in_a_burst(TAIL_BURST_APPENDS)
+            or (self._in_a_burst(TAIL_BURST_APPENDS) and self._parsed_fits(size))
         ):
             return self.hydrated
         path = self.ref.path
@@ -425,6 +431,11 @@ class LoadedSession:
         return SessionManager.open_tail(
             path, tail, IndexedEntries(index.index_of_id, index.entry), index.labels
         )
+
+    def _parsed_fits(self, file_size: int) -> bool:
+        """Whether the session parsed would fit in the cache's budget."""
+        budget = self.parse_budget
+        return budget is None or file_size * PARSED_SIZE_FACTOR <= budget
 
     def _in_a_burst(self, appends: int) -> bool:
         recent = time.monotonic() - self.tail_appended_at < TAIL_BURST_SECONDS
