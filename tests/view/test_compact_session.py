@@ -23,6 +23,7 @@ from core.formats.grown_bytes import GrownBytes
 from core.formats.xcsh import XcshSession
 from core.formats.xcsh_file import CompactSession, read_file
 from core.formats.xcsh_parsed import ManagerSource
+from sessionfs.view import loaded_session
 from sessionfs.view.loaded_session import LoadedSession, open_browse
 from sessionfs.view.session_ref import SessionRef
 
@@ -349,7 +350,7 @@ def test_appends_grow_the_held_bytes_in_place(tmp_path: Path) -> None:
                 f.write(new[10:])
             else:
                 f.write(new)
-        if i == 20:
+        if i == 5:  # (before any listing: extending its table copies its name index)
             peak = traced_peak(compact.refresh)
             assert peak < size / 10, (peak, size)
         else:
@@ -361,3 +362,53 @@ def test_appends_grow_the_held_bytes_in_place(tmp_path: Path) -> None:
             assert_same(compact, parsed_session(path))
     assert compact.leaf_id() == "n39" and compact.entry_count() == 5040
     assert compact.source.memory_cost() >= path.stat().st_size
+
+
+def test_appends_extend_the_entries_listing_instead_of_measuring_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After ``ls -l entries/`` of a compact session, appended entries (another
+    process's, and one through the tail: `LoadedSession.after_append`) are measured
+    alone, and the listing is the one a fresh load gives; an id to encode, or an entry
+    without a time (its file shows the session file's mtime), has everything measured
+    again, and is right too."""
+    path = tmp_path / "sessions" / "--p--" / "listed.jsonl"
+    path.parent.mkdir(parents=True)
+    header = {"type": "session", "version": 3, "id": "listed", "timestamp": "t", "cwd": "/"}
+    with open(path, "wb") as f:
+        f.write(line(header))
+        for i in range(50):
+            f.write(line(user_entry(f"e{i}", f"e{i - 1}" if i else None, f"message {i}")))
+    session = compact_session(path)
+    session.entry_listing()
+    measured: list[object] = []
+    for name in ("pretty_json", "pretty_json_size"):
+        real = getattr(loaded_session.render, name)
+        monkeypatch.setattr(
+            loaded_session.render, name, lambda e, real=real: measured.append(e) or real(e)
+        )
+
+    def append(*entries: dict[str, Any], through_tail: bool = False) -> int:
+        with open(path, "ab") as f:
+            f.write(b"".join(line(e) for e in entries))
+        measured.clear()
+        if through_tail:
+            session.after_append()
+        else:
+            assert session.refresh() == 1
+        listing = session.entry_listing()
+        count = len(measured)
+        fresh = compact_session(path).entry_listing()
+        assert listing.table.names == fresh.table.names
+        assert listing.table.index_of_name == fresh.table.index_of_name
+        assert listing.sizes == fresh.sizes and listing.mtimes_ns == fresh.mtimes_ns
+        return count
+
+    assert append(user_entry("n1", "e49", "x"), user_entry("n2", "n1", "y")) == 2
+    assert append(user_entry("n3", "n2", "z"), through_tail=True) == 1
+    assert append(user_entry("a/b", "n3", "encoded")) == 54  # named again: all measured
+    untimed = user_entry("n4", "a/b", "no time")
+    del untimed["timestamp"]
+    assert append(untimed) == 1  # the earlier ones still have times of their own
+    assert append(user_entry("n5", "n4", "after it")) == 56  # n4's mtime moved
+    assert session.entry_bytes(55) == compact_session(path).entry_bytes(55)
