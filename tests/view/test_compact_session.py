@@ -76,6 +76,19 @@ def odd_session(tmp_path: Path) -> Path:
     return path
 
 
+def chain_session(tmp_path: Path, stem: str, entries: int) -> Path:
+    """A current-version session of ``entries`` user messages, each the child of the
+    one before (``e0``, ``e1``, ...)."""
+    path = tmp_path / "sessions" / "--p--" / f"{stem}.jsonl"
+    path.parent.mkdir(parents=True)
+    header = {"type": "session", "version": 3, "id": stem, "timestamp": "t", "cwd": "/"}
+    with open(path, "wb") as f:
+        f.write(line(header))
+        for i in range(entries):
+            f.write(line(user_entry(f"e{i}", f"e{i - 1}" if i else None, f"message {i}")))
+    return path
+
+
 def ref_of(path: Path) -> SessionRef:
     st = os.stat(path)
     header = orjson.loads(path.read_bytes().split(b"\n", 1)[0])
@@ -294,13 +307,7 @@ def test_a_load_that_renders_nothing_does_not_hold_every_entry_at_once(tmp_path:
     dict go: the same index as a build that keeps the entries for a rendering, at a
     fraction of its peak (kept, every entry is alive at the end: several times the
     file's size)."""
-    path = tmp_path / "sessions" / "--p--" / "long.jsonl"
-    path.parent.mkdir(parents=True)
-    header = {"type": "session", "version": 3, "id": "long", "timestamp": "t", "cwd": "/"}
-    with open(path, "wb") as f:
-        f.write(line(header))
-        for i in range(5000):
-            f.write(line(user_entry(f"e{i}", f"e{i - 1}" if i else None, f"message {i}")))
+    path = chain_session(tmp_path, "long", 5000)
     data, st = read_file(path)
     kept, entries = CompactSession.build(data, st)
     lean, none = CompactSession.build(data, st, keep_entries=False)
@@ -326,13 +333,7 @@ def test_appends_grow_the_held_bytes_in_place(tmp_path: Path) -> None:
     first read stay the same object, a small append's peak is a small fraction of the
     file, and after each of many appends (torn ones completed later included) every
     file served is the parsed session's."""
-    path = tmp_path / "sessions" / "--p--" / "long.jsonl"
-    path.parent.mkdir(parents=True)
-    header = {"type": "session", "version": 3, "id": "long", "timestamp": "t", "cwd": "/"}
-    with open(path, "wb") as f:
-        f.write(line(header))
-        for i in range(5000):
-            f.write(line(user_entry(f"e{i}", f"e{i - 1}" if i else None, f"message {i}")))
+    path = chain_session(tmp_path, "long", 5000)
     size = path.stat().st_size
     compact = compact_session(path)
     assert isinstance(compact.source, XcshSession)
@@ -372,13 +373,7 @@ def test_appends_extend_the_entries_listing_instead_of_measuring_it_again(
     alone, and the listing is the one a fresh load gives; an id to encode, or an entry
     without a time (its file shows the session file's mtime), has everything measured
     again, and is right too."""
-    path = tmp_path / "sessions" / "--p--" / "listed.jsonl"
-    path.parent.mkdir(parents=True)
-    header = {"type": "session", "version": 3, "id": "listed", "timestamp": "t", "cwd": "/"}
-    with open(path, "wb") as f:
-        f.write(line(header))
-        for i in range(50):
-            f.write(line(user_entry(f"e{i}", f"e{i - 1}" if i else None, f"message {i}")))
+    path = chain_session(tmp_path, "listed", 50)
     session = compact_session(path)
     session.entry_listing()
     measured: list[object] = []
