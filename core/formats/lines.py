@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from core.formats.grown_bytes import GrownBytes, grow
 from core.formats.xcsh_file import FileLines
 from core.jsonl import consumed_length, parse_object_line
 from core.safe_open import PathArg, open_regular
@@ -92,7 +93,7 @@ class LineFile:
         self.path = os.fspath(path)
         self.compressed = self.path.endswith(ZSTD_SUFFIX)
         #: the complete lines' bytes, or for a file over the limit the file itself
-        self.data: bytes | FileLines = b""
+        self.data: bytes | GrownBytes | FileLines = b""
         #: bytes of ``data`` that are complete lines (the rest waits for its newline)
         self.consumed = 0
         #: lines (blank ones included) consumed so far: the next line's number - 1
@@ -136,8 +137,9 @@ class LineFile:
         used = _complete_length(new)
         base = self.consumed
         chunk = new[:used]
-        assert isinstance(self.data, bytes)  # (a `FileLines` takes `_take_in_place`)
-        self.data = self.data[:base] + chunk if used else self.data
+        assert not isinstance(self.data, FileLines)  # (it takes `_take_in_place`)
+        if used:  # the held bytes grow in place: an append copies what it appends
+            self.data = grow(self.data, base, chunk)
         self.consumed = base + used
         return self._lines(base, chunk)
 
@@ -195,4 +197,4 @@ class LineFile:
         return self.data[start:end]
 
     def memory_cost(self) -> int:
-        return len(self.data) if isinstance(self.data, bytes) else 0
+        return 0 if isinstance(self.data, FileLines) else len(self.data)

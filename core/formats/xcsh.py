@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from core.context import build_session_context, messages_with_sources, path_to_root
 from core.entry_text import describe_entry, kind_of
 from core.formats.base import SessionSource, TranscriptMessage
+from core.formats.grown_bytes import GrownBytes
 from core.formats.xcsh_file import CompactSession, FileLines, read_file
 from core.persist import blob_refs_in
 from core.safe_open import PathArg
@@ -40,7 +41,7 @@ class XcshIndex(Protocol):
     """A session file's bytes and per-entry index (``CompactSession`` provides it)."""
 
     @property
-    def data(self) -> bytes | FileLines: ...
+    def data(self) -> bytes | GrownBytes | FileLines: ...
     @property
     def header(self) -> dict[str, Any]: ...
     #: per entry: its line's span in ``data``, its raw ``id`` and ``parentId``

@@ -4,7 +4,9 @@ A browse-loaded ``SessionManager`` holds every entry as parsed dicts: about five
 times the file's size in the daemon (issue 11), so ``--cache-mb 256`` held only ~45 MB
 of sessions. A session that is only *read* does not need that. It keeps:
 
-* ``data``: the file's bytes as read (one ``bytes`` object: its size is the file's), or
+* ``data``: the file's bytes as read (one ``bytes`` object: its size is the file's;
+  lines appended later grow it in place, a `GrownBytes`, so a catch-up costs what it
+  appends), or
   for a file bigger than the reader's budget a `FileLines`: the open file, read a line
   at a time with ``pread`` (nothing of it stays in memory; the page cache is not the
   daemon's RSS);
@@ -39,6 +41,7 @@ import orjson
 
 from core import CURRENT_SESSION_VERSION
 from core.context import path_to_root
+from core.formats.grown_bytes import GrownBytes, grow
 from core.jsonl import complete_prefix_length, consumed_length, is_header, parse_jsonl_lenient
 from core.paths import iso_to_ms
 from core.safe_open import open_regular
@@ -139,7 +142,7 @@ def parse_line(line: bytes) -> dict[str, Any] | None:
 
 
 def _object_lines(
-    data: bytes | FileLines, start: int = 0
+    data: bytes | GrownBytes | FileLines, start: int = 0
 ) -> Iterator[tuple[int, int, dict[str, Any]]]:
     """(start, end, object) of every line of ``data[start:]`` that is a JSON object,
     skipping what ``parse_jsonl_lenient`` skips."""
@@ -152,7 +155,7 @@ def _object_lines(
                 yield pos, pos + len(line), obj
 
 
-def _split_pieces(data: bytes, start: int) -> Iterator[tuple[int, bytes]]:
+def _split_pieces(data: bytes | GrownBytes, start: int) -> Iterator[tuple[int, bytes]]:
     pos = start
     for line in data[start:].split(b"\n"):
         yield pos, line
@@ -187,7 +190,8 @@ def _current_version(header: dict[str, Any]) -> bool:
 class CompactSession:
     """One session file's bytes plus a per-entry index (see the module docstring)."""
 
-    data: bytes | FileLines
+    #: the file's bytes, grown in place by catch-ups (`GrownBytes`), or a `FileLines`
+    data: bytes | GrownBytes | FileLines
     header: dict[str, Any]
     inode: int
     #: bytes of ``data`` that hold complete lines (a later catch-up reads from here)
@@ -299,7 +303,8 @@ class CompactSession:
         if end == 0:
             return 0
         base = self.consumed
-        self.data = self.data[:base] + new[:end]
+        assert not isinstance(self.data, FileLines)  # (taken in place above)
+        self.data = grow(self.data, base, new[:end])  # copies only what was appended
         self.consumed = base + end
         return self._index_appended(base)
 
@@ -382,5 +387,5 @@ class CompactSession:
     def memory_cost(self) -> int:
         """Bytes this holds: the file's bytes (none of a `FileLines`) plus the index
         (`ENTRY_INDEX_BYTES` an entry, the parsed header counted as one more)."""
-        held = len(self.data) if isinstance(self.data, bytes) else 0
+        held = 0 if isinstance(self.data, FileLines) else len(self.data)
         return held + (len(self.ids) + 1) * ENTRY_INDEX_BYTES

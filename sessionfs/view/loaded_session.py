@@ -54,7 +54,7 @@ from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.agent_notes import SessionLinks
 from sessionfs.view.branch_pages import is_branch_page, page_name, tip_indexes
 from sessionfs.view.html_images import BlobFiles
-from sessionfs.view.names import entry_file_names
+from sessionfs.view.names import appended_entry_file_names, entry_file_names
 from sessionfs.view.refusal import READ_ONLY_REASON, WriteRejected
 from sessionfs.view.renderings import parses_entries, render_source
 
@@ -98,7 +98,10 @@ TAIL_APPENDS_ABOVE_BYTES = 4 * 1024 * 1024
 #: again), the parse costs ~9 ms a MB once, and the parsed session's appends cost the
 #: same whatever its size. Paying for the parse only after as much went into appends
 #: through the tail (rent or buy) keeps a script or a ``*.stream`` writing thousands
-#: within twice the best of both, and a few appends never parse.
+#: within twice the best of both, and a few appends never parse. A session whose
+#: parsed form (`PARSED_SIZE_FACTOR` times its file) would not fit the cache's budget
+#: (``parse_budget``) is never parsed so: its burst keeps going through the tail (a
+#: 49 MB session parsed is ~294 MB, over ``--cache-mb 256``).
 TAIL_BURST_APPENDS = 16
 TAIL_BURST_SECONDS = 5.0
 #: What an `EntryListing` holds per entry: its file's size and time, in two arrays.
@@ -168,6 +171,9 @@ class EntryListing:
     table: EntryTable
     sizes: array[int]
     mtimes_ns: array[int]
+    #: an entry without a time shows the session file's mtime, which every append
+    #: changes: such a listing is not extended (`LoadedSession._entries_appended`)
+    follows_file: bool = False
 
 
 class _EntryFiles:
@@ -236,6 +242,9 @@ class LoadedSession:
     #: an xcsh file bigger than this (bytes) is not read into memory but a line at a
     #: time (`core.formats.xcsh_file.FileLines`): set by the cache from its budget
     whole_read_limit: int | None = None
+    #: the cache's budget (bytes): a burst of appends parses the session only when
+    #: its parsed form fits in it (`appender`); set by the cache (``None``: no bound)
+    parse_budget: int | None = None
     last_result: str | None = None
     last_error: str | None = None
     #: forks the mount started from or of this session (another agent's: its notes)
@@ -384,10 +393,10 @@ class LoadedSession:
         under the lock). The parsed session when it is held, or must be (a pinned
         leaf; another agent's session is ``EROFS``), or the file is at most
         `TAIL_APPENDS_ABOVE_BYTES`, or `TAIL_BURST_APPENDS` appends in a burst went
-        through the tail already; else a manager of the file's tail
-        (`SessionManager.open_tail`), which parses no entry of the file: with
-        ``scan`` (appends that refer to no entry) and nothing held, from the file's
-        head and tail, ids looked up by a scan of the file (`core.session_tail`);
+        through the tail already and the parsed session fits ``parse_budget``; else a
+        manager of the file's tail (`SessionManager.open_tail`), which parses no entry
+        of the file: with ``scan`` (appends that refer to no entry) and nothing held,
+        from the file's head and tail, ids looked up by a scan of the file (`core.session_tail`);
         else from the compact index, loaded now if need be. A file that cannot be
         held compact (an older format version) is parsed. After the write:
         `after_append` when what this returned is not `manager`."""
@@ -397,7 +406,7 @@ class LoadedSession:
             or self.manager is not None
             or self.pinned_leaf is not None
             or size <= TAIL_APPENDS_ABOVE_BYTES
-            or self._in_a_burst(TAIL_BURST_APPENDS)
+            or (self._in_a_burst(TAIL_BURST_APPENDS) and self._parsed_fits(size))
         ):
             return self.hydrated
         path = self.ref.path
@@ -425,6 +434,11 @@ class LoadedSession:
         return SessionManager.open_tail(
             path, tail, IndexedEntries(index.index_of_id, index.entry), index.labels
         )
+
+    def _parsed_fits(self, file_size: int) -> bool:
+        """Whether the session parsed would fit in the cache's budget."""
+        budget = self.parse_budget
+        return budget is None or file_size * PARSED_SIZE_FACTOR <= budget
 
     def _in_a_burst(self, appends: int) -> bool:
         recent = time.monotonic() - self.tail_appended_at < TAIL_BURST_SECONDS
@@ -457,17 +471,23 @@ class LoadedSession:
         except OSError:
             st = None
         source = self.source
+        appended_from = None
         if isinstance(source, XcshSession):
             # After the stat: lines appended in between are read now and look like a
             # change at the next check, which then finds nothing new.
+            count = len(source)
             try:
-                source.catch_up()
+                if source.catch_up() and not source.reread:
+                    appended_from = count
             except NotCompact:  # replaced meanwhile by a file not held compact
                 self.source = None
-        self._forget_renders()
-        if st is not None:
+        if st is not None:  # (first: an entry without a time shows the file's mtime)
             self.file_state = self._saw(st)
             self.checked_at = time.monotonic()
+        if appended_from is not None:
+            self._entries_appended(appended_from)
+        else:
+            self._forget_renders()
 
     def look(self) -> None:
         """Note the file as it is now without reading it (a session added to the cache
@@ -553,6 +573,7 @@ class LoadedSession:
         if state == self.file_state:
             return 0
         source = self.source
+        count = len(source) if source is not None else 0
         if source is None:
             changed = -1  # only renderings: they are simply stale now
         else:
@@ -571,7 +592,9 @@ class LoadedSession:
         elif changed < 0:
             self.apply_pin()
         self.file_state = state
-        if changed != 0:
+        if changed > 0:
+            self._entries_appended(count)
+        elif changed < 0:
             self._forget_renders()
         return changed
 
@@ -619,6 +642,43 @@ class LoadedSession:
             return False
         self.checked_at = time.monotonic()
         return True
+
+    def _entries_appended(self, count_before: int) -> None:
+        """Entries were appended, from position ``count_before`` on, and nothing else
+        changed: the renderings go; a compact session's ``entries/`` table, listing and
+        entry files kept are extended by the new entries when that gives what building
+        them again would (a 200,000-entry session's listing renders every entry: about
+        1.5 s), else they go too."""
+        table, listing, files = self._table, self._entry_listing, self._entry_bytes
+        self._forget_renders()
+        source = self.source
+        if table is None or not isinstance(source, XcshSession):
+            return
+        count = len(source)
+        if len(table.names) != count_before or count < count_before:
+            return
+        new = appended_entry_file_names(
+            table.index_of_name, [source.entry_name(i) for i in range(count_before, count)]
+        )
+        if new is None:
+            return
+        index_of_name = dict(table.index_of_name)  # (a listing may still read the old)
+        index_of_name.update(zip(new, range(count_before, count), strict=True))
+        self._table = EntryTable(table.names + new, index_of_name)
+        for index, data in files.items():  # entry files never change
+            self._keep_entry_file(index, data)
+        if listing is not None and not listing.follows_file and len(listing.sizes) == count_before:
+            measured = _EntryFiles(keep=False)
+            times = [source.entry_time_ms(i) for i in range(count_before, count)]
+            for index in range(count_before, count):
+                measured(source.entry_view(index))
+            sizes = array("q", listing.sizes)
+            sizes.extend(measured.sizes)
+            mtimes = array("q", listing.mtimes_ns)
+            mtimes.extend(self._mtime_ns(ms) for ms in times)
+            self._entry_listing = EntryListing(
+                self._table, sizes, mtimes, follows_file=None in times
+            )
 
     def _forget_renders(self) -> None:
         self.version += 1
@@ -738,7 +798,7 @@ class LoadedSession:
                 self._keep_entry_file(index, data)
         times = self._held().entry_times_ms()
         mtimes = array("q", [self._mtime_ns(ms) for ms in times])
-        return EntryListing(self.table(), files.sizes, mtimes)
+        return EntryListing(self.table(), files.sizes, mtimes, follows_file=None in times)
 
     def _over_read_limit(self) -> bool:
         limit = self.whole_read_limit

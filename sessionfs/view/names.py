@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import cast
 
 __all__ = [
     "ENTRY_SUFFIX",
     "NAME_MAX",
     "PATH_NUMBER_RESERVE",
+    "appended_entry_file_names",
     "decode_name",
     "dedupe",
     "encode_name",
@@ -157,6 +158,20 @@ def entry_file_names(ids: Sequence[object]) -> list[str]:
     entries in file order; an entry without a usable id is ``~<index>``."""
     plain = _plain_entry_file_names(ids)
     return plain if plain is not None else general_entry_file_names(ids)
+
+
+def appended_entry_file_names(
+    names_before: Collection[str], ids: Sequence[object]
+) -> list[str] | None:
+    """The names of entries appended after those named ``names_before``, when they
+    are what `entry_file_names` of all the ids would give them while leaving every
+    earlier name as it is: each a plain id (see `_plain_entry_file_names`) that no
+    earlier name and no other new one already is. ``None`` otherwise (a duplicate,
+    an id to encode or to shorten: the caller names them all again)."""
+    names = _plain_entry_file_names(ids)
+    if names is None or any(name in names_before for name in names):
+        return None
+    return names
 
 
 def general_entry_file_names(ids: Sequence[object]) -> list[str]:

@@ -260,6 +260,7 @@ class SessionCache:
             warming = warm if ref.size <= limit or not heavy else None
             session = self.new_session(ref)
             session.whole_read_limit = limit  # bigger: not renderable, nor read whole
+            session.parse_budget = self.budget  # a burst of appends parses within it
             session.pinned_leaf = self._dropped_pins.pop((project, stem), None)
             self._take_notes(session)
             outcome = self._dropped_outcomes.pop((project, stem), (None, None))

@@ -139,3 +139,39 @@ def test_a_burst_of_appends_to_a_big_session_parses_it_once(
     entries = on_disk(file).get_entries()[-TAIL_BURST_APPENDS - 1 :]
     assert [e["parentId"] for e in entries[1:]] == [e["id"] for e in entries[:-1]]
     assert {e["message"]["content"][0]["text"] for e in entries} == {"dropped with cp"}
+
+
+def test_a_burst_never_parses_a_session_too_big_for_the_cache(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """With a ``--cache-mb`` the parsed session (six times its file) would not fit, a
+    burst of appends well past `TAIL_BURST_APPENDS` keeps going through the tail:
+    first with nothing read (no load at all), then with the session held compact for
+    ``ls entries/`` (one load, and the cache holds about its file, not six times it).
+    Every append lands, in order, chained, after every byte that was there."""
+    agent_dir, file = big_session(tmp_path)
+    size_mb = file.stat().st_size / 2**20
+    cache_mb = 16
+    assert size_mb * 6 > cache_mb  # (PARSED_SIZE_FACTOR)
+    mount = mount_factory(agent_dir, "--cache-mb", str(cache_mb))
+    d = session_dir(mount, file)
+    before = file.read_bytes()
+    burst = TAIL_BURST_APPENDS + 4
+    message = tmp_path / "msg.json"
+    texts = [f"burst {n}" for n in range(2 * burst)]
+    for n, text in enumerate(texts[:burst]):
+        message.write_bytes(orjson.dumps(user(text)))
+        subprocess.run(["cp", str(message), str(d / "append" / f"m{n}.json")], check=True)
+    assert read_ctl(mount.path)["cache_loads"] == "0"
+    assert held_mb(mount.path) < 1
+    assert len(os.listdir(d / "entries")) == len(on_disk(file).get_entries())
+    for n, text in enumerate(texts[burst:]):
+        message.write_bytes(orjson.dumps(user(text)))
+        subprocess.run(["cp", str(message), str(d / "append" / f"n{n}.json")], check=True)
+        assert held_mb(mount.path) < 3 * size_mb  # compact (parsed: 6x and more)
+    assert read_ctl(mount.path)["cache_loads"] == "1"
+    assert file.read_bytes().startswith(before)
+    entries = on_disk(file).get_entries()[-len(texts) :]
+    assert [e["message"]["content"][0]["text"] for e in entries] == texts
+    assert [e["parentId"] for e in entries[1:]] == [e["id"] for e in entries[:-1]]
+    assert f"{entries[-1]['id']}.json" in os.listdir(d / "entries")

@@ -19,9 +19,11 @@ from support.fixture_paths import fixture_files
 
 from core import SessionManager
 from core.formats import xcsh_file
+from core.formats.grown_bytes import GrownBytes
 from core.formats.xcsh import XcshSession
 from core.formats.xcsh_file import CompactSession, read_file
 from core.formats.xcsh_parsed import ManagerSource
+from sessionfs.view import loaded_session
 from sessionfs.view.loaded_session import LoadedSession, open_browse
 from sessionfs.view.session_ref import SessionRef
 
@@ -71,6 +73,19 @@ def odd_session(tmp_path: Path) -> Path:
         b'{"type":"message","id":"torn',
     ]
     path.write_bytes(b"".join(lines))
+    return path
+
+
+def chain_session(tmp_path: Path, stem: str, entries: int) -> Path:
+    """A current-version session of ``entries`` user messages, each the child of the
+    one before (``e0``, ``e1``, ...)."""
+    path = tmp_path / "sessions" / "--p--" / f"{stem}.jsonl"
+    path.parent.mkdir(parents=True)
+    header = {"type": "session", "version": 3, "id": stem, "timestamp": "t", "cwd": "/"}
+    with open(path, "wb") as f:
+        f.write(line(header))
+        for i in range(entries):
+            f.write(line(user_entry(f"e{i}", f"e{i - 1}" if i else None, f"message {i}")))
     return path
 
 
@@ -292,13 +307,7 @@ def test_a_load_that_renders_nothing_does_not_hold_every_entry_at_once(tmp_path:
     dict go: the same index as a build that keeps the entries for a rendering, at a
     fraction of its peak (kept, every entry is alive at the end: several times the
     file's size)."""
-    path = tmp_path / "sessions" / "--p--" / "long.jsonl"
-    path.parent.mkdir(parents=True)
-    header = {"type": "session", "version": 3, "id": "long", "timestamp": "t", "cwd": "/"}
-    with open(path, "wb") as f:
-        f.write(line(header))
-        for i in range(5000):
-            f.write(line(user_entry(f"e{i}", f"e{i - 1}" if i else None, f"message {i}")))
+    path = chain_session(tmp_path, "long", 5000)
     data, st = read_file(path)
     kept, entries = CompactSession.build(data, st)
     lean, none = CompactSession.build(data, st, keep_entries=False)
@@ -317,3 +326,84 @@ def test_a_load_that_renders_nothing_does_not_hold_every_entry_at_once(tmp_path:
     warm_peak = traced_peak(lambda: LoadedSession(ref=ref_of(path)).load(warm="title"))
     assert listed_peak + (kept_peak - lean_peak) / 2 < warm_peak, (listed_peak, warm_peak)
     assert compact_session(path).table().names[-1] == "e4999.json"
+
+
+def test_appends_grow_the_held_bytes_in_place(tmp_path: Path) -> None:
+    """A catch-up takes in what was appended without copying the file held: the bytes
+    first read stay the same object, a small append's peak is a small fraction of the
+    file, and after each of many appends (torn ones completed later included) every
+    file served is the parsed session's."""
+    path = chain_session(tmp_path, "long", 5000)
+    size = path.stat().st_size
+    compact = compact_session(path)
+    assert isinstance(compact.source, XcshSession)
+    first_read = compact.source.index.data
+    assert isinstance(first_read, bytes) and len(first_read) == size
+    parent = "e4999"
+    for i in range(40):
+        new = line(user_entry(f"n{i}", parent, f"appended {i}"))
+        parent = f"n{i}"
+        with open(path, "ab") as f:
+            if i % 3 == 1:  # torn: the rest comes with the next append
+                f.write(new[:10])
+                f.flush()
+                assert compact.refresh() == 0
+                f.write(new[10:])
+            else:
+                f.write(new)
+        if i == 5:  # (before any listing: extending its table copies its name index)
+            peak = traced_peak(compact.refresh)
+            assert peak < size / 10, (peak, size)
+        else:
+            assert compact.refresh() == 1
+        held = compact.source.index.data
+        assert isinstance(held, GrownBytes) and held.head is first_read
+        assert len(held) == path.stat().st_size
+        if i % 10 == 9:
+            assert_same(compact, parsed_session(path))
+    assert compact.leaf_id() == "n39" and compact.entry_count() == 5040
+    assert compact.source.memory_cost() >= path.stat().st_size
+
+
+def test_appends_extend_the_entries_listing_instead_of_measuring_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After ``ls -l entries/`` of a compact session, appended entries (another
+    process's, and one through the tail: `LoadedSession.after_append`) are measured
+    alone, and the listing is the one a fresh load gives; an id to encode, or an entry
+    without a time (its file shows the session file's mtime), has everything measured
+    again, and is right too."""
+    path = chain_session(tmp_path, "listed", 50)
+    session = compact_session(path)
+    session.entry_listing()
+    measured: list[object] = []
+    for name in ("pretty_json", "pretty_json_size"):
+        real = getattr(loaded_session.render, name)
+        monkeypatch.setattr(
+            loaded_session.render, name, lambda e, real=real: measured.append(e) or real(e)
+        )
+
+    def append(*entries: dict[str, Any], through_tail: bool = False) -> int:
+        with open(path, "ab") as f:
+            f.write(b"".join(line(e) for e in entries))
+        measured.clear()
+        if through_tail:
+            session.after_append()
+        else:
+            assert session.refresh() == 1
+        listing = session.entry_listing()
+        count = len(measured)
+        fresh = compact_session(path).entry_listing()
+        assert listing.table.names == fresh.table.names
+        assert listing.table.index_of_name == fresh.table.index_of_name
+        assert listing.sizes == fresh.sizes and listing.mtimes_ns == fresh.mtimes_ns
+        return count
+
+    assert append(user_entry("n1", "e49", "x"), user_entry("n2", "n1", "y")) == 2
+    assert append(user_entry("n3", "n2", "z"), through_tail=True) == 1
+    assert append(user_entry("a/b", "n3", "encoded")) == 54  # named again: all measured
+    untimed = user_entry("n4", "a/b", "no time")
+    del untimed["timestamp"]
+    assert append(untimed) == 1  # the earlier ones still have times of their own
+    assert append(user_entry("n5", "n4", "after it")) == 56  # n4's mtime moved
+    assert session.entry_bytes(55) == compact_session(path).entry_bytes(55)
