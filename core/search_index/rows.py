@@ -87,15 +87,17 @@ def fingerprints(fd: int, indexed_to: int) -> tuple[int, int]:
 
 
 def _lines(data: bytes, base: int) -> Iterator[tuple[int, bytes]]:
-    """(file offset, line) of every complete non-blank line of ``data`` (which starts
-    at file offset ``base``)."""
+    """(file offset, line) of every complete non-empty line of ``data`` (which starts
+    at file offset ``base``). A line of only spaces is handed out too (it parses as
+    nothing): then every line left out is a lone newline, one byte, and a line's
+    number is known from offsets alone, as ``entries/`` numbers it
+    (`core.search_index.formats.numbered_lines`)."""
     start = 0
     end = data.rfind(b"\n") + 1
     while start < end:
         newline = data.index(b"\n", start)
-        line = data[start:newline]
-        if line and not line.isspace():
-            yield base + start, line
+        if newline > start:
+            yield base + start, data[start:newline]
         start = newline + 1
 
 

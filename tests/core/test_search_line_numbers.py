@@ -1,0 +1,124 @@
+"""Search names lines as ``entries/`` does, whatever the bytes: a line of spaces, an
+empty line, junk, a torn or blank tail, an object without its newline at the end.
+Codex's and Gemini's rows are named by line number (``NNNNNN-<kind>``), so a hit's name
+must be one the file's reader (`core.formats.lines.LineFile`) gives an entry."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.formats.codex import CodexSession
+from core.formats.gemini import GeminiSession
+from core.formats.gemini_search import GEMINI_SEARCH
+from core.formats.lines import LineFile
+from core.search_index.formats import CODEX, FileFormat, numbered_lines
+from core.search_index.rows import ChunkedLines
+
+CODEX_SAID = {
+    "timestamp": "2026-03-01T10:00:01.000Z",
+    "type": "response_item",
+    "payload": {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "quokka"}],
+    },
+}
+GEMINI_SAID = {
+    "id": "m1",
+    "type": "gemini",
+    "timestamp": "2026-03-01T10:00:01Z",
+    "content": "quokka",
+}
+
+# The pieces a file is made of: a line each (its newline added), or a last piece
+# without one (an object, a torn half, blanks).
+LINE = st.sampled_from(
+    [b"", b" ", b"   ", b"\t ", b" \r", b"\r", b"junk", b"{", b"[1]", b"{}", b"OBJ", b"OBJ  "]
+)
+TAIL = st.sampled_from([b"", b"OBJ", b"  ", b"\t", b'{"type":"resp', b"junk", b"OBJ \n  "])
+
+
+def _file(lines: list[bytes], tail: bytes, said: dict[str, object]) -> bytes:
+    obj = json.dumps(said).encode()
+    return b"".join(line + b"\n" for line in lines).replace(b"OBJ", obj) + tail.replace(b"OBJ", obj)
+
+
+def _chunks(data: bytes, cuts: list[int]) -> list[bytes]:
+    """``data`` cut where the index's reads may end (its chunks)."""
+    points = sorted({0, len(data), *(c % (len(data) + 1) for c in cuts)})
+    return [data[a:b] for a, b in itertools.pairwise(points)]
+
+
+def _complete_numbers(path: Path, data: bytes) -> list[int]:
+    """LineFile's numbers of the lines that end with a newline (the index reads only
+    those: a last line without one is not read yet)."""
+    return [line.number for line in LineFile(path).load() if data[line.end : line.end + 1] == b"\n"]
+
+
+def _check(
+    path: Path, data: bytes, cuts: list[int], file_format: FileFormat, names: list[str]
+) -> None:
+    path.write_bytes(data)
+    numbered = numbered_lines(ChunkedLines(_chunks(data, cuts)))
+    searched = [number for number, _, line in numbered if not line.isspace()]
+    assert searched == _complete_numbers(path, data)
+    _, rows = file_format.whole_file_rows(ChunkedLines(_chunks(data, cuts)))
+    hits = [row.entry_id for row in rows]
+    assert set(hits) <= set(names), (hits, names)
+    # Every complete line that says the word is found.
+    said = sum(1 for line in data.split(b"\n")[:-1] if b"quokka" in line)
+    assert len(hits) == said
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(LINE, max_size=12),
+    tail=TAIL,
+    cuts=st.lists(st.integers(min_value=0, max_value=4000), max_size=4),
+)
+def test_codex_hits_name_entries_the_mount_shows(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], tail: bytes, cuts: list[int]
+) -> None:
+    path = (tmp_path_factory.mktemp("codex")) / "rollout-x.jsonl"
+    data = _file(lines, tail, CODEX_SAID)
+    path.write_bytes(data)
+    source = CodexSession(path)
+    _check(path, data, cuts, CODEX, [source.entry_name(i) for i in range(len(source))])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(LINE, max_size=12),
+    tail=TAIL,
+    cuts=st.lists(st.integers(min_value=0, max_value=4000), max_size=4),
+    blank_first=st.booleans(),
+)
+def test_gemini_hits_name_entries_the_mount_shows(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[bytes],
+    tail: bytes,
+    cuts: list[int],
+    blank_first: bool,
+) -> None:
+    """Gemini tells a record file from an older document by its first line: lines of
+    spaces before the first record do not make a record file a document."""
+    path = (tmp_path_factory.mktemp("gemini")) / "session-x.jsonl"
+    # A record file: its first line with content is an object (else search reads
+    # it as an older document, as Gemini's own loader does).
+    lead = [b"  "] if blank_first else []
+    data = _file([*lead, b"OBJ", *lines], tail, GEMINI_SAID)
+    path.write_bytes(data)
+    source = GeminiSession(path)
+    _check(path, data, cuts, GEMINI_SEARCH, [source.entry_name(i) for i in range(len(source))])
+
+
+def test_a_line_of_spaces_is_one_line() -> None:
+    """The file of the bug report: search numbered it [1, 6]."""
+    data = b'{"a":1}\n   \n{"b":2}\n'
+    assert [n for n, _, line in numbered_lines(ChunkedLines([data])) if line.strip()] == [1, 3]
