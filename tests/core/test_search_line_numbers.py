@@ -6,7 +6,6 @@ must be one the file's reader (`core.formats.lines.LineFile`) gives an entry."""
 from __future__ import annotations
 
 import itertools
-import json
 from pathlib import Path
 
 import pytest
@@ -20,21 +19,12 @@ from core.formats.lines import LineFile
 from core.search_index.formats import CODEX, FileFormat, numbered_lines
 from core.search_index.rows import ChunkedLines
 
-CODEX_SAID = {
-    "timestamp": "2026-03-01T10:00:01.000Z",
-    "type": "response_item",
-    "payload": {
-        "type": "message",
-        "role": "assistant",
-        "content": [{"type": "output_text", "text": "quokka"}],
-    },
-}
-GEMINI_SAID = {
-    "id": "m1",
-    "type": "gemini",
-    "timestamp": "2026-03-01T10:00:01Z",
-    "content": "quokka",
-}
+#: one line each that says the word (what the readers name ``NNNNNN-<kind>``)
+CODEX_SAID = (
+    b'{"timestamp":"2026-03-01T10:00:01.000Z","type":"response_item","payload":'
+    b'{"type":"message","role":"assistant","content":[{"type":"output_text","text":"quokka"}]}}'
+)
+GEMINI_SAID = b'{"id":"m1","type":"gemini","timestamp":"2026-03-01T10:00:01Z","content":"quokka"}'
 
 # The pieces a file is made of: a line each (its newline added), or a last piece
 # without one (an object, a torn half, blanks).
@@ -44,9 +34,10 @@ LINE = st.sampled_from(
 TAIL = st.sampled_from([b"", b"OBJ", b"  ", b"\t", b'{"type":"resp', b"junk", b"OBJ \n  "])
 
 
-def _file(lines: list[bytes], tail: bytes, said: dict[str, object]) -> bytes:
-    obj = json.dumps(said).encode()
-    return b"".join(line + b"\n" for line in lines).replace(b"OBJ", obj) + tail.replace(b"OBJ", obj)
+def _file(lines: list[bytes], tail: bytes, said: bytes) -> bytes:
+    return b"".join(line + b"\n" for line in lines).replace(b"OBJ", said) + tail.replace(
+        b"OBJ", said
+    )
 
 
 def _chunks(data: bytes, cuts: list[int]) -> list[bytes]:
