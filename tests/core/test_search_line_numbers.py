@@ -12,11 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.formats.claude import ClaudeSession
 from core.formats.codex import CodexSession
 from core.formats.gemini import GeminiSession
 from core.formats.gemini_search import GEMINI_SEARCH
 from core.formats.lines import LineFile
-from core.search_index.formats import CODEX, FileFormat, numbered_lines
+from core.search_index import SearchIndex
+from core.search_index.formats import CLAUDE, CODEX, FileFormat, numbered_lines
 from core.search_index.rows import ChunkedLines
 
 #: one line each that says the word (what the readers name ``NNNNNN-<kind>``)
@@ -46,25 +48,18 @@ def _chunks(data: bytes, cuts: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in itertools.pairwise(points)]
 
 
-def _complete_numbers(path: Path, data: bytes) -> list[int]:
-    """LineFile's numbers of the lines that end with a newline (the index reads only
-    those: a last line without one is not read yet)."""
-    return [line.number for line in LineFile(path).load() if data[line.end : line.end + 1] == b"\n"]
-
-
 def _check(
     path: Path, data: bytes, cuts: list[int], file_format: FileFormat, names: list[str]
 ) -> None:
     path.write_bytes(data)
+    read = list(LineFile(path).load())
     numbered = numbered_lines(ChunkedLines(_chunks(data, cuts)))
-    searched = [number for number, _, line in numbered if not line.isspace()]
-    assert searched == _complete_numbers(path, data)
+    assert [n for n, _, line in numbered if not line.isspace()] == [x.number for x in read]
     _, rows = file_format.whole_file_rows(ChunkedLines(_chunks(data, cuts)))
     hits = [row.entry_id for row in rows]
     assert set(hits) <= set(names), (hits, names)
-    # Every complete line that says the word is found.
-    said = sum(1 for line in data.split(b"\n")[:-1] if b"quokka" in line)
-    assert len(hits) == said
+    # Every line entries/ reads that says the word is found.
+    assert len(hits) == sum(b"quokka" in data[x.start : x.end] for x in read)
 
 
 @settings(max_examples=300, deadline=None)
@@ -113,3 +108,61 @@ def test_a_line_of_spaces_is_one_line() -> None:
     """The file of the bug report: search numbered it [1, 6]."""
     data = b'{"a":1}\n   \n{"b":2}\n'
     assert [n for n, _, line in numbered_lines(ChunkedLines([data])) if line.strip()] == [1, 3]
+
+
+# A Claude Code line saying the word, its uuid numbered (``{n}``) so every one differs.
+CLAUDE_SAID = (
+    b'{"type":"user","uuid":"u{n}","parentUuid":null,"sessionId":"s1",'
+    b'"timestamp":"2026-03-01T10:00:01.000Z","message":{"role":"user","content":"quokka"}}'
+)
+CLAUDE_LINE = st.sampled_from([b"", b"  ", b"junk", b"OBJ", b"OBJ ", b"OBJOBJ"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lines=st.lists(CLAUDE_LINE, max_size=8),
+    tail=TAIL,
+    cuts=st.lists(st.integers(min_value=0, max_value=4000), max_size=4),
+)
+def test_appended_claude_hits_are_the_entries_a_fresh_read_shows(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], tail: bytes, cuts: list[int]
+) -> None:
+    """A growing Claude file indexed at random cuts (a cut may fall inside a line,
+    after an object without its newline, or between two objects of one line): the
+    hits are the entries a fresh read shows that say the word."""
+    base = tmp_path_factory.mktemp("claude")
+    path = base / "claude" / "projects" / "-w" / "s1.jsonl"
+    path.parent.mkdir(parents=True)
+    data = _file(lines, tail, b"OBJ")
+    for n in range(data.count(b"OBJ")):
+        data = data.replace(b"OBJ", CLAUDE_SAID.replace(b"{n}", str(n).encode()), 1)
+    path.write_bytes(b"")
+    with SearchIndex(base / "db", file_format=CLAUDE) as index:
+        for piece in _chunks(data, cuts):
+            with path.open("ab") as f:
+                f.write(piece)
+            index.update(str(base / "claude"))
+        hits = sorted(h.entry_id for h in index.search("quokka"))
+    source = ClaudeSession(path)
+    names = [source.entry_name(i) for i in range(len(source))]
+    read = [x.obj for x in LineFile(path).load() if x.obj is not None]
+    assert hits == sorted(str(obj["uuid"]) for obj in read if "uuid" in obj)
+    assert set(hits) <= set(names)
+
+
+def test_an_object_without_its_newline_then_more_on_its_line(tmp_path: Path) -> None:
+    """Indexed while it had no newline, the object is a line (entries/ shows it); then
+    a second object is written on the same line: a fresh read sees one junk line, and
+    the index reads the file again rather than keep the first or add the second."""
+    path = tmp_path / "claude" / "projects" / "-w" / "s1.jsonl"
+    path.parent.mkdir(parents=True)
+    first, second = (CLAUDE_SAID.replace(b"{n}", n) for n in (b"1", b"2"))
+    path.write_bytes(first)
+    with SearchIndex(tmp_path / "db", file_format=CLAUDE) as index:
+        index.update(str(tmp_path / "claude"))
+        assert [h.entry_id for h in index.search("quokka")] == ["u1"]
+        with path.open("ab") as f:
+            f.write(second + b"\n")
+        assert index.update(str(tmp_path / "claude")).files_indexed == 1
+        assert index.search("quokka") == []
+    assert [x.obj for x in LineFile(path).load()] == [None]
