@@ -34,6 +34,8 @@ LINE = st.sampled_from(
     [b"", b" ", b"   ", b"\t ", b" \r", b"\r", b"junk", b"{", b"[1]", b"{}", b"OBJ", b"OBJ  "]
 )
 TAIL = st.sampled_from([b"", b"OBJ", b"  ", b"\t", b'{"type":"resp', b"junk", b"OBJ \n  "])
+#: where the index's reads of a file end (`_chunks`)
+CUTS = st.lists(st.integers(min_value=0, max_value=4000), max_size=4)
 
 
 def _file(lines: list[bytes], tail: bytes, said: bytes) -> bytes:
@@ -63,11 +65,7 @@ def _check(
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    lines=st.lists(LINE, max_size=12),
-    tail=TAIL,
-    cuts=st.lists(st.integers(min_value=0, max_value=4000), max_size=4),
-)
+@given(lines=st.lists(LINE, max_size=12), tail=TAIL, cuts=CUTS)
 def test_codex_hits_name_entries_the_mount_shows(
     tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], tail: bytes, cuts: list[int]
 ) -> None:
@@ -79,12 +77,7 @@ def test_codex_hits_name_entries_the_mount_shows(
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    lines=st.lists(LINE, max_size=12),
-    tail=TAIL,
-    cuts=st.lists(st.integers(min_value=0, max_value=4000), max_size=4),
-    blank_first=st.booleans(),
-)
+@given(lines=st.lists(LINE, max_size=12), tail=TAIL, cuts=CUTS, blank_first=st.booleans())
 def test_gemini_hits_name_entries_the_mount_shows(
     tmp_path_factory: pytest.TempPathFactory,
     lines: list[bytes],
@@ -119,11 +112,7 @@ CLAUDE_LINE = st.sampled_from([b"", b"  ", b"junk", b"OBJ", b"OBJ ", b"OBJOBJ"])
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    lines=st.lists(CLAUDE_LINE, max_size=8),
-    tail=TAIL,
-    cuts=st.lists(st.integers(min_value=0, max_value=4000), max_size=4),
-)
+@given(lines=st.lists(CLAUDE_LINE, max_size=8), tail=TAIL, cuts=CUTS)
 def test_appended_claude_hits_are_the_entries_a_fresh_read_shows(
     tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], tail: bytes, cuts: list[int]
 ) -> None:
