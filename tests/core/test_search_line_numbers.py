@@ -1,7 +1,8 @@
 """Search names lines as ``entries/`` does, whatever the bytes: a line of spaces, an
 empty line, junk, a torn or blank tail, an object without its newline at the end.
-Codex's and Gemini's rows are named by line number (``NNNNNN-<kind>``), so a hit's name
-must be one the file's reader (`core.formats.lines.LineFile`) gives an entry."""
+Codex's, Gemini's and Cursor transcripts' rows are named by line number
+(``NNNNNN-<kind>``), so a hit's name must be one the file's reader
+(`core.formats.lines.LineFile`) gives an entry."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from hypothesis import strategies as st
 
 from core.formats.claude import ClaudeSession
 from core.formats.codex import CodexSession
+from core.formats.cursor import CursorTranscriptSession
+from core.formats.cursor_agent import CURSOR_SEARCH
 from core.formats.gemini import GeminiSession
 from core.formats.gemini_search import GEMINI_SEARCH
 from core.formats.lines import LineFile
@@ -26,6 +29,7 @@ CODEX_SAID = (
     b'{"timestamp":"2026-03-01T10:00:01.000Z","type":"response_item","payload":'
     b'{"type":"message","role":"assistant","content":[{"type":"output_text","text":"quokka"}]}}'
 )
+CURSOR_SAID = b'{"role":"assistant","message":{"content":[{"type":"text","text":"quokka"}]}}'
 GEMINI_SAID = b'{"id":"m1","type":"gemini","timestamp":"2026-03-01T10:00:01Z","content":"quokka"}'
 
 # The pieces a file is made of: a line each (its newline added), or a last piece
@@ -95,6 +99,18 @@ def test_gemini_hits_name_entries_the_mount_shows(
     path.write_bytes(data)
     source = GeminiSession(path)
     _check(path, data, cuts, GEMINI_SEARCH, [source.entry_name(i) for i in range(len(source))])
+
+
+@settings(max_examples=150, deadline=None)
+@given(lines=st.lists(LINE, max_size=12), tail=TAIL, cuts=CUTS)
+def test_cursor_transcript_hits_name_entries_the_mount_shows(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], tail: bytes, cuts: list[int]
+) -> None:
+    path = (tmp_path_factory.mktemp("cursor")) / "transcript.jsonl"
+    data = _file(lines, tail, CURSOR_SAID)
+    path.write_bytes(data)
+    source = CursorTranscriptSession(path)
+    _check(path, data, cuts, CURSOR_SEARCH, [source.entry_name(i) for i in range(len(source))])
 
 
 def test_a_line_of_spaces_is_one_line() -> None:
