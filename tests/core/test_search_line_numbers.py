@@ -7,12 +7,14 @@ Codex's, Gemini's and Cursor transcripts' rows are named by line number
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.formats.base import SessionSource
 from core.formats.claude import ClaudeSession
 from core.formats.codex import CodexSession
 from core.formats.cursor import CursorTranscriptSession
@@ -55,29 +57,46 @@ def _chunks(data: bytes, cuts: list[int]) -> list[bytes]:
 
 
 def _check(
-    path: Path, data: bytes, cuts: list[int], file_format: FileFormat, names: list[str]
+    path: Path,
+    data: bytes,
+    cuts: list[int],
+    file_format: FileFormat,
+    reader: Callable[[Path], SessionSource],
 ) -> None:
+    """Search's numbers of ``data`` (read in ``cuts``) are LineFile's, and its hits
+    are the entries ``reader`` (what ``entries/`` shows) has that say the word."""
     path.write_bytes(data)
+    source = reader(path)
+    names = [source.entry_name(i) for i in range(len(source))]
     read = list(LineFile(path).load())
     numbered = numbered_lines(ChunkedLines(_chunks(data, cuts)))
     assert [n for n, _, line in numbered if not line.isspace()] == [x.number for x in read]
     _, rows = file_format.whole_file_rows(ChunkedLines(_chunks(data, cuts)))
     hits = [row.entry_id for row in rows]
     assert set(hits) <= set(names), (hits, names)
-    # Every line entries/ reads that says the word is found.
     assert len(hits) == sum(b"quokka" in data[x.start : x.end] for x in read)
 
 
-@settings(max_examples=300, deadline=None)
+#: (file name, a line that says the word, search's format, the reader)
+BY_NUMBER = {
+    "codex": ("rollout-x.jsonl", CODEX_SAID, CODEX, CodexSession),
+    "cursor": ("transcript.jsonl", CURSOR_SAID, CURSOR_SEARCH, CursorTranscriptSession),
+}
+
+
+@pytest.mark.parametrize("agent", sorted(BY_NUMBER))
+@settings(max_examples=200, deadline=None)
 @given(lines=st.lists(LINE, max_size=12), tail=TAIL, cuts=CUTS)
-def test_codex_hits_name_entries_the_mount_shows(
-    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], tail: bytes, cuts: list[int]
+def test_hits_name_entries_the_mount_shows(
+    tmp_path_factory: pytest.TempPathFactory,
+    agent: str,
+    lines: list[bytes],
+    tail: bytes,
+    cuts: list[int],
 ) -> None:
-    path = (tmp_path_factory.mktemp("codex")) / "rollout-x.jsonl"
-    data = _file(lines, tail, CODEX_SAID)
-    path.write_bytes(data)
-    source = CodexSession(path)
-    _check(path, data, cuts, CODEX, [source.entry_name(i) for i in range(len(source))])
+    name, said, file_format, reader = BY_NUMBER[agent]
+    path = tmp_path_factory.mktemp(agent) / name
+    _check(path, _file(lines, tail, said), cuts, file_format, reader)
 
 
 @settings(max_examples=300, deadline=None)
@@ -91,26 +110,12 @@ def test_gemini_hits_name_entries_the_mount_shows(
 ) -> None:
     """Gemini tells a record file from an older document by its first line: lines of
     spaces before the first record do not make a record file a document."""
-    path = (tmp_path_factory.mktemp("gemini")) / "session-x.jsonl"
+    path = tmp_path_factory.mktemp("gemini") / "session-x.jsonl"
     # A record file: its first line with content is an object (else search reads
     # it as an older document, as Gemini's own loader does).
     lead = [b"  "] if blank_first else []
     data = _file([*lead, b"OBJ", *lines], tail, GEMINI_SAID)
-    path.write_bytes(data)
-    source = GeminiSession(path)
-    _check(path, data, cuts, GEMINI_SEARCH, [source.entry_name(i) for i in range(len(source))])
-
-
-@settings(max_examples=150, deadline=None)
-@given(lines=st.lists(LINE, max_size=12), tail=TAIL, cuts=CUTS)
-def test_cursor_transcript_hits_name_entries_the_mount_shows(
-    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], tail: bytes, cuts: list[int]
-) -> None:
-    path = (tmp_path_factory.mktemp("cursor")) / "transcript.jsonl"
-    data = _file(lines, tail, CURSOR_SAID)
-    path.write_bytes(data)
-    source = CursorTranscriptSession(path)
-    _check(path, data, cuts, CURSOR_SEARCH, [source.entry_name(i) for i in range(len(source))])
+    _check(path, data, cuts, GEMINI_SEARCH, GeminiSession)
 
 
 def test_a_line_of_spaces_is_one_line() -> None:
