@@ -183,6 +183,8 @@ def consumed_length(data: bytes) -> int:
     tail = data[end:]
     if not tail.strip():
         return len(data)
+    if not tail.rstrip().endswith(b"}"):
+        return end  # no object ends so: a torn line is not parsed (it may be megabytes)
     return len(data) if _parse_line(tail) is not None else end
 
 
