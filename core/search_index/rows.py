@@ -8,8 +8,9 @@ Unchanged stat -> nothing is read. Grown, same inode, same fingerprints -> only 
 new complete lines are read (a torn last line waits for its newline; a whole object
 without one is a line, as ``entries/`` reads it). Shrunk, other inode, other
 fingerprints, or grown after a last line without its newline -> the file's rows are
-dropped and it is indexed again (`update_action`). Version-1 files (no entry ids) get the ids core's migration
-derives; a changed v1 file is reindexed whole (current agents never append to one).
+dropped and it is indexed again (`update_action`). Version-1 files (no entry ids) get
+the ids core's migration derives; a changed v1 file is reindexed whole (current agents
+never append to one).
 """
 
 from __future__ import annotations
