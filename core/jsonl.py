@@ -24,6 +24,7 @@ __all__ = [
     "dumps_line",
     "dumps_pretty",
     "is_header",
+    "lines_length",
     "load_entries_from_file",
     "loads",
     "parse_jsonl_lenient",
@@ -182,7 +183,20 @@ def consumed_length(data: bytes) -> int:
     tail = data[end:]
     if not tail.strip():
         return len(data)
+    if not tail.rstrip().endswith(b"}"):
+        return end  # no object ends so: a torn line is not parsed (it may be megabytes)
     return len(data) if _parse_line(tail) is not None else end
+
+
+def lines_length(data: bytes) -> int:
+    """`consumed_length` of ``data``, less a blank tail: blanks after the last newline
+    are no line yet but maybe the start of one (an indented object), so they wait like
+    a torn line. The bytes that are numbered lines: every reader that names entries by
+    line number (`core.formats.lines.LineFile`, the search index) takes these, so a
+    fresh read and catch-ups, and ``entries/`` and ``search/``, number lines alike."""
+    used = consumed_length(data)
+    tail = data[data.rfind(b"\n", 0, used) + 1 : used]
+    return used - len(tail) if tail.isspace() else used
 
 
 def load_entries_from_file(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

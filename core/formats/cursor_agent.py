@@ -28,6 +28,7 @@ from core.search_index.formats import (
     Lines,
     capped_text,
     collect_strings,
+    numbered_lines,
     text_row,
 )
 from core.search_index.row_sessions import RowSessions, version_of
@@ -76,10 +77,7 @@ def _text(obj: dict[str, Any]) -> tuple[str, list[str]] | None:
 def _numbered_rows(lines: Lines) -> Iterator[Row]:
     """Rows named as ``entries/`` names the lines: by line number from the start (a
     blank line, skipped by the reader, still counts)."""
-    number, expected = 0, 0
-    for at, line in lines:
-        number += 1 + max(0, at - expected)  # the gap is blank lines, a byte each
-        expected = at + len(line) + 1
+    for number, at, line in numbered_lines(lines):
         obj = parse_object(line)
         found = _text(obj) if obj is not None else None
         if obj is not None and found is not None:

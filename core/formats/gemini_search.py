@@ -14,7 +14,6 @@ changed file is read whole again, `MODE_LEGACY`):
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Iterator
 from typing import Any, Final
@@ -28,6 +27,7 @@ from core.search_index.formats import (
     collect_strings,
     dir_entries,
     file_names,
+    first_content_line,
     numbered_lines,
     text_row,
 )
@@ -147,14 +147,13 @@ def _is_document(first: bytes) -> bool:
 
 def chat_rows(lines: Lines) -> Iterator[Row]:
     """The rows of one chat file, records or a document (module docstring)."""
-    stream = iter(lines)
-    head = next(stream, None)
+    head, again = first_content_line(lines)
     if head is None:
         return
     if _is_document(head[1]):
-        yield from _document_rows(itertools.chain([head], stream))
+        yield from _document_rows(iter(again))
         return
-    for number, at, line in numbered_lines(itertools.chain([head], stream)):
+    for number, at, line in numbered_lines(again):
         row = _row(number, parse_object(line), at, line)
         if row is not None:
             yield row

@@ -4,7 +4,7 @@ Claude Code and Codex append to their session files while they run. `LineFile` k
 the bytes of the complete lines read so far (``data``), hands each line out once as a
 `Line` (its 1-based number, its span in ``data``, its object or ``None`` when it is not
 a JSON object), and on `LineFile.read_new` reads only what was appended. The torn-last-
-line rule is core's one rule (`core.jsonl.consumed_length`; blanks after the last
+line rule is core's one rule (`core.jsonl.lines_length`; blanks after the last
 newline wait too). Line numbers name entries (Claude Code's ``meta-N-*``, Codex's
 ``NNNNNN-*``), so they are the same however the appends were cut: a torn part, a
 lone newline or blanks are never a line of their own.
@@ -29,7 +29,7 @@ from typing import Any, BinaryIO
 
 from core.formats.grown_bytes import GrownBytes, grow
 from core.formats.xcsh_file import FileLines
-from core.jsonl import consumed_length, parse_object_line
+from core.jsonl import lines_length, parse_object_line
 from core.safe_open import PathArg, open_regular
 from core.zstd_files import ZSTD_CHUNK, ZSTD_SUFFIX, read_chunks
 
@@ -75,15 +75,6 @@ def read_zstd_prefix(path: PathArg, limit: int) -> bytes:
     session's first line)."""
     with open_regular(path) as raw:
         return _read_zstd(raw, limit)
-
-
-def _complete_length(data: bytes) -> int:
-    """`consumed_length` of ``data``, less a blank tail: blanks after the last newline
-    are no line yet but maybe the start of one (an indented object), so they wait
-    like a torn line -- a fresh load and catch-ups then number lines alike."""
-    used = consumed_length(data)
-    tail = data[data.rfind(b"\n", 0, used) + 1 : used]
-    return used - len(tail) if tail.isspace() else used
 
 
 class LineFile:
@@ -134,7 +125,7 @@ class LineFile:
     def _take(self, new: bytes) -> Iterator[Line]:
         r"""Keep the complete lines of ``new`` (appended at ``consumed``) now; their
         `Line`\ s as they are iterated."""
-        used = _complete_length(new)
+        used = lines_length(new)
         base = self.consumed
         chunk = new[:used]
         assert not isinstance(self.data, FileLines)  # (it takes `_take_in_place`)
@@ -145,13 +136,13 @@ class LineFile:
 
     def _take_in_place(self, fd: int, size: int) -> Iterator[Line]:
         r"""`_take` of a file read where it is (``fd``, ``size`` bytes now): the
-        complete lines from ``consumed`` on (the same rule: `_complete_length` of what
+        complete lines from ``consumed`` on (the same rule: `lines_length` of what
         follows the last newline), their `Line`\ s read a chunk at a time as they are
         iterated."""
         base = self.consumed
         grown = FileLines(fd, size)
         end = grown.complete_end(base)
-        end += _complete_length(grown[end:size])
+        end += lines_length(grown[end:size])
         grown.size = self.consumed = end
         self.data = grown
         return self._lines_in_place(grown, base, end)

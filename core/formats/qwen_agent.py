@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -39,6 +38,7 @@ from core.search_index.formats import (
     collect_strings,
     dir_entries,
     file_names,
+    first_content_line,
     text_row,
 )
 from core.search_index.rows import (
@@ -109,11 +109,9 @@ def _is_older(first: bytes) -> bool:
 
 
 def _whole(lines: Lines) -> tuple[int, Iterator[Row]]:
-    stream = iter(lines)
-    head = next(stream, None)
+    head, again = first_content_line(lines)
     if head is None:
         return MODE_NOT_SESSION, iter(())  # nothing yet: read again when it grows
-    again = itertools.chain([head], stream)
     if _is_older(head[1]):
         return MODE_LEGACY, chat_rows(again)
     return MODE_APPENDABLE, _rows(again)

@@ -22,6 +22,7 @@ that are rows of a database, how its connector reads them (`RowSessions`).
 
 from __future__ import annotations
 
+import itertools
 import os
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -52,6 +53,7 @@ __all__ = [
     "collect_strings",
     "dir_entries",
     "file_names",
+    "first_content_line",
     "numbered_lines",
     "text_row",
 ]
@@ -301,14 +303,30 @@ def _codex_whole(lines: Lines) -> tuple[int, Iterator[Row]]:
 
 
 def numbered_lines(lines: Lines) -> Iterator[tuple[int, int, bytes]]:
-    """``(line number, offset, line)``: lines numbered from the file's start as the
-    readers number their entries (a blank line they skip still counts: one newline
-    each), for rows named by line number (read whole: `MODE_LEGACY`)."""
+    """``(line number, offset, line)``: lines numbered from the file's start as
+    ``entries/`` numbers its entries (`core.formats.lines.LineFile`: every line counts,
+    a blank one too), for rows named by line number (read whole: `MODE_LEGACY`). The
+    lines read leave out only empty ones (a line of spaces is handed out:
+    `core.search_index.rows`), so the gap before a line is lone newlines, a line
+    each."""
     number, expected = 0, 0
     for at, line in lines:
-        number += 1 + max(0, at - expected)  # the gap is blank lines, a byte each
+        number += 1 + max(0, at - expected)
         expected = at + len(line) + 1
         yield number, at, line
+
+
+def first_content_line(lines: Lines) -> tuple[tuple[int, bytes] | None, Lines]:
+    """The first line that is not blank (``None``: none yet), and all the lines again
+    from the start: what a format that tells files apart by their first line reads
+    (lines of spaces are handed out too, for their numbers: `numbered_lines`)."""
+    stream = iter(lines)
+    skipped: list[tuple[int, bytes]] = []
+    for at, line in stream:
+        if not line.isspace():
+            return (at, line), itertools.chain(skipped, [(at, line)], stream)
+        skipped.append((at, line))
+    return None, iter(skipped)
 
 
 def _codex_numbered_rows(lines: Lines) -> Iterator[Row]:

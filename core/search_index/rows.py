@@ -5,10 +5,12 @@ Incremental updates
 Per file the index remembers device, inode, size, mtime, how many bytes of complete
 lines it indexed, and fingerprints (a hash) of the first and last 4 KiB of those bytes.
 Unchanged stat -> nothing is read. Grown, same inode, same fingerprints -> only the
-new complete lines are read (a torn last line waits for its newline). Shrunk, other
-inode, or other fingerprints -> the file's rows are dropped and it is indexed again
-(`update_action`). Version-1 files (no entry ids) get the ids core's migration
-derives; a changed v1 file is reindexed whole (current agents never append to one).
+new complete lines are read (a torn last line waits for its newline; a whole object
+without one is a line, as ``entries/`` reads it). Shrunk, other inode, other
+fingerprints, or grown after a last line without its newline -> the file's rows are
+dropped and it is indexed again (`update_action`). Version-1 files (no entry ids) get
+the ids core's migration derives; a changed v1 file is reindexed whole (current agents
+never append to one).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any, Final, NamedTuple
 
-from core.jsonl import is_header, loads
+from core.jsonl import is_header, lines_length, loads
 from core.migrate import migrate_session_entries
 from core.paths import iso_to_ms
 from core.search_index.rowids import MAX_MS
@@ -87,15 +89,17 @@ def fingerprints(fd: int, indexed_to: int) -> tuple[int, int]:
 
 
 def _lines(data: bytes, base: int) -> Iterator[tuple[int, bytes]]:
-    """(file offset, line) of every complete non-blank line of ``data`` (which starts
-    at file offset ``base``)."""
+    """(file offset, line) of every complete non-empty line of ``data`` (which starts
+    at file offset ``base``). A line of only spaces is handed out too (it parses as
+    nothing): then every line left out is a lone newline, one byte, and a line's
+    number is known from offsets alone, as ``entries/`` numbers it
+    (`core.search_index.formats.numbered_lines`)."""
     start = 0
     end = data.rfind(b"\n") + 1
     while start < end:
         newline = data.index(b"\n", start)
-        line = data[start:newline]
-        if line and not line.isspace():
-            yield base + start, line
+        if newline > start:
+            yield base + start, data[start:newline]
         start = newline + 1
 
 
@@ -132,7 +136,10 @@ class ChunkedLines:
     """The complete lines of a stream of chunks, one chunk at a time so that a huge
     session file never has to fit in memory: a file region (`of_file`), or the
     decompressed text of an archived ``.jsonl.zst`` (offsets are then offsets in that
-    text: `read_decompressed_at` reads a line back)."""
+    text: `read_decompressed_at` reads a line back). The lines are those ``entries/``
+    reads (`core.jsonl.lines_length`): a last line without its newline is one when it
+    is a whole object (what then follows it on its line makes the file read whole
+    again: `update_action`)."""
 
     def __init__(self, chunks: Iterable[bytes], start: int = 0) -> None:
         self.chunks, self.start = chunks, start
@@ -156,6 +163,10 @@ class ChunkedLines:
             if cut:
                 yield from _lines(data[:cut], base)
                 self.complete_to = base + cut
+        if carry and lines_length(carry) == len(carry):
+            # A whole object without its newline at the end: a line, as entries/ has it.
+            yield offset - len(carry), carry
+            self.complete_to = offset
 
 
 def read_decompressed_at(fd: int, offset: int, length: int) -> bytes:
@@ -230,7 +241,13 @@ def update_action(state: FileState | None, st: os.stat_result, fd: int) -> str:
         return "full"  # rewritten in place
     if st.st_size == state.indexed_to:
         return "touch"  # same bytes, new mtime
-    return "append" if state.mode == MODE_APPENDABLE else "full"
+    if state.mode != MODE_APPENDABLE:
+        return "full"
+    if state.indexed_to and read_at(fd, state.indexed_to - 1, 1) != b"\n":
+        # The last line indexed had no newline: what follows on its line may make it
+        # junk (``{...}{...}``), as a fresh read sees it.
+        return "full"
+    return "append"
 
 
 def entry_ms(entry: dict[str, Any]) -> int:

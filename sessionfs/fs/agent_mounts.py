@@ -94,7 +94,7 @@ class AgentMounts:
             self.indexes.append(index)
             if archive is not None:
                 self.archive_searches[home.agent] = agent_search_view(
-                    cache_dir, index, archive.agent_root(home.agent)
+                    cache_dir, index, archive.agent_root(home.agent), root.prefix
                 )
             agent = home.agent
 
@@ -118,7 +118,8 @@ class AgentMounts:
             renders = Prerenderer(
                 home.root, renders_dir, agent=agent, stream_over=cache.largest_renderable()
             )
-            self.searches[agent] = agent_search_view(cache_dir, index)
+            # (a store machine's hits are below ``machines/<m>/``, as its agents/ is)
+            self.searches[agent] = agent_search_view(cache_dir, index, prefix=root.prefix)
             self.contexts[agent] = MountContext(
                 index=index,
                 sessions=cache,

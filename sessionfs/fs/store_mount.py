@@ -11,8 +11,10 @@ leaves the mount serving what the cache dir has) and every ``--refresh-seconds``
 a refresh that changed files has every loaded session checked at once, so the kernel's
 caches of what changed are dropped (``ops.session_changed``). Each machine has its own
 search index in ``--cache-dir`` (`SearchView`, kept current by a `SearchIndexer` task
-started when the machine is first seen); root ``search/<words>`` merges their hits by
-time as ``search/`` merges agents (`search_result`).
+started when the machine is first seen), and so has each of its other agents' dirs the
+store holds (``machines/<m>/agents/<agent>/``: Claude Code, Codex, … synced from it);
+root ``search/<words>`` merges all their hits by time as ``search/`` merges agents
+(`search_result`).
 
 The S3 library is loaded only here, by `open_mirror`, and this module is imported by the
 daemon only for ``--store``.
@@ -195,8 +197,10 @@ class StoreMount:
         self.cache_dir = cache_dir
         #: the FUSE requests in flight (set with the operations)
         self.foreground: Foreground | None = None
-        #: one search index per machine, made with its indexer (`_index_new_machines`)
-        self.searches: dict[str, SearchView] = {}
+        #: each machine's search indexes, made with their indexers (`_index_new_machines`):
+        #: (its ``ctl`` name, the index) of its agent dir, then of each of its other
+        #: agents as its ``agents/`` lists them
+        self.searches: dict[str, list[tuple[str, SearchView]]] = {}
         self._searches_lock = threading.Lock()  # added to by one thread, read by others
         mirror_dir = mirror_dir_of(cache_dir, url, endpoint_url)
         label = f"{url} at {endpoint_url}" if endpoint_url else str(url)
@@ -242,12 +246,13 @@ class StoreMount:
 
     def search(self, query: str, caller: Caller) -> bytes:
         """Root ``search/<query>``: the newest hits that ``caller`` may read in the
-        mirror, of every machine, each entry path under ``machines/<name>/``: the
-        machines' indexes merged by time as ``search/`` merges an agent dir's and the
-        other agents' (`search_result`: each read only as far as the merge needs;
-        hits of one millisecond by machine name, then session file and entry id;
-        cached for a moment, so ``stat`` and ``read`` agree). Blocking: a worker
-        thread."""
+        mirror, of every machine and of its other agents, each entry path under
+        ``machines/<name>/`` (an agent's under ``machines/<name>/agents/<agent>/``):
+        the indexes merged by time as ``search/`` merges an agent dir's and the other
+        agents' (`search_result`: each read only as far as the merge needs; hits of one
+        millisecond by machine name, then the machine's agent dir before its agents in
+        ``agents/`` order, then session file and entry id; cached for a moment, so
+        ``stat`` and ``read`` agree). Blocking: a worker thread."""
         return search_result([view for _, view in self._views()], query, caller)
 
     # -- the daemon's side -----------------------------------------------------------
@@ -288,12 +293,16 @@ class StoreMount:
                         await context.sessions.recheck_loaded()
 
     def _views(self) -> list[tuple[str, SearchView]]:
+        """(``ctl`` name, index) of every index, in the order hits of one millisecond
+        are shown: by machine name, each machine's agent dir before its agents."""
         with self._searches_lock:
-            return sorted(self.searches.items())
+            return [found for name in sorted(self.searches) for found in self.searches[name]]
 
     def _index_new_machines(self, start_soon: Callable[..., object]) -> None:
-        """A search index and its indexer for each machine not indexed yet (the
-        indexer is started on the event loop: ``start_soon`` from this thread)."""
+        """The search indexes and their indexers of each machine not indexed yet: its
+        agent dir's, then each of its other agents' dirs' (their indexers are started
+        on the event loop, ``start_soon`` from this thread; one first build at a time
+        per machine, its agent dir's first)."""
         for name in self.machines.names():
             context = self.machines.context(name)
             if name in self.searches or context is None:
@@ -306,9 +315,16 @@ class StoreMount:
             )
             indexer = SearchIndexer(view, self.foreground)
             context.sessions.listeners.append(indexer.session_changed)
+            indexers, views = [indexer], [(name, view)]
+            for agent, agent_view, cache in _agent_searches(context):
+                indexer = SearchIndexer(agent_view, self.foreground, after=indexer)
+                cache.listeners.append(indexer.session_changed)
+                indexers.append(indexer)
+                views.append((f"{name}/{agent}", agent_view))
             with self._searches_lock:
-                self.searches[name] = view
-            trio.from_thread.run_sync(start_soon, indexer.run)
+                self.searches[name] = views
+            for each in indexers:
+                trio.from_thread.run_sync(start_soon, each.run)
 
     def close(self) -> None:
         for context in (self.root_context, *self.machines.all()):
@@ -316,9 +332,20 @@ class StoreMount:
             if context.renders is not None:
                 context.renders.close()  # its render workers
             if isinstance(context.agents, AgentMounts):
-                context.agents.close()
-        for _, view in self._views():
+                context.agents.close()  # its agents' search indexes too
+        with self._searches_lock:
+            own = [views[0][1] for views in self.searches.values()]
+        for view in own:
             view.close()
+
+
+def _agent_searches(context: MountContext) -> list[tuple[str, SearchView, SessionCache]]:
+    """(agent, search index, session cache) of each of a machine's other agents (their
+    indexes' hits are below ``machines/<m>/agents/<agent>/``: `AgentMounts`)."""
+    agents = context.agents
+    if not isinstance(agents, AgentMounts):
+        return []
+    return [(a, view, agents.contexts[a].sessions) for a, view in agents.searches.items()]
 
 
 def _machine_entry_path(machine: str, hit: Hit) -> str:

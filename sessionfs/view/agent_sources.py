@@ -63,11 +63,15 @@ def _hit_files(root: Path, hit: Hit) -> Iterator[Path]:
 
 
 def agent_search_view(
-    cache_dir: Path, index: OtherAgentIndex, root: Path | None = None
+    cache_dir: Path,
+    index: OtherAgentIndex,
+    root: Path | None = None,
+    prefix: tuple[str, ...] = (),
 ) -> SearchView:
     """The search index of another agent's directory (or of ``root``: the archive's
     copy of it), its hits pointing at ``agents/<agent>/sessions/…/entries/<name>.json``
-    (hits in files the listing does not show as a session are left out)."""
+    below ``prefix`` (a store machine's ``machines/<m>``; hits in files the listing
+    does not show as a session are left out)."""
     root = root or index.catalog.root
 
     def entry_path(hit: Hit) -> str | None:
@@ -75,7 +79,7 @@ def agent_search_view(
         if ref is None:
             return None
         within = entry_mount_path(hit._replace(project=ref.project, stem=ref.stem))
-        return f"{AGENTS_DIR}/{index.agent}/{within}"
+        return "/".join((*prefix, AGENTS_DIR, index.agent, within))
 
     # The first hit's path needs the agent's listing (a scan of its session files,
     # ~60 ms for 1,000 on a loaded machine): made after the first build, not then.

@@ -26,7 +26,7 @@ def newest_lines(streams: Sequence[Iterator[TimedLine]], limit: int) -> bytes:
 
     Hits of one millisecond come in the order of ``streams`` (the agent dir's index
     first, then the other agents' as ``agents/`` lists them; a team store's machines
-    by name), and within one index by session file, then entry id (each index yields
+    by name, each one's so), and within one index by session file, then entry id (each index yields
     them so: `core.search_index.scan.match_order`). So the result is complete down to
     its last line (every hit newer than it is shown, and every hit of its millisecond
     that comes before it), and lines are made only as far as they are shown: many hits

@@ -3,7 +3,8 @@ machines shipped with the real ``sessionfs sync``, read with ``cat`` through a r
 mount. The machines' indexes are merged by time as ``search/`` merges agents: the 100
 newest hits of both, newest first; hits of one millisecond by machine name, then
 session file, then entry id. Their sessions share their times, so the 100th hit's
-millisecond has more hits than fit and the rule decides which are shown."""
+millisecond has more hits than fit and the rule decides which are shown. A machine's
+synced Claude Code sessions (``machines/<m>/agents/claude/``) are searched too."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import orjson
 import pytest
 from archive_helpers import sync, user_env
 from support.mount import MountFactory, run
+from support.other_agents import load_demo_agents
 
 from core.paths import ms_to_iso
 
@@ -101,3 +103,71 @@ def test_root_search_merges_the_machines_by_time_and_the_tie_rule(
     for _, path, role, snippet in lines[:3]:
         assert role == "user" and WORD in snippet
         assert WORD in (mount.path / path).read_text()  # the entry file it names
+
+
+ONLY_IN_CLAUDE = "quetzalcoatl"
+SHARED = "kestrel"
+
+
+def _xcsh_session(agent: Path, session_id: str, said: list[tuple[str, int, str]]) -> str:
+    """An agent dir session of ``said`` (entry id, ms, text); returns its stem."""
+    name = f"2026-01-01T00-00-00-000Z_{session_id}"
+    lines = [{"type": "session", "version": 3, "id": session_id, "timestamp": ms_to_iso(0)}]
+    for entry_id, ms, text in said:
+        message = {"role": "user", "content": [{"type": "text", "text": text}]}
+        lines.append(
+            {"type": "message", "id": entry_id, "timestamp": ms_to_iso(ms), "message": message}
+        )
+    project = agent / "sessions" / PROJECT
+    project.mkdir(parents=True, exist_ok=True)
+    (project / f"{name}.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    return name
+
+
+def test_root_search_finds_a_machines_synced_claude_sessions(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """Machine beta ships its Claude Code dir with its agent dir: a word only in that
+    Claude session is found from the root ``search/`` under
+    ``machines/beta/agents/claude/``, and merged by time with the agent dirs' hits (one
+    millisecond: the machine's agent dir before its agents)."""
+    demo = load_demo_agents()
+    store = f"file://{tmp_path / 'team-store'}"
+    t1, t2, t3 = START_MS, START_MS + 60_000, START_MS + 120_000
+    alpha, beta = tmp_path / "alpha", tmp_path / "beta"
+    alpha_stem = _xcsh_session(
+        alpha / "agent", "a", [("e1", t1, f"old {SHARED}"), ("e3", t3, f"new {SHARED}")]
+    )
+    beta_stem = _xcsh_session(beta / "agent", "b", [("e2", t2, f"own {SHARED}")])
+    claude_id = "7d0c3a52-9a8e-4c1b-8f0e-2b7d6c1a9e02"
+    lines = demo.ClaudeLines(claude_id, "/work", t2 / 1000 - 1)  # its line at t2
+    uuid = lines.user(f"The {ONLY_IN_CLAUDE} and the {SHARED} in beta's Claude Code.")
+    demo.write_lines(beta / ".claude" / "projects" / "-work" / f"{claude_id}.jsonl", lines.lines)
+    for home, extra in ((alpha, ("--no-agents",)), (beta, ())):
+        done = sync(home, "--store", store, "--machine", home.name, *extra)
+        assert done.returncode == 0, done.stderr
+    mount = mount_factory(alpha / "agent", "--store", store, name="store", env=user_env(alpha))
+    deadline = time.monotonic() + READY_WITHIN
+    indexes = ("alpha", "beta", "beta/claude")
+    while not all(_ctl(mount.path).get(f"search_{i}", "").startswith("ready") for i in indexes):
+        assert time.monotonic() < deadline, _ctl(mount.path)
+        time.sleep(0.2)
+
+    claude_entry = f"machines/beta/agents/claude/sessions/-work/{claude_id}/entries/{uuid}.json"
+    only = [
+        line.split("\t") for line in run("cat", mount.path / "search" / ONLY_IN_CLAUDE).splitlines()
+    ]
+    assert [(when, path) for when, path, _, _ in only] == [(ms_to_iso(t2), claude_entry)]
+    assert ONLY_IN_CLAUDE in run("cat", mount.path / claude_entry)
+
+    shared = [
+        line.split("\t")[1] for line in run("cat", mount.path / "search" / SHARED).splitlines()
+    ]
+    assert shared == [
+        f"machines/alpha/sessions/{PROJECT}/{alpha_stem}/entries/e3.json",
+        f"machines/beta/sessions/{PROJECT}/{beta_stem}/entries/e2.json",
+        claude_entry,
+        f"machines/alpha/sessions/{PROJECT}/{alpha_stem}/entries/e1.json",
+    ]
+    for path in shared:
+        assert SHARED in run("cat", mount.path / path), path

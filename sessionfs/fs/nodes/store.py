@@ -5,7 +5,8 @@
 ``by-id/``, ``recent/``, ``blobs/``, …) over that machine's mirrored agent dir, with a
 `MountContext` of its own whose ``prefix`` is ``("machines", name)``: the same node
 classes, the same bytes. Root ``recent/`` and ``search/`` span every machine (one
-search index per machine; hits name ``machines/<m>/sessions/…``). The mount is read-only
+search index per machine and per agent it synced; hits name ``machines/<m>/sessions/…``
+or ``machines/<m>/agents/<agent>/sessions/…``). The mount is read-only
 (``ops`` answers every write with ``EROFS``), so the local root's ``ctl`` (which
 creates sessions) and ``history/`` (``history.db`` is never shipped) are left out of
 a machine's tree, and so is its ``search/`` (its hits would name the local root's
