@@ -24,11 +24,9 @@ bytes), wall and CPU time, against the same parse in a fresh interpreter (CPU ti
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,8 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.ab_reads import mounted_from
-from bench.bench_scale import FIXTURE, FIXTURES, fresh_parse_seconds, load_line
+from bench.ab_reads import checkouts_parser, mounted_from
+from bench.bench_scale import FIXTURE, FIXTURES, fresh_parse_seconds, fresh_run, load_line
 
 PROJECT = "--fixture--"
 
@@ -107,19 +105,6 @@ def read_side(side: Side, agent: Path, work: Path, cache_mb: int) -> None:
     side.served.add(data)
 
 
-def fresh_run(script: str, checkout: Path, path: Path) -> list[float]:
-    """The numbers ``script`` prints, run in a fresh interpreter from ``checkout``."""
-    result = subprocess.run(
-        [sys.executable, "-c", script, str(path)],
-        cwd=checkout,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return [float(word) for word in result.stdout.split()]
-
-
 def run_side_in_process(side: Side, agent: Path) -> None:
     """One fresh parse, then one fresh in-process first ``context.json``."""
     path = agent / "sessions" / PROJECT / FIXTURE
@@ -165,11 +150,7 @@ def report(sides: list[Side], rounds: int, loads: list[str]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("old", type=Path, help="checkout of the code before")
-    parser.add_argument("new", type=Path, help="checkout of the code after")
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--cache-mb", type=int, default=256)
+    parser = checkouts_parser(__doc__.splitlines()[0], rounds=7)
     parser.add_argument(
         "--in-process", action="store_true", help="the daemon's work alone, no mount"
     )
