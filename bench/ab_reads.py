@@ -138,14 +138,20 @@ def report(sides: list[Side], files: int, cache_mb: int) -> None:
         print(f"{order}: the new code {speedup:.2f}x as fast as the old")
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def checkouts_parser(description: str, rounds: int) -> argparse.ArgumentParser:
+    """The arguments of an A/B of two checkouts: OLD NEW [--rounds] [--cache-mb]."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("old", type=Path, help="checkout of the code before")
     parser.add_argument("new", type=Path, help="checkout of the code after")
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--cache-mb", type=int, default=256)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    parser = checkouts_parser(__doc__.splitlines()[0], rounds=3)
     parser.add_argument("--sessions", type=int, default=60)
     parser.add_argument("--entries", type=int, default=400)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--cache-mb", type=int, default=256)
     args = parser.parse_args(argv)
     built, _ = corpus.ensure(corpus.CorpusParams(args.sessions, args.entries))
     files = built.files

@@ -45,11 +45,14 @@ def _version_of(header: dict[str, Any]) -> int:
     return 1
 
 
-def _migrate_v1_to_v2(entries: list[dict[str, Any]]) -> None:
-    """Chain every entry in file order and turn compaction indexes into ids."""
+def _migrate_v1_to_v3(entries: list[dict[str, Any]]) -> None:
+    """v1 -> v2: chain every entry in file order and turn compaction indexes into ids;
+    and v2 -> v3 (`_migrate_v2_to_v3`) in the same walk of the entries (a browsed v1
+    file is migrated on every first read: issue 26)."""
     header = entries[0]
     ids = _IdDeriver(str(header.get("id", "")))
     taken: set[str] = {e["id"] for e in entries[1:] if isinstance(e.get("id"), str)}
+    compactions: list[dict[str, Any]] = []
     previous: str | None = None
     for position, entry in enumerate(entries[1:], start=1):
         entry_id = entry.get("id")
@@ -61,9 +64,14 @@ def _migrate_v1_to_v2(entries: list[dict[str, Any]]) -> None:
         elif "parentId" not in entry:
             entry["parentId"] = previous
         previous = entry_id
+        kind = entry.get("type")
+        if kind == "compaction":
+            compactions.append(entry)  # its index may name a later entry: after the ids
+        elif kind == "message":
+            _hook_message_to_custom(entry)
     # The index counts the header as 0, i.e. it is a position in `entries` itself.
-    for entry in entries[1:]:
-        if entry.get("type") != "compaction" or "firstKeptEntryIndex" not in entry:
+    for entry in compactions:
+        if "firstKeptEntryIndex" not in entry:
             continue
         index = entry.pop("firstKeptEntryIndex")
         if (
@@ -73,18 +81,20 @@ def _migrate_v1_to_v2(entries: list[dict[str, Any]]) -> None:
             and 0 < index < len(entries)
         ):
             entry["firstKeptEntryId"] = entries[index]["id"]
-    header["version"] = 2
+    header["version"] = 3
+
+
+def _hook_message_to_custom(entry: dict[str, Any]) -> None:
+    """v3 renamed the ``hookMessage`` role to ``custom`` (``entry`` is a message)."""
+    message = entry.get("message")
+    if isinstance(message, dict) and message.get("role") == "hookMessage":
+        message["role"] = "custom"
 
 
 def _migrate_v2_to_v3(entries: list[dict[str, Any]]) -> None:
     for entry in entries[1:]:
-        message = entry.get("message")
-        if (
-            entry.get("type") == "message"
-            and isinstance(message, dict)
-            and message.get("role") == "hookMessage"
-        ):
-            message["role"] = "custom"
+        if entry.get("type") == "message":
+            _hook_message_to_custom(entry)
     entries[0]["version"] = 3
 
 
@@ -100,7 +110,7 @@ def migrate_session_entries(entries: list[dict[str, Any]]) -> bool:
     if version >= CURRENT_SESSION_VERSION:
         return False
     if version < 2:
-        _migrate_v1_to_v2(entries)
-    if version < 3:
+        _migrate_v1_to_v3(entries)
+    elif version < 3:
         _migrate_v2_to_v3(entries)
     return True

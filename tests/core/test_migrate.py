@@ -85,6 +85,16 @@ def test_out_of_range_compaction_index_is_dropped_not_fatal():
     assert "firstKeptEntryIndex" not in entries[4] and "firstKeptEntryId" not in entries[4]
 
 
+def test_compaction_index_may_name_a_later_entry():
+    # v1 -> v3 runs in one walk of the entries: an index naming an entry after the
+    # compaction still gets that entry's id (derived later in the walk), not nothing
+    entries = v1_session()
+    entries[4]["firstKeptEntryIndex"] = 5
+    migrate_session_entries(entries)
+    assert entries[4]["firstKeptEntryId"] == entries[5]["id"]
+    assert entries[3]["message"]["role"] == "custom"
+
+
 def test_real_fixtures_migrate(real_fixture):
     entries = load_entries_from_file(real_fixture)
     raw_compactions = [

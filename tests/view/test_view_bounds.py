@@ -200,6 +200,9 @@ def test_pretty_json_decides_as_its_rule_says_without_the_second_encoding(
     pretty = orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
     compact = orjson.dumps(value) + b"\n"
     limit = render.PRETTY_GROWTH_LIMIT * len(compact) + render.PRETTY_SLACK
+    # the estimate's premise: what indentation added is at most 1.5x the spaces, plus 2
+    spaces = pretty.count(b" ")
+    assert len(pretty) - len(compact) <= spaces + spaces // 2 + 2
     assert render.pretty_json(value) == (compact if len(pretty) > limit else pretty)
     assert render.pretty_json_size(value) == len(render.pretty_json(value))
 
