@@ -34,6 +34,7 @@ import orjson
 
 from core.formats.base import SessionSource, TranscriptMessage
 from core.formats.gemini_messages import (
+    DOCUMENT_LIMIT,
     KIND_HEADER,
     KIND_REWIND,
     KIND_SET,
@@ -54,9 +55,6 @@ from core.safe_open import PathArg, open_regular
 
 __all__ = ["DOCUMENT_LIMIT", "GeminiDocumentSession", "GeminiSession", "open_gemini_session"]
 
-#: An older ``.json`` session is one document parsed whole: bigger than this it is not
-#: parsed (its header says why) -- the mount's memory bound holds whatever is on disk.
-DOCUMENT_LIMIT: Final = 64 * 1024 * 1024
 PROJECT_ROOT_FILE: Final = ".project_root"
 _USAGE_FIELDS: Final = (("input", "input"), ("output", "output"), ("cacheRead", "cached"))
 

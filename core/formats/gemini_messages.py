@@ -30,6 +30,7 @@ import orjson
 from core.formats.base import image_marker
 
 __all__ = [
+    "DOCUMENT_LIMIT",
     "KIND_HEADER",
     "KIND_REWIND",
     "KIND_SET",
@@ -46,6 +47,10 @@ __all__ = [
     "transcript_turns",
 ]
 
+#: An older ``.json`` session is one document parsed whole: bigger than this it is
+#: neither parsed by the reader (its header says why) nor indexed for search -- the
+#: mount's memory bound holds whatever is on disk.
+DOCUMENT_LIMIT: Final = 64 * 1024 * 1024
 KIND_HEADER: Final = "session"
 KIND_SET: Final = "set"
 KIND_REWIND: Final = "rewind"

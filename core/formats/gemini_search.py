@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from core.formats.gemini_dirs import CHATS_DIR, TMP_DIR
-from core.formats.gemini_messages import ROLES, message_text, record_kind
+from core.formats.gemini_messages import DOCUMENT_LIMIT, ROLES, message_text, record_kind
 from core.search_index.formats import (
     FileFormat,
     Lines,
@@ -35,8 +35,6 @@ from core.search_index.rows import MODE_LEGACY, Row, parse_object
 
 __all__ = ["GEMINI_SEARCH", "chat_rows", "message_search_text", "message_spans"]
 
-#: a document bigger than this is not indexed (the reader does not parse it either)
-DOCUMENT_INDEX_LIMIT: Final = 64 * 1024 * 1024
 #: the bytes that matter to `message_spans` besides strings' insides
 _STRUCTURE: Final = re.compile(rb'["{}\[\]:]')
 
@@ -127,7 +125,7 @@ def _document_rows(lines: Iterator[tuple[int, bytes]]) -> Iterator[Row]:
     were; the newlines between them are whitespace to JSON)."""
     document = bytearray()
     for at, line in lines:
-        if at + len(line) > DOCUMENT_INDEX_LIMIT:
+        if at + len(line) > DOCUMENT_LIMIT:
             return
         document += b"\n" * (at - len(document)) + line
     data = bytes(document)
