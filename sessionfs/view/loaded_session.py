@@ -397,8 +397,10 @@ class LoadedSession:
         manager of the file's tail (`SessionManager.open_tail`), which parses no entry
         of the file: with ``scan`` (appends that refer to no entry) and nothing held,
         from the file's head and tail, ids looked up by a scan of the file (`core.session_tail`);
-        else from the compact index, loaded now if need be. A file that cannot be
-        held compact (an older format version) is parsed. After the write:
+        else from the compact index, loaded now if need be; an index that diverged
+        from the file is parsed, or scanned as with ``scan`` when the parsed session
+        would not fit ``parse_budget``. A file that cannot be held compact (an older
+        format version) is parsed. After the write:
         `after_append` when what this returned is not `manager`."""
         size = self.file_state[1] or self.ref.size
         if (
@@ -409,20 +411,24 @@ class LoadedSession:
             or (self._in_a_burst(TAIL_BURST_APPENDS) and self._parsed_fits(size))
         ):
             return self.hydrated
-        path = self.ref.path
         if self.source is None and scan:
-            try:
-                tail = read_file_tail(path)
-            except OSError:
-                tail = None  # gone or unreadable: the load says why
-            if tail is not None:
-                return SessionManager.open_tail(path, tail, ScannedEntries(path, tail), {})
+            scanning = self._scanning_appender()
+            if scanning is not None:
+                return scanning
         self.ensure_readable()
         if not self.appends_from_index():
+            # A diverged index (a catch-up skipped lines the loader keeps) cannot answer
+            # for the file; a session too big to parse within the budget has its ids
+            # looked up in the file instead, as the loader would see them.
+            if self.manager is None and not self._parsed_fits(size):
+                scanning = self._scanning_appender()
+                if scanning is not None:
+                    return scanning
             return self.hydrated
         held = self.source
         assert isinstance(held, XcshSession) and isinstance(held.index, CompactSession)
         index = held.index
+        path = self.ref.path
         tail = FileTail(
             index.header,
             index.title_slot,
@@ -434,6 +440,19 @@ class LoadedSession:
         return SessionManager.open_tail(
             path, tail, IndexedEntries(index.index_of_id, index.entry), index.labels
         )
+
+    def _scanning_appender(self) -> SessionManager | None:
+        """A manager of the file's tail whose ids are looked up by a scan of the file
+        (`core.session_tail`), or None when the file is not the plain case for it
+        (an older format version...) or cannot be read (a load then says why)."""
+        path = self.ref.path
+        try:
+            tail = read_file_tail(path)
+        except OSError:
+            return None
+        if tail is None:
+            return None
+        return SessionManager.open_tail(path, tail, ScannedEntries(path, tail), {})
 
     def _parsed_fits(self, file_size: int) -> bool:
         """Whether the session parsed would fit in the cache's budget."""

@@ -175,3 +175,36 @@ def test_a_burst_never_parses_a_session_too_big_for_the_cache(
     assert [e["message"]["content"][0]["text"] for e in entries] == texts
     assert [e["parentId"] for e in entries[1:]] == [e["id"] for e in entries[:-1]]
     assert f"{entries[-1]['id']}.json" in os.listdir(d / "entries")
+
+
+def test_an_append_after_a_diverging_line_does_not_parse_a_session_too_big_for_the_cache(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """Another process appends a line repeating a known id: the compact index's
+    catch-up skips it (the loader would keep it), so the index no longer answers for
+    the file. With a ``--cache-mb`` the parsed session would not fit, the appends after
+    that still go through the tail (ids looked up in the file) instead of parsing the
+    session; each lands in order, chained, after every byte that was there."""
+    agent_dir, file = big_session(tmp_path)
+    size_mb = file.stat().st_size / 2**20
+    mount = mount_factory(agent_dir, "--cache-mb", "16")
+    d = session_dir(mount, file)
+    entries = on_disk(file).get_entries()
+    assert len(os.listdir(d / "entries")) == len(entries)  # held compact
+    repeated = {**entries[0], "parentId": entries[-1]["id"]}  # a known id again
+    with open(file, "ab") as agent:
+        agent.write(orjson.dumps(repeated) + b"\n")
+    before = file.read_bytes()
+    message = tmp_path / "msg.json"
+    texts = ["after the repeat", "index diverged", "still the tail"]
+    for n, text in enumerate(texts):
+        message.write_bytes(orjson.dumps(user(text)))
+        subprocess.run(["cp", str(message), str(d / "append" / f"m{n}.json")], check=True)
+        assert held_mb(mount.path) < 3 * size_mb  # compact (parsed: 6x and more)
+    assert read_ctl(mount.path)["cache_loads"] == "1"
+    assert file.read_bytes().startswith(before)
+    appended = on_disk(file).get_entries()[-len(texts) :]
+    assert [e["message"]["content"][0]["text"] for e in appended] == texts
+    assert [e["parentId"] for e in appended[1:]] == [e["id"] for e in appended[:-1]]
+    assert not {e["id"] for e in appended} & {e["id"] for e in entries}
+    assert f"{appended[-1]['id']}.json" in os.listdir(d / "entries")
