@@ -33,6 +33,7 @@ from typing import Any, Final
 import orjson
 
 from core.formats.base import SessionSource, TranscriptMessage
+from core.formats.gemini_dirs import is_document_chat
 from core.formats.gemini_messages import (
     DOCUMENT_LIMIT,
     KIND_HEADER,
@@ -348,4 +349,4 @@ def project_root(session_path: Path) -> str | None:
 def open_gemini_session(path: Path) -> SessionSource:
     """A ``.jsonl`` session as `GeminiSession`, an older ``.json`` as
     `GeminiDocumentSession`."""
-    return GeminiDocumentSession(path) if path.suffix == ".json" else GeminiSession(path)
+    return GeminiDocumentSession(path) if is_document_chat(path.name) else GeminiSession(path)

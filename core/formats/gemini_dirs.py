@@ -29,6 +29,7 @@ __all__ = [
     "GEMINI_HOME_ENV",
     "GeminiChat",
     "gemini_dir",
+    "is_document_chat",
     "list_chats",
     "list_gemini_sessions",
     "session_stem",
@@ -41,6 +42,16 @@ TMP_DIR: Final = "tmp"
 CHATS_DIR: Final = "chats"
 SESSION_PREFIX: Final = "session-"
 _SUFFIXES: Final = (".jsonl", ".json")
+#: an older chat: one JSON document (pretty-printed by Gemini), not a record a line
+DOCUMENT_SUFFIX: Final = ".json"
+
+
+def is_document_chat(name: str | bytes) -> bool:
+    """Whether the chat file ``name`` (or a path ending in it) is an older whole-file
+    document rather than records: by its suffix alone, whatever its first line holds.
+    The mount's readers and the search index both ask this, so a hit names an entry
+    ``entries/`` shows."""
+    return os.fsdecode(name).endswith(DOCUMENT_SUFFIX)
 
 
 def gemini_dir(env: Mapping[str, str] | None = None) -> Path:

@@ -1,11 +1,13 @@
 """What the search index reads of Gemini CLI's chats (and an older Qwen Code's, which
-kept the format): `chat_rows`, `message_search_text`, and `GEMINI_SEARCH`.
+kept the format): `chat_rows`, `message_search_text`, `by_chat_name` and
+`GEMINI_SEARCH`.
 
 A row per ``user`` or model message record, its text, thoughts, tool calls and
 results, named as ``entries/`` names it (``NNNNNN-<kind>``: by line number, so a
-changed file is read whole again, `MODE_LEGACY`):
+changed file is read whole again, `MODE_LEGACY`). The file's name decides which of
+two it is, as for the mount (`core.formats.gemini_dirs.is_document_chat`):
 
-* a ``.jsonl``: the record lines;
+* a ``.jsonl``: the record lines (whatever its first line holds);
 * an older ``.json`` document (one JSON text, pretty-printed by Gemini): each message
   of its ``messages`` array, its row pointing at the message's own bytes in the
   document (`message_spans`), so a hit's snippet is read back like a line's. A torn
@@ -14,11 +16,12 @@ changed file is read whole again, `MODE_LEGACY`):
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from typing import Any, Final
 
-from core.formats.gemini_dirs import CHATS_DIR, TMP_DIR
+from core.formats.gemini_dirs import CHATS_DIR, TMP_DIR, is_document_chat
 from core.formats.gemini_messages import DOCUMENT_LIMIT, ROLES, message_text, record_kind
 from core.search_index.formats import (
     FileFormat,
@@ -27,13 +30,12 @@ from core.search_index.formats import (
     collect_strings,
     dir_entries,
     file_names,
-    first_content_line,
     numbered_lines,
     text_row,
 )
 from core.search_index.rows import MODE_LEGACY, Row, parse_object
 
-__all__ = ["GEMINI_SEARCH", "chat_rows", "message_search_text", "message_spans"]
+__all__ = ["GEMINI_SEARCH", "by_chat_name", "chat_rows", "message_search_text", "message_spans"]
 
 #: the bytes that matter to `message_spans` besides strings' insides
 _STRUCTURE: Final = re.compile(rb'["{}\[\]:]')
@@ -136,25 +138,25 @@ def _document_rows(lines: Iterator[tuple[int, bytes]]) -> Iterator[Row]:
             yield row
 
 
-def _is_document(first: bytes) -> bool:
-    """A file's first line is a document's start: not an object of its own (Gemini
-    pretty-prints), or one that holds the messages."""
-    obj = parse_object(first)
-    return obj is None or isinstance(obj.get("messages"), list)
-
-
 def chat_rows(lines: Lines) -> Iterator[Row]:
-    """The rows of one chat file, records or a document (module docstring)."""
-    head, again = first_content_line(lines)
-    if head is None:
-        return
-    if _is_document(head[1]):
-        yield from _document_rows(iter(again))
-        return
-    for number, at, line in numbered_lines(again):
+    """The rows of one chat file of records (module docstring)."""
+    for number, at, line in numbered_lines(lines):
         row = _row(number, parse_object(line), at, line)
         if row is not None:
             yield row
+
+
+def _whole_document(lines: Lines) -> tuple[int, Iterator[Row]]:
+    return MODE_LEGACY, _document_rows(iter(lines))
+
+
+def by_chat_name(records: FileFormat) -> FileFormat:
+    """``records`` (how a chat file of records reads), reading an older ``.json``
+    document as one: the file's name decides, as it does for the mount's readers."""
+    documents = dataclasses.replace(records, whole_file_rows=_whole_document)
+    return dataclasses.replace(
+        records, by_name=lambda key: documents if is_document_chat(key) else records
+    )
 
 
 def _file_keys(root: str) -> Iterator[tuple[str, ...]]:
@@ -182,11 +184,13 @@ def _line_text(obj: dict[str, Any]) -> str | None:
     return capped_text(message_search_text(obj)) if record_kind(obj) in ROLES else None
 
 
-GEMINI_SEARCH: Final = FileFormat(
-    "gemini",
-    _file_keys,
-    _whole,
-    _appended,
-    _line_text,
-    lambda key: None,  # a sub-agent's chat is a file of its own, read as it allows
+GEMINI_SEARCH: Final = by_chat_name(
+    FileFormat(
+        "gemini",
+        _file_keys,
+        _whole,
+        _appended,
+        _line_text,
+        lambda key: None,  # a sub-agent's chat is a file of its own, read as it allows
+    )
 )

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from core.formats.agent_format import AgentFormat
 from core.formats.gemini_messages import KIND_UNKNOWN, ROLES, record_kind
-from core.formats.gemini_search import chat_rows, message_search_text
+from core.formats.gemini_search import by_chat_name, chat_rows, message_search_text
 from core.formats.qwen_dirs import (
     ARCHIVE_DIR,
     CHATS_DIR,
@@ -132,7 +132,9 @@ def _parent_key(key: bytes) -> bytes | None:
     return None
 
 
-QWEN_SEARCH: Final = FileFormat("qwen", _file_keys, _whole, _rows, _line_text, _parent_key)
+QWEN_SEARCH: Final = by_chat_name(
+    FileFormat("qwen", _file_keys, _whole, _rows, _line_text, _parent_key)
+)
 
 QWEN_CODE: Final = AgentFormat(
     name="qwen",

@@ -29,7 +29,7 @@ from core.formats.agent_format import ListedSession
 from core.formats.base import SessionSource
 from core.formats.dir_scan import read_meta, sorted_entries
 from core.formats.gemini import GeminiDocumentSession, GeminiSession
-from core.formats.gemini_dirs import list_chats
+from core.formats.gemini_dirs import is_document_chat, list_chats
 from core.formats.prefix import read_prefix, string_field
 from core.formats.qwen import QwenSession
 from core.paths import child_stem, home_dir
@@ -91,7 +91,9 @@ def open_qwen_session(path: Path) -> SessionSource:
     """A 0.24 session as `QwenSession` (a sub-agent's with its meta file); an older
     version's (``tmp/<hash>/chats/``) with the Gemini readers."""
     if path.parts[-4:-3] == (LEGACY_DIR,):
-        return QwenLegacyDocument(path) if path.suffix == ".json" else QwenLegacySession(path)
+        if is_document_chat(path.name):
+            return QwenLegacyDocument(path)
+        return QwenLegacySession(path)
     if path.parts[-3:-2] == (SUBAGENTS_DIR,):
         return QwenSession(path, meta=read_meta(path.with_name(path.stem + ".meta.json")))
     return QwenSession(path)

@@ -79,6 +79,13 @@ class FileFormat:
     #: set for sessions that are rows of a database (opencode, Cursor's chats): read
     #: through the connector, not as lines (`core.search_index.row_sessions`)
     row_sessions: RowSessions | None = None
+    #: set where a file's name (its key) decides how it reads (Gemini's older ``.json``
+    #: documents beside its ``.jsonl`` records): the format that file is read as
+    by_name: Callable[[bytes], FileFormat] | None = None
+
+    def of_file(self, key: bytes) -> FileFormat:
+        """The format the file with ``key`` is read as (`by_name`; else this one)."""
+        return self if self.by_name is None else self.by_name(key)
 
 
 def _xcsh_line_text(entry: dict[str, Any]) -> str | None:

@@ -594,7 +594,7 @@ class SearchIndex:
             else ChunkedLines.of_file(fd, start, st.st_size)
         )
         if whole or state is None:
-            mode, rows = self.file_format.whole_file_rows(lines)
+            mode, rows = self.file_format.of_file(key).whole_file_rows(lines)
         else:
             mode, rows = state.mode, self.file_format.appended_rows(lines)
         if self.between_rows is not None:

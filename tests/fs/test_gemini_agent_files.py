@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import orjson
@@ -92,3 +93,39 @@ def test_bad_gemini_files_are_named_and_cost_the_rest_nothing(
     )
     assert b"Input/output error" not in grep.stderr, grep.stderr
     assert b"session-good" in grep.stdout
+
+
+def _search_hits(mount_path: Path, words: str, expect: str) -> list[str]:
+    """``search/<words>``'s lines once one names ``expect`` (the first index build is
+    waited for by the read itself; a few tries spare a slow pass)."""
+    deadline = time.monotonic() + 60
+    while True:
+        hits = run("cat", mount_path / "search" / words).splitlines()
+        if any(expect in hit for hit in hits) or time.monotonic() > deadline:
+            return hits
+        time.sleep(0.3)
+
+
+def test_a_jsonl_whose_first_line_lists_messages_is_searched_as_records(
+    tmp_path: Path, demo_agent: Path, mount_factory: MountFactory
+) -> None:
+    """A ``.jsonl`` whose first record holds a ``messages`` list is records (the mount
+    reads it so: its name decides, not its first line): search finds the words of a
+    later record, and every hit names an entry its ``entries/`` has, which opens."""
+    chats = gc.gemini_home(tmp_path)
+    listed = {**gc.header(0), "messages": [gc.user("u0", "listed first", 1)]}
+    records = [listed, gc.user("u1", "the zanzibar question", 2), gc.gemini("g1", "ok", 3)]
+    gc.write_jsonl(chats / "session-listed.jsonl", records)
+    mount = mount_factory(
+        demo_agent,
+        *("--agents", "gemini", "--gemini-dir", str(tmp_path / ".gemini")),
+        env=home_env(tmp_path),
+    )
+    session = f"agents/gemini/sessions/{gc.PROJECT}/session-listed"
+    hits = _search_hits(mount.path, "zanzibar", f"{session}/entries/")
+    paths = [hit.split("\t")[1] for hit in hits]
+    assert f"{session}/entries/000002-user.json" in paths
+    entries = set(run("ls", mount.path / session / "entries").split())
+    for path in paths:
+        assert path.startswith(f"{session}/entries/") and path.rsplit("/", 1)[1] in entries
+        assert json.loads(run("cat", mount.path / path))

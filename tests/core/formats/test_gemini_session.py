@@ -216,7 +216,8 @@ def test_search_rows_are_named_as_entries(tmp_path: Path) -> None:
 def _rows_of(file: Path) -> list[Row]:
     fd = os.open(file, os.O_RDONLY)
     try:
-        _, rows = GEMINI_SEARCH.whole_file_rows(ChunkedLines.of_file(fd, 0, file.stat().st_size))
+        lines = ChunkedLines.of_file(fd, 0, file.stat().st_size)
+        _, rows = GEMINI_SEARCH.of_file(os.fsencode(file.name)).whole_file_rows(lines)
         return list(rows)
     finally:
         os.close(fd)

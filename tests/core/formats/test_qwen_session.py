@@ -143,7 +143,7 @@ def test_an_older_qwen_is_searched_as_gemini(tmp_path: Path) -> None:
     for file, names in ((old, ["000002-user", "000003-qwen"]), (records, ["000002-qwen"])):
         fd = os.open(file, os.O_RDONLY)
         try:
-            mode, rows = QWEN_SEARCH.whole_file_rows(
+            mode, rows = QWEN_SEARCH.of_file(os.fsencode(file.name)).whole_file_rows(
                 ChunkedLines.of_file(fd, 0, file.stat().st_size)
             )
             assert mode == MODE_LEGACY  # line-numbered names: read whole on change
