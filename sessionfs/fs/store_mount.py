@@ -202,6 +202,9 @@ class StoreMount:
         #: agents as its ``agents/`` lists them
         self.searches: dict[str, list[tuple[str, SearchView]]] = {}
         self._searches_lock = threading.Lock()  # added to by one thread, read by others
+        #: indexers made before the event loop runs (`first_refresh`), started by
+        #: `keep_refreshing`
+        self._unstarted: list[SearchIndexer] = []
         mirror_dir = mirror_dir_of(cache_dir, url, endpoint_url)
         label = f"{url} at {endpoint_url}" if endpoint_url else str(url)
         mirror = open_mirror(url, endpoint_url, mirror_dir, mirror_max_bytes)
@@ -272,18 +275,24 @@ class StoreMount:
         return ops
 
     def first_refresh(self) -> None:
+        """Before the mount serves: the first refresh (bounded), then the indexes of
+        the machines it brought, so that a search right after mounting waits for their
+        first builds as a local mount's root ``search/`` does (``search_indexers``)."""
         if not self.refresher.first_refresh(FIRST_REFRESH_TIMEOUT):
             log.warning(
                 "the store's first refresh takes over %.0f s; serving what is cached meanwhile",
                 FIRST_REFRESH_TIMEOUT,
             )
+        self._unstarted = self._index_new_machines()
 
     async def keep_refreshing(self) -> None:
         """The periodic refresh and each machine's search indexer (a task of the
         daemon's nursery, cancelled at unmount)."""
         async with trio.open_nursery() as indexers:
+            new, self._unstarted = self._unstarted, []
             while True:
-                await trio.to_thread.run_sync(self._index_new_machines, indexers.start_soon)
+                for indexer in new:
+                    indexers.start_soon(indexer.run)
                 await trio.sleep(self.refresh_seconds)
                 result = await trio.to_thread.run_sync(
                     self.refresher.refresh, abandon_on_cancel=True
@@ -291,6 +300,7 @@ class StoreMount:
                 if result is not None and result.files_changed:
                     for context in self.machines.all():
                         await context.sessions.recheck_loaded()
+                new = await trio.to_thread.run_sync(self._index_new_machines)
 
     def _views(self) -> list[tuple[str, SearchView]]:
         """(``ctl`` name, index) of every index, in the order hits of one millisecond
@@ -298,11 +308,13 @@ class StoreMount:
         with self._searches_lock:
             return [found for name in sorted(self.searches) for found in self.searches[name]]
 
-    def _index_new_machines(self, start_soon: Callable[..., object]) -> None:
-        """The search indexes and their indexers of each machine not indexed yet: its
-        agent dir's, then each of its other agents' dirs' (their indexers are started
-        on the event loop, ``start_soon`` from this thread; one first build at a time
-        per machine, its agent dir's first)."""
+    def _index_new_machines(self) -> list[SearchIndexer]:
+        """The search indexes of each machine not indexed yet: its agent dir's, then
+        each of its other agents' dirs'. Their indexers join the root's
+        ``search_indexers`` (its ``search/`` waits for their first builds) and are
+        returned, to be started (one first build at a time per machine, its agent
+        dir's first)."""
+        new: list[SearchIndexer] = []
         for name in self.machines.names():
             context = self.machines.context(name)
             if name in self.searches or context is None:
@@ -323,8 +335,9 @@ class StoreMount:
                 views.append((f"{name}/{agent}", agent_view))
             with self._searches_lock:
                 self.searches[name] = views
-            for each in indexers:
-                trio.from_thread.run_sync(start_soon, each.run)
+            self.root_context.search_indexers.extend(indexers)  # (one append: GIL-atomic)
+            new += indexers
+        return new
 
     def close(self) -> None:
         for context in (self.root_context, *self.machines.all()):

@@ -62,6 +62,29 @@ def _write_sessions(agent: Path, machine: str) -> list[tuple[int, str, str, str]
     return hits
 
 
+def _newest(hits: list[tuple[int, str, str, str]]) -> list[tuple[str, str]]:
+    """(time, entry path) of the 100 hits root ``search/`` shows, in its order."""
+    return [
+        (
+            ms_to_iso(-minus_ms),
+            f"machines/{machine}/sessions/{PROJECT}/{name.removesuffix('.jsonl')}"
+            f"/entries/{entry_id}.json",
+        )
+        for minus_ms, machine, name, entry_id in sorted(hits)[:100]
+    ]
+
+
+def _ship(tmp_path: Path, store: str) -> list[tuple[int, str, str, str]]:
+    """`MACHINES` synced to ``store``, each with `_write_sessions`'s; their hits."""
+    hits = []
+    for machine in MACHINES:
+        home = tmp_path / machine
+        hits += _write_sessions(home / "agent", machine)
+        done = sync(home, "--store", store, "--machine", machine, "--no-agents")
+        assert done.returncode == 0, done.stderr
+    return hits
+
+
 def _ctl(root: Path) -> dict[str, str]:
     lines = run("cat", root / "ctl").splitlines()
     return dict(line.split(": ", 1) if ": " in line else (line.rstrip(":"), "") for line in lines)
@@ -71,12 +94,7 @@ def test_root_search_merges_the_machines_by_time_and_the_tie_rule(
     tmp_path: Path, mount_factory: MountFactory
 ) -> None:
     store = f"file://{tmp_path / 'team-store'}"
-    hits = []
-    for machine in MACHINES:
-        home = tmp_path / machine
-        hits += _write_sessions(home / "agent", machine)
-        done = sync(home, "--store", store, "--machine", machine, "--no-agents")
-        assert done.returncode == 0, done.stderr
+    hits = _ship(tmp_path, store)
     home = tmp_path / MACHINES[0]
     mount = mount_factory(home / "agent", "--store", store, name="store", env=user_env(home))
     deadline = time.monotonic() + READY_WITHIN
@@ -86,15 +104,7 @@ def test_root_search_merges_the_machines_by_time_and_the_tie_rule(
 
     lines = [line.split("\t") for line in run("cat", mount.path / "search" / WORD).splitlines()]
 
-    hits.sort()
-    expected = [
-        (
-            ms_to_iso(-minus_ms),
-            f"machines/{machine}/sessions/{PROJECT}/{name.removesuffix('.jsonl')}"
-            f"/entries/{entry_id}.json",
-        )
-        for minus_ms, machine, name, entry_id in hits[:100]
-    ]
+    expected = _newest(hits)
     assert [(when, path) for when, path, _role, _snippet in lines] == expected
     last = expected[-1][0]
     shown_last = sum(when == last for when, _ in expected)
@@ -171,3 +181,19 @@ def test_root_search_finds_a_machines_synced_claude_sessions(
     ]
     for path in shared:
         assert SHARED in run("cat", mount.path / path), path
+
+
+def test_a_search_right_after_mounting_waits_for_the_first_builds(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """As a local mount's: root ``search/`` read the moment the store mount is up
+    waits for every machine's first index build (a few seconds at most) instead of
+    answering from indexes still empty; the root ``ctl`` then says they are ready."""
+    store = f"file://{tmp_path / 'team-store'}"
+    hits = _ship(tmp_path, store)
+    home = tmp_path / MACHINES[0]
+    mount = mount_factory(home / "agent", "--store", store, name="store", env=user_env(home))
+    lines = [line.split("\t") for line in run("cat", mount.path / "search" / WORD).splitlines()]
+    assert [(when, path) for when, path, _role, _snippet in lines] == _newest(hits)
+    status = _ctl(mount.path)
+    assert all(status[f"search_{m}"].startswith("ready") for m in MACHINES), status
