@@ -44,7 +44,8 @@ from sessionfs.fs.nodes.base import MountContext
 from sessionfs.fs.nodes.store import MACHINES, StoreRootDir
 from sessionfs.fs.ops import SessionFsOperations
 from sessionfs.fs.search_indexer import SearchIndexer
-from sessionfs.store.layout import MAX_MACHINES, is_machine_name
+from sessionfs.store.layout import MAX_MACHINES, SESSIONS_TREE, is_machine_name, split_tree_key
+from sessionfs.store.mirror import BLOB_STATE_PREFIX
 from sessionfs.store.refresher import StoreRefresher, open_mirror
 from sessionfs.store.url import AnyStoreURL, parse_store_url
 from sessionfs.view.access import Caller
@@ -55,12 +56,25 @@ from sessionfs.view.prerender import Prerenderer
 from sessionfs.view.search_view import SearchView, entry_mount_path, search_result
 from sessionfs.view.session_cache import SessionCache
 
-__all__ = ["FIRST_REFRESH_TIMEOUT", "StoreMount", "mirror_dir_of"]
+__all__ = ["FIRST_REFRESH_TIMEOUT", "StoreMount", "fetched_again_by_name", "mirror_dir_of"]
 
 log = logging.getLogger("sessionfs.store_mount")
 
 #: How long the mount waits for the first refresh before it serves what it has.
 FIRST_REFRESH_TIMEOUT = 15.0
+
+
+def fetched_again_by_name(state_key: str) -> bool:
+    """Which of the mirror's files (state keys) ``--mirror-max-gb`` may evict: the
+    ones the mount fetches again when asked for by name (`MirroredAgentIndex`), a
+    machine's agent-dir sessions and the blobs. Another agent's file
+    (``machines/<m>/agents/<agent>/``) is shown by a scan of its dir, so evicted it
+    would be gone from the mount and from ``search/`` until the mirror was cleared:
+    never evicted (one evicted before comes back with the next refresh)."""
+    if state_key.startswith(BLOB_STATE_PREFIX):
+        return True
+    _machine, _, name = state_key.partition("/")
+    return split_tree_key(name)[0] == SESSIONS_TREE
 
 
 def mirror_dir_of(cache_dir: Path, url: AnyStoreURL, endpoint_url: str | None) -> Path:
@@ -208,6 +222,7 @@ class StoreMount:
         mirror_dir = mirror_dir_of(cache_dir, url, endpoint_url)
         label = f"{url} at {endpoint_url}" if endpoint_url else str(url)
         mirror = open_mirror(url, endpoint_url, mirror_dir, mirror_max_bytes)
+        mirror.evictable = fetched_again_by_name
         self.refresher = StoreRefresher(mirror, label)
         self.started_ns = time.time_ns()
         self.machines = MachineContexts(

@@ -197,3 +197,60 @@ def test_a_search_right_after_mounting_waits_for_the_first_builds(
     assert [(when, path) for when, path, _role, _snippet in lines] == _newest(hits)
     status = _ctl(mount.path)
     assert all(status[f"search_{m}"].startswith("ready") for m in MACHINES), status
+
+
+PADDED_BYTES = 100_000
+
+
+def _padded_xcsh_session(agent: Path, session_id: str, text: str) -> str:
+    """A session of one message saying ``text`` and `PADDED_BYTES` of padding; its stem."""
+    name = _xcsh_session(agent, session_id, [("e1", START_MS, text)])
+    pad = {"type": "custom", "customType": "pad", "data": "z" * 1000}
+    with open(agent / "sessions" / PROJECT / f"{name}.jsonl", "ab") as f:
+        f.write((orjson.dumps(pad) + b"\n") * (PADDED_BYTES // 1000))
+    return name
+
+
+def _hit_paths(root: Path, word: str) -> list[str]:
+    return [line.split("\t")[1] for line in run("cat", root / "search" / word).splitlines()]
+
+
+def test_the_mirror_budget_never_takes_a_synced_agents_session_out_of_search(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """``--mirror-max-gb`` below what the store holds: the mirror evicts the agent
+    dir's session (the mount fetches it again when it is asked for by name), never a
+    synced Claude Code session (nothing would bring it back: it would be gone from the
+    listing and from ``search/``), even when they alone take more than the budget.
+    Each Claude session stays listed and found, its hit's entry opens."""
+    demo = load_demo_agents()
+    store = f"file://{tmp_path / 'team-store'}"
+    beta = tmp_path / "beta"
+    stem = _padded_xcsh_session(beta / "agent", "own", "the own ocelot")
+    claude_ids = [f"7d0c3a52-9a8e-4c1b-8f0e-2b7d6c1a9e0{n}" for n in range(3)]
+    for n, claude_id in enumerate(claude_ids):
+        lines = demo.ClaudeLines(claude_id, "/work", START_MS / 1000 + n)
+        lines.user(f"claude{n}wombat " + "pad " * (PADDED_BYTES // 4))
+        demo.write_lines(
+            beta / ".claude" / "projects" / "-work" / f"{claude_id}.jsonl", lines.lines
+        )
+    done = sync(beta, "--store", store, "--machine", "beta")
+    assert done.returncode == 0, done.stderr
+    budget_gb = 2.5 * PADDED_BYTES / (1 << 30)  # room for two of the four sessions
+    mount = mount_factory(
+        beta / "agent",
+        *("--store", store, "--refresh-seconds", "1", "--mirror-max-gb", f"{budget_gb:.9f}"),
+        name="store",
+        env=user_env(beta),
+    )
+    status = _ctl(mount.path)
+    assert status["files_evicted"] == "1", status  # the agent dir's session alone
+    assert int(status["mirror_bytes"]) > int(status["mirror_max_bytes"])
+    claude = mount.path / "machines" / "beta" / "agents" / "claude" / "sessions" / "-work"
+    assert run("ls", claude).split() == claude_ids
+    for n, claude_id in enumerate(claude_ids):
+        (path,) = _hit_paths(mount.path, f"claude{n}wombat")
+        assert path.startswith(f"machines/beta/agents/claude/sessions/-work/{claude_id}/entries/")
+        assert f"claude{n}wombat" in run("cat", mount.path / path)
+    own = mount.path / "machines" / "beta" / "sessions" / PROJECT / stem
+    assert "ocelot" in run("cat", own / "transcript.md")  # evicted, fetched when asked for
