@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -69,6 +70,18 @@ def cp_message(tmp_path: Path, append_dir: Path, name: str) -> None:
     message = tmp_path / "msg.json"
     message.write_bytes(orjson.dumps(user("dropped with cp")))
     subprocess.run(["cp", str(message), str(append_dir / name)], check=True, timeout=60)
+
+
+def appended_in_order(file: Path, before: bytes, texts: list[str], d: Path) -> list[dict[str, Any]]:
+    """The file's last entries: messages saying ``texts`` in order, each the child of
+    the one before, after every byte that was there (``before``), the last one listed
+    in ``entries/`` of the session dir ``d``."""
+    assert file.read_bytes().startswith(before)
+    entries = on_disk(file).get_entries()[-len(texts) :]
+    assert [e["message"]["content"][0]["text"] for e in entries] == texts
+    assert [e["parentId"] for e in entries[1:]] == [e["id"] for e in entries[:-1]]
+    assert f"{entries[-1]['id']}.json" in os.listdir(d / "entries")
+    return entries
 
 
 def held_mb(mount_path: Path) -> float:
@@ -170,11 +183,7 @@ def test_a_burst_never_parses_a_session_too_big_for_the_cache(
         subprocess.run(["cp", str(message), str(d / "append" / f"n{n}.json")], check=True)
         assert held_mb(mount.path) < 3 * size_mb  # compact (parsed: 6x and more)
     assert read_ctl(mount.path)["cache_loads"] == "1"
-    assert file.read_bytes().startswith(before)
-    entries = on_disk(file).get_entries()[-len(texts) :]
-    assert [e["message"]["content"][0]["text"] for e in entries] == texts
-    assert [e["parentId"] for e in entries[1:]] == [e["id"] for e in entries[:-1]]
-    assert f"{entries[-1]['id']}.json" in os.listdir(d / "entries")
+    appended_in_order(file, before, texts, d)
 
 
 def test_an_append_after_a_diverging_line_does_not_parse_a_session_too_big_for_the_cache(
@@ -202,9 +211,5 @@ def test_an_append_after_a_diverging_line_does_not_parse_a_session_too_big_for_t
         subprocess.run(["cp", str(message), str(d / "append" / f"m{n}.json")], check=True)
         assert held_mb(mount.path) < 3 * size_mb  # compact (parsed: 6x and more)
     assert read_ctl(mount.path)["cache_loads"] == "1"
-    assert file.read_bytes().startswith(before)
-    appended = on_disk(file).get_entries()[-len(texts) :]
-    assert [e["message"]["content"][0]["text"] for e in appended] == texts
-    assert [e["parentId"] for e in appended[1:]] == [e["id"] for e in appended[:-1]]
+    appended = appended_in_order(file, before, texts, d)
     assert not {e["id"] for e in appended} & {e["id"] for e in entries}
-    assert f"{appended[-1]['id']}.json" in os.listdir(d / "entries")
