@@ -116,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=20.0,
         metavar="GB",
         help="with --store: disk the fetched sessions and blobs may use; past it the least "
-        "recently read files are removed and fetched again when read; with an archive: "
+        "recently read agent-dir sessions and blobs are removed and fetched again when "
+        "read (other agents' files are kept); with an archive: "
         "past it its copies of files the agents still have are removed, oldest first, "
         "and fetched again once the agent deletes the file (default 20)",
     )
