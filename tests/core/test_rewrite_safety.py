@@ -468,7 +468,8 @@ def test_our_own_descriptor_on_the_file_does_not_hold_the_carry_up(
 def _leases_on(file: Path) -> list[str]:
     """The lines of /proc/locks that are leases on ``file``'s inode."""
     inode = f":{os.stat(file).st_ino} "
-    return [line for line in Path("/proc/locks").read_text().splitlines() if "LEASE" in line and inode in line]
+    lines = Path("/proc/locks").read_text().splitlines()
+    return [line for line in lines if "LEASE" in line and inode in line]
 
 
 def test_the_quick_probe_leaves_no_lease_behind(tmp_path: Path) -> None:
