@@ -493,6 +493,19 @@ def test_unknown_types_and_fields_survive_a_round_trip(tmp_path: Path) -> None:
     assert file_objects(path)[:3] == lines
 
 
+
+def append_foreign_line(path: str, entry_id: str, parent: str) -> None:
+    """A message line another process (an agent) appends to the file."""
+    foreign = {
+        "type": "message",
+        "id": entry_id,
+        "parentId": parent,
+        "timestamp": "2025-01-01T00:00:00.000Z",
+        "message": user("from agent"),
+    }
+    with open(path, "ab") as fh:
+        fh.write(core.dumps_line(foreign))
+
 def test_catch_up_reads_lines_appended_by_another_writer(tmp_path: Path) -> None:
     m = SessionManager.create("/w", agent_session_dir(tmp_path))
     a = m.append_message(assistant("a"))
@@ -500,15 +513,8 @@ def test_catch_up_reads_lines_appended_by_another_writer(tmp_path: Path) -> None
     assert m.catch_up() == 0
     path = m.session_file
     assert path is not None
-    foreign = {
-        "type": "message",
-        "id": "f0f0f0f0",
-        "parentId": a,
-        "timestamp": "2025-01-01T00:00:00.000Z",
-        "message": user("from agent"),
-    }
+    append_foreign_line(path, "f0f0f0f0", a)
     with open(path, "ab") as fh:
-        fh.write(core.dumps_line(foreign))
         fh.write(b'{"type":"message","id":"torn"')  # half a line: waits
     assert m.catch_up() == 1
     assert m.get_leaf_id() == "f0f0f0f0"
@@ -538,15 +544,7 @@ def test_a_catch_up_refusing_waits_stops_at_a_changed_file_before_reading(
     assert path is not None
     with m.refusing_waits():
         assert m.catch_up() == 0  # unchanged: one stat, nothing refused
-    foreign = {
-        "type": "message",
-        "id": "f1f1f1f1",
-        "parentId": a,
-        "timestamp": "2025-01-01T00:00:00.000Z",
-        "message": user("from agent"),
-    }
-    with open(path, "ab") as fh:
-        fh.write(core.dumps_line(foreign))
+    append_foreign_line(path, "f1f1f1f1", a)
     with m.refusing_waits(), pytest.raises(GuestWriteWouldWait):
         m.catch_up()
     with m.refusing_waits(), pytest.raises(GuestWriteWouldWait), m.batch():

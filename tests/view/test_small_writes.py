@@ -43,6 +43,16 @@ async def parsed(cache: SessionCache, file: Path) -> LoadedSession:
     return session
 
 
+
+async def move_leaf(cache: SessionCache, session: LoadedSession, entry_id: str) -> None:
+    """``ln -sfn entries/<entry_id>.json leaf``'s write: memory only."""
+    await cache.write(
+        session,
+        lambda m: session_writer.set_leaf_from_link(m, f"entries/{entry_id}.json"),
+        leaf="moved",
+        memory_only=True,
+    )
+
 def thread_hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the functions run in worker threads from now on, in order."""
     hops: list[str] = []
@@ -147,12 +157,7 @@ def test_a_leaf_move_runs_inline_untimed_even_when_the_disk_was_slow(
         root = session.hydrated.get_entries()[0]["id"]
         cache.small_write_seconds = slow = INLINE_WRITE_LIMIT * 10
         hops.clear()
-        await cache.write(
-            session,
-            lambda m: session_writer.set_leaf_from_link(m, f"entries/{root}.json"),
-            leaf="moved",
-            memory_only=True,
-        )
+        await move_leaf(cache, session, root)
         assert hops == [] and session.leaf_id() == root
         assert cache.small_write_seconds == slow
 
@@ -206,12 +211,7 @@ def test_a_leaf_move_after_another_writer_appended_catches_up_in_a_thread(
         outside = agent_side.append_message(user("from the agent"))
         agent_side.close()
         hops.clear()
-        await cache.write(
-            session,
-            lambda m: session_writer.set_leaf_from_link(m, f"entries/{root}.json"),
-            leaf="moved",
-            memory_only=True,
-        )
+        await move_leaf(cache, session, root)
         assert hops == ["apply"]
         assert manager.get_entry(outside) is not None and session.leaf_id() == root
         hops.clear()  # caught up: the next one stays on the event loop
