@@ -15,7 +15,8 @@ class PersistenceError(Exception):
 
 class GuestWriteWouldWait(Exception):
     """A guest write told not to wait (`SessionManager.refusing_waits`) would have had
-    to: another process holds the file open for writing, or omp's lock is taken.
+    to: another process holds the file open for writing, or omp's lock is taken, or
+    the file changed since the last look (catching up reads what others wrote).
     Nothing was written; the caller may do the write again where waiting is fine."""
 
 

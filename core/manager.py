@@ -333,7 +333,9 @@ class SessionManager:
         holds the file open for writing, or omp's lock is taken) raises
         `GuestWriteWouldWait` instead, before anything is written (a batch is rolled
         back): for a caller that must not block, an event loop, which then does the
-        write again from a thread. The write's own probe decides, so it is made once."""
+        write again from a thread. The write's own probe decides, so it is made once.
+        So does a catch-up that finds the file changed since our last look (by its
+        one stat, before reading anything): the caller need not stat it first."""
         with self.lock:
             self._pipeline.refuse_waits = True
             try:

@@ -230,6 +230,9 @@ class PersistencePipeline:
 
         Returns the number of new entries (the leaf moves to the last one), or -1 when
         the file was replaced or shrank and was reloaded whole. One stat when unchanged.
+        With `refuse_waits` (a caller that must not block) a file that changed raises
+        `GuestWriteWouldWait` before anything is read: what another process wrote may
+        be of any size (a replaced file is parsed again whole), work for a thread.
         """
         file = self.file
         if file is None or self._file_inode is None:
@@ -238,6 +241,8 @@ class PersistencePipeline:
             st = self.storage.stat(file)
         except OSError:
             return 0
+        if self.refuse_waits and (st.inode != self._file_inode or st.size != self._loaded_offset):
+            raise GuestWriteWouldWait(file)
         if st.inode != self._file_inode or st.size < self._loaded_offset:
             self._reload()
             return -1

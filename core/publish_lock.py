@@ -22,6 +22,7 @@ omp version honours on every platform, so it is what we take.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import time
@@ -58,21 +59,30 @@ class PublishLockBusy(SessionBusyError):
         self.strerror = self.reason
 
 
+@functools.lru_cache(maxsize=1024)
 def lock_path_for(path: str) -> str:
+    """``path``'s lock file (kept: the guest checks of every append through the mount
+    ask for the same few files' locks)."""
     directory, name = os.path.split(path)
     return os.path.join(directory, f".{name}.lock")
 
 
+def _there(path: str) -> bool:
+    """``os.path.lexists``, without an exception made for the usual answer (absent):
+    checked twice before every guest append."""
+    return os.access(path, os.F_OK, follow_symlinks=False)
+
+
 def is_locked(path: str | os.PathLike[str]) -> bool:
     """Whether ``path``'s lock file exists now (someone publishes, or crashed doing so)."""
-    return os.path.lexists(lock_path_for(os.fspath(path)))
+    return _there(lock_path_for(os.fspath(path)))
 
 
 def omp_has_published(path: str | os.PathLike[str]) -> bool:
     """Whether omp's lock file or its OS lock's sidecar is beside ``path`` now: omp
     publishes the file, or has (the sidecar stays), or crashed doing so."""
     lock = lock_path_for(os.fspath(path))
-    return os.path.lexists(lock) or os.path.lexists(f"{lock}.os")
+    return _there(lock) or _there(f"{lock}.os")
 
 
 def _read(lock: str) -> str | None:

@@ -148,11 +148,11 @@ def _nobody_writes(fd: int) -> bool:
     """True when no process (this one included) has the file of ``fd`` (opened
     read-only) open for writing: the kernel grants a read lease only then. A cheap
     probe (microseconds) before the /proc scan (milliseconds per hundred processes);
-    False also where leases are not available, and the scan decides."""
-    if _take_lease(fd, fcntl.F_RDLCK) is not None:
-        return False
-    _release_opens(fd)
-    return True
+    False also where leases are not available, and the scan decides. A granted lease
+    is left to the caller, who closes ``fd`` at once: closing the only descriptor of
+    an open file removes its lease too, so an explicit release would be one more
+    system call on every append through the mount."""
+    return _take_lease(fd, fcntl.F_RDLCK) is None
 
 
 def _refuse_if_held_open(
@@ -200,7 +200,7 @@ def seems_unshared(path: PathArg) -> bool:
     try:
         return _nobody_writes(fd)
     finally:
-        os.close(fd)
+        os.close(fd)  # and with it the lease, if one was granted
 
 
 def refuse_if_held_open(path: PathArg, harm: str = APPEND_HARM) -> None:

@@ -113,6 +113,10 @@ class AgentRuns:
         """When a run on the session last started or ended (``send``'s mtime)."""
         return self._changed.get(key)
 
+    def any_busy(self) -> bool:
+        """Whether a run is active or about to start on any session."""
+        return bool(self._active) or bool(self._reserved)
+
     def check_idle(self, key: SessionKey, what: str) -> None:
         """`WriteRejected` (``EBUSY``) for a write to a session an agent is running on:
         nothing may be mixed into what the agent is writing."""

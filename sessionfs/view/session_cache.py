@@ -542,8 +542,9 @@ class SessionCache:
         that can happen (`_can_write_inline`), while recent small writes (timed
         wherever they ran) stayed under `INLINE_WRITE_LIMIT`, so a slow disk never
         stalls the other requests for long, and never waiting for an agent that holds
-        the file or for omp's lock: such a write stops before writing anything
-        (`SessionManager.refusing_waits`) and is done again in a worker thread.
+        the file or for omp's lock, nor catching up with what another process wrote:
+        such a write stops before writing anything (`SessionManager.refusing_waits`)
+        and is done again in a worker thread.
         ``memory_only`` (a leaf move: no disk I/O but the catch-up's stat) runs on the
         event loop under the same conditions except the disk's speed, and is not timed.
 
@@ -636,19 +637,20 @@ class SessionCache:
 
     def _can_write_inline(self, session: LoadedSession, *, disk: bool) -> bool:
         """True when a small write can only append and fsync (a leaf move: change
-        memory): parsed, already on disk with no migration rewrite pending, the file as
-        last seen (no catch-up or reload), and with ``disk``, the disk fast lately. (An
-        agent holding the file or omp's lock is found by the write itself, which then
-        stops: see `write`.) An append through a manager of the file's tail never runs
-        inline: the index it leaves up to date (`LoadedSession.after_append`) copies
-        a file of megabytes."""
+        memory): parsed, already on disk with no migration rewrite pending, and with
+        ``disk``, the disk fast lately. (A file changed since core's last look, which
+        would need a catch-up or a reload, an agent holding the file and omp's lock are
+        found by the write itself, which then stops: see `write`. The catch-up's own
+        stat decides, so the file is not stat'ed here too: one system call fewer on a
+        ``close()`` in ``append/``.) An append through a manager of the file's tail
+        never runs inline: the index it leaves up to date
+        (`LoadedSession.after_append`) copies a file of megabytes."""
         manager = session.manager
         return (
             manager is not None
             and manager.is_on_disk
             and not manager.needs_rewrite
             and (not disk or self.small_write_seconds <= INLINE_WRITE_LIMIT)
-            and session.unchanged_on_disk()
         )
 
     def _small_write_took(self, seconds: float) -> None:

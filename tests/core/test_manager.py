@@ -17,6 +17,7 @@ from core import (
     NotASessionError,
     SessionManager,
 )
+from core.errors import GuestWriteWouldWait
 
 HEX8 = re.compile(r"[0-9a-f]{8}")
 
@@ -492,6 +493,19 @@ def test_unknown_types_and_fields_survive_a_round_trip(tmp_path: Path) -> None:
     assert file_objects(path)[:3] == lines
 
 
+
+def append_foreign_line(path: str, entry_id: str, parent: str) -> None:
+    """A message line another process (an agent) appends to the file."""
+    foreign = {
+        "type": "message",
+        "id": entry_id,
+        "parentId": parent,
+        "timestamp": "2025-01-01T00:00:00.000Z",
+        "message": user("from agent"),
+    }
+    with open(path, "ab") as fh:
+        fh.write(core.dumps_line(foreign))
+
 def test_catch_up_reads_lines_appended_by_another_writer(tmp_path: Path) -> None:
     m = SessionManager.create("/w", agent_session_dir(tmp_path))
     a = m.append_message(assistant("a"))
@@ -499,15 +513,8 @@ def test_catch_up_reads_lines_appended_by_another_writer(tmp_path: Path) -> None
     assert m.catch_up() == 0
     path = m.session_file
     assert path is not None
-    foreign = {
-        "type": "message",
-        "id": "f0f0f0f0",
-        "parentId": a,
-        "timestamp": "2025-01-01T00:00:00.000Z",
-        "message": user("from agent"),
-    }
+    append_foreign_line(path, "f0f0f0f0", a)
     with open(path, "ab") as fh:
-        fh.write(core.dumps_line(foreign))
         fh.write(b'{"type":"message","id":"torn"')  # half a line: waits
     assert m.catch_up() == 1
     assert m.get_leaf_id() == "f0f0f0f0"
@@ -521,6 +528,34 @@ def test_catch_up_reads_lines_appended_by_another_writer(tmp_path: Path) -> None
     other.set_session_name("replaced", "user")
     assert m.catch_up() == -1
     assert m.get_header()["title"] == "replaced"
+
+
+
+def test_a_catch_up_refusing_waits_stops_at_a_changed_file_before_reading(
+    tmp_path: Path,
+) -> None:
+    # An event loop's inline write (`refusing_waits`) must not read what another
+    # process wrote (any size) nor parse a replaced file: the catch-up's stat finds the
+    # change and raises before anything is read; outside the block it catches up.
+    m = SessionManager.create("/w", agent_session_dir(tmp_path))
+    a = m.append_message(assistant("a"))
+    m.flush()
+    path = m.session_file
+    assert path is not None
+    with m.refusing_waits():
+        assert m.catch_up() == 0  # unchanged: one stat, nothing refused
+    append_foreign_line(path, "f1f1f1f1", a)
+    with m.refusing_waits(), pytest.raises(GuestWriteWouldWait):
+        m.catch_up()
+    with m.refusing_waits(), pytest.raises(GuestWriteWouldWait), m.batch():
+        m.append_message(user("not now"))  # a batch catches up first
+    assert m.get_entry("f1f1f1f1") is None and m.get_leaf_id() == a
+    assert file_objects(path)[-1]["id"] == "f1f1f1f1"  # nothing of ours was written
+    assert m.catch_up() == 1 and m.get_leaf_id() == "f1f1f1f1"
+    with m.refusing_waits(), m.batch():
+        mine = m.append_message(user("now"))
+    objects = file_objects(path)
+    assert objects[-1]["id"] == mine and objects[-1]["parentId"] == "f1f1f1f1"
 
 
 def test_batch_is_one_write_and_all_or_nothing(tmp_path: Path) -> None:

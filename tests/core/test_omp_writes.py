@@ -26,7 +26,13 @@ from support.omp_files import (
 )
 
 from core import SessionManager, session_files
-from core.publish_lock import PublishLockBusy, lock_path_for, publish_lock
+from core.publish_lock import (
+    PublishLockBusy,
+    is_locked,
+    lock_path_for,
+    omp_has_published,
+    publish_lock,
+)
 from core.rewrite import SessionBusyError
 from core.title_slot import split_title_slot
 from sessionfs.fs.inotify import IN_CREATE, Inotify
@@ -251,6 +257,21 @@ def test_a_guest_takes_omps_lock_only_for_a_file_omp_may_publish(tmp_path: Path,
     assert (lock in created) == (omps != "none"), created
     assert b'"guest"' in path.read_bytes() and not os.path.exists(lock_path_for(str(path)))
 
+
+
+def test_omps_lock_and_sidecar_are_seen_as_names_even_dangling(tmp_path: Path) -> None:
+    # Checked before every guest append, without following links (as lexists does): a
+    # lock or sidecar that is a dangling symlink still says omp publishes the file.
+    path = str(tmp_path / "s.jsonl")
+    lock = lock_path_for(path)
+    assert not omp_has_published(path) and not is_locked(path)
+    os.symlink(tmp_path / "gone", f"{lock}.os")
+    assert omp_has_published(path) and not is_locked(path)
+    os.symlink(tmp_path / "gone", lock)
+    assert is_locked(path)
+    os.unlink(lock)
+    os.unlink(f"{lock}.os")
+    assert not omp_has_published(path) and not is_locked(path)
 
 def test_the_lock_file_holds_our_pid_while_held(tmp_path: Path) -> None:
     target = tmp_path / "s.jsonl"

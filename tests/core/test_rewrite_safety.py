@@ -462,3 +462,30 @@ def test_our_own_descriptor_on_the_file_does_not_hold_the_carry_up(
         os.close(own)
     assert path.read_bytes() == b'{"type":"session"}\n{"new":1}\n'
     assert "giving up" not in caplog.text
+
+
+
+def _leases_on(file: Path) -> list[str]:
+    """The lines of /proc/locks that are leases on ``file``'s inode."""
+    inode = f":{os.stat(file).st_ino} "
+    lines = Path("/proc/locks").read_text().splitlines()
+    return [line for line in lines if "LEASE" in line and inode in line]
+
+
+def test_the_quick_probe_leaves_no_lease_behind(tmp_path: Path) -> None:
+    # `seems_unshared` lets its read lease go by closing its descriptor (no separate
+    # release call): nothing is left that would make a writer's open() wait for a lease
+    # break, and a descriptor open for writing (ours included) is still seen.
+    from core.rewrite import seems_unshared
+
+    file = tmp_path / "s.jsonl"
+    file.write_bytes(b"{}\n")
+    assert seems_unshared(file)
+    assert _leases_on(file) == []
+    with open(file, "ab") as writer:
+        writer.write(b"x\n")
+        writer.flush()
+        assert not seems_unshared(file)
+    assert seems_unshared(file)
+    assert _leases_on(file) == []
+    assert file.read_bytes() == b"{}\nx\n"

@@ -43,6 +43,16 @@ async def parsed(cache: SessionCache, file: Path) -> LoadedSession:
     return session
 
 
+
+async def move_leaf(cache: SessionCache, session: LoadedSession, entry_id: str) -> None:
+    """``ln -sfn entries/<entry_id>.json leaf``'s write: memory only."""
+    await cache.write(
+        session,
+        lambda m: session_writer.set_leaf_from_link(m, f"entries/{entry_id}.json"),
+        leaf="moved",
+        memory_only=True,
+    )
+
 def thread_hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the functions run in worker threads from now on, in order."""
     hops: list[str] = []
@@ -147,25 +157,21 @@ def test_a_leaf_move_runs_inline_untimed_even_when_the_disk_was_slow(
         root = session.hydrated.get_entries()[0]["id"]
         cache.small_write_seconds = slow = INLINE_WRITE_LIMIT * 10
         hops.clear()
-        await cache.write(
-            session,
-            lambda m: session_writer.set_leaf_from_link(m, f"entries/{root}.json"),
-            leaf="moved",
-            memory_only=True,
-        )
+        await move_leaf(cache, session, root)
         assert hops == [] and session.leaf_id() == root
         assert cache.small_write_seconds == slow
 
     trio.run(scenario)
 
 
-def test_an_inline_append_stats_its_file_three_times(
+def test_an_inline_append_stats_its_file_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every system call of an append is paid before ``close()`` returns. An inline one
-    stats the session file three times: the freshness check, the catch-up's look for
-    lines of other writers, and the after-write bookkeeping (whose size also serves
-    the parsed source, which used to stat again for it)."""
+    stats the session file twice: the catch-up's look for lines of other writers (which
+    also decides whether the write may stay on the event loop: there was a freshness
+    check of its own before it), and the after-write bookkeeping (whose size also
+    serves the parsed source, which used to stat again for it)."""
     file, cache = new_cache(tmp_path)
     stats: list[str] = []
     real_stat = os.stat
@@ -181,7 +187,37 @@ def test_an_inline_append_stats_its_file_three_times(
         monkeypatch.setattr(os, "stat", counting_stat)
         await cache.write(session, append("counted"), leaf="recorded", small=True)
         monkeypatch.undo()
-        assert len(stats) == 3
+        assert len(stats) == 2
         assert session.unchanged_on_disk()  # and what it saw is the file as it is now
+
+    trio.run(scenario)
+
+
+def test_a_leaf_move_after_another_writer_appended_catches_up_in_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No freshness stat before an inline write: the catch-up's own stat finds the
+    other process's line and stops the inline attempt before anything is read or
+    changed; the worker thread then catches up, and the leaf moves in the session as
+    it is on disk (the other process's entry is there)."""
+    file, cache = new_cache(tmp_path)
+    hops = thread_hops(monkeypatch)
+
+    async def scenario() -> None:
+        session = await parsed(cache, file)
+        manager = session.hydrated
+        root = manager.get_entries()[0]["id"]
+        agent_side = SessionManager.open(file)
+        outside = agent_side.append_message(user("from the agent"))
+        agent_side.close()
+        hops.clear()
+        await move_leaf(cache, session, root)
+        assert hops == ["apply"]
+        assert manager.get_entry(outside) is not None and session.leaf_id() == root
+        hops.clear()  # caught up: the next one stays on the event loop
+        await cache.write(session, append("inline again"), leaf="recorded", small=True)
+        assert hops == []
+        last = SessionManager.open(file, browse=True).get_entries()[-1]
+        assert last["parentId"] == root
 
     trio.run(scenario)

@@ -71,17 +71,20 @@ class InSession:
     def read_only_reason(self) -> str | None:
         """The tree's reason (another agent's sessions), else, with an archive, why a
         session only the archive holds takes no write (one lstat: the live file's)."""
-        return self.ctx.read_only_reason or archived_reason(self.ctx.index, self.project, self.stem)
+        if self.ctx.read_only_reason:
+            return self.ctx.read_only_reason
+        return archived_reason(self.ctx.index, *self.session_key)
 
     async def permissions(self) -> Permissions:
         """Follow the session file's mode and owner: a ``0600`` file shows no
         group/other bits anywhere in its dir. A loaded session knows them (at most one
         stat); else the listing's view of the file (one stat, a thread hop only for an
         unseen file)."""
-        loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
+        project, stem = self.session_key  # (derived from the key once, not per part)
+        loaded = self.ctx.sessions.loaded_fresh(project, stem)
         if loaded is not None:
             return derived_permissions(loaded.access)
-        ref = await self.ctx.sessions.ref(self.project, self.stem)
+        ref = await self.ctx.sessions.ref(project, stem)
         return derived_permissions(ref.access if ref is not None else NO_ACCESS)
 
     async def within_session(self, own: Permissions) -> Permissions:
@@ -94,7 +97,7 @@ class InSession:
         """The session (``load=False``: without reading its file when it is not held
         yet; see `SessionCache.get`); ``ENOENT`` when there is none."""
         try:
-            return await self.ctx.sessions.get(self.project, self.stem, warm, load=load)
+            return await self.ctx.sessions.get(*self.session_key, warm, load=load)
         except NotASession:
             raise refuse(errno.ENOENT) from None
 
@@ -155,7 +158,7 @@ class InSession:
         """`WriteRejected` (``EBUSY``) while ``send``'s agent runs on this session:
         nothing the mount writes may be mixed into what the agent writes."""
         runs = self.ctx.runs
-        if runs is not None:
+        if runs is not None and runs.any_busy():  # (a write asks three times: keep it cheap)
             runs.check_idle(self.session_key, "/".join(self.key))
 
     async def record_refusal(self, exc: WriteRejected) -> None:
