@@ -29,17 +29,40 @@ Nothing here writes, and nothing imports FUSE or trio.
 
 from __future__ import annotations
 
-from core.formats.base import (
-    AGENTS,
-    AgentName,
-    Forest,
-    SessionSource,
-    TranscriptMessage,
-    image_marker,
-)
-from core.formats.claude import ClaudeSession
-from core.formats.codex import CodexSession
-from core.formats.xcsh import XcshSession
+from typing import TYPE_CHECKING
+
+from core.lazy_exports import lazy_exports
+
+#: Where each name lives, imported at its first use (`core.lazy_exports`): a process
+#: reading xcsh files only does not import every agent's reader.
+MODULES = {
+    "core.formats.base": (
+        "AGENTS",
+        "AgentName",
+        "Forest",
+        "SessionSource",
+        "TranscriptMessage",
+        "image_marker",
+    ),
+    "core.formats.claude": ("ClaudeSession",),
+    "core.formats.codex": ("CodexSession",),
+    "core.formats.xcsh": ("XcshSession",),
+}
+
+if TYPE_CHECKING:
+    from core.formats.base import (
+        AGENTS,
+        AgentName,
+        Forest,
+        SessionSource,
+        TranscriptMessage,
+        image_marker,
+    )
+    from core.formats.claude import ClaudeSession
+    from core.formats.codex import CodexSession
+    from core.formats.xcsh import XcshSession
+else:
+    __getattr__, __dir__ = lazy_exports(__name__, MODULES)
 
 __all__ = [
     "AGENTS",
