@@ -11,14 +11,17 @@ from support.agent_messages import make_session
 from sessionfs.view.prerender import Prerenderer
 
 #: Modules a worker must not import: the event loop, FUSE, the daemon and the command
-#: line, the search index, every other agent's reader.
+#: line, the search index and the prompt history (SQLite), every other agent's reader.
 NOT_IN_A_WORKER = (
     "trio",
     "pyfuse3",
     "sessionfs.fs",
     "sessionfs.commands",
     "sessionfs.writes",
-    "core.search_index.index",
+    "core.search_index",
+    "core.history",
+    "core.discovery",
+    "sqlite3",
     "core.formats.registry",
     "core.formats.claude",
     "sessionfs.view.agent_index",
