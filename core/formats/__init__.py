@@ -31,19 +31,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from core.formats import base
 from core.lazy_exports import lazy_exports
 
 #: Where each name lives, imported at its first use (`core.lazy_exports`): a process
-#: reading xcsh files only does not import every agent's reader.
+#: reading xcsh files only does not import every agent's reader. (The interface,
+#: `core.formats.base`, is what every reader imports first anyway.)
 MODULES = {
-    "core.formats.base": (
-        "AGENTS",
-        "AgentName",
-        "Forest",
-        "SessionSource",
-        "TranscriptMessage",
-        "image_marker",
-    ),
+    "core.formats.base": tuple(base.__all__),
     "core.formats.claude": ("ClaudeSession",),
     "core.formats.codex": ("CodexSession",),
     "core.formats.xcsh": ("XcshSession",),
