@@ -88,13 +88,14 @@ def cpu_seconds(pid: int) -> float:
 
 
 def children_cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process's live children (the daemon's render workers and
-    multiprocessing's resource tracker)."""
+    """User + system CPU of a process's live descendants (the daemon's render workers
+    and multiprocessing's resource tracker)."""
     total = 0.0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            with contextlib.suppress(OSError):  # (ended meanwhile)
-                total += cpu_seconds(int(child))
+    with contextlib.suppress(OSError):  # (ended meanwhile)
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                with contextlib.suppress(OSError):
+                    total += cpu_seconds(int(child)) + children_cpu_seconds(int(child))
     return total
 
 
