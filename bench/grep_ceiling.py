@@ -4,6 +4,7 @@ transcript bytes under the same names from memory.
 
     python bench/grep_ceiling.py [--sessions 60] [--entries 400] [--rounds 15]
                                  [--old CHECKOUT] [--new CHECKOUT]
+                                 [--first-rounds N] [--no-first | --no-warm]
 
 The `bench.corpus` agent dir is mounted by each checkout (``--new``: this one by
 default; ``--old``: a second one, e.g. ``git worktree add --detach ../before main``),
@@ -21,12 +22,14 @@ mount, raw over the session files. Prints medians, the ratio to raw warm, the sh
 each ceiling reached (ceiling seconds / mount seconds) and the CPU time each daemon
 spent per grep, the mean over the rounds (steadier than wall time on a shared machine).
 A round during which the machine's page cache shrank (another process dropped it) is
-discarded and run again.
+discarded and run again. ``--first-rounds N`` takes the first greps N times, alternated,
+and prints their medians; ``--no-warm`` stops after them.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -84,6 +87,18 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def children_cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process's live descendants (the daemon's render workers
+    and multiprocessing's resource tracker)."""
+    total = 0.0
+    with contextlib.suppress(OSError):  # (ended meanwhile)
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                with contextlib.suppress(OSError):
+                    total += cpu_seconds(int(child)) + children_cpu_seconds(int(child))
+    return total
+
+
 def grep_command(kind: str, word: str, root: Path) -> list[str]:
     if kind == "transcripts":
         return ["grep", "-rl", word, str(root / "transcripts")]
@@ -112,21 +127,49 @@ def run_once(target: Target, kind: str, args: list[str]) -> str:
     return out
 
 
-def first_greps(checkouts: dict[str, Path], built: corpus.Corpus, word: str, work: Path) -> None:
+def first_greps(
+    checkouts: dict[str, Path], built: corpus.Corpus, word: str, work: Path, rounds: int = 1
+) -> None:
     """Each checkout's first grep of ``transcripts/`` (fresh daemon and cache dir, page
-    cache dropped) against raw cold, taken right before each."""
+    cache dropped) against raw cold, taken right before each; ``rounds`` times, the
+    order alternating by round, medians. Also the mount's start (from the daemon's
+    launch to a ready mount point) and the CPU the daemon (since its start) and its
+    render workers (their start-up included) spent by the grep's end."""
     print("\nfirst grep -rl WORD transcripts/ (fresh daemon and cache dir, page cache dropped)")
-    for name, checkout in checkouts.items():
-        bench_mount.drop_page_cache()
-        raw, _ = timed(raw_command(word, built.agent_dir))
-        bench_mount.drop_page_cache()
-        with mounted_from(checkout, built.agent_dir, work / f"first-{name}", 256) as (mnt, pid):
-            first, out = timed(grep_command("transcripts", word, mnt))
-            cpu = cpu_seconds(pid)
-        print(
-            f"  {name}: {first:.2f} s vs {raw:.3f} s raw cold = {first / raw:.2f}x "
-            f"(aim <= 5x); daemon CPU {cpu:.2f} s; {len(out.split())} files found"
-        )
+    figures: dict[str, dict[str, list[float]]] = {name: {} for name in checkouts}
+    names = list(checkouts)
+    for at in range(rounds):
+        for name in names if at % 2 == 0 else names[::-1]:
+            bench_mount.drop_page_cache()
+            raw, _ = timed(raw_command(word, built.agent_dir))
+            bench_mount.drop_page_cache()
+            launched = time.perf_counter()
+            with mounted_from(checkouts[name], built.agent_dir, work / f"first-{name}", 256) as (
+                mnt,
+                pid,
+            ):
+                ready = time.perf_counter() - launched
+                first, out = timed(grep_command("transcripts", word, mnt))
+                cpu, workers = cpu_seconds(pid), children_cpu_seconds(pid)
+            row = {"first": first, "raw": raw, "ratio": first / raw, "cpu": cpu, "ready": ready}
+            row["workers"] = workers
+            for key, value in row.items():
+                figures[name].setdefault(key, []).append(value)
+            print(
+                f"  {name}: {first:.2f} s vs {raw:.3f} s raw cold = {first / raw:.2f}x "
+                f"(aim <= 5x); daemon CPU {cpu:.2f} s, its workers' {workers:.2f} s; "
+                f"mount ready in {ready:.2f} s; "
+                f"{len(out.split())} files found; load {load_average()}"
+            )
+    if rounds > 1:
+        print(f"  medians of {rounds} rounds:")
+        for name, row in figures.items():
+            med = {key: statistics.median(values) for key, values in row.items()}
+            print(
+                f"  {name}: {med['first']:.3f} s vs {med['raw']:.3f} s raw cold; ratio "
+                f"{med['ratio']:.2f}x; daemon CPU {med['cpu']:.2f} s, its workers' "
+                f"{med['workers']:.2f} s; mount ready in {med['ready']:.2f} s"
+            )
 
 
 def copy_out(mnt: Path, dest: Path) -> Path:
@@ -206,6 +249,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--old", type=Path, help="a checkout of the code before")
     parser.add_argument("--no-first", action="store_true", help="skip the cold first greps")
     parser.add_argument(
+        "--first-rounds", type=int, default=1, help="first greps of each checkout (medians)"
+    )
+    parser.add_argument("--no-warm", action="store_true", help="the first greps only")
+    parser.add_argument(
         "--ceiling", choices=["both", *CEILINGS], default="both", help="the bare fs to mount"
     )
     args = parser.parse_args(argv)
@@ -218,7 +265,10 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="sessionfs-grep-ceiling-") as tmp:
         work = Path(tmp)
         if not args.no_first:
-            first_greps(checkouts, built, word, work)
+            first_greps(checkouts, built, word, work, args.first_rounds)
+        if args.no_warm:
+            print(f"\nload average before {load_before}, after {load_average()}")
+            return 0
         with ExitStack() as stack:
             targets = [Target("raw", built.agent_dir, None)]
             for name, checkout in checkouts.items():

@@ -3,7 +3,10 @@ breadcrumbs, and what a fork, a branched copy and a move put where.
 
 These are the file-level decisions of the manager's whole-session operations (spec
 section 6: `fork`, `fork_from`, `create_branched_session`, `move_to`); the manager
-wires them to its state and its persistence pipeline.
+wires them to its state and its persistence pipeline. `core.discovery` and
+`core.history` (and with it SQLite) are imported by the functions that need them: a
+process that only reads sessions through a manager, such as a render worker, does not
+pay for them.
 """
 
 from __future__ import annotations
@@ -14,11 +17,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from core import discovery, paths
+from core import paths
 from core.blobs import BlobStore, may_contain_blob_refs
 from core.context import path_to_root
 from core.errors import NotASessionError
-from core.history import record_session_title
 from core.jsonl import is_header, parse_session_lenient
 from core.migrate import CURRENT_SESSION_VERSION, migrate_session_entries
 from core.persist import resolve_blob_refs
@@ -95,20 +97,24 @@ def permissions_source(storage: SessionStorage, file: str, model: str | None) ->
 
 def write_breadcrumb(storage: SessionStorage, cwd: str, file: str, session_dir: str) -> None:
     """Remember `file` as this terminal's session for `cwd` (best effort, never fatal)."""
+    from core.discovery import write_terminal_breadcrumb  # (see the module docstring)
+
     layout = layout_of_session_dir(session_dir)
     if layout is not None:
-        discovery.write_terminal_breadcrumb(cwd, file, layout=layout, storage=storage)
+        write_terminal_breadcrumb(cwd, file, layout=layout, storage=storage)
 
 
 def recent_session(cwd: str, directories: Sequence[str], storage: SessionStorage) -> str | None:
     """`continue_recent`'s choice: this terminal's breadcrumb, else the newest file of
     `directories` (every dir that may hold `cwd`'s sessions)."""
+    from core.discovery import find_most_recent_session_in, read_terminal_breadcrumb
+
     layout = layout_of_session_dir(directories[0]) if directories else None
     if layout is not None:
-        crumb = discovery.read_terminal_breadcrumb(cwd, layout=layout, storage=storage)
+        crumb = read_terminal_breadcrumb(cwd, layout=layout, storage=storage)
         if crumb is not None and storage.exists(crumb):
             return crumb
-    return discovery.find_most_recent_session_in(directories, storage=storage)
+    return find_most_recent_session_in(directories, storage=storage)
 
 
 def continue_dirs(cwd: str, session_dir: PathArg | None, storage: SessionStorage) -> list[str]:
@@ -124,6 +130,8 @@ def record_title(file: str, session_id: str, title: str) -> None:
     agent dir's `history.db`, when it has that table (best effort)."""
     layout = paths.layout_of_session_file(file)
     if layout is not None:
+        from core.history import record_session_title  # (see the module docstring)
+
         record_session_title(layout.history_db, session_id, title)
 
 
@@ -147,12 +155,14 @@ def uses_title_slots(session_dir: str) -> bool:
     newest session there (else in the agent dir's most recently changed project) has
     one; with no session at all, the agent dir is omp's (`paths.agent_name`, or it has
     omp's `models.yml`). pi 0.73 cannot read a slot: without evidence a file gets none."""
+    from core.discovery import find_most_recent_session  # (see the module docstring)
+
     layout = layout_of_session_dir(session_dir)
     candidates = [session_dir]
     if layout is not None:
         candidates += _projects_newest_first(layout.sessions)[:_PROJECTS_LOOKED_AT]
     for directory in candidates:
-        newest = discovery.find_most_recent_session(directory)
+        newest = find_most_recent_session(directory)
         if newest is not None:
             try:
                 return read_title_slot(newest) is not None

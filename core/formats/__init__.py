@@ -29,17 +29,35 @@ Nothing here writes, and nothing imports FUSE or trio.
 
 from __future__ import annotations
 
-from core.formats.base import (
-    AGENTS,
-    AgentName,
-    Forest,
-    SessionSource,
-    TranscriptMessage,
-    image_marker,
-)
-from core.formats.claude import ClaudeSession
-from core.formats.codex import CodexSession
-from core.formats.xcsh import XcshSession
+from typing import TYPE_CHECKING
+
+from core.formats import base
+from core.lazy_exports import lazy_exports
+
+#: Where each name lives, imported at its first use (`core.lazy_exports`): a process
+#: reading xcsh files only does not import every agent's reader. (The interface,
+#: `core.formats.base`, is what every reader imports first anyway.)
+MODULES = {
+    "core.formats.base": tuple(base.__all__),
+    "core.formats.claude": ("ClaudeSession",),
+    "core.formats.codex": ("CodexSession",),
+    "core.formats.xcsh": ("XcshSession",),
+}
+
+if TYPE_CHECKING:
+    from core.formats.base import (
+        AGENTS,
+        AgentName,
+        Forest,
+        SessionSource,
+        TranscriptMessage,
+        image_marker,
+    )
+    from core.formats.claude import ClaudeSession
+    from core.formats.codex import CodexSession
+    from core.formats.xcsh import XcshSession
+else:
+    __getattr__, __dir__ = lazy_exports(__name__, MODULES)
 
 __all__ = [
     "AGENTS",

@@ -21,12 +21,42 @@ One job per module:
 - `index`: `SearchIndex`, which opens, updates and searches the database file.
 """
 
-from core.search_index.hits import Hit, format_hit
-from core.search_index.index import MAX_LIMIT, SearchIndex, UpdateStats
-from core.search_index.query import QueryPlan, QueryTerm, build_match_query, parse_query, plan_query
-from core.search_index.schema import SCHEMA_VERSION
-from core.search_index.sources import session_file_keys, subagent_file_keys
-from core.search_index.text import MAX_INDEXED_CHARS, entry_search_text
+from typing import TYPE_CHECKING
+
+from core.lazy_exports import lazy_exports
+
+#: Where each name lives, imported at its first use (`core.lazy_exports`): the prompt
+#: history needs the query builder, not the index and its SQLite code.
+MODULES = {
+    "core.search_index.hits": ("Hit", "format_hit"),
+    "core.search_index.index": ("MAX_LIMIT", "SearchIndex", "UpdateStats"),
+    "core.search_index.query": (
+        "QueryPlan",
+        "QueryTerm",
+        "build_match_query",
+        "parse_query",
+        "plan_query",
+    ),
+    "core.search_index.schema": ("SCHEMA_VERSION",),
+    "core.search_index.sources": ("session_file_keys", "subagent_file_keys"),
+    "core.search_index.text": ("MAX_INDEXED_CHARS", "entry_search_text"),
+}
+
+if TYPE_CHECKING:
+    from core.search_index.hits import Hit, format_hit
+    from core.search_index.index import MAX_LIMIT, SearchIndex, UpdateStats
+    from core.search_index.query import (
+        QueryPlan,
+        QueryTerm,
+        build_match_query,
+        parse_query,
+        plan_query,
+    )
+    from core.search_index.schema import SCHEMA_VERSION
+    from core.search_index.sources import session_file_keys, subagent_file_keys
+    from core.search_index.text import MAX_INDEXED_CHARS, entry_search_text
+else:
+    __getattr__, __dir__ = lazy_exports(__name__, MODULES)
 
 __all__ = [
     "MAX_INDEXED_CHARS",

@@ -8,6 +8,7 @@ and ``history`` start fast and work where FUSE is not installed.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -185,6 +186,7 @@ def _mount(args: argparse.Namespace) -> int:
     if args.allow_other and args.ready_fd is None:
         print(ALLOW_OTHER_NOTE, file=sys.stderr)
     if args.foreground or args.ready_fd is not None:
+        run_as_package_main()
         return run_foreground(opts, ready_fd=args.ready_fd)
     start_background(opts)
     if opts.store is not None:
@@ -196,6 +198,26 @@ def _mount(args: argparse.Namespace) -> int:
         if opts.archive is not None:
             print(f"sessionfs: with the sessions only the archive {opts.archive} holds")
     return 0
+
+
+#: The command's console script (``[project.scripts]``).
+CONSOLE_SCRIPT = "sessionfs"
+
+
+def run_as_package_main() -> None:
+    """Started as the console script, the process's ``__main__`` is that script, and
+    multiprocessing runs it again in each render worker it spawns (to find what the
+    main module defines): the command line imported once more in every worker, ~0.1 s
+    of CPU a first ``grep -r`` over ``transcripts/`` waits for. ``python -m sessionfs``
+    (how ``mount`` starts its background daemon) has the spec of ``sessionfs.__main__``,
+    a package's main, which multiprocessing does not run again; the script is given
+    that spec: it is the same command, and defines nothing a worker needs."""
+    main = sys.modules.get("__main__")
+    if main is None or getattr(main, "__spec__", None) is not None:
+        return  # run with -m, or embedded: multiprocessing knows what to do
+    if Path(getattr(main, "__file__", None) or "").name != CONSOLE_SCRIPT:
+        return  # someone's own script calling main(): theirs to import
+    main.__spec__ = importlib.util.find_spec("sessionfs.__main__")
 
 
 def _chosen_archive(args: argparse.Namespace) -> str | None:

@@ -26,10 +26,12 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from core.private_files import ensure_private_file, make_private_dirs
-from sessionfs.view.other_agent_index import AgentCatalog, Listed
+
+if TYPE_CHECKING:  # (the render workers import `archive_note`, not the agent indexes)
+    from sessionfs.view.other_agent_index import AgentCatalog, Listed
 
 __all__ = [
     "ArchiveDirs",

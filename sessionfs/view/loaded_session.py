@@ -35,9 +35,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import trio
+from typing import TYPE_CHECKING, Any
 
 from core import NotASessionError, SessionManager
 from core.formats.base import SessionSource
@@ -50,13 +48,16 @@ from core.session_tail import FileTail, IndexedEntries, ScannedEntries, read_fil
 from core.storage import FileSessionStorage, PathArg, StorageStat
 from sessionfs.view import render
 from sessionfs.view.access import FileAccess
-from sessionfs.view.agent_index import SessionRef
 from sessionfs.view.agent_notes import SessionLinks
 from sessionfs.view.branch_pages import is_branch_page, page_name, tip_indexes
 from sessionfs.view.html_images import BlobFiles
 from sessionfs.view.names import appended_entry_file_names, entry_file_names
 from sessionfs.view.refusal import READ_ONLY_REASON, WriteRejected
 from sessionfs.view.renderings import parses_entries, render_source
+from sessionfs.view.session_ref import SessionRef
+
+if TYPE_CHECKING:
+    import trio
 
 __all__ = [
     "ENTRY_LISTING",
@@ -220,7 +221,8 @@ class LoadedSession:
     #: they changed since the last ``refresh``, which reports it as a full change
     #: (the kernel caches entry attributes for long: they must all be dropped)
     mode_changed: bool = False
-    lock: trio.Lock = field(default_factory=trio.Lock)
+    #: `lock`, made at its first use
+    _lock: trio.Lock | None = field(default=None, repr=False)
     _renders: dict[str, bytes] = field(default_factory=dict)
     _table: EntryTable | None = None
     _entry_listing: EntryListing | None = None
@@ -262,6 +264,17 @@ class LoadedSession:
     def parsed(cls, ref: SessionRef, manager: SessionManager) -> LoadedSession:
         """A session held parsed from the start (``manager`` is the one writes use)."""
         return cls(ref=ref, source=ManagerSource(manager))
+
+    @property
+    def lock(self) -> trio.Lock:
+        """What the daemon's tasks hold while they use the session. Made at its first
+        use, and trio imported then: a render worker loads sessions with no event loop,
+        and must start without importing trio (`sessionfs.view.render_worker`)."""
+        if self._lock is None:
+            import trio
+
+            self._lock = trio.Lock()
+        return self._lock
 
     @property
     def manager(self) -> SessionManager | None:
