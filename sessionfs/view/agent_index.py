@@ -247,6 +247,11 @@ class AgentIndex:
         """The file of the session ``(project, stem)`` (whether or not it exists)."""
         return session_keys.session_file(self.sessions_root, project, stem)
 
+    def session_paths_fixed(self) -> bool:
+        """Whether `session_path` follows from the names alone, so that a node may keep
+        it: not for an index that finds its sessions its own way (another agent's)."""
+        return type(self).session_path is AgentIndex.session_path
+
     def may_have_subagents(self, ref: SessionRef) -> bool:
         """One stat: False when the session surely has no sub-agent sessions (no
         artifacts dir), True when `subagents_of` has to look."""
