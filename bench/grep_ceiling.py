@@ -20,7 +20,8 @@ built: ``grep -rl WORD transcripts/`` and
 ``grep -l WORD sessions/*/*/transcript.md`` (the shell's glob included) over each
 mount, raw over the session files. Prints medians, the ratio to raw warm, the share of
 each ceiling reached (ceiling seconds / mount seconds) and the CPU time each daemon
-spent per grep, the mean over the rounds (steadier than wall time on a shared machine).
+spent per grep (its threads' schedstat: ns, not 10 ms ticks), the median over the
+rounds (steadier than wall time on a shared machine).
 A round during which the machine's page cache shrank (another process dropped it) is
 discarded and run again. ``--first-rounds N`` takes the first greps N times, alternated,
 and prints their medians; ``--no-warm`` stops after them.
@@ -82,7 +83,7 @@ def page_cache_kb() -> int:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process, all its threads."""
+    """User + system CPU of a process, all its threads (those ended too)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -97,6 +98,16 @@ def children_cpu_seconds(pid: int) -> float:
                 with contextlib.suppress(OSError):
                     total += cpu_seconds(int(child)) + children_cpu_seconds(int(child))
     return total
+def running_seconds(pid: int) -> float:
+    """CPU time of a process's live threads, in nanoseconds where the kernel keeps
+    schedstats: a warm grep costs a daemon a few ms, less than a clock tick (10 ms)
+    of `cpu_seconds`. (A thread ending between two readings takes its time along.)"""
+    total = 0
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):  # a thread that just ended
+                total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e9 if total else cpu_seconds(pid)
 
 
 def grep_command(kind: str, word: str, root: Path) -> list[str]:
@@ -119,11 +130,11 @@ def timed(args: list[str]) -> tuple[float, str]:
 
 
 def run_once(target: Target, kind: str, args: list[str]) -> str:
-    before = cpu_seconds(target.pid) if target.pid is not None else 0.0
+    before = running_seconds(target.pid) if target.pid is not None else 0.0
     elapsed, out = timed(args)
     target.seconds.setdefault(kind, []).append(elapsed)
     if target.pid is not None:
-        target.cpu.setdefault(kind, []).append(cpu_seconds(target.pid) - before)
+        target.cpu.setdefault(kind, []).append(running_seconds(target.pid) - before)
     return out
 
 
@@ -228,7 +239,7 @@ def report(targets: list[Target], ceilings: list[Target], rounds: int) -> None:
             if target.pid is None:
                 continue
             mine = statistics.median(target.seconds[kind])
-            cpu = sum(target.cpu[kind]) / len(target.cpu[kind])  # clock ticks: 10 ms
+            cpu = statistics.median(target.cpu[kind])
             shares = ", ".join(
                 f"{statistics.median(c.seconds[kind]) / mine:.2f} of {c.name}"
                 for c in ceilings

@@ -96,10 +96,26 @@ SMALL_APPEND_BYTES = 64 * 1024
 class RenderedFile(InSession, FileNode):
     """A file whose bytes are one of ``LoadedSession``'s cached renderings."""
 
-    __slots__ = ()
+    __slots__ = ("_session_file",)
 
     tier = RENDERED
     rendering: ClassVar[str]
+
+    def __init__(self, ctx: MountContext, key: tuple[str, ...]) -> None:
+        super().__init__(ctx, key)
+        self._session_file: Path | None = None  # see `session_file`
+
+    def session_file(self) -> Path:
+        """The session's file, worked out once per node where it follows from the
+        names alone: the node lives as long as the kernel holds the inode, and a warm
+        ``grep -l WORD sessions/*/*/transcript.md`` opens each one again (a `Path`
+        made per open cost more than the stat of it)."""
+        if self._session_file is not None:
+            return self._session_file
+        path = self.ctx.index.session_path(self.project, self.stem)
+        if self.ctx.index.session_paths_fixed():
+            self._session_file = path
+        return path
 
     def what(self) -> str:
         """The rendering this file shows (`sessionfs.view.renderings.render_source`)."""
@@ -154,7 +170,7 @@ class RenderedFile(InSession, FileNode):
             or loaded.cached(self.what()) is not None
         ):
             return None
-        path = self.ctx.index.session_path(self.project, self.stem)
+        path = self.session_file()
         try:
             return path, FileIdentity.of(session_stat(path))
         except OSError:
@@ -245,8 +261,7 @@ class TranscriptFile(RenderedFile):
         watch = self.ctx.watch
         if watch is None or not watch.covers(self.project):
             return self.tier
-        path = self.ctx.index.session_path(self.project, self.stem)
-        return WATCHED if own_local_file(self.ctx, self.stem, path) else self.tier
+        return WATCHED if own_local_file(self.ctx, self.stem, self.session_file()) else self.tier
 
     def served_unloaded(self) -> bool:
         return self.unloaded_file() is not None

@@ -281,11 +281,14 @@ class TranscriptFile(FileNode):
 
     def _identity(self) -> tuple[FileIdentity, FileAccess]:
         """The session file as it is now (one stat, on the event loop), its mode and owner."""
+        st = self._stat()
+        return FileIdentity.of(st), FileAccess.of(st)
+
+    def _stat(self) -> os.stat_result:
         try:
-            st = session_stat(self.path)
+            return session_stat(self.path)
         except OSError:
             raise refuse(errno.ENOENT) from None
-        return FileIdentity.of(st), FileAccess.of(st)
 
     def _moved_leaf(self) -> LoadedSession | None:
         """The loaded session when its leaf was moved through the mount: then its
@@ -357,7 +360,7 @@ class TranscriptFile(FileNode):
     async def open(self, flags: int) -> OpenFile:
         if opened_for_writing(flags):
             raise WriteRejected(errno.EACCES, f"{self.display_path()}: a transcript, read-only")
-        identity, _access = self._identity()
+        identity = FileIdentity.of(self._stat())  # (the mode and owner: not asked)
         loaded = await self._noted_session()
         if loaded is not None:
             data = await self.ctx.sessions.render(loaded, "transcript.md")
