@@ -50,7 +50,7 @@ class ClaudeLines(Protocol):
     def path_indexes(self) -> list[int]: ...
 
 
-@dataclass
+@dataclass(slots=True)
 class _Turn:
     role: str  # "user" | "assistant"
     #: the lines behind it; the first one names it in the transcript

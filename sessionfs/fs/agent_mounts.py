@@ -128,6 +128,8 @@ class AgentMounts:
                 mountpoint=root.mountpoint,
                 renders=renders,
                 page_renders=renders.pages(renders_dir.with_name("pages"), None),
+                # (served only for files too big for the daemon to render in memory)
+                context_renders=renders.sibling("context.json", renders_dir.with_name("contexts")),
                 search=self.searches[agent],
                 prefix=(*root.prefix, AGENTS, agent),  # a store machine's: below it
                 read_only_reason=READ_ONLY_REASON,
@@ -183,8 +185,9 @@ class AgentMounts:
 
     def close(self) -> None:
         for context in self.contexts.values():
-            if context.page_renders is not None:
-                context.page_renders.close()
+            for sibling in (context.page_renders, context.context_renders):
+                if sibling is not None:
+                    sibling.close()
             if context.renders is not None:
                 context.renders.close()
         for view in (*self.searches.values(), *self.archive_searches.values()):

@@ -20,7 +20,6 @@ import orjson
 import pytest
 from support.fixture_paths import fixture_files
 from support.long_sessions import Chain, a_long_session, turns
-from support.other_agents import fake_home
 
 from core import SessionManager
 from core.context import empty_context
@@ -270,13 +269,3 @@ def test_a_streamed_rendering_with_no_cache_dir_to_go_to_is_refused(tmp_path: Pa
     # Under the limit the worker renders in memory and hands the bytes over as before.
     small = render_transcript(str(path), "long.jsonl", str(blocked / "renders"), False)
     assert small.data == in_memory(path, "transcript.md")
-
-
-def test_another_agents_file_over_the_limit_renders_the_same_in_a_worker(tmp_path: Path) -> None:
-    """Claude Code's session is not streamed (another reader), but its bytes stay on
-    disk while a worker renders it: the same transcript either way."""
-    path = fake_home(tmp_path / "home").claude_compacted
-    whole = render_transcript(str(path), "k", None, True, agent="claude")
-    in_place = render_transcript(str(path), "k", None, True, agent="claude", stream_over=100)
-    assert in_place.data == whole.data and whole.data
-    assert in_place.record.sizes == whole.record.sizes

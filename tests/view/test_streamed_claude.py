@@ -1,0 +1,167 @@
+"""``transcript.md``, ``context.json`` and ``transcript.html`` of a Claude Code session
+file too big to hold, written a turn at a time (`sessionfs.view.streamed_claude`):
+byte for byte what the rendering in memory makes -- compactions, a preserved segment,
+split responses, parallel tool calls with a result off the path, merged user lines,
+images, sub-agent files, junk -- in a fraction of the memory; and written by a render
+worker into the cache dir (`prerender.render_transcript`)."""
+
+from __future__ import annotations
+
+import io
+import json
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from support.long_claude_sessions import a_long_claude_session
+from support.other_agents import fake_home, load_demo_agents
+
+from core.formats.claude import ClaudeSession
+from sessionfs.view.agent_sources import open_agent_file
+from sessionfs.view.prerender import render_transcript
+from sessionfs.view.render_cache import RenderCache
+from sessionfs.view.renderings import render_source
+from sessionfs.view.streamed_files import STREAMED, NotStreamable, open_streamed
+
+CLAUDE = "claude"
+
+
+def in_memory(path: Path, what: str) -> bytes:
+    """The rendering as the daemon makes it of a file it reads whole (the reference)."""
+    return render_source(open_agent_file(CLAUDE, path), what, path=path)
+
+
+def streamed(path: Path, what: str) -> bytes:
+    out = io.BytesIO()
+    opened = open_streamed(CLAUDE, path)
+    assert isinstance(opened.source(), ClaudeSession)
+    opened.write(what, out, None)
+    return out.getvalue()
+
+
+def odd_sessions(root: Path) -> list[Path]:
+    """Sessions with odd values: a lone surrogate (Python's JSON encoder), no title,
+    a response whose lines are split by another line, nothing but metadata."""
+    demo = load_demo_agents()
+    odd = demo.ClaudeLines("odd", "/w", 1_780_000_000.0)
+    odd.user("lone surrogate follows")
+    odd.response("msg_a", [{"type": "text", "text": "first half"}], (1, 1, 0, 0))
+    odd.user([{"type": "text", "text": "interjected"}])
+    odd.response("msg_a", [{"type": "text", "text": "second half"}], (1, 1, 0, 0))
+    odd.response(
+        "msg_b", [{"type": "tool_use", "id": "t1", "name": "X", "input": {}}], (1, 1, 0, 0)
+    )
+    odd.tool_result("t1", "SURROGATE")
+    path = demo.write_lines(root / "odd.jsonl", odd.lines)
+    path.write_bytes(path.read_bytes().replace(b"SURROGATE", b"lone \\udc80"))
+    meta_only = demo.write_lines(root / "meta.jsonl", [{"type": "summary", "summary": "s"}])
+    return [path, meta_only]
+
+
+def every_claude_file(tmp_path: Path) -> list[Path]:
+    trees = fake_home(tmp_path / "home")
+    files = sorted(trees.claude.rglob("*.jsonl"))  # the demo's, the compacted, sub-agents'
+    assert any("subagents" in str(f) for f in files) and trees.claude_compacted in files
+    long = a_long_claude_session(tmp_path / "long" / "long.jsonl")
+    return [*files, long, *odd_sessions(tmp_path / "odd")]
+
+
+@pytest.mark.parametrize("what", sorted(STREAMED))
+def test_claude_sessions_stream_the_bytes_rendered_in_memory(tmp_path: Path, what: str) -> None:
+    for path in every_claude_file(tmp_path):
+        assert streamed(path, what) == in_memory(path, what), path.name
+
+
+def test_the_long_session_shows_what_the_turns_rules_read(tmp_path: Path) -> None:
+    """The fixture is what it says: the context starts at the last compaction's
+    summary with its preserved turns after it, a result off the path is placed, the
+    caveat and prompt are one message, and the leaf is the one ``last-prompt`` names."""
+    path = a_long_claude_session(tmp_path / "long.jsonl")
+    context = json.loads(streamed(path, "context.json"))
+    messages = context["messages"]
+    assert messages[0]["content"] == "Summary: the second part."
+    # the preserved segment: from the last line before it (its head) to its tail
+    assert messages[1]["content"] == [{"type": "text", "text": "Done 89."}]
+    assert "prompt 90 " in json.dumps(messages[2]) and "prompt 10000" not in json.dumps(context)
+    transcript = streamed(path, "transcript.md").decode()
+    assert "read 91 " not in transcript and "91 read" in transcript  # off-path result
+    assert transcript.startswith("# A long Claude session\n")
+    assert "## toolResult" in transcript and "no call" in transcript
+    assert context["model"] == "claude-sonnet-4-5-20250929"
+    merged = messages[-2]["content"]  # the caveat and the prompt after it: one message
+    assert merged[0]["text"].endswith("</local-command-caveat>\n")
+    assert merged[1]["text"].startswith("the last prompt")
+    assert messages[-1]["content"] == [{"type": "text", "text": "The last answer."}]
+
+
+def test_streaming_holds_a_fraction_of_what_rendering_in_memory_does(tmp_path: Path) -> None:
+    path = a_long_claude_session(tmp_path / "long.jsonl", turns=60)
+    size = path.stat().st_size
+    assert size > 2_000_000
+    lines = len(path.read_bytes().splitlines())
+    for what in sorted(STREAMED):
+        with open(tmp_path / "out", "w+b") as out:  # a file, as the cache's: holds nothing
+            tracemalloc.start()
+            try:
+                opened = open_streamed(CLAUDE, path)  # a record per line (`ClaudeSession`)
+                held, _ = tracemalloc.get_traced_memory()
+                tracemalloc.reset_peak()
+                opened.write(what, out, None)
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+        tracemalloc.start()
+        try:
+            in_memory(path, what)
+            _, whole = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        # The reader's records, then the turns' positions and one turn's content (the
+        # page also builds its tree and entry names): a few hundred bytes a line, where
+        # the rendering in memory holds every turn (lines of 2.4 KB here, more in life).
+        assert held < ClaudeSession.LINE_INDEX_BYTES * lines, (what, held, lines)
+        assert peak < held + 700 * lines, (what, peak, held, lines)
+        assert whole > 2 * size, (what, whole, size)
+
+
+def test_a_render_worker_streams_a_claude_file_over_its_limit_with_its_siblings(
+    tmp_path: Path,
+) -> None:
+    """The job asked for one rendering writes the others into their cache dirs from
+    the same reading of the file, never handing the bytes over whole."""
+    path = a_long_claude_session(tmp_path / "p" / "long.jsonl")
+    roots = {what: tmp_path / "cache" / what.replace(".", "-") for what in STREAMED}
+    others = tuple((what, str(roots[what]), None) for what in sorted(STREAMED - {"context.json"}))
+    asked = render_transcript(
+        str(path),
+        "k",
+        str(roots["context.json"]),
+        True,
+        agent=CLAUDE,
+        what="context.json",
+        stream_over=1000,
+        also_streamed=others,
+    )
+    assert asked.rendered and asked.data is None
+    for what in STREAMED:
+        found = RenderCache(roots[what], what).load("k", asked.record.identity)
+        assert found is not None and found[1] == in_memory(path, what), what
+        again = render_transcript(
+            str(path), "k", str(roots[what]), False, agent=CLAUDE, what=what, stream_over=1000
+        )
+        assert not again.rendered, what
+    transcript = RenderCache(roots["transcript.md"]).validate("k", asked.record.identity)
+    assert transcript is not None
+    assert transcript.sizes["title"] == len(in_memory(path, "title"))
+    assert transcript.sizes["header.json"] == len(in_memory(path, "header.json"))
+
+
+def test_codex_files_are_not_streamed(tmp_path: Path) -> None:
+    """Codex's files over the limit are rendered in memory by the worker (their bytes
+    left on disk): the same transcript either way."""
+    path = fake_home(tmp_path / "home").codex_rollout
+    with pytest.raises(NotStreamable):
+        open_streamed("codex", path)
+    whole = render_transcript(str(path), "k", None, True, agent="codex")
+    in_place = render_transcript(str(path), "k", None, True, agent="codex", stream_over=100)
+    assert in_place.data == whole.data and whole.data
