@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import runpy
 import subprocess
 import tempfile
 import threading
@@ -35,6 +34,7 @@ from typing import Any
 import orjson
 
 from bench.bench_scale import RssSampler, proc_status_mb
+from bench.claude_corpus import session_lines
 from bench.common import REPO, mounted, sessionfs_args
 from bench.corpus import COMMON_WORD, SessionBuilder, TextPools, _make_images
 
@@ -42,6 +42,8 @@ CACHE_MB = 256
 #: What one entry of the generated session weighs on average (measured), to aim at
 #: ``--mb`` without building it twice.
 AVERAGE_ENTRY_BYTES = 4_050
+#: The same, written as Claude Code writes it (more lines, and more fields each).
+CLAUDE_AVERAGE_ENTRY_BYTES = 4_370
 #: Compactions spread over the session (a long session is compacted again and again).
 COMPACTIONS = 6
 SAMPLE_SECONDS = 0.1
@@ -67,26 +69,44 @@ class _LongSessionBuilder(SessionBuilder):
         return super()._tool_output(tool)
 
 
-def write_session(path: Path, megabytes: int) -> None:
+HEADER: dict[str, Any] = {
+    "type": "session",
+    "version": 3,
+    "id": SESSION_ID,
+    "timestamp": "2026-01-01T00:00:00.000Z",
+    "cwd": "/srv/huge",
+    "title": "One very long session",
+}
+
+
+def _entry_lines(blobs: Path, megabytes: int, entry_bytes: int) -> list[bytes]:
+    """The session's entries (after its header), ~``megabytes`` MB when an entry is
+    written in ``entry_bytes`` on average; its images into ``blobs``."""
     rng = random.Random(26)
     pools = TextPools(rng)
-    images = _make_images(rng, path.parents[2] / "blobs")
+    images = _make_images(rng, blobs)
     start_ms = 1_767_225_600_000
-    header: dict[str, Any] = {
-        "type": "session",
-        "version": 3,
-        "id": SESSION_ID,
-        "timestamp": "2026-01-01T00:00:00.000Z",
-        "cwd": "/srv/huge",
-        "title": "One very long session",
-    }
-    entries = megabytes * 1_000_000 // AVERAGE_ENTRY_BYTES
-    builder = _LongSessionBuilder(rng, pools, images, entries, [COMMON_WORD], start_ms)
+    entries = megabytes * 1_000_000 // entry_bytes
+    return _LongSessionBuilder(rng, pools, images, entries, [COMMON_WORD], start_ms).build()
+
+
+def write_session(path: Path, megabytes: int) -> None:
+    lines = _entry_lines(path.parents[2] / "blobs", megabytes, AVERAGE_ENTRY_BYTES)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as out:
-        out.write(orjson.dumps(header) + b"\n")
-        for line in builder.build():
+        out.write(orjson.dumps(HEADER) + b"\n")
+        for line in lines:
             out.write(line + b"\n")
+
+
+def write_claude_session(path: Path, megabytes: int) -> None:
+    """The same session as Claude Code writes it (`bench.claude_corpus`: a line per
+    block of a response, tool results as user lines, compactions as boundaries)."""
+    lines = _entry_lines(path.parents[2] / "blobs", megabytes, CLAUDE_AVERAGE_ENTRY_BYTES)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as out:
+        for line in session_lines(HEADER, (orjson.loads(entry) for entry in lines)):
+            out.write(orjson.dumps(line) + b"\n")
 
 
 def _children(pid: int) -> list[int]:
@@ -189,19 +209,18 @@ def xcsh_session(work: Path, megabytes: int, cache_mb: int) -> tuple[list[str], 
 
 
 def claude_session(work: Path, megabytes: int, cache_mb: int) -> tuple[list[str], Path]:
-    """A Claude Code dir with one ~``megabytes`` MB session (prompts and long answers,
-    `contrib/demo_agents.py`'s lines), shown under ``agents/claude/`` (its project's
-    name there is a pattern, found once mounted)."""
+    """A Claude Code dir with one ~``megabytes`` MB session: the xcsh session's turns
+    (thinking, parallel tool calls, big outputs, compactions) written as Claude Code
+    writes them (`write_claude_session`), shown under ``agents/claude/`` (its
+    project's name there is a pattern, found once mounted)."""
     claude = work / "claude"
     session_file = claude / "projects" / "-srv-huge" / f"{SESSION_ID}.jsonl"
-    if not session_file.exists():
-        demo = runpy.run_path(str(REPO / "contrib" / "demo_agents.py"))
-        lines = demo["ClaudeLines"](SESSION_ID, "/srv/huge", 1_780_000_000.0)
-        text = "def handler(self, request: str) -> int:  # lorem ipsum dolor\n" * 160
-        for i in range(megabytes * 1_000_000 // 10_400):
-            lines.user(f"prompt {i} {COMMON_WORD}")
-            lines.response(f"msg_{i}", [{"type": "text", "text": f"{i} {text}"}], (10, 10, 0, 0))
-        demo["write_lines"](session_file, lines.lines)
+    made = work / f"made-claude-{megabytes}mb"
+    if not made.exists() or not session_file.exists():
+        started = time.perf_counter()
+        write_claude_session(session_file, megabytes)
+        made.write_text("")
+        print(f"generated in {time.perf_counter() - started:.0f} s", flush=True)
     _describe(session_file, cache_mb)
     agent = work / "agent"
     (agent / "sessions").mkdir(parents=True, exist_ok=True)
@@ -224,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-mb", type=int, default=CACHE_MB)
     parser.add_argument("--work", type=Path, default=None, help="default: a temp dir")
     parser.add_argument(
-        "--claude", action="store_true", help="a Claude Code session instead (try --mb 200)"
+        "--claude", action="store_true", help="the same session as Claude Code writes it"
     )
     parser.add_argument(
         "--checkout", type=Path, default=REPO, help="the checkout whose daemon is run"
