@@ -53,13 +53,17 @@ PROJECT_DIR = "--srv-huge--"
 
 
 class _LongSessionBuilder(SessionBuilder):
-    """The corpus's sessions, longer: a compaction every ``1/COMPACTIONS`` of the way
+    """The corpus's sessions, longer: a compaction every ``1/compactions`` of the way
     and one tool output in 1,000 of 1-4 MB (a generated file read whole, a long log)."""
+
+    compactions = COMPACTIONS
 
     def _plan_events(self) -> dict[int, str]:
         events = super()._plan_events()
-        for n in range(1, COMPACTIONS + 1):
-            events[self.probe_at * n // (COMPACTIONS + 1)] = "compaction"
+        if self.compactions == 0:  # the corpus's own (one, early) go too
+            events = {at: kind for at, kind in events.items() if kind != "compaction"}
+        for n in range(1, self.compactions + 1):
+            events[self.probe_at * n // (self.compactions + 1)] = "compaction"
         return events
 
     def _tool_output(self, tool: str) -> str:
@@ -79,19 +83,24 @@ HEADER: dict[str, Any] = {
 }
 
 
-def _entry_lines(blobs: Path, megabytes: int, entry_bytes: int) -> list[bytes]:
+def _entry_lines(
+    blobs: Path, megabytes: int, entry_bytes: int, compactions: int = COMPACTIONS
+) -> list[bytes]:
     """The session's entries (after its header), ~``megabytes`` MB when an entry is
-    written in ``entry_bytes`` on average; its images into ``blobs``."""
+    written in ``entry_bytes`` on average, ``compactions`` spread over it; its images
+    into ``blobs``."""
     rng = random.Random(26)
     pools = TextPools(rng)
     images = _make_images(rng, blobs)
     start_ms = 1_767_225_600_000
     entries = megabytes * 1_000_000 // entry_bytes
-    return _LongSessionBuilder(rng, pools, images, entries, [COMMON_WORD], start_ms).build()
+    builder = _LongSessionBuilder(rng, pools, images, entries, [COMMON_WORD], start_ms)
+    builder.compactions = compactions
+    return builder.build()
 
 
-def write_session(path: Path, megabytes: int) -> None:
-    lines = _entry_lines(path.parents[2] / "blobs", megabytes, AVERAGE_ENTRY_BYTES)
+def write_session(path: Path, megabytes: int, compactions: int = COMPACTIONS) -> None:
+    lines = _entry_lines(path.parents[2] / "blobs", megabytes, AVERAGE_ENTRY_BYTES, compactions)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as out:
         out.write(orjson.dumps(HEADER) + b"\n")
@@ -99,10 +108,11 @@ def write_session(path: Path, megabytes: int) -> None:
             out.write(line + b"\n")
 
 
-def write_claude_session(path: Path, megabytes: int) -> None:
+def write_claude_session(path: Path, megabytes: int, compactions: int = COMPACTIONS) -> None:
     """The same session as Claude Code writes it (`bench.claude_corpus`: a line per
     block of a response, tool results as user lines, compactions as boundaries)."""
-    lines = _entry_lines(path.parents[2] / "blobs", megabytes, CLAUDE_AVERAGE_ENTRY_BYTES)
+    blobs = path.parents[2] / "blobs"
+    lines = _entry_lines(blobs, megabytes, CLAUDE_AVERAGE_ENTRY_BYTES, compactions)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as out:
         for line in session_lines(HEADER, (orjson.loads(entry) for entry in lines)):
@@ -191,15 +201,18 @@ def run_steps(session_dir: Path, sampler: _Sampler) -> list[tuple[str, float, st
     return rows
 
 
-def xcsh_session(work: Path, megabytes: int, cache_mb: int) -> tuple[list[str], Path]:
+def xcsh_session(
+    work: Path, megabytes: int, cache_mb: int, compactions: int = COMPACTIONS
+) -> tuple[list[str], Path]:
     """The agent dir with the ~``megabytes`` MB xcsh session (made once); the mount's
     arguments and the session's dir in the mount."""
     agent = work / "agent"
     session_file = agent / "sessions" / PROJECT_DIR / f"2026-01-01T00-00-00-000Z_{SESSION_ID}.jsonl"
-    made = work / f"made-{megabytes}mb"
+    made = work / f"made-{megabytes}mb{_variant(compactions)}"
     if not made.exists() or not session_file.exists():
         started = time.perf_counter()
-        write_session(session_file, megabytes)
+        _forget_made(work)
+        write_session(session_file, megabytes, compactions)
         made.write_text("")
         print(f"generated in {time.perf_counter() - started:.0f} s", flush=True)
     _describe(session_file, cache_mb)
@@ -208,17 +221,20 @@ def xcsh_session(work: Path, megabytes: int, cache_mb: int) -> tuple[list[str], 
     return args, work / "mnt" / "sessions" / PROJECT_DIR / session_file.stem
 
 
-def claude_session(work: Path, megabytes: int, cache_mb: int) -> tuple[list[str], Path]:
+def claude_session(
+    work: Path, megabytes: int, cache_mb: int, compactions: int = COMPACTIONS
+) -> tuple[list[str], Path]:
     """A Claude Code dir with one ~``megabytes`` MB session: the xcsh session's turns
     (thinking, parallel tool calls, big outputs, compactions) written as Claude Code
     writes them (`write_claude_session`), shown under ``agents/claude/`` (its
     project's name there is a pattern, found once mounted)."""
     claude = work / "claude"
     session_file = claude / "projects" / "-srv-huge" / f"{SESSION_ID}.jsonl"
-    made = work / f"made-claude-{megabytes}mb"
+    made = work / f"made-claude-{megabytes}mb{_variant(compactions)}"
     if not made.exists() or not session_file.exists():
         started = time.perf_counter()
-        write_claude_session(session_file, megabytes)
+        _forget_made(work)
+        write_claude_session(session_file, megabytes, compactions)
         made.write_text("")
         print(f"generated in {time.perf_counter() - started:.0f} s", flush=True)
     _describe(session_file, cache_mb)
@@ -228,6 +244,16 @@ def claude_session(work: Path, megabytes: int, cache_mb: int) -> tuple[list[str]
     args = sessionfs_args(work / "mnt", agent, *options, f"--cache-mb={cache_mb}")
     args.append(f"--cache-dir={work / 'cache'}")
     return args, work / "mnt" / "agents" / "claude" / "sessions" / "*" / SESSION_ID
+
+
+def _variant(compactions: int) -> str:
+    return "" if compactions == COMPACTIONS else f"-{compactions}c"
+
+
+def _forget_made(work: Path) -> None:
+    """The session file is about to be written anew: no marker says another is there."""
+    for marker in work.glob("made-*"):
+        marker.unlink()
 
 
 def _describe(session_file: Path, cache_mb: int) -> None:
@@ -241,6 +267,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=int, default=500, help="the session file's size")
     parser.add_argument("--cache-mb", type=int, default=CACHE_MB)
+    parser.add_argument(
+        "--compactions",
+        type=int,
+        default=COMPACTIONS,
+        help="spread over the session (0: none, the whole session is its context)",
+    )
     parser.add_argument("--work", type=Path, default=None, help="default: a temp dir")
     parser.add_argument(
         "--claude", action="store_true", help="the same session as Claude Code writes it"
@@ -251,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="sessionfs-hugefile-"))
     make = claude_session if args.claude else xcsh_session
-    mount_args, session_dir = make(work, args.mb, args.cache_mb)
+    mount_args, session_dir = make(work, args.mb, args.cache_mb, args.compactions)
     for stale in (work / "cache").glob("agent-*/*/*"):
         if stale.parent.name in ("renders", "contexts", "pages"):
             stale.unlink()  # every run renders from the session file (the first cat's cost)

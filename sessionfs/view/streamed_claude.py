@@ -49,12 +49,18 @@ def open_in_place(agent: str, path: str | Path) -> SessionSource:
 
 
 def write_claude_streamed(
-    session: ClaudeSession, what: str, out: BinaryIO, images: ImageSource | None = None
+    session: ClaudeSession,
+    what: str,
+    out: BinaryIO,
+    images: ImageSource | None = None,
+    turns: Turns | None = None,
 ) -> None:
     """Write rendering ``what`` (``transcript.md``, ``context.json`` or
     ``transcript.html``) of ``session`` to ``out``, one turn's content in memory at a
-    time (module docstring)."""
-    turns = Turns(session, hold=False)
+    time (module docstring). ``turns``: the session's, built with ``hold=False``
+    already (the renderings of one file share them: building reads the path twice)."""
+    if turns is None:
+        turns = Turns(session, hold=False)
     if what == "context.json":
         context: dict[str, Any] = {"messages": [], "model": turns.model()}  # its keys, in order
         write_context_json(context, turns.context_messages, out)

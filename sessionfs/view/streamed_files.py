@@ -14,6 +14,7 @@ from typing import BinaryIO, Protocol
 
 from core.formats.base import SessionSource
 from core.formats.claude import ClaudeSession
+from core.formats.claude_turns import Turns
 from core.formats.xcsh import XcshSession
 from core.formats.xcsh_file import FileLines
 from sessionfs.view.html_images import ImageSource
@@ -69,12 +70,15 @@ class _ClaudeFile:
     def __init__(self, session: ClaudeSession) -> None:
         self.session = session
         self.path = os.fspath(session.path)
+        self._turns: Turns | None = None
 
     def source(self) -> SessionSource:
         return self.session
 
     def write(self, what: str, out: BinaryIO, images: ImageSource | None) -> None:
-        write_claude_streamed(self.session, what, out, images)
+        if self._turns is None:  # built once for the renderings written from this file
+            self._turns = Turns(self.session, hold=False)
+        write_claude_streamed(self.session, what, out, images, self._turns)
 
     def file_descriptor(self) -> int | None:
         return None  # a Claude Code page's images are in its lines
