@@ -56,7 +56,9 @@ class _LongSessionBuilder(SessionBuilder):
     """The corpus's sessions, longer: a compaction every ``1/compactions`` of the way
     and one tool output in 1,000 of 1-4 MB (a generated file read whole, a long log)."""
 
-    compactions = COMPACTIONS
+    def __init__(self, *args: Any, compactions: int = COMPACTIONS, **kwargs: Any) -> None:
+        self.compactions = compactions  # (read by `_plan_events`, which __init__ calls)
+        super().__init__(*args, **kwargs)
 
     def _plan_events(self) -> dict[int, str]:
         events = super()._plan_events()
@@ -94,8 +96,10 @@ def _entry_lines(
     images = _make_images(rng, blobs)
     start_ms = 1_767_225_600_000
     entries = megabytes * 1_000_000 // entry_bytes
-    builder = _LongSessionBuilder(rng, pools, images, entries, [COMMON_WORD], start_ms)
-    builder.compactions = compactions
+    words = [COMMON_WORD]
+    builder = _LongSessionBuilder(
+        rng, pools, images, entries, words, start_ms, compactions=compactions
+    )
     return builder.build()
 
 
