@@ -28,6 +28,8 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -212,13 +214,10 @@ def xcsh_session(
     arguments and the session's dir in the mount."""
     agent = work / "agent"
     session_file = agent / "sessions" / PROJECT_DIR / f"2026-01-01T00-00-00-000Z_{SESSION_ID}.jsonl"
-    made = work / f"made-{megabytes}mb{_variant(compactions)}"
-    if not made.exists() or not session_file.exists():
-        started = time.perf_counter()
-        _forget_made(work)
-        write_session(session_file, megabytes, compactions)
-        made.write_text("")
-        print(f"generated in {time.perf_counter() - started:.0f} s", flush=True)
+    made = f"made-{megabytes}mb{_variant(compactions)}"
+    _write_once(
+        work / made, session_file, partial(write_session, session_file, megabytes, compactions)
+    )
     _describe(session_file, cache_mb)
     options = ["--no-agents", "--no-archive", f"--cache-mb={cache_mb}"]
     args = sessionfs_args(work / "mnt", agent, *options, f"--cache-dir={work / 'cache'}")
@@ -234,13 +233,9 @@ def claude_session(
     project's name there is a pattern, found once mounted)."""
     claude = work / "claude"
     session_file = claude / "projects" / "-srv-huge" / f"{SESSION_ID}.jsonl"
-    made = work / f"made-claude-{megabytes}mb{_variant(compactions)}"
-    if not made.exists() or not session_file.exists():
-        started = time.perf_counter()
-        _forget_made(work)
-        write_claude_session(session_file, megabytes, compactions)
-        made.write_text("")
-        print(f"generated in {time.perf_counter() - started:.0f} s", flush=True)
+    made = f"made-claude-{megabytes}mb{_variant(compactions)}"
+    write = partial(write_claude_session, session_file, megabytes, compactions)
+    _write_once(work / made, session_file, write)
     _describe(session_file, cache_mb)
     agent = work / "agent"
     (agent / "sessions").mkdir(parents=True, exist_ok=True)
@@ -254,10 +249,17 @@ def _variant(compactions: int) -> str:
     return "" if compactions == COMPACTIONS else f"-{compactions}c"
 
 
-def _forget_made(work: Path) -> None:
-    """The session file is about to be written anew: no marker says another is there."""
-    for marker in work.glob("made-*"):
+def _write_once(made: Path, session_file: Path, write: Callable[[], None]) -> None:
+    """``write()`` the session file unless the marker ``made`` says it is there as
+    asked (``--work`` is reused: a session of other parameters is written anew)."""
+    if made.exists() and session_file.exists():
+        return
+    started = time.perf_counter()
+    for marker in made.parent.glob("made-*"):
         marker.unlink()
+    write()
+    made.write_text("")
+    print(f"generated in {time.perf_counter() - started:.0f} s", flush=True)
 
 
 def _describe(session_file: Path, cache_mb: int) -> None:

@@ -21,10 +21,9 @@ turns twice (once to count).
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, overload
+from typing import Any, BinaryIO
 
 from core.formats.base import SessionSource, TranscriptMessage
 from core.formats.claude import ClaudeSession
@@ -80,9 +79,9 @@ def write_claude_streamed(
         out.write(piece)
 
 
-class _ShownTurns(Sequence[TranscriptMessage]):
+class _ShownTurns:
     """The transcript's messages, each turn's content read from its lines when reached
-    (its length is counted by reading them once)."""
+    (`render_html.CountedTurns`: its length is counted by reading them once)."""
 
     def __init__(self, turns: Turns) -> None:
         self._turns = turns
@@ -95,16 +94,3 @@ class _ShownTurns(Sequence[TranscriptMessage]):
 
     def __iter__(self) -> Iterator[TranscriptMessage]:
         return self._turns.transcript_messages()
-
-    @overload
-    def __getitem__(self, at: int) -> TranscriptMessage: ...
-    @overload
-    def __getitem__(self, at: slice) -> Sequence[TranscriptMessage]: ...
-    def __getitem__(self, at: int | slice) -> TranscriptMessage | Sequence[TranscriptMessage]:
-        if isinstance(at, slice):
-            return [self[i] for i in range(*at.indices(len(self)))]
-        position = at + len(self) if at < 0 else at
-        found = next(itertools.islice(iter(self), position, None), None) if position >= 0 else None
-        if found is None:
-            raise IndexError(at)
-        return found

@@ -57,6 +57,21 @@ def claude_turns(lines: Any, count: int, start: int = 0) -> None:
         lines.response(f"msg_{i}_end", [{"type": "text", "text": f"Done {i}."}], (1, 2, 3, 4))
 
 
+def _compaction(lines: Any, summary: str, metadata: dict[str, Any]) -> None:
+    """A ``compact_boundary`` (a new root, its logical parent the last line) and the
+    summary under it; a preserved segment in ``metadata`` gets the summary as anchor."""
+    boundary = lines.system(
+        "compact_boundary",
+        None,
+        content="Conversation compacted",
+        logicalParentUuid=lines.last,
+        compactMetadata=metadata,
+    )
+    said = lines.user(summary, parent=boundary, isCompactSummary=True)
+    if "preservedSegment" in metadata:
+        metadata["preservedSegment"]["anchorUuid"] = said  # (the boundary line holds it)
+
+
 def a_long_claude_session(path: Path, turns: int = 30) -> Path:
     """The session (module docstring), ``turns`` prompts between each event, written
     to ``path``."""
@@ -77,36 +92,14 @@ def a_long_claude_session(path: Path, turns: int = 30) -> Path:
     lines.last = fork
     claude_turns(lines, turns, start=turns)
     lines.lines.append("this line is not JSON {")
-    before = lines.last
-    boundary = lines.system(
-        "compact_boundary",
-        None,
-        content="Conversation compacted",
-        logicalParentUuid=before,
-        compactMetadata={"trigger": "auto", "preTokens": 90000},
-    )
-    lines.user("Summary: the first turns.", parent=boundary, isCompactSummary=True)
+    _compaction(lines, "Summary: the first turns.", {"trigger": "auto", "preTokens": 90000})
     claude_turns(lines, turns, start=2 * turns)
     kept_head = lines.last
     claude_turns(lines, 2, start=3 * turns)
     kept_tail = lines.last
-    before = lines.last
-    boundary = lines.system(
-        "compact_boundary",
-        None,
-        content="Conversation compacted",
-        logicalParentUuid=before,
-        compactMetadata={
-            "trigger": "manual",
-            "preTokens": 120000,
-            "preservedSegment": {"headUuid": kept_head, "tailUuid": kept_tail},
-        },
-    )
-    summary = lines.user("Summary: the second part.", parent=boundary, isCompactSummary=True)
-    (boundary_line,) = [
-        ln for ln in lines.lines if isinstance(ln, dict) and ln.get("uuid") == boundary
-    ]
-    boundary_line["compactMetadata"]["preservedSegment"]["anchorUuid"] = summary
+    segment = {"headUuid": kept_head, "tailUuid": kept_tail}  # the anchor: its summary
+    metadata = {"trigger": "manual", "preTokens": 120000, "preservedSegment": segment}
+    _compaction(lines, "Summary: the second part.", metadata)
     claude_turns(lines, turns, start=3 * turns + 2)
     lines.user(caveat, isMeta=True)
     lines.user(f"the last prompt {PROBE}")

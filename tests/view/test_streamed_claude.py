@@ -2,24 +2,24 @@
 file too big to hold, written a turn at a time (`sessionfs.view.streamed_claude`):
 byte for byte what the rendering in memory makes -- compactions, a preserved segment,
 split responses, parallel tool calls with a result off the path, merged user lines,
-images, sub-agent files, junk -- in a fraction of the memory; and written by a render
-worker into the cache dir (`prerender.render_transcript`)."""
+images, sub-agent files, junk -- in a fraction of the memory. A render worker writing
+them into the cache dir: tests/view/test_streamed_render.py."""
 
 from __future__ import annotations
 
 import io
 import json
-import tracemalloc
+from functools import partial
 from pathlib import Path
 
 import pytest
 from support.long_claude_sessions import a_long_claude_session
 from support.other_agents import fake_home, load_demo_agents
+from support.traced_memory import traced
 
 from core.formats.claude import ClaudeSession
 from sessionfs.view.agent_sources import open_agent_file
 from sessionfs.view.prerender import render_transcript
-from sessionfs.view.render_cache import RenderCache
 from sessionfs.view.renderings import render_source
 from sessionfs.view.streamed_files import STREAMED, NotStreamable, open_streamed
 
@@ -100,60 +100,17 @@ def test_streaming_holds_a_fraction_of_what_rendering_in_memory_does(tmp_path: P
     assert size > 2_000_000
     lines = len(path.read_bytes().splitlines())
     for what in sorted(STREAMED):
+        # a record per line (`ClaudeSession`), then the rendering written to a file
+        opened, held, _ = traced(lambda: open_streamed(CLAUDE, path))
         with open(tmp_path / "out", "w+b") as out:  # a file, as the cache's: holds nothing
-            tracemalloc.start()
-            try:
-                opened = open_streamed(CLAUDE, path)  # a record per line (`ClaudeSession`)
-                held, _ = tracemalloc.get_traced_memory()
-                tracemalloc.reset_peak()
-                opened.write(what, out, None)
-                _, peak = tracemalloc.get_traced_memory()
-            finally:
-                tracemalloc.stop()
-        tracemalloc.start()
-        try:
-            in_memory(path, what)
-            _, whole = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
+            _, _, peak = traced(partial(opened.write, what, out, None))
+        _, _, whole = traced(partial(in_memory, path, what))
         # The reader's records, then the turns' positions and one turn's content (the
         # page also builds its tree and entry names): a few hundred bytes a line, where
         # the rendering in memory holds every turn (lines of 2.4 KB here, more in life).
         assert held < ClaudeSession.LINE_INDEX_BYTES * lines, (what, held, lines)
-        assert peak < held + 700 * lines, (what, peak, held, lines)
+        assert peak < 700 * lines, (what, peak, held, lines)
         assert whole > 2 * size, (what, whole, size)
-
-
-def test_a_render_worker_streams_a_claude_file_over_its_limit_with_its_siblings(
-    tmp_path: Path,
-) -> None:
-    """The job asked for one rendering writes the others into their cache dirs from
-    the same reading of the file, never handing the bytes over whole."""
-    path = a_long_claude_session(tmp_path / "p" / "long.jsonl")
-    roots = {what: tmp_path / "cache" / what.replace(".", "-") for what in STREAMED}
-    others = tuple((what, str(roots[what]), None) for what in sorted(STREAMED - {"context.json"}))
-    asked = render_transcript(
-        str(path),
-        "k",
-        str(roots["context.json"]),
-        True,
-        agent=CLAUDE,
-        what="context.json",
-        stream_over=1000,
-        also_streamed=others,
-    )
-    assert asked.rendered and asked.data is None
-    for what in STREAMED:
-        found = RenderCache(roots[what], what).load("k", asked.record.identity)
-        assert found is not None and found[1] == in_memory(path, what), what
-        again = render_transcript(
-            str(path), "k", str(roots[what]), False, agent=CLAUDE, what=what, stream_over=1000
-        )
-        assert not again.rendered, what
-    transcript = RenderCache(roots["transcript.md"]).validate("k", asked.record.identity)
-    assert transcript is not None
-    assert transcript.sizes["title"] == len(in_memory(path, "title"))
-    assert transcript.sizes["header.json"] == len(in_memory(path, "header.json"))
 
 
 def test_codex_files_are_not_streamed(tmp_path: Path) -> None:
