@@ -60,6 +60,9 @@ class _Turn:
     #: assistant: (line, block position) of the tool results placed after it
     results: list[tuple[int, int]] = field(default_factory=list)
     model: str | None = None
+    #: a user line's messages in ``transcript.md`` (a result each, one for the rest);
+    #: an assistant turn's are one and its results
+    user_shown: int = 1
     #: what the turn shows, held (``Turns(hold=True)``): its content and its results'
     #: blocks; else read from the lines when the turn is shown
     held: tuple[Any, list[tuple[int, dict[str, Any]]]] | None = None
@@ -204,12 +207,13 @@ class Turns:
         self, index: int, message: dict[str, Any], placed: set[tuple[int, int]]
     ) -> _Turn | None:
         content = message.get("content")
-        kept = None
-        if isinstance(content, list):
-            kept = [position for position in range(len(content)) if (index, position) not in placed]
-            if not kept:
-                return None  # only results, each placed after its call
-        return _Turn("user", [index], kept)
+        if not isinstance(content, list):
+            return _Turn("user", [index])
+        kept = [position for position in range(len(content)) if (index, position) not in placed]
+        if not kept:
+            return None  # only results, each placed after its call
+        results = sum(1 for at in kept if _is_result(content[at]))
+        return _Turn("user", [index], kept, user_shown=results + (results < len(kept)))
 
     # -- what a turn shows ---------------------------------------------------------------
 
@@ -262,6 +266,13 @@ class Turns:
         if pending is not None:
             yield pending
 
+    def transcript_length(self) -> int:
+        """How many messages `transcript_messages` yields (no line read)."""
+        return sum(
+            1 + len(turn.results) if turn.role == "assistant" else turn.user_shown
+            for turn in self.turns
+        )
+
     def _named(self, index: int, message: dict[str, Any]) -> TranscriptMessage:
         return TranscriptMessage(
             self._lines.entry_name(index), self._lines.entry_timestamp(index), message
@@ -287,9 +298,7 @@ class Turns:
             if not isinstance(content, list):
                 yield self._named(first, {"role": "user", "content": content})
                 continue
-            results = [
-                b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
-            ]
+            results = [b for b in content if _is_result(b)]
             rest = [b for b in content if not any(b is r for r in results)]
             if rest:
                 yield self._named(first, {"role": "user", "content": agent_blocks(rest)})
@@ -309,6 +318,10 @@ def _joined(message: dict[str, Any], content: Any) -> list[Any]:
         if not said.endswith("\n"):
             before[-1] = {**last, "text": said + "\n"}
     return before + after
+
+
+def _is_result(block: Any) -> TypeGuard[dict[str, Any]]:
+    return isinstance(block, dict) and block.get("type") == "tool_result"
 
 
 def _is_text(block: Any) -> TypeGuard[dict[str, Any]]:

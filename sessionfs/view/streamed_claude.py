@@ -15,8 +15,7 @@ file). Here:
 What is held: the per-line records and the turns' positions, one turn's content, and
 for ``transcript.md`` and the page the tool names seen (a name per call). The bytes are
 exactly those of the rendering in memory (`sessionfs.view.renderings.render_source`;
-the tests compare them). The page counts its messages in its header, so it reads the
-turns twice (once to count).
+the tests compare them).
 """
 
 from __future__ import annotations
@@ -81,16 +80,13 @@ def write_claude_streamed(
 
 class _ShownTurns:
     """The transcript's messages, each turn's content read from its lines when reached
-    (`render_html.CountedTurns`: its length is counted by reading them once)."""
+    (`render_html.CountedTurns`: counted from the turns' positions)."""
 
     def __init__(self, turns: Turns) -> None:
         self._turns = turns
-        self._length: int | None = None
 
     def __len__(self) -> int:
-        if self._length is None:
-            self._length = sum(1 for _ in self._turns.transcript_messages())
-        return self._length
+        return self._turns.transcript_length()
 
     def __iter__(self) -> Iterator[TranscriptMessage]:
         return self._turns.transcript_messages()

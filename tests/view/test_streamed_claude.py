@@ -18,6 +18,7 @@ from support.other_agents import fake_home, load_demo_agents
 from support.traced_memory import traced
 
 from core.formats.claude import ClaudeSession
+from core.formats.claude_turns import Turns
 from sessionfs.view.agent_sources import open_agent_file
 from sessionfs.view.prerender import render_transcript
 from sessionfs.view.renderings import render_source
@@ -70,6 +71,16 @@ def every_claude_file(tmp_path: Path) -> list[Path]:
 def test_claude_sessions_stream_the_bytes_rendered_in_memory(tmp_path: Path, what: str) -> None:
     for path in every_claude_file(tmp_path):
         assert streamed(path, what) == in_memory(path, what), path.name
+
+
+def test_the_turns_count_their_transcript_without_reading_it(tmp_path: Path) -> None:
+    """The page's header says how many messages it shows before it shows them: the
+    turns count them from their positions (``transcript_length``)."""
+    for path in every_claude_file(tmp_path):
+        session = open_agent_file(CLAUDE, path)
+        assert isinstance(session, ClaudeSession)
+        turns = Turns(session, hold=False)
+        assert turns.transcript_length() == len(list(turns.transcript_messages())), path.name
 
 
 def test_the_long_session_shows_what_the_turns_rules_read(tmp_path: Path) -> None:
