@@ -72,6 +72,16 @@ class _Turn:
 _Results = dict[str, tuple[int, int]]
 
 
+@dataclass(frozen=True, slots=True)
+class _UserLine:
+    """What building reads of a user line (parsed once for it): whether it has a
+    message, its content's length (``None``: not a list) and its results' positions."""
+
+    has_message: bool
+    length: int | None = None
+    results: frozenset[int] = frozenset()
+
+
 class Turns:
     """The turns of one version of a session (built once; the session drops it when
     the file changes).
@@ -120,24 +130,34 @@ class Turns:
 
     # -- building ------------------------------------------------------------------------
 
-    def _results_in(self, indexes: Iterable[int]) -> _Results:
-        """tool_use id -> (line, block position) of the first result for it."""
-        found: _Results = {}
+    def _user_lines(self, indexes: Iterable[int], found: _Results) -> dict[int, _UserLine]:
+        """What building reads of the user lines among ``indexes``, each parsed once;
+        into ``found``: tool_use id -> (line, block position) of the first result for
+        it."""
+        lines: dict[int, _UserLine] = {}
         for index in indexes:
             if self._lines.entry_type(index) != "user":
                 continue
-            content = self._list_content(index)
-            for position, block in enumerate(content or ()):
-                if isinstance(block, dict) and block.get("type") == "tool_result":
+            message = self._message(index)
+            content = message.get("content") if message is not None else None
+            if not isinstance(content, list):
+                lines[index] = _UserLine(message is not None)
+                continue
+            results = []
+            for position, block in enumerate(content):
+                if _is_result(block):
+                    results.append(position)
                     key = block.get("tool_use_id")
                     if isinstance(key, str):
                         found.setdefault(key, (index, position))
-        return found
+            lines[index] = _UserLine(True, len(content), frozenset(results))
+        return lines
 
     def _result_elsewhere(self, call_id: str) -> tuple[int, int] | None:
         if self._elsewhere is None:  # only when a call's result is not on the path
             others = (i for i in range(len(self._lines)) if i not in self._on_path)
-            self._elsewhere = self._results_in(others)
+            self._elsewhere = {}
+            self._user_lines(others, self._elsewhere)
         return self._elsewhere.get(call_id)
 
     def _response_lines(self) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
@@ -158,19 +178,19 @@ class Turns:
 
     def _build(self) -> list[_Turn]:
         on_ids, off_ids = self._response_lines()
-        on_path_results = self._results_in(self._segment)
+        on_path_results: _Results = {}
+        user_lines = self._user_lines(self._segment, on_path_results)
         placed: set[tuple[int, int]] = set()
         done: set[str] = set()
         turns: list[_Turn] = []
         for index in self._segment:
             kind = self._lines.entry_type(index)
-            message = self._message(index) if kind in ("user", "assistant") else None
-            if message is None:
-                continue
             if kind == "user":
-                turn = self._user_turn(index, message, placed)
+                turn = self._user_turn(index, user_lines[index], placed)
                 if turn is not None:
                     turns.append(turn)
+                continue
+            if kind != "assistant" or self._message(index) is None:
                 continue
             key = self._lines.message_id(index)
             if key is not None and key in done:
@@ -204,15 +224,16 @@ class Turns:
         return _Turn("assistant", members, results=found_results, model=model)
 
     def _user_turn(
-        self, index: int, message: dict[str, Any], placed: set[tuple[int, int]]
+        self, index: int, line: _UserLine, placed: set[tuple[int, int]]
     ) -> _Turn | None:
-        content = message.get("content")
-        if not isinstance(content, list):
+        if not line.has_message:
+            return None
+        if line.length is None:
             return _Turn("user", [index])
-        kept = [position for position in range(len(content)) if (index, position) not in placed]
+        kept = [position for position in range(line.length) if (index, position) not in placed]
         if not kept:
             return None  # only results, each placed after its call
-        results = sum(1 for at in kept if _is_result(content[at]))
+        results = sum(1 for at in kept if at in line.results)
         return _Turn("user", [index], kept, user_shown=results + (results < len(kept)))
 
     # -- what a turn shows ---------------------------------------------------------------
