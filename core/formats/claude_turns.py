@@ -90,7 +90,7 @@ class Turns:
     content is (lines, block positions). ``hold``: its content is taken then too and
     kept (a session rendered in memory parses each line once); else each turn's lines
     are parsed again when it is shown and let go (a file too big to hold: one turn's
-    content in memory at a time, `sessionfs.view.streamed_claude`). Both show the same
+    content in memory at a time, `sessionfs.view.streamed_agents`). Both show the same
     objects."""
 
     def __init__(

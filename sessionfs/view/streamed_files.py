@@ -3,22 +3,31 @@ a time: ``open_streamed``, for the agents whose files can be (`STREAMED_AGENTS`)
 
 The render workers (`sessionfs.view.prerender`) open the file once and write each
 rendering of `STREAMED` from it: xcsh's through its compact index
-(`sessionfs.view.streamed_render`), Claude Code's through its reader over the file
-read where it is (`sessionfs.view.streamed_claude`).
+(`sessionfs.view.streamed_render`), Claude Code's and Codex's through their readers
+over the file read where it is (`sessionfs.view.streamed_agents`).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from functools import partial
 from typing import BinaryIO, Protocol
 
 from core.formats.base import SessionSource
 from core.formats.claude import ClaudeSession
-from core.formats.claude_turns import Turns
+from core.formats.codex import CodexSession
+from core.formats.lines import ZSTD_SUFFIX
 from core.formats.xcsh import XcshSession
 from core.formats.xcsh_file import FileLines
 from sessionfs.view.html_images import ImageSource
-from sessionfs.view.streamed_claude import open_in_place, write_claude_streamed
+from sessionfs.view.streamed_agents import (
+    ReadAgain,
+    claude_read_again,
+    codex_read_again,
+    open_in_place,
+    write_read_again,
+)
 from sessionfs.view.streamed_render import (
     STREAMED,
     NotStreamable,
@@ -29,9 +38,8 @@ from sessionfs.view.streamed_render import (
 
 __all__ = ["STREAMED", "STREAMED_AGENTS", "NotStreamable", "StreamedFile", "open_streamed"]
 
-#: The agents whose files over the render limit are streamed (Codex's context is
-#: rebuilt by replacing and dropping history as its lines are read: not yet).
-STREAMED_AGENTS = frozenset({"xcsh", "claude"})
+#: The agents whose files over the render limit are streamed.
+STREAMED_AGENTS = frozenset({"xcsh", "claude", "codex"})
 
 
 class StreamedFile(Protocol):
@@ -66,22 +74,28 @@ class _XcshFile:
         return data.fd if isinstance(data, FileLines) else None
 
 
-class _ClaudeFile:
-    def __init__(self, session: ClaudeSession) -> None:
+class _AgentFile:
+    """A Claude Code or Codex file read where it is, its messages read again as the
+    renderings are written (`sessionfs.view.streamed_agents`)."""
+
+    def __init__(
+        self, session: ClaudeSession | CodexSession, read_again: Callable[[], ReadAgain]
+    ) -> None:
         self.session = session
         self.path = os.fspath(session.path)
-        self._turns: Turns | None = None
+        self._read_again = read_again
+        self._turns: ReadAgain | None = None
 
     def source(self) -> SessionSource:
         return self.session
 
     def write(self, what: str, out: BinaryIO, images: ImageSource | None) -> None:
-        if self._turns is None:  # built once for the renderings written from this file
-            self._turns = Turns(self.session, hold=False)
-        write_claude_streamed(self.session, what, out, images, self._turns)
+        if self._turns is None:  # found once for the renderings written from this file
+            self._turns = self._read_again()
+        write_read_again(self.session, self._turns, what, out, images)
 
     def file_descriptor(self) -> int | None:
-        return None  # a Claude Code page's images are in its lines
+        return None  # their pages' images are in their lines
 
 
 def open_streamed(agent: str, path: str | os.PathLike[str]) -> StreamedFile:
@@ -90,7 +104,13 @@ def open_streamed(agent: str, path: str | os.PathLike[str]) -> StreamedFile:
     if agent == "xcsh":
         return _XcshFile(open_index(path))
     if agent == "claude":
-        session = open_in_place(agent, os.fspath(path))
-        assert isinstance(session, ClaudeSession)  # (the "claude" format's reader)
-        return _ClaudeFile(session)
+        claude = open_in_place(agent, os.fspath(path))
+        assert isinstance(claude, ClaudeSession)  # (the "claude" format's reader)
+        return _AgentFile(claude, partial(claude_read_again, claude))
+    if agent == "codex":
+        codex = open_in_place(agent, os.fspath(path))
+        assert isinstance(codex, CodexSession)
+        if codex.path.name.endswith(ZSTD_SUFFIX):
+            raise NotStreamable("a compressed rollout is read whole")
+        return _AgentFile(codex, partial(codex_read_again, codex))
     raise NotStreamable(f"{agent}: its session files are not rendered a message at a time")

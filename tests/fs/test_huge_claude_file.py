@@ -4,8 +4,9 @@ render workers write its ``transcript.md``, ``context.json`` and ``transcript.ht
 into the cache dir a turn at a time, and ``cat``, ``tail``, ``grep`` and ``ls -l`` read
 them from there, byte for byte what the rendering in memory makes (compactions, a
 preserved segment, parallel tool calls, a rewound branch: `a_long_claude_session`).
-The limit is lowered (``SESSIONFS_RENDER_LIMIT_BYTES``) so a file of a few MB takes
-that path; bench/bench_huge_file.py ``--claude`` takes it with hundreds of MB."""
+A Codex rollout over the limit is read the same way. The limit is lowered
+(``SESSIONFS_RENDER_LIMIT_BYTES``) so a file of a few MB takes that path;
+bench/bench_huge_file.py ``--claude`` takes it with hundreds of MB."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from pathlib import Path
 import orjson
 import pytest
 from support.long_claude_sessions import SESSION_ID, a_long_claude_session, claude_turns
+from support.long_codex_sessions import SESSION_ID as CODEX_SESSION_ID
+from support.long_codex_sessions import a_long_codex_session
 from support.long_sessions import PROBE
 from support.mount import MountFactory
 from support.other_agents import home_env, load_demo_agents
@@ -123,3 +126,33 @@ def test_claude_code_appends_and_the_streamed_renderings_follow(
     eventually(shows_the_append, "the appended prompt in transcript.md", within=30)
     assert run("cat", str(session / "transcript.md")) == in_memory(file, "transcript.md")
     assert run("cat", str(session / "context.json")) == in_memory(file, "context.json")
+
+
+def test_a_codex_rollout_too_big_to_render_in_memory_is_read_the_same_way(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    home = tmp_path / "home"
+    demo = load_demo_agents()
+    path = demo.rollout_path(home / ".codex", 1_780_000_000.0, CODEX_SESSION_ID)
+    file = a_long_codex_session(path)
+    assert file.stat().st_size > 4 * RENDER_LIMIT
+    agent = tmp_path / "xcsh"
+    (agent / "sessions").mkdir(parents=True)
+    env = {**home_env(home), RENDER_LIMIT_ENV: str(RENDER_LIMIT)}
+    cache = tmp_path / "cache"
+    mount = mount_factory(agent, "--agents", "codex", "--cache-dir", str(cache), env=env)
+    session = mount.path / "agents" / "codex" / "by-id" / CODEX_SESSION_ID
+
+    def whole(what: str) -> bytes:
+        return render_source(open_agent_file("codex", file), what, path=file)
+
+    context, transcript = whole("context.json"), whole("transcript.md")
+    assert run("sh", "-c", f"cat '{session}/context.json' | tail -c 300") == context[-300:]
+    assert run("tail", "-n", "3", str(session / "transcript.md")) == b"\n".join(
+        transcript.split(b"\n")[-4:]
+    )
+    assert int(run("grep", "-c", PROBE, str(session / "transcript.md"))) == (
+        transcript.count(PROBE.encode())
+    )
+    assert run("cat", str(session / "transcript.html")) == whole("transcript.html")
+    assert [p for p in cache.glob("*/contexts/*") if not p.name.startswith(".")]

@@ -343,7 +343,7 @@ def test_sessionfs_check_knows_claude_files(story: Story) -> None:
 
 def test_real_files_streamed_are_the_renderings_in_memory(story: Story) -> None:
     """A Claude Code file over the render limit is written a turn at a time
-    (`sessionfs.view.streamed_claude`): for every file the story wrote (a compaction, a
+    (`sessionfs.view.streamed_agents`): for every file the story wrote (a compaction, a
     fork, a branch, parallel tool calls, an image, a sub-agent's file), the same bytes
     as the renderings in memory."""
     files = {Path(run.seen.file) for run in story.runs.values()}

@@ -8,7 +8,7 @@ user lines (a command's caveat, then the prompt: one message in ``context.json``
 image, a rewind (a second branch the agent resumes from: ``last-prompt``), compactions
 (the last with a preserved segment after its summary), junk and metadata lines. The
 streamed renderings are checked against the renderings in memory on it
-(tests/view/test_streamed_claude.py, tests/fs/test_huge_claude_file.py).
+(tests/view/test_streamed_agents.py, tests/fs/test_huge_claude_file.py).
 """
 
 from __future__ import annotations

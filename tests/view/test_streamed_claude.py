@@ -1,5 +1,5 @@
 """``transcript.md``, ``context.json`` and ``transcript.html`` of a Claude Code session
-file too big to hold, written a turn at a time (`sessionfs.view.streamed_claude`):
+file too big to hold, written a turn at a time (`sessionfs.view.streamed_agents`):
 byte for byte what the rendering in memory makes -- compactions, a preserved segment,
 split responses, parallel tool calls with a result off the path, merged user lines,
 images, sub-agent files, junk -- in a fraction of the memory. A render worker writing
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.long_claude_sessions import a_long_claude_session
+from support.long_codex_sessions import a_long_codex_session
 from support.other_agents import fake_home, load_demo_agents
 from support.traced_memory import traced
 
@@ -124,10 +125,42 @@ def test_streaming_holds_a_fraction_of_what_rendering_in_memory_does(tmp_path: P
         assert whole > 2 * size, (what, whole, size)
 
 
-def test_codex_files_are_not_streamed(tmp_path: Path) -> None:
-    """Codex's files over the limit are rendered in memory by the worker (their bytes
-    left on disk): the same transcript either way."""
-    path = fake_home(tmp_path / "home").codex_rollout
+def every_codex_file(tmp_path: Path) -> list[Path]:
+    trees = fake_home(tmp_path / "home")
+    plain = [trees.codex_rollout, trees.codex_subagent, trees.codex_old_format]
+    return [*plain, a_long_codex_session(tmp_path / "codex" / "rollout-long.jsonl")]
+
+
+@pytest.mark.parametrize("what", sorted(STREAMED))
+def test_codex_rollouts_stream_the_bytes_rendered_in_memory(tmp_path: Path, what: str) -> None:
+    for path in every_codex_file(tmp_path):
+        out = io.BytesIO()
+        open_streamed("codex", path).write(what, out, None)
+        expected = render_source(open_agent_file("codex", path), what, path=path)
+        assert out.getvalue() == expected, path.name
+
+
+def test_the_long_rollout_shows_its_compaction_and_rollback(tmp_path: Path) -> None:
+    path = a_long_codex_session(tmp_path / "rollout-long.jsonl")
+    out = io.BytesIO()
+    open_streamed("codex", path).write("context.json", out, None)
+    context = json.loads(out.getvalue())
+    said = json.dumps(context["messages"])
+    assert context["messages"][0]["content"][0]["text"] == "An older compaction: a summary only."
+    assert "prompt 79 " in said and "prompt 59 " not in said
+    assert context["model"] == "gpt-5.1-codex"
+    transcript = in_memory_codex(path, "transcript.md").decode()
+    assert "prompt 39 " in transcript and "compactionSummary" in transcript
+
+
+def in_memory_codex(path: Path, what: str) -> bytes:
+    return render_source(open_agent_file("codex", path), what, path=path)
+
+
+def test_a_compressed_rollout_is_not_streamed(tmp_path: Path) -> None:
+    """An archived ``.jsonl.zst`` is decompressed whole whatever: a worker renders it
+    in memory, the same bytes either way."""
+    path = fake_home(tmp_path / "home").codex_archived
     with pytest.raises(NotStreamable):
         open_streamed("codex", path)
     whole = render_transcript(str(path), "k", None, True, agent="codex")
