@@ -108,9 +108,9 @@ RENDER_LIMIT_ENV = "SESSIONFS_RENDER_LIMIT_BYTES"
 #: What a session file too big to render still shows (the refusal says it).
 _STILL_SERVED = (
     "entries/ and path/ still serve it entry by entry, and the render workers "
-    "transcript.md, transcript.html (the page at its leaf) and, of an xcsh or Claude "
-    "Code file, context.json; a branch page is made only in memory, so not for a file "
-    "this big"
+    "transcript.md, transcript.html (the page at its leaf) and, of an xcsh, Claude "
+    "Code or Codex file, context.json; a branch page is made only in memory, so not for "
+    "a file this big"
 )
 
 
