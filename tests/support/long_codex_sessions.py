@@ -7,7 +7,7 @@ line is read: it stays where it is), injected context, a compaction with a repla
 history (and the reply that wrote its summary just before it), an older compaction
 with only a summary, a rollback of two user turns, model changes, junk. The streamed
 renderings are checked against the renderings in memory on it
-(tests/view/test_streamed_claude.py).
+(tests/view/test_streamed_agents.py).
 """
 
 from __future__ import annotations
@@ -57,6 +57,8 @@ def a_long_codex_session(path: Path, turns: int = 20) -> Path:
     lines.lines.append("this line is not JSON {")
     lines.add("compacted", {"message": "An older compaction: a summary only."})
     _turns(lines, turns, 3 * turns)
+    lines.add("event_msg", {"type": "thread_rolled_back", "num_turns": 1})  # the last goes
+    _turns(lines, 1, 4 * turns)
     lines.add("event_msg", {"type": "thread_name_updated", "thread_name": "A long rollout"})
     lines.tokens(9000, 4000, 600)
     return demo.write_lines(path, lines.lines)

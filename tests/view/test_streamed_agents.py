@@ -2,8 +2,9 @@
 file too big to hold, written a turn at a time (`sessionfs.view.streamed_agents`):
 byte for byte what the rendering in memory makes -- compactions, a preserved segment,
 split responses, parallel tool calls with a result off the path, merged user lines,
-images, sub-agent files, junk -- in a fraction of the memory. A render worker writing
-them into the cache dir: tests/view/test_streamed_render.py."""
+images, sub-agent files, junk -- in a fraction of the memory; and of a Codex rollout
+(compactions, rollbacks, calls and outputs, injected context). A render worker
+writing them into the cache dir: tests/view/test_streamed_render.py."""
 
 from __future__ import annotations
 
@@ -147,7 +148,8 @@ def test_the_long_rollout_shows_its_compaction_and_rollback(tmp_path: Path) -> N
     context = json.loads(out.getvalue())
     said = json.dumps(context["messages"])
     assert context["messages"][0]["content"][0]["text"] == "An older compaction: a summary only."
-    assert "prompt 79 " in said and "prompt 59 " not in said
+    assert "prompt 78 " in said and "prompt 59 " not in said
+    assert "prompt 79 " not in said and "prompt 80 " in said  # rolled back, then one more
     assert context["model"] == "gpt-5.1-codex"
     transcript = in_memory_codex(path, "transcript.md").decode()
     assert "prompt 39 " in transcript and "compactionSummary" in transcript
