@@ -178,7 +178,7 @@ def _render_streamed(
 ) -> RenderOutcome | None:
     """``asked`` (the rendering, its cache, the blob store of a page's images) of a
     session file too big to hold parsed, written into its cache file a message at a
-    time (`sessionfs.view.streamed_render`); ``None`` when that is not how this file or
+    time (`sessionfs.view.streamed_files`); ``None`` when that is not how this file or
     rendering is made (an agent's not in `STREAMED_AGENTS`, a branch page, an xcsh
     file at an older format version: rendered in memory as any other). `TooBigToHold`
     when the cache file cannot be written (a full disk, no cache dir): there is no
