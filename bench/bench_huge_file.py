@@ -14,7 +14,8 @@ sessions have; it is kept in ``--work`` and reused when its size matches. The ta
 the daemon's RSS stays within ``--cache-mb`` + 100 MB (and so do the workers'), and
 every step works (no ``EFBIG``).
 
-``--checkout DIR`` runs the daemon of another checkout (``git worktree add /tmp/old
+``--claude`` / ``--codex``: the same session as Claude Code or Codex writes it, under
+``agents/``. ``--checkout DIR`` runs the daemon of another checkout (``git worktree add /tmp/old
 main``; the same ``--work`` reuses the session file): old and new alternated.
 
     .venv/bin/python -m bench.bench_huge_file [--mb 500] [--work DIR] [--cache-mb 256]
@@ -28,7 +29,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,9 @@ CACHE_MB = 256
 AVERAGE_ENTRY_BYTES = 4_050
 #: The same, written as Claude Code writes it (more lines, and more fields each).
 CLAUDE_AVERAGE_ENTRY_BYTES = 4_370
+#: The same, written as Codex writes it.
+CODEX_AVERAGE_ENTRY_BYTES = 4_390
+CODEX_SESSION_ID = "0199b000-0000-7000-8000-00000000b16f"
 #: Compactions spread over the session (a long session is compacted again and again).
 COMPACTIONS = 6
 SAMPLE_SECONDS = 0.1
@@ -245,6 +249,92 @@ def claude_session(
     return args, work / "mnt" / "agents" / "claude" / "sessions" / "*" / SESSION_ID
 
 
+def write_codex_session(path: Path, megabytes: int, compactions: int = COMPACTIONS) -> None:
+    """The same session as a Codex rollout (`_codex_lines`)."""
+    blobs = path.parents[4] / "blobs"
+    lines = _entry_lines(blobs, megabytes, CODEX_AVERAGE_ENTRY_BYTES, compactions)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as out:
+        for line in _codex_lines(orjson.loads(entry) for entry in lines):
+            out.write(orjson.dumps(line) + b"\n")
+
+
+def _codex_lines(entries: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """xcsh entries as Codex writes a rollout: its items in file order (Codex's
+    sessions are one chain), a response as reasoning, a message and a call per tool,
+    each result as a call's output, a compaction as ``compacted`` with its summary as
+    the replacement history."""
+    stamp = HEADER["timestamp"]
+    meta = {"id": CODEX_SESSION_ID, "timestamp": stamp, "cwd": HEADER["cwd"]}
+    yield {"timestamp": stamp, "type": "session_meta", "payload": {**meta, "source": "cli"}}
+    yield {"timestamp": stamp, "type": "turn_context", "payload": {"model": "gpt-5-codex"}}
+    for entry in entries:
+        line = partial(_codex_line, entry["timestamp"])
+        if entry.get("type") == "compaction":
+            said = [{"type": "input_text", "text": entry["summary"]}]
+            history = [{"type": "message", "role": "user", "content": said}]
+            yield line({"message": entry["summary"], "replacement_history": history}, "compacted")
+        if entry.get("type") != "message":
+            continue
+        message = entry["message"]
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        if message["role"] == "toolResult":
+            output = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+            yield line(
+                {"type": "function_call_output", "call_id": message["toolCallId"], "output": output}
+            )
+            continue
+        role = "user" if message["role"] == "user" else "assistant"
+        texts = []
+        for block in blocks:
+            if block.get("type") == "thinking":
+                summary = [{"type": "summary_text", "text": block["thinking"]}]
+                yield line({"type": "reasoning", "summary": summary})
+            elif block.get("type") == "text":
+                kind = "output_text" if role == "assistant" else "input_text"
+                texts.append({"type": kind, "text": block["text"]})
+        if texts:
+            yield line({"type": "message", "role": role, "content": texts})
+        for block in blocks:
+            if block.get("type") == "toolCall":
+                arguments = orjson.dumps(block["arguments"]).decode()
+                call = {"type": "function_call", "name": block["name"], "arguments": arguments}
+                yield line({**call, "call_id": block["id"]})
+
+
+def _codex_line(
+    timestamp: str, payload: dict[str, Any], kind: str = "response_item"
+) -> dict[str, Any]:
+    return {"timestamp": timestamp, "type": kind, "payload": payload}
+
+
+def codex_session(
+    work: Path, megabytes: int, cache_mb: int, compactions: int = COMPACTIONS
+) -> tuple[list[str], Path]:
+    """A Codex home with the same session as one rollout (`write_codex_session`),
+    shown under ``agents/codex/by-id/``."""
+    codex = work / "codex"
+    session_file = (
+        codex
+        / "sessions"
+        / "2026"
+        / "01"
+        / "01"
+        / f"rollout-2026-01-01T00-00-00-{CODEX_SESSION_ID}.jsonl"
+    )
+    made = f"made-codex-{megabytes}mb{_variant(compactions)}"
+    write = partial(write_codex_session, session_file, megabytes, compactions)
+    _write_once(work / made, session_file, write)
+    _describe(session_file, cache_mb)
+    agent = work / "agent"
+    (agent / "sessions").mkdir(parents=True, exist_ok=True)
+    options = ["--agents=codex", f"--codex-dir={codex}", "--no-archive"]
+    args = sessionfs_args(work / "mnt", agent, *options, f"--cache-mb={cache_mb}")
+    args.append(f"--cache-dir={work / 'cache'}")
+    return args, work / "mnt" / "agents" / "codex" / "by-id" / CODEX_SESSION_ID
+
+
 def _variant(compactions: int) -> str:
     return "" if compactions == COMPACTIONS else f"-{compactions}c"
 
@@ -283,12 +373,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--claude", action="store_true", help="the same session as Claude Code writes it"
     )
+    parser.add_argument("--codex", action="store_true", help="the same session as a Codex rollout")
     parser.add_argument(
         "--checkout", type=Path, default=REPO, help="the checkout whose daemon is run"
     )
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="sessionfs-hugefile-"))
-    make = claude_session if args.claude else xcsh_session
+    make = claude_session if args.claude else codex_session if args.codex else xcsh_session
     mount_args, session_dir = make(work, args.mb, args.cache_mb, args.compactions)
     for stale in (work / "cache").glob("agent-*/*/*"):
         if stale.parent.name in ("renders", "contexts", "pages"):
