@@ -239,13 +239,7 @@ def claude_session(
     session_file = claude / "projects" / "-srv-huge" / f"{SESSION_ID}.jsonl"
     made = f"made-claude-{megabytes}mb{_variant(compactions)}"
     write = partial(write_claude_session, session_file, megabytes, compactions)
-    _write_once(work / made, session_file, write)
-    _describe(session_file, cache_mb)
-    agent = work / "agent"
-    (agent / "sessions").mkdir(parents=True, exist_ok=True)
-    options = ["--agents=claude", f"--claude-dir={claude}", "--no-archive"]
-    args = sessionfs_args(work / "mnt", agent, *options, f"--cache-mb={cache_mb}")
-    args.append(f"--cache-dir={work / 'cache'}")
+    args = _other_agent(work, ("claude", claude), (made, session_file, write), cache_mb)
     return args, work / "mnt" / "agents" / "claude" / "sessions" / "*" / SESSION_ID
 
 
@@ -325,14 +319,29 @@ def codex_session(
     )
     made = f"made-codex-{megabytes}mb{_variant(compactions)}"
     write = partial(write_codex_session, session_file, megabytes, compactions)
+    args = _other_agent(work, ("codex", codex), (made, session_file, write), cache_mb)
+    return args, work / "mnt" / "agents" / "codex" / "by-id" / CODEX_SESSION_ID
+
+
+def _other_agent(
+    work: Path,
+    agent: tuple[str, Path],
+    session: tuple[str, Path, Callable[[], None]],
+    cache_mb: int,
+) -> list[str]:
+    """Write the session file once (``session``: its marker, path and writer) and give
+    the mount's arguments showing ``agent``'s dir (its name, its dir) under
+    ``agents/`` beside an empty agent dir."""
+    made, session_file, write = session
     _write_once(work / made, session_file, write)
     _describe(session_file, cache_mb)
-    agent = work / "agent"
-    (agent / "sessions").mkdir(parents=True, exist_ok=True)
-    options = ["--agents=codex", f"--codex-dir={codex}", "--no-archive"]
-    args = sessionfs_args(work / "mnt", agent, *options, f"--cache-mb={cache_mb}")
+    name, home = agent
+    local = work / "agent"
+    (local / "sessions").mkdir(parents=True, exist_ok=True)
+    options = [f"--agents={name}", f"--{name}-dir={home}", "--no-archive"]
+    args = sessionfs_args(work / "mnt", local, *options, f"--cache-mb={cache_mb}")
     args.append(f"--cache-dir={work / 'cache'}")
-    return args, work / "mnt" / "agents" / "codex" / "by-id" / CODEX_SESSION_ID
+    return args
 
 
 def _variant(compactions: int) -> str:
