@@ -14,7 +14,8 @@ sessions have; it is kept in ``--work`` and reused when its size matches. The ta
 the daemon's RSS stays within ``--cache-mb`` + 100 MB (and so do the workers'), and
 every step works (no ``EFBIG``).
 
-``--checkout DIR`` runs the daemon of another checkout (``git worktree add /tmp/old
+``--claude`` / ``--codex``: the same session as Claude Code or Codex writes it, under
+``agents/``. ``--checkout DIR`` runs the daemon of another checkout (``git worktree add /tmp/old
 main``; the same ``--work`` reuses the session file): old and new alternated.
 
     .venv/bin/python -m bench.bench_huge_file [--mb 500] [--work DIR] [--cache-mb 256]
@@ -24,17 +25,19 @@ from __future__ import annotations
 
 import argparse
 import random
-import runpy
 import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from bench.bench_scale import RssSampler, proc_status_mb
+from bench.claude_corpus import session_lines
 from bench.common import REPO, mounted, sessionfs_args
 from bench.corpus import COMMON_WORD, SessionBuilder, TextPools, _make_images
 
@@ -42,6 +45,11 @@ CACHE_MB = 256
 #: What one entry of the generated session weighs on average (measured), to aim at
 #: ``--mb`` without building it twice.
 AVERAGE_ENTRY_BYTES = 4_050
+#: The same, written as Claude Code writes it (more lines, and more fields each).
+CLAUDE_AVERAGE_ENTRY_BYTES = 4_370
+#: The same, written as Codex writes it.
+CODEX_AVERAGE_ENTRY_BYTES = 4_390
+CODEX_SESSION_ID = "0199b000-0000-7000-8000-00000000b16f"
 #: Compactions spread over the session (a long session is compacted again and again).
 COMPACTIONS = 6
 SAMPLE_SECONDS = 0.1
@@ -51,13 +59,19 @@ PROJECT_DIR = "--srv-huge--"
 
 
 class _LongSessionBuilder(SessionBuilder):
-    """The corpus's sessions, longer: a compaction every ``1/COMPACTIONS`` of the way
+    """The corpus's sessions, longer: a compaction every ``1/compactions`` of the way
     and one tool output in 1,000 of 1-4 MB (a generated file read whole, a long log)."""
+
+    def __init__(self, *args: Any, compactions: int = COMPACTIONS, **kwargs: Any) -> None:
+        self.compactions = compactions  # (read by `_plan_events`, which __init__ calls)
+        super().__init__(*args, **kwargs)
 
     def _plan_events(self) -> dict[int, str]:
         events = super()._plan_events()
-        for n in range(1, COMPACTIONS + 1):
-            events[self.probe_at * n // (COMPACTIONS + 1)] = "compaction"
+        if self.compactions == 0:  # the corpus's own (one, early) go too
+            events = {at: kind for at, kind in events.items() if kind != "compaction"}
+        for n in range(1, self.compactions + 1):
+            events[self.probe_at * n // (self.compactions + 1)] = "compaction"
         return events
 
     def _tool_output(self, tool: str) -> str:
@@ -67,26 +81,52 @@ class _LongSessionBuilder(SessionBuilder):
         return super()._tool_output(tool)
 
 
-def write_session(path: Path, megabytes: int) -> None:
+HEADER: dict[str, Any] = {
+    "type": "session",
+    "version": 3,
+    "id": SESSION_ID,
+    "timestamp": "2026-01-01T00:00:00.000Z",
+    "cwd": "/srv/huge",
+    "title": "One very long session",
+}
+
+
+def _entry_lines(
+    blobs: Path, megabytes: int, entry_bytes: int, compactions: int = COMPACTIONS
+) -> list[bytes]:
+    """The session's entries (after its header), ~``megabytes`` MB when an entry is
+    written in ``entry_bytes`` on average, ``compactions`` spread over it; its images
+    into ``blobs``."""
     rng = random.Random(26)
     pools = TextPools(rng)
-    images = _make_images(rng, path.parents[2] / "blobs")
+    images = _make_images(rng, blobs)
     start_ms = 1_767_225_600_000
-    header: dict[str, Any] = {
-        "type": "session",
-        "version": 3,
-        "id": SESSION_ID,
-        "timestamp": "2026-01-01T00:00:00.000Z",
-        "cwd": "/srv/huge",
-        "title": "One very long session",
-    }
-    entries = megabytes * 1_000_000 // AVERAGE_ENTRY_BYTES
-    builder = _LongSessionBuilder(rng, pools, images, entries, [COMMON_WORD], start_ms)
+    entries = megabytes * 1_000_000 // entry_bytes
+    words = [COMMON_WORD]
+    builder = _LongSessionBuilder(
+        rng, pools, images, entries, words, start_ms, compactions=compactions
+    )
+    return builder.build()
+
+
+def write_session(path: Path, megabytes: int, compactions: int = COMPACTIONS) -> None:
+    lines = _entry_lines(path.parents[2] / "blobs", megabytes, AVERAGE_ENTRY_BYTES, compactions)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as out:
-        out.write(orjson.dumps(header) + b"\n")
-        for line in builder.build():
+        out.write(orjson.dumps(HEADER) + b"\n")
+        for line in lines:
             out.write(line + b"\n")
+
+
+def write_claude_session(path: Path, megabytes: int, compactions: int = COMPACTIONS) -> None:
+    """The same session as Claude Code writes it (`bench.claude_corpus`: a line per
+    block of a response, tool results as user lines, compactions as boundaries)."""
+    blobs = path.parents[2] / "blobs"
+    lines = _entry_lines(blobs, megabytes, CLAUDE_AVERAGE_ENTRY_BYTES, compactions)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as out:
+        for line in session_lines(HEADER, (orjson.loads(entry) for entry in lines)):
+            out.write(orjson.dumps(line) + b"\n")
 
 
 def _children(pid: int) -> list[int]:
@@ -171,44 +211,154 @@ def run_steps(session_dir: Path, sampler: _Sampler) -> list[tuple[str, float, st
     return rows
 
 
-def xcsh_session(work: Path, megabytes: int, cache_mb: int) -> tuple[list[str], Path]:
+def xcsh_session(
+    work: Path, megabytes: int, cache_mb: int, compactions: int = COMPACTIONS
+) -> tuple[list[str], Path]:
     """The agent dir with the ~``megabytes`` MB xcsh session (made once); the mount's
     arguments and the session's dir in the mount."""
     agent = work / "agent"
     session_file = agent / "sessions" / PROJECT_DIR / f"2026-01-01T00-00-00-000Z_{SESSION_ID}.jsonl"
-    made = work / f"made-{megabytes}mb"
-    if not made.exists() or not session_file.exists():
-        started = time.perf_counter()
-        write_session(session_file, megabytes)
-        made.write_text("")
-        print(f"generated in {time.perf_counter() - started:.0f} s", flush=True)
+    made = f"made-{megabytes}mb{_variant(compactions)}"
+    _write_once(
+        work / made, session_file, partial(write_session, session_file, megabytes, compactions)
+    )
     _describe(session_file, cache_mb)
     options = ["--no-agents", "--no-archive", f"--cache-mb={cache_mb}"]
     args = sessionfs_args(work / "mnt", agent, *options, f"--cache-dir={work / 'cache'}")
     return args, work / "mnt" / "sessions" / PROJECT_DIR / session_file.stem
 
 
-def claude_session(work: Path, megabytes: int, cache_mb: int) -> tuple[list[str], Path]:
-    """A Claude Code dir with one ~``megabytes`` MB session (prompts and long answers,
-    `contrib/demo_agents.py`'s lines), shown under ``agents/claude/`` (its project's
-    name there is a pattern, found once mounted)."""
+def claude_session(
+    work: Path, megabytes: int, cache_mb: int, compactions: int = COMPACTIONS
+) -> tuple[list[str], Path]:
+    """A Claude Code dir with one ~``megabytes`` MB session: the xcsh session's turns
+    (thinking, parallel tool calls, big outputs, compactions) written as Claude Code
+    writes them (`write_claude_session`), shown under ``agents/claude/`` (its
+    project's name there is a pattern, found once mounted)."""
     claude = work / "claude"
     session_file = claude / "projects" / "-srv-huge" / f"{SESSION_ID}.jsonl"
-    if not session_file.exists():
-        demo = runpy.run_path(str(REPO / "contrib" / "demo_agents.py"))
-        lines = demo["ClaudeLines"](SESSION_ID, "/srv/huge", 1_780_000_000.0)
-        text = "def handler(self, request: str) -> int:  # lorem ipsum dolor\n" * 160
-        for i in range(megabytes * 1_000_000 // 10_400):
-            lines.user(f"prompt {i} {COMMON_WORD}")
-            lines.response(f"msg_{i}", [{"type": "text", "text": f"{i} {text}"}], (10, 10, 0, 0))
-        demo["write_lines"](session_file, lines.lines)
-    _describe(session_file, cache_mb)
-    agent = work / "agent"
-    (agent / "sessions").mkdir(parents=True, exist_ok=True)
-    options = ["--agents=claude", f"--claude-dir={claude}", "--no-archive"]
-    args = sessionfs_args(work / "mnt", agent, *options, f"--cache-mb={cache_mb}")
-    args.append(f"--cache-dir={work / 'cache'}")
+    made = f"made-claude-{megabytes}mb{_variant(compactions)}"
+    write = partial(write_claude_session, session_file, megabytes, compactions)
+    args = _other_agent(work, ("claude", claude), (made, session_file, write), cache_mb)
     return args, work / "mnt" / "agents" / "claude" / "sessions" / "*" / SESSION_ID
+
+
+def write_codex_session(path: Path, megabytes: int, compactions: int = COMPACTIONS) -> None:
+    """The same session as a Codex rollout (`_codex_lines`)."""
+    blobs = path.parents[4] / "blobs"
+    lines = _entry_lines(blobs, megabytes, CODEX_AVERAGE_ENTRY_BYTES, compactions)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as out:
+        for line in _codex_lines(orjson.loads(entry) for entry in lines):
+            out.write(orjson.dumps(line) + b"\n")
+
+
+def _codex_lines(entries: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """xcsh entries as Codex writes a rollout: its items in file order (Codex's
+    sessions are one chain), a response as reasoning, a message and a call per tool,
+    each result as a call's output, a compaction as ``compacted`` with its summary as
+    the replacement history."""
+    stamp = HEADER["timestamp"]
+    meta = {"id": CODEX_SESSION_ID, "timestamp": stamp, "cwd": HEADER["cwd"]}
+    yield {"timestamp": stamp, "type": "session_meta", "payload": {**meta, "source": "cli"}}
+    yield {"timestamp": stamp, "type": "turn_context", "payload": {"model": "gpt-5-codex"}}
+    for entry in entries:
+        line = partial(_codex_line, entry["timestamp"])
+        if entry.get("type") == "compaction":
+            said = [{"type": "input_text", "text": entry["summary"]}]
+            history = [{"type": "message", "role": "user", "content": said}]
+            yield line({"message": entry["summary"], "replacement_history": history}, "compacted")
+        if entry.get("type") != "message":
+            continue
+        message = entry["message"]
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        if message["role"] == "toolResult":
+            output = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+            yield line(
+                {"type": "function_call_output", "call_id": message["toolCallId"], "output": output}
+            )
+            continue
+        role = "user" if message["role"] == "user" else "assistant"
+        texts = []
+        for block in blocks:
+            if block.get("type") == "thinking":
+                summary = [{"type": "summary_text", "text": block["thinking"]}]
+                yield line({"type": "reasoning", "summary": summary})
+            elif block.get("type") == "text":
+                kind = "output_text" if role == "assistant" else "input_text"
+                texts.append({"type": kind, "text": block["text"]})
+        if texts:
+            yield line({"type": "message", "role": role, "content": texts})
+        for block in blocks:
+            if block.get("type") == "toolCall":
+                arguments = orjson.dumps(block["arguments"]).decode()
+                call = {"type": "function_call", "name": block["name"], "arguments": arguments}
+                yield line({**call, "call_id": block["id"]})
+
+
+def _codex_line(
+    timestamp: str, payload: dict[str, Any], kind: str = "response_item"
+) -> dict[str, Any]:
+    return {"timestamp": timestamp, "type": kind, "payload": payload}
+
+
+def codex_session(
+    work: Path, megabytes: int, cache_mb: int, compactions: int = COMPACTIONS
+) -> tuple[list[str], Path]:
+    """A Codex home with the same session as one rollout (`write_codex_session`),
+    shown under ``agents/codex/by-id/``."""
+    codex = work / "codex"
+    session_file = (
+        codex
+        / "sessions"
+        / "2026"
+        / "01"
+        / "01"
+        / f"rollout-2026-01-01T00-00-00-{CODEX_SESSION_ID}.jsonl"
+    )
+    made = f"made-codex-{megabytes}mb{_variant(compactions)}"
+    write = partial(write_codex_session, session_file, megabytes, compactions)
+    args = _other_agent(work, ("codex", codex), (made, session_file, write), cache_mb)
+    return args, work / "mnt" / "agents" / "codex" / "by-id" / CODEX_SESSION_ID
+
+
+def _other_agent(
+    work: Path,
+    agent: tuple[str, Path],
+    session: tuple[str, Path, Callable[[], None]],
+    cache_mb: int,
+) -> list[str]:
+    """Write the session file once (``session``: its marker, path and writer) and give
+    the mount's arguments showing ``agent``'s dir (its name, its dir) under
+    ``agents/`` beside an empty agent dir."""
+    made, session_file, write = session
+    _write_once(work / made, session_file, write)
+    _describe(session_file, cache_mb)
+    name, home = agent
+    local = work / "agent"
+    (local / "sessions").mkdir(parents=True, exist_ok=True)
+    options = [f"--agents={name}", f"--{name}-dir={home}", "--no-archive"]
+    args = sessionfs_args(work / "mnt", local, *options, f"--cache-mb={cache_mb}")
+    args.append(f"--cache-dir={work / 'cache'}")
+    return args
+
+
+def _variant(compactions: int) -> str:
+    return "" if compactions == COMPACTIONS else f"-{compactions}c"
+
+
+def _write_once(made: Path, session_file: Path, write: Callable[[], None]) -> None:
+    """``write()`` the session file unless the marker ``made`` says it is there as
+    asked (``--work`` is reused: a session of other parameters is written anew)."""
+    if made.exists() and session_file.exists():
+        return
+    started = time.perf_counter()
+    for marker in made.parent.glob("made-*"):
+        marker.unlink()
+    write()
+    made.write_text("")
+    print(f"generated in {time.perf_counter() - started:.0f} s", flush=True)
 
 
 def _describe(session_file: Path, cache_mb: int) -> None:
@@ -222,17 +372,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=int, default=500, help="the session file's size")
     parser.add_argument("--cache-mb", type=int, default=CACHE_MB)
+    parser.add_argument(
+        "--compactions",
+        type=int,
+        default=COMPACTIONS,
+        help="spread over the session (0: none, the whole session is its context)",
+    )
     parser.add_argument("--work", type=Path, default=None, help="default: a temp dir")
     parser.add_argument(
-        "--claude", action="store_true", help="a Claude Code session instead (try --mb 200)"
+        "--claude", action="store_true", help="the same session as Claude Code writes it"
     )
+    parser.add_argument("--codex", action="store_true", help="the same session as a Codex rollout")
     parser.add_argument(
         "--checkout", type=Path, default=REPO, help="the checkout whose daemon is run"
     )
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="sessionfs-hugefile-"))
-    make = claude_session if args.claude else xcsh_session
-    mount_args, session_dir = make(work, args.mb, args.cache_mb)
+    make = claude_session if args.claude else codex_session if args.codex else xcsh_session
+    mount_args, session_dir = make(work, args.mb, args.cache_mb, args.compactions)
     for stale in (work / "cache").glob("agent-*/*/*"):
         if stale.parent.name in ("renders", "contexts", "pages"):
             stale.unlink()  # every run renders from the session file (the first cat's cost)

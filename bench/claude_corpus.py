@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +63,11 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _lines(header: dict[str, Any], entries: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """Claude Code lines for one xcsh session (module docstring)."""
+def session_lines(
+    header: dict[str, Any], entries: Iterable[dict[str, Any]]
+) -> Iterator[dict[str, Any]]:
+    """Claude Code lines for one xcsh session (module docstring; ``entries`` are
+    taken one at a time: a session of any size)."""
     sid = header["id"]
     common = {
         "isSidechain": False,
@@ -205,7 +208,8 @@ def ensure(built: corpus.Corpus) -> tuple[Path, float | None]:
         project = "-" + header["cwd"].lstrip("/").replace("/", "-")
         out = root / "projects" / project / f"{header['id']}.jsonl"
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in _lines(header, objects[1:])))
+        lines = session_lines(header, objects[1:])
+        out.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
     stamp.write_bytes(wanted)
     return root, time.perf_counter() - start
 

@@ -174,7 +174,7 @@ class ClaudeSession(JsonlSession[_ClaudeLine]):
         # Built per call, not kept: the turns hold every message's content (several
         # times the file's size), and the view renders each file once per version.
         turns = Turns(self)
-        return {"messages": turns.context_messages(), "model": turns.model()}
+        return {"messages": list(turns.context_messages()), "model": turns.model()}
 
     def transcript_messages(self) -> list[TranscriptMessage]:
         return list(Turns(self).transcript_messages())

@@ -26,7 +26,7 @@ the file) right after the summary it names as anchor -- what Claude Code sends:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeGuard
 
@@ -50,36 +50,72 @@ class ClaudeLines(Protocol):
     def path_indexes(self) -> list[int]: ...
 
 
-@dataclass
+@dataclass(slots=True)
 class _Turn:
     role: str  # "user" | "assistant"
     #: the lines behind it; the first one names it in the transcript
     lines: list[int]
-    content: Any
-    #: assistant: (line, tool_result block) of the results placed after it
-    results: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    #: a user line: the positions of its blocks shown (``None``: its content as it is)
+    kept: list[int] | None = None
+    #: assistant: (line, block position) of the tool results placed after it
+    results: list[tuple[int, int]] = field(default_factory=list)
     model: str | None = None
+    #: a user line's messages in ``transcript.md`` (a result each, one for the rest);
+    #: an assistant turn's are one and its results
+    user_shown: int = 1
+    #: what the turn shows, held (``Turns(hold=True)``): its content and its results'
+    #: blocks; else read from the lines when the turn is shown
+    held: tuple[Any, list[tuple[int, dict[str, Any]]]] | None = None
+
+
+#: tool_use id -> (line, block position) of a tool result
+_Results = dict[str, tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class _UserLine:
+    """What building reads of a user line (parsed once for it): whether it has a
+    message, its content's length (``None``: not a list) and its results' positions."""
+
+    has_message: bool
+    length: int | None = None
+    results: frozenset[int] = frozenset()
 
 
 class Turns:
     """The turns of one version of a session (built once; the session drops it when
-    the file changes)."""
+    the file changes).
 
-    def __init__(self, lines: ClaudeLines, path: list[int] | None = None) -> None:
+    Building reads every line of the path once; what a turn keeps is where its
+    content is (lines, block positions). ``hold``: its content is taken then too and
+    kept (a session rendered in memory parses each line once); else each turn's lines
+    are parsed again when it is shown and let go (a file too big to hold: one turn's
+    content in memory at a time, `sessionfs.view.streamed_agents`). Both show the same
+    objects."""
+
+    def __init__(
+        self, lines: ClaudeLines, path: list[int] | None = None, hold: bool = True
+    ) -> None:
         """``path``: root -> leaf (default: the session's current path)."""
         self._lines = lines
+        self._hold = hold
         self._parsed: dict[int, dict[str, Any]] = {}
         if path is None:
             path = lines.path_indexes()
         self._on_path = set(path)
         self._segment = _sent_segment(lines, path)
-        self._elsewhere: dict[str, tuple[int, int, dict[str, Any]]] | None = None
+        self._elsewhere: _Results | None = None
         self.turns = self._build()
+        if hold:
+            for turn in self.turns:
+                turn.held = (self._content(turn), self._result_blocks(turn))
         self._parsed = {}  # the parsed lines go; the turns keep what they use
 
     def _obj(self, index: int) -> dict[str, Any]:
         obj = self._parsed.get(index)
         if obj is None:
+            if not self._hold:
+                self._parsed.clear()  # the last line only (a turn's next read)
             obj = self._parsed[index] = self._lines.entry(index)
         return obj
 
@@ -87,29 +123,41 @@ class Turns:
         message = self._obj(index).get("message")
         return message if isinstance(message, dict) else None
 
+    def _list_content(self, index: int) -> list[Any] | None:
+        message = self._message(index)
+        content = message.get("content") if message is not None else None
+        return content if isinstance(content, list) else None
+
     # -- building ------------------------------------------------------------------------
 
-    def _results_in(self, indexes: list[int]) -> dict[str, tuple[int, int, dict[str, Any]]]:
-        """tool_use id -> (line, block position, block) of the first result for it."""
-        found: dict[str, tuple[int, int, dict[str, Any]]] = {}
+    def _user_lines(self, indexes: Iterable[int], found: _Results) -> dict[int, _UserLine]:
+        """What building reads of the user lines among ``indexes``, each parsed once;
+        into ``found``: tool_use id -> (line, block position) of the first result for
+        it."""
+        lines: dict[int, _UserLine] = {}
         for index in indexes:
             if self._lines.entry_type(index) != "user":
                 continue
             message = self._message(index)
             content = message.get("content") if message is not None else None
             if not isinstance(content, list):
+                lines[index] = _UserLine(message is not None)
                 continue
+            results = []
             for position, block in enumerate(content):
-                if isinstance(block, dict) and block.get("type") == "tool_result":
+                if _is_result(block):
+                    results.append(position)
                     key = block.get("tool_use_id")
                     if isinstance(key, str):
-                        found.setdefault(key, (index, position, block))
-        return found
+                        found.setdefault(key, (index, position))
+            lines[index] = _UserLine(True, len(content), frozenset(results))
+        return lines
 
-    def _result_elsewhere(self, call_id: str) -> tuple[int, int, dict[str, Any]] | None:
+    def _result_elsewhere(self, call_id: str) -> tuple[int, int] | None:
         if self._elsewhere is None:  # only when a call's result is not on the path
-            others = [i for i in range(len(self._lines)) if i not in self._on_path]
-            self._elsewhere = self._results_in(others)
+            others = (i for i in range(len(self._lines)) if i not in self._on_path)
+            self._elsewhere = {}
+            self._user_lines(others, self._elsewhere)
         return self._elsewhere.get(call_id)
 
     def _response_lines(self) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
@@ -130,19 +178,19 @@ class Turns:
 
     def _build(self) -> list[_Turn]:
         on_ids, off_ids = self._response_lines()
-        on_path_results = self._results_in(self._segment)
+        on_path_results: _Results = {}
+        user_lines = self._user_lines(self._segment, on_path_results)
         placed: set[tuple[int, int]] = set()
         done: set[str] = set()
         turns: list[_Turn] = []
         for index in self._segment:
             kind = self._lines.entry_type(index)
-            message = self._message(index) if kind in ("user", "assistant") else None
-            if message is None:
-                continue
             if kind == "user":
-                turn = self._user_turn(index, message, placed)
+                turn = self._user_turn(index, user_lines[index], placed)
                 if turn is not None:
                     turns.append(turn)
+                continue
+            if kind != "assistant" or self._message(index) is None:
                 continue
             key = self._lines.message_id(index)
             if key is not None and key in done:
@@ -154,43 +202,63 @@ class Turns:
         return turns
 
     def _assistant_turn(
-        self,
-        members: list[int],
-        on_path_results: dict[str, tuple[int, int, dict[str, Any]]],
-        placed: set[tuple[int, int]],
+        self, members: list[int], on_path_results: _Results, placed: set[tuple[int, int]]
     ) -> _Turn:
-        blocks: list[Any] = []
         model = None
+        found_results: list[tuple[int, int]] = []
         for member in members:
             message = self._message(member) or {}
-            blocks.extend(content_blocks(message.get("content")))
             if isinstance(message.get("model"), str):
                 model = message["model"]
-        found_results: list[tuple[int, int, dict[str, Any]]] = []
-        for block in blocks:
-            if not (isinstance(block, dict) and block.get("type") == "tool_use"):
-                continue
-            call_id = block.get("id")
-            if not isinstance(call_id, str):
-                continue
-            found = on_path_results.get(call_id) or self._result_elsewhere(call_id)
-            if found is not None and (found[0], found[1]) not in placed:
-                placed.add((found[0], found[1]))
-                found_results.append(found)
-        found_results.sort(key=lambda found: (found[0], found[1]))  # file order
-        results = [(line, block) for line, _, block in found_results]
-        return _Turn("assistant", members, blocks, results, model)
+            for block in content_blocks(message.get("content")):
+                if not (isinstance(block, dict) and block.get("type") == "tool_use"):
+                    continue
+                call_id = block.get("id")
+                if not isinstance(call_id, str):
+                    continue
+                found = on_path_results.get(call_id) or self._result_elsewhere(call_id)
+                if found is not None and found not in placed:
+                    placed.add(found)
+                    found_results.append(found)
+        found_results.sort()  # file order
+        return _Turn("assistant", members, results=found_results, model=model)
 
     def _user_turn(
-        self, index: int, message: dict[str, Any], placed: set[tuple[int, int]]
+        self, index: int, line: _UserLine, placed: set[tuple[int, int]]
     ) -> _Turn | None:
-        content = message.get("content")
-        if isinstance(content, list):
-            kept = [b for position, b in enumerate(content) if (index, position) not in placed]
-            if not kept:
-                return None  # only results, each placed after its call
-            content = kept
-        return _Turn("user", [index], content)
+        if not line.has_message:
+            return None
+        if line.length is None:
+            return _Turn("user", [index])
+        kept = [position for position in range(line.length) if (index, position) not in placed]
+        if not kept:
+            return None  # only results, each placed after its call
+        results = sum(1 for at in kept if at in line.results)
+        return _Turn("user", [index], kept, user_shown=results + (results < len(kept)))
+
+    # -- what a turn shows ---------------------------------------------------------------
+
+    def _content(self, turn: _Turn) -> Any:
+        """The turn's content: a user line's (its blocks still shown), or the blocks of
+        every line of a response in order."""
+        if turn.held is not None:
+            return turn.held[0]
+        if turn.role == "user":
+            message = self._message(turn.lines[0]) or {}
+            content = message.get("content")
+            if turn.kept is None or not isinstance(content, list):
+                return content
+            return [content[position] for position in turn.kept]
+        blocks: list[Any] = []
+        for member in turn.lines:
+            blocks.extend(content_blocks((self._message(member) or {}).get("content")))
+        return blocks
+
+    def _result_blocks(self, turn: _Turn) -> list[tuple[int, dict[str, Any]]]:
+        """(line, block) of each tool result placed after the turn."""
+        if turn.held is not None:
+            return turn.held[1]
+        return [(line, (self._list_content(line) or [])[at]) for line, at in turn.results]
 
     # -- what the session shows ---------------------------------------------------------
 
@@ -200,22 +268,31 @@ class Turns:
                 return turn.model
         return None
 
-    def context_messages(self) -> list[dict[str, Any]]:
+    def context_messages(self) -> Iterator[dict[str, Any]]:
         """The Anthropic Messages shape: ``{"role", "content"}``, results of one
-        response's calls in one user message after it."""
-        messages: list[dict[str, Any]] = []
-
-        def add(role: str, content: Any) -> None:
-            if role == "user" and messages and messages[-1]["role"] == "user":
-                messages[-1] = {"role": "user", "content": _joined(messages[-1], content)}
-            else:
-                messages.append({"role": role, "content": content})
-
+        response's calls in one user message after it (consecutive user messages are
+        one: a message is handed out when the next one is not a user's)."""
+        pending: dict[str, Any] | None = None
         for turn in self.turns:
-            add(turn.role, turn.content)
+            said = [(turn.role, self._content(turn))]
             if turn.results:
-                add("user", [b for _, b in turn.results])
-        return messages
+                said.append(("user", [block for _, block in self._result_blocks(turn)]))
+            for role, content in said:
+                if role == "user" and pending is not None and pending["role"] == "user":
+                    pending = {"role": "user", "content": _joined(pending, content)}
+                    continue
+                if pending is not None:
+                    yield pending
+                pending = {"role": role, "content": content}
+        if pending is not None:
+            yield pending
+
+    def transcript_length(self) -> int:
+        """How many messages `transcript_messages` yields (no line read)."""
+        return sum(
+            1 + len(turn.results) if turn.role == "assistant" else turn.user_shown
+            for turn in self.turns
+        )
 
     def _named(self, index: int, message: dict[str, Any]) -> TranscriptMessage:
         return TranscriptMessage(
@@ -228,23 +305,22 @@ class Turns:
         tool_names: dict[str, str] = {}
         for turn in self.turns:
             first = turn.lines[0]
+            content = self._content(turn)
             if turn.role == "assistant":
-                blocks = agent_blocks(turn.content)
+                blocks = agent_blocks(content)
                 for block in blocks:
                     if isinstance(block, dict) and block.get("type") == "toolCall":
                         tool_names[str(block.get("id"))] = str(block.get("name"))
                 yield self._named(first, {"role": "assistant", "content": blocks})
-                for line, result in turn.results:
+                for line, result in self._result_blocks(turn):
                     name = tool_names.get(str(result.get("tool_use_id")), "?")
                     yield self._named(line, tool_result_message(result, name))
                 continue
-            if not isinstance(turn.content, list):
-                yield self._named(first, {"role": "user", "content": turn.content})
+            if not isinstance(content, list):
+                yield self._named(first, {"role": "user", "content": content})
                 continue
-            results = [
-                b for b in turn.content if isinstance(b, dict) and b.get("type") == "tool_result"
-            ]
-            rest = [b for b in turn.content if not any(b is r for r in results)]
+            results = [b for b in content if _is_result(b)]
+            rest = [b for b in content if not any(b is r for r in results)]
             if rest:
                 yield self._named(first, {"role": "user", "content": agent_blocks(rest)})
             for result in results:
@@ -263,6 +339,10 @@ def _joined(message: dict[str, Any], content: Any) -> list[Any]:
         if not said.endswith("\n"):
             before[-1] = {**last, "text": said + "\n"}
     return before + after
+
+
+def _is_result(block: Any) -> TypeGuard[dict[str, Any]]:
+    return isinstance(block, dict) and block.get("type") == "tool_result"
 
 
 def _is_text(block: Any) -> TypeGuard[dict[str, Any]]:

@@ -286,38 +286,78 @@ class CodexSession(JsonlSession[_CodexLine]):
     def _history(self, until: int | None = None) -> list[Any]:
         """The items Codex sends the model next (without its base instructions, which
         it builds anew for each request): a fork's parent's first."""
+        return [_as_sent(item) for item in self._history_items(until, hold=True)]
+
+    def history_read_again(self) -> Iterator[Any]:
+        """`context`'s messages one at a time, each read again from its line when
+        reached (a file too big to hold: where each item is is all that is kept)."""
+        for item in self._history_items(self._leaf_end(), hold=False):
+            yield _as_sent(self._item(item) if isinstance(item, _ItemAt) else item)
+
+    def context_model(self) -> str | None:
+        """`context`'s ``model``."""
+        return self._model
+
+    def _history_items(self, until: int | None, hold: bool) -> list[Any]:
+        """The history's items (``hold``), or where each is in the file (`_ItemAt`;
+        the fork base's are held)."""
         history: list[Any] = list(self._fork_base().history)
-        for _, kind, payload in self._payloads(until):
+        for index, kind, payload in self._payloads(until):
             if kind == "response_item":
-                history.append(payload)
+                history.append(payload if hold else _ItemAt.of(index, None, payload))
             elif kind == "compacted":
                 replacement = payload.get("replacement_history")
                 if isinstance(replacement, list):
-                    history = list(replacement)
+                    history = [
+                        item if hold else _ItemAt.of(index, at, item)
+                        for at, item in enumerate(replacement)
+                    ]
                 else:  # an older compaction: only its summary is left (if any)
                     summary = payload.get("message")
-                    history = [_user_text(summary)] if isinstance(summary, str) and summary else []
+                    said = [_user_text(summary)] if isinstance(summary, str) and summary else []
+                    history = said  # (small: held either way)
             elif payload.get("type") == "thread_rolled_back":
                 _drop_user_turns(history, payload.get("num_turns"))
-        return [_as_sent(item) for item in history]
+        return history
+
+    def _item(self, where: _ItemAt) -> Any:
+        """The item `_ItemAt` says where is, read from its line."""
+        _, payload = split_line(self.entry(where.line), bool(self._envelope_less))
+        return payload if where.at is None else payload["replacement_history"][where.at]
 
     def transcript_messages(self) -> list[TranscriptMessage]:
         return self._fork_base().transcript + self._transcript(self._leaf_end())
 
-    def _transcript(self, until: int | None = None) -> list[TranscriptMessage]:
-        groups: list[list[TranscriptMessage]] = []
-        calls: dict[str, tuple[list[TranscriptMessage], str]] = {}
+    def transcript_read_again(self) -> tuple[int, Iterator[TranscriptMessage]]:
+        """`transcript_messages`' count, and them one at a time, each message read
+        again from its line when reached (a file too big to hold)."""
+        base = self._fork_base().transcript
+        shown = self._transcript(self._leaf_end(), hold=False)
+
+        def messages() -> Iterator[TranscriptMessage]:
+            yield from base
+            for message in shown:
+                yield self._shown(message) if isinstance(message, _ShownAt) else message
+
+        return len(base) + len(shown), messages()
+
+    def _transcript(self, until: int | None = None, hold: bool = True) -> list[Any]:
+        """The transcript's messages (``hold``), or where each is (`_ShownAt`; a
+        compaction's summary is held)."""
+        groups: list[list[Any]] = []
+        calls: dict[str, tuple[list[Any], str]] = {}
         for index, kind, payload in self._payloads(until):
             line = self._lines[index]
             if kind == "compacted":
-                _add_compaction(groups, line, payload)
+                _add_compaction(groups, line, payload, self._shown)
             if kind != "response_item":
                 continue
             call_id = call_id_of(payload)
             owner = calls.get(call_id) if call_id is not None else None
-            result = output_message(payload, owner[1] if owner is not None else "?")
+            tool = owner[1] if owner is not None else "?"
+            result = output_message(payload, tool)
             if result is not None:
-                named = TranscriptMessage(line.name, line.timestamp, result)
+                named = _named(line, result) if hold else _ShownAt(index, tool)
                 if owner is not None:
                     owner[0].append(named)  # right after its call
                 else:
@@ -326,12 +366,25 @@ class CodexSession(JsonlSession[_CodexLine]):
             message = agent_message(payload)
             if message is None:
                 continue
-            group = [TranscriptMessage(line.name, line.timestamp, message)]
+            group = [_named(line, message) if hold else _ShownAt(index, None)]
             groups.append(group)
             block = message["content"][0] if message.get("content") else None
             if call_id is not None and isinstance(block, dict) and block.get("type") == "toolCall":
                 calls[call_id] = (group, str(block.get("name")))
         return [message for group in groups for message in group]
+
+    def _shown(self, message: TranscriptMessage | _ShownAt) -> TranscriptMessage:
+        """A transcript message, read again from its line when `_ShownAt` says where."""
+        if isinstance(message, TranscriptMessage):
+            return message
+        _, payload = split_line(self.entry(message.line), bool(self._envelope_less))
+        built = (
+            agent_message(payload)
+            if message.tool is None
+            else output_message(payload, message.tool)
+        )
+        assert built is not None  # (what it was when the line was first read)
+        return _named(self._lines[message.line], built)
 
     def memory_cost(self) -> int:
         base = self._base.size if self._base is not None else 0
@@ -425,22 +478,54 @@ def _as_sent(item: Any) -> Any:
     return item
 
 
+@dataclass(frozen=True, slots=True)
+class _ItemAt:
+    """Where a history item is: line ``line``'s own item (``at`` ``None``) or item
+    ``at`` of its ``replacement_history``; whether it starts a user turn (what a
+    rollback asks, read when it was)."""
+
+    line: int
+    at: int | None
+    user_turn: bool
+
+    @classmethod
+    def of(cls, line: int, at: int | None, item: Any) -> _ItemAt:
+        return cls(line, at, _starts_user_turn(item))
+
+
+@dataclass(frozen=True, slots=True)
+class _ShownAt:
+    """Where a transcript message is: line ``line``'s item, as a message (``tool``
+    ``None``) or as the output of a call to ``tool``."""
+
+    line: int
+    tool: str | None
+
+
+def _named(line: _CodexLine, message: dict[str, Any]) -> TranscriptMessage:
+    return TranscriptMessage(line.name, line.timestamp, message)
+
+
 def _add_compaction(
-    groups: list[list[TranscriptMessage]], line: _CodexLine, payload: dict[str, Any]
+    groups: list[list[Any]],
+    line: _CodexLine,
+    payload: dict[str, Any],
+    shown: Callable[[Any], TranscriptMessage],
 ) -> None:
     """A ``compacted`` line as a ``compactionSummary`` message. Codex writes the reply
     that made the summary as an ordinary assistant message just before: that one
-    goes (the summary shows its words, as the model is sent them)."""
+    goes (the summary shows its words, as the model is sent them). ``shown``: a
+    message of ``groups`` as it is shown."""
     summary = payload.get("message")
     if not isinstance(summary, str) or not summary:
         return
     if groups and len(groups[-1]) == 1:
-        last = groups[-1][0].message
+        last = shown(groups[-1][0]).message
         text = _only_text(last) if last.get("role") == "assistant" else None
         if text and summary.endswith(text):
             groups.pop()
     message = {"role": "compactionSummary", "summary": summary}
-    groups.append([TranscriptMessage(line.name, line.timestamp, message)])
+    groups.append([_named(line, message)])
 
 
 def _only_text(message: Mapping[str, Any]) -> str | None:
@@ -457,6 +542,16 @@ def _user_text(text: str) -> dict[str, Any]:
     return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
 
 
+def _starts_user_turn(item: Any) -> bool:
+    """A user's message (not context the harness injected): where a user turn starts."""
+    return (
+        isinstance(item, dict)
+        and item.get("type") == "message"
+        and item.get("role") == "user"
+        and not is_injected(item)
+    )
+
+
 def _drop_user_turns(history: list[Any], turns: Any) -> None:
     """Drop the last ``turns`` user turns (each from its user message on) in place."""
     if not isinstance(turns, int) or isinstance(turns, bool):
@@ -466,10 +561,11 @@ def _drop_user_turns(history: list[Any], turns: Any) -> None:
             (
                 position
                 for position in range(len(history) - 1, -1, -1)
-                if isinstance(history[position], dict)
-                and history[position].get("type") == "message"
-                and history[position].get("role") == "user"
-                and not is_injected(history[position])
+                if (
+                    history[position].user_turn
+                    if isinstance(history[position], _ItemAt)
+                    else _starts_user_turn(history[position])
+                )
             ),
             None,
         )

@@ -50,6 +50,7 @@ from sessionfs.view.search_view import SearchView
 from sessionfs.view.session_cache import SessionCache
 from sessionfs.view.session_keys import mount_parts
 from sessionfs.view.session_ref import SessionRef
+from sessionfs.view.streamed_files import STREAMED_AGENTS
 
 __all__ = ["AgentMounts", "BranchingOptions"]
 
@@ -128,6 +129,14 @@ class AgentMounts:
                 mountpoint=root.mountpoint,
                 renders=renders,
                 page_renders=renders.pages(renders_dir.with_name("pages"), None),
+                # files too big for the daemon to render, written a message at a time
+                # (another agent's context of such a file stays EFBIG: a worker would
+                # hold it all)
+                context_renders=(
+                    renders.sibling("context.json", renders_dir.with_name("contexts"))
+                    if agent in STREAMED_AGENTS
+                    else None
+                ),
                 search=self.searches[agent],
                 prefix=(*root.prefix, AGENTS, agent),  # a store machine's: below it
                 read_only_reason=READ_ONLY_REASON,
@@ -183,8 +192,9 @@ class AgentMounts:
 
     def close(self) -> None:
         for context in self.contexts.values():
-            if context.page_renders is not None:
-                context.page_renders.close()
+            for sibling in (context.page_renders, context.context_renders):
+                if sibling is not None:
+                    sibling.close()
             if context.renders is not None:
                 context.renders.close()
         for view in (*self.searches.values(), *self.archive_searches.values()):

@@ -44,7 +44,7 @@ from sessionfs.view.render_worker import (
     exit_with,
     render_transcript,
 )
-from sessionfs.view.streamed_render import STREAMED
+from sessionfs.view.streamed_files import STREAMED, STREAMED_AGENTS
 
 __all__ = [
     "PAGE",
@@ -334,9 +334,9 @@ class Prerenderer:
             self._submit(job)
 
     def _streamed_siblings(self) -> tuple[StreamedSibling, ...]:
-        """The other renderings a streamed job writes too: xcsh files only, streamed
-        only past `stream_over` (the worker checks the file's size)."""
-        if self.agent != "xcsh" or self.stream_over is None:
+        """The other renderings a streamed job writes too: `STREAMED_AGENTS`' files,
+        streamed only past `stream_over` (the worker checks the file's size)."""
+        if self.agent not in STREAMED_AGENTS or self.stream_over is None:
             return ()
         return tuple(
             sibling

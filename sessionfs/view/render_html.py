@@ -25,7 +25,7 @@ import hashlib
 import html
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Protocol
 from urllib.parse import quote
 
 from core.blobs import parse_blob_ref
@@ -490,11 +490,19 @@ def transcript_html(
     return b"".join(transcript_html_pieces(source, tip, images))
 
 
+class CountedTurns(Protocol):
+    """A page's turns: counted (the page's header says how many), then read in order
+    (a list, or turns read from the file as they are reached)."""
+
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[TranscriptMessage]: ...
+
+
 def transcript_html_pieces(
     source: SessionSource,
     tip: str | None = None,
     images: ImageSource | None = None,
-    turns: Sequence[TranscriptMessage] | None = None,
+    turns: CountedTurns | None = None,
 ) -> Iterator[bytes]:
     """`transcript_html`'s bytes a message at a time: joined, exactly its bytes.
     ``turns``: the page's turns when the caller has them (a session file too big to

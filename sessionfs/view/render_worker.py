@@ -24,8 +24,6 @@ from pathlib import Path
 from core.errors import NotASessionError
 from core.formats.base import SessionSource
 from core.formats.lines import set_whole_read_limit
-from core.formats.xcsh import XcshSession
-from core.formats.xcsh_file import FileLines
 from core.session_stat import session_stat
 from sessionfs.view.access import FileAccess
 from sessionfs.view.html_images import BlobFiles
@@ -33,12 +31,12 @@ from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.render_cache import TRANSCRIPT, CachedRender, FileIdentity, RenderCache
 from sessionfs.view.renderings import render_source
 from sessionfs.view.session_ref import SessionRef
-from sessionfs.view.streamed_render import (
+from sessionfs.view.streamed_files import (
     STREAMED,
+    STREAMED_AGENTS,
     NotStreamable,
-    StreamIndex,
-    open_index,
-    write_streamed,
+    StreamedFile,
+    open_streamed,
 )
 
 __all__ = [
@@ -147,23 +145,24 @@ def _render_streamed(
 ) -> RenderOutcome | None:
     """``asked`` (the rendering, its cache, the blob store of a page's images) of a
     session file too big to hold parsed, written into its cache file a message at a
-    time (`sessionfs.view.streamed_render`); ``None`` when that is not how this file or
-    rendering is made (another agent's, a branch page, an xcsh file at an older format
-    version: rendered in memory as any other). `TooBigToHold` when the cache file
-    cannot be written (a full disk, no cache dir): there is no other place for it.
+    time (`sessionfs.view.streamed_files`); ``None`` when that is not how this file or
+    rendering is made (an agent's not in `STREAMED_AGENTS`, a branch page, an xcsh
+    file at an older format version: rendered in memory as any other). `TooBigToHold`
+    when the cache file cannot be written (a full disk, no cache dir): there is no
+    other place for it.
 
     Indexing the file is most of the work (~2 s for 500 MB), so the renderings in
     ``also`` are written then too, from the same index, unless their cache files are
     valid already: the next of them asked for is found there (a failure to write one
     is left to its own job)."""
     what, cache, blobs_dir = asked
-    if agent != "xcsh" or what not in STREAMED:
+    if agent not in STREAMED_AGENTS or what not in STREAMED:
         return None
     try:
-        index = open_index(path)
+        index = open_streamed(agent, path)
     except NotStreamable:
         return None
-    except OSError as exc:
+    except (NotASessionError, OSError) as exc:
         raise RenderFailed(f"{path}: {exc}") from None
     stored = _store_streamed(index, key, before, what, cache, blobs_dir)
     if stored is None:
@@ -183,7 +182,7 @@ def _render_streamed(
 
 
 def _store_streamed(
-    index: StreamIndex,
+    index: StreamedFile,
     key: str,
     before: FileIdentity,
     what: str,
@@ -193,15 +192,16 @@ def _store_streamed(
     """Rendering ``what`` of ``index`` written into ``cache`` (``None``: it could not)."""
     if cache is None:
         return None
-    source = XcshSession(index.path, index=index)
     extra = {}
     if what == TRANSCRIPT:
+        source = index.source()
         extra = {name: len(render_source(source, name, path=index.path)) for name in EXTRA_SIZES}
     images = None
-    if blobs_dir is not None and isinstance(index.data, FileLines):
+    fd = index.file_descriptor()
+    if blobs_dir is not None and fd is not None:
         # Read for whoever may read the file indexed (the daemon's rule, `BlobFiles`).
-        images = BlobFiles(Path(blobs_dir), FileAccess.of(os.fstat(index.data.fd)))
-    write = partial(write_streamed, index, what, images=images)
+        images = BlobFiles(Path(blobs_dir), FileAccess.of(os.fstat(fd)))
+    write = partial(index.write, what, images=images)
     return cache.store_streamed(key, before, extra, write)
 
 

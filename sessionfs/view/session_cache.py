@@ -105,6 +105,15 @@ _MB = 1024 * 1024
 RENDER_LIMIT_ENV = "SESSIONFS_RENDER_LIMIT_BYTES"
 
 
+#: What a session file too big to render still shows (the refusal says it).
+_STILL_SERVED = (
+    "entries/ and path/ still serve it entry by entry, and the render workers "
+    "transcript.md, transcript.html (the page at its leaf) and, of an xcsh, Claude "
+    "Code or Codex file, context.json; a branch page is made only in memory, so not for "
+    "a file this big"
+)
+
+
 def _render_limit_from_env() -> int | None:
     value = os.environ.get(RENDER_LIMIT_ENV, "")
     return int(value) if value.isdigit() else None
@@ -442,8 +451,7 @@ class SessionCache:
             errno.EFBIG,
             f"{what}: the session file is {size / _MB:.0f} MB; with --cache-mb "
             f"{self.budget / _MB:.0f} a rendering parses at most {limit / _MB:.0f} MB "
-            "(entries/ and path/ still serve it entry by entry, transcript.md and "
-            "context.json from the render workers; a bigger --cache-mb raises the limit)",
+            f"({_STILL_SERVED}; a bigger --cache-mb raises the limit)",
         )
         session.record_refusal(exc)
         for listener in self.refusal_listeners:

@@ -16,6 +16,7 @@ to the rollout), then the new prompt.
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -48,6 +49,9 @@ from support.real_agents import (
 from support.waiting import eventually
 
 from core.formats.codex import reads_line, split_line
+from sessionfs.view.agent_sources import open_agent_file
+from sessionfs.view.renderings import render_source
+from sessionfs.view.streamed_files import STREAMED, open_streamed
 
 pytestmark = pytest.mark.fuse
 
@@ -447,3 +451,16 @@ def test_no_conversation_text_in_a_line_the_reader_maps_to_nothing(story: Story)
         f"maps to nothing (neither reads nor knows to repeat another line): {unread}. "
         "Teach the reader these kinds (context, transcript) or list them as repeats."
     )
+
+
+def test_real_rollouts_streamed_are_the_renderings_in_memory(story: Story) -> None:
+    """A rollout over the render limit is written a message at a time
+    (`sessionfs.view.streamed_agents`): for each rollout the story wrote (a compaction,
+    a fork, a sub-agent), the same bytes as the renderings in memory."""
+    for thread_id in sorted(story.thread_ids()):
+        rollout = story.rollout(thread_id)
+        for what in sorted(STREAMED):
+            out = io.BytesIO()
+            open_streamed("codex", rollout).write(what, out, None)
+            whole = render_source(open_agent_file("codex", rollout), what, path=rollout)
+            assert out.getvalue() == whole, (rollout.name, what)

@@ -218,3 +218,22 @@ def test_another_agents_file_over_the_limit_serves_the_same_entries(
     expected = shown(whole.path)
     assert len(expected) > 5
     assert shown(in_place.path) == expected
+
+
+def test_a_branch_page_of_a_file_too_big_to_render_is_efbig_with_the_reason(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """A branch page is made only in memory: for a file this big it is refused, and
+    ``ctl`` says why and what still serves the file (the page at its leaf does)."""
+    file = big_session(tmp_path)
+    mnt = mount_with_a_low_limit(mount_factory, tmp_path / "agent", tmp_path / "cache")
+    session = mnt / "sessions" / PROJECT / file.stem
+    pages = os.listdir(session / "branches")
+    assert len(pages) >= 2  # the long session has a branch
+    with pytest.raises(OSError) as refused:
+        (session / "branches" / pages[0]).read_bytes()
+    assert refused.value.errno == errno.EFBIG
+    status = cat(session / "ctl").decode()
+    assert f"last_error: branches/{pages[0]}: the session file is" in status
+    assert "a branch page is made only in memory, so not for a file this big" in status
+    assert cat(session / "transcript.html") == in_memory(file, "transcript.html")

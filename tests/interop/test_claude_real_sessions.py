@@ -19,6 +19,7 @@ around a task notification; ``cache_control`` marks are not content.
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import subprocess
@@ -33,6 +34,9 @@ from support.fake_model_server import ModelRequest
 from support.mount import REPO
 
 from core.formats.claude_meta import LINE_TYPES
+from sessionfs.view.agent_sources import open_agent_file
+from sessionfs.view.renderings import render_source
+from sessionfs.view.streamed_files import STREAMED, open_streamed
 
 pytestmark = pytest.mark.fuse
 
@@ -335,3 +339,20 @@ def test_sessionfs_check_knows_claude_files(story: Story) -> None:
     document = json.loads(done.stdout)
     assert done.returncode == 0, done.stdout
     assert [(f["agent"], f["findings"]) for f in document["files"]] == [("claude", [])] * 3
+
+
+def test_real_files_streamed_are_the_renderings_in_memory(story: Story) -> None:
+    """A Claude Code file over the render limit is written a turn at a time
+    (`sessionfs.view.streamed_agents`): for every file the story wrote (a compaction, a
+    fork, a branch, parallel tool calls, an image, a sub-agent's file), the same bytes
+    as the renderings in memory."""
+    files = {Path(run.seen.file) for run in story.runs.values()}
+    if story.sub_agent is not None:
+        files.add(Path(story.sub_agent.file))
+    assert len(files) >= 3
+    for file in sorted(files):
+        for what in sorted(STREAMED):
+            out = io.BytesIO()
+            open_streamed("claude", file).write(what, out, None)
+            whole = render_source(open_agent_file("claude", file), what, path=file)
+            assert out.getvalue() == whole, (file.name, what)

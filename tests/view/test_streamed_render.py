@@ -19,16 +19,18 @@ from typing import Any
 import orjson
 import pytest
 from support.fixture_paths import fixture_files
+from support.long_claude_sessions import a_long_claude_session
 from support.long_sessions import Chain, a_long_session, turns
-from support.other_agents import fake_home
 
 from core import SessionManager
 from core.context import empty_context
+from sessionfs.view.agent_sources import open_agent_file
 from sessionfs.view.html_images import PAGE_IMAGE_BUDGET
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.prerender import TooBigToHold, render_transcript
 from sessionfs.view.render import context_json
 from sessionfs.view.render_cache import FileIdentity, RenderCache
+from sessionfs.view.renderings import render_source
 from sessionfs.view.session_ref import SessionRef
 from sessionfs.view.streamed_json import write_context_json
 from sessionfs.view.streamed_render import STREAMED, open_index, write_streamed
@@ -230,35 +232,52 @@ def test_a_page_worker_streams_the_page_with_its_images_capped(tmp_path: Path) -
     assert HOSTILE.encode() not in page and html.escape(HOSTILE).encode() in page
 
 
+def long_session_of(agent: str, tmp_path: Path) -> Path:
+    if agent == "claude":
+        return a_long_claude_session(tmp_path / "p" / "long.jsonl")
+    return a_long_session(tmp_path)
+
+
+def in_memory_of(agent: str, path: Path, what: str) -> bytes:
+    """The rendering in memory of ``agent``'s file (xcsh: as the daemon holds it)."""
+    if agent == "xcsh":
+        return in_memory(path, what)
+    return render_source(open_agent_file(agent, path), what, path=path)
+
+
+@pytest.mark.parametrize("agent", ["xcsh", "claude"])
 def test_the_job_streaming_one_rendering_writes_the_others_from_the_same_index(
-    tmp_path: Path,
+    tmp_path: Path, agent: str
 ) -> None:
     """Indexing is most of a streamed rendering's work: the job asked for one writes
-    the others into their cache dirs too, and their own jobs then find them valid."""
-    path = a_long_session(tmp_path)
+    the others into their cache dirs too, and their own jobs then find them valid;
+    the bytes are never handed over whole, even when asked for."""
+    path = long_session_of(agent, tmp_path)
     roots = {what: tmp_path / "cache" / what.replace(".", "-") for what in STREAMED}
     others = tuple((what, str(roots[what]), None) for what in sorted(STREAMED - {"context.json"}))
     asked = render_transcript(
         str(path),
         "k",
         str(roots["context.json"]),
-        False,
+        True,
+        agent=agent,
         what="context.json",
         stream_over=1000,
         also_streamed=others,
     )
-    assert asked.rendered
+    assert asked.rendered and asked.data is None
     for what in STREAMED:
         found = RenderCache(roots[what], what).load("k", asked.record.identity)
-        assert found is not None and found[1] == in_memory(path, what), what
+        assert found is not None and found[1] == in_memory_of(agent, path, what), what
         again = render_transcript(
-            str(path), "k", str(roots[what]), False, what=what, stream_over=1000
+            str(path), "k", str(roots[what]), False, agent=agent, what=what, stream_over=1000
         )
         assert not again.rendered, what  # found valid: not rendered a second time
-        assert again.record.sizes[what] == len(in_memory(path, what))
+        assert again.record.sizes[what] == len(in_memory_of(agent, path, what))
     transcript = RenderCache(roots["transcript.md"]).validate("k", asked.record.identity)
     assert transcript is not None
-    assert transcript.sizes["title"] == len(in_memory(path, "title"))  # as its own job's
+    for name in ("title", "header.json"):  # as its own job's
+        assert transcript.sizes[name] == len(in_memory_of(agent, path, name))
 
 
 def test_a_streamed_rendering_with_no_cache_dir_to_go_to_is_refused(tmp_path: Path) -> None:
@@ -270,13 +289,3 @@ def test_a_streamed_rendering_with_no_cache_dir_to_go_to_is_refused(tmp_path: Pa
     # Under the limit the worker renders in memory and hands the bytes over as before.
     small = render_transcript(str(path), "long.jsonl", str(blocked / "renders"), False)
     assert small.data == in_memory(path, "transcript.md")
-
-
-def test_another_agents_file_over_the_limit_renders_the_same_in_a_worker(tmp_path: Path) -> None:
-    """Claude Code's session is not streamed (another reader), but its bytes stay on
-    disk while a worker renders it: the same transcript either way."""
-    path = fake_home(tmp_path / "home").claude_compacted
-    whole = render_transcript(str(path), "k", None, True, agent="claude")
-    in_place = render_transcript(str(path), "k", None, True, agent="claude", stream_over=100)
-    assert in_place.data == whole.data and whole.data
-    assert in_place.record.sizes == whole.record.sizes

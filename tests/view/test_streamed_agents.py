@@ -1,0 +1,170 @@
+"""``transcript.md``, ``context.json`` and ``transcript.html`` of a Claude Code session
+file too big to hold, written a turn at a time (`sessionfs.view.streamed_agents`):
+byte for byte what the rendering in memory makes -- compactions, a preserved segment,
+split responses, parallel tool calls with a result off the path, merged user lines,
+images, sub-agent files, junk -- in a fraction of the memory; and of a Codex rollout
+(compactions, rollbacks, calls and outputs, injected context). A render worker
+writing them into the cache dir: tests/view/test_streamed_render.py."""
+
+from __future__ import annotations
+
+import io
+import json
+from functools import partial
+from pathlib import Path
+
+import pytest
+from support.long_claude_sessions import a_long_claude_session
+from support.long_codex_sessions import a_long_codex_session
+from support.other_agents import fake_home, load_demo_agents
+from support.traced_memory import traced
+
+from core.formats.claude import ClaudeSession
+from core.formats.claude_turns import Turns
+from sessionfs.view.agent_sources import open_agent_file
+from sessionfs.view.prerender import render_transcript
+from sessionfs.view.renderings import render_source
+from sessionfs.view.streamed_files import STREAMED, NotStreamable, open_streamed
+
+CLAUDE = "claude"
+
+
+def in_memory(path: Path, what: str) -> bytes:
+    """The rendering as the daemon makes it of a file it reads whole (the reference)."""
+    return render_source(open_agent_file(CLAUDE, path), what, path=path)
+
+
+def streamed(path: Path, what: str) -> bytes:
+    out = io.BytesIO()
+    opened = open_streamed(CLAUDE, path)
+    assert isinstance(opened.source(), ClaudeSession)
+    opened.write(what, out, None)
+    return out.getvalue()
+
+
+def odd_sessions(root: Path) -> list[Path]:
+    """Sessions with odd values: a lone surrogate (Python's JSON encoder), no title,
+    a response whose lines are split by another line, nothing but metadata."""
+    demo = load_demo_agents()
+    odd = demo.ClaudeLines("odd", "/w", 1_780_000_000.0)
+    odd.user("lone surrogate follows")
+    odd.response("msg_a", [{"type": "text", "text": "first half"}], (1, 1, 0, 0))
+    odd.user([{"type": "text", "text": "interjected"}])
+    odd.response("msg_a", [{"type": "text", "text": "second half"}], (1, 1, 0, 0))
+    odd.response(
+        "msg_b", [{"type": "tool_use", "id": "t1", "name": "X", "input": {}}], (1, 1, 0, 0)
+    )
+    odd.tool_result("t1", "SURROGATE")
+    path = demo.write_lines(root / "odd.jsonl", odd.lines)
+    path.write_bytes(path.read_bytes().replace(b"SURROGATE", b"lone \\udc80"))
+    meta_only = demo.write_lines(root / "meta.jsonl", [{"type": "summary", "summary": "s"}])
+    return [path, meta_only]
+
+
+def every_claude_file(tmp_path: Path) -> list[Path]:
+    trees = fake_home(tmp_path / "home")
+    files = sorted(trees.claude.rglob("*.jsonl"))  # the demo's, the compacted, sub-agents'
+    assert any("subagents" in str(f) for f in files) and trees.claude_compacted in files
+    long = a_long_claude_session(tmp_path / "long" / "long.jsonl")
+    return [*files, long, *odd_sessions(tmp_path / "odd")]
+
+
+@pytest.mark.parametrize("what", sorted(STREAMED))
+def test_claude_sessions_stream_the_bytes_rendered_in_memory(tmp_path: Path, what: str) -> None:
+    for path in every_claude_file(tmp_path):
+        assert streamed(path, what) == in_memory(path, what), path.name
+
+
+def test_the_turns_count_their_transcript_without_reading_it(tmp_path: Path) -> None:
+    """The page's header says how many messages it shows before it shows them: the
+    turns count them from their positions (``transcript_length``)."""
+    for path in every_claude_file(tmp_path):
+        session = open_agent_file(CLAUDE, path)
+        assert isinstance(session, ClaudeSession)
+        turns = Turns(session, hold=False)
+        assert turns.transcript_length() == len(list(turns.transcript_messages())), path.name
+
+
+def test_the_long_session_shows_what_the_turns_rules_read(tmp_path: Path) -> None:
+    """The fixture is what it says: the context starts at the last compaction's
+    summary with its preserved turns after it, a result off the path is placed, the
+    caveat and prompt are one message, and the leaf is the one ``last-prompt`` names."""
+    path = a_long_claude_session(tmp_path / "long.jsonl")
+    context = json.loads(streamed(path, "context.json"))
+    messages = context["messages"]
+    assert messages[0]["content"] == "Summary: the second part."
+    # the preserved segment: from the last line before it (its head) to its tail
+    assert messages[1]["content"] == [{"type": "text", "text": "Done 89."}]
+    assert "prompt 90 " in json.dumps(messages[2]) and "prompt 10000" not in json.dumps(context)
+    transcript = streamed(path, "transcript.md").decode()
+    assert "read 91 " not in transcript and "91 read" in transcript  # off-path result
+    assert transcript.startswith("# A long Claude session\n")
+    assert "## toolResult" in transcript and "no call" in transcript
+    assert context["model"] == "claude-sonnet-4-5-20250929"
+    merged = messages[-2]["content"]  # the caveat and the prompt after it: one message
+    assert merged[0]["text"].endswith("</local-command-caveat>\n")
+    assert merged[1]["text"].startswith("the last prompt")
+    assert messages[-1]["content"] == [{"type": "text", "text": "The last answer."}]
+
+
+def test_streaming_holds_a_fraction_of_what_rendering_in_memory_does(tmp_path: Path) -> None:
+    path = a_long_claude_session(tmp_path / "long.jsonl", turns=60)
+    size = path.stat().st_size
+    assert size > 2_000_000
+    lines = len(path.read_bytes().splitlines())
+    for what in sorted(STREAMED):
+        # a record per line (`ClaudeSession`), then the rendering written to a file
+        opened, held, _ = traced(lambda: open_streamed(CLAUDE, path))
+        with open(tmp_path / "out", "w+b") as out:  # a file, as the cache's: holds nothing
+            _, _, peak = traced(partial(opened.write, what, out, None))
+        _, _, whole = traced(partial(in_memory, path, what))
+        # The reader's records, then the turns' positions and one turn's content (the
+        # page also builds its tree and entry names): a few hundred bytes a line, where
+        # the rendering in memory holds every turn (lines of 2.4 KB here, more in life).
+        assert held < ClaudeSession.LINE_INDEX_BYTES * lines, (what, held, lines)
+        assert peak < 700 * lines, (what, peak, held, lines)
+        assert whole > 2 * size, (what, whole, size)
+
+
+def every_codex_file(tmp_path: Path) -> list[Path]:
+    trees = fake_home(tmp_path / "home")
+    plain = [trees.codex_rollout, trees.codex_subagent, trees.codex_old_format]
+    return [*plain, a_long_codex_session(tmp_path / "codex" / "rollout-long.jsonl")]
+
+
+@pytest.mark.parametrize("what", sorted(STREAMED))
+def test_codex_rollouts_stream_the_bytes_rendered_in_memory(tmp_path: Path, what: str) -> None:
+    for path in every_codex_file(tmp_path):
+        out = io.BytesIO()
+        open_streamed("codex", path).write(what, out, None)
+        expected = render_source(open_agent_file("codex", path), what, path=path)
+        assert out.getvalue() == expected, path.name
+
+
+def test_the_long_rollout_shows_its_compaction_and_rollback(tmp_path: Path) -> None:
+    path = a_long_codex_session(tmp_path / "rollout-long.jsonl")
+    out = io.BytesIO()
+    open_streamed("codex", path).write("context.json", out, None)
+    context = json.loads(out.getvalue())
+    said = json.dumps(context["messages"])
+    assert context["messages"][0]["content"][0]["text"] == "An older compaction: a summary only."
+    assert "prompt 78 " in said and "prompt 59 " not in said
+    assert "prompt 79 " not in said and "prompt 80 " in said  # rolled back, then one more
+    assert context["model"] == "gpt-5.1-codex"
+    transcript = in_memory_codex(path, "transcript.md").decode()
+    assert "prompt 39 " in transcript and "compactionSummary" in transcript
+
+
+def in_memory_codex(path: Path, what: str) -> bytes:
+    return render_source(open_agent_file("codex", path), what, path=path)
+
+
+def test_a_compressed_rollout_is_not_streamed(tmp_path: Path) -> None:
+    """An archived ``.jsonl.zst`` is decompressed whole whatever: a worker renders it
+    in memory, the same bytes either way."""
+    path = fake_home(tmp_path / "home").codex_archived
+    with pytest.raises(NotStreamable):
+        open_streamed("codex", path)
+    whole = render_transcript(str(path), "k", None, True, agent="codex")
+    in_place = render_transcript(str(path), "k", None, True, agent="codex", stream_over=100)
+    assert in_place.data == whole.data and whole.data
