@@ -151,10 +151,31 @@ def status_text(pairs: Iterable[tuple[str, Any]]) -> bytes:
 _Add = Callable[[str], None]
 
 
+#: Backticks `_has_fence` looks at one by one before it searches for three in a row.
+_BACKTICKS_LOOKED_AT = 8
+
+
+def _has_fence(text: str) -> bool:
+    """``"```" in text``, faster where it matters: a search for a 3-character string
+    reads every character (~1 ms a MB: 40 % of a transcript's rendering, since every
+    tool output is searched), one for a single character is a ``memchr`` (~0.1 ms a
+    MB). Most tool output holds no backtick, or a few; text with many (Markdown full
+    of inline code) is searched as before after the first `_BACKTICKS_LOOKED_AT`."""
+    find = text.find
+    at = find("`")
+    for _ in range(_BACKTICKS_LOOKED_AT):
+        if at < 0:
+            return False
+        if text.startswith("``", at + 1):
+            return True
+        at = find("`", at + 1)
+    return at >= 0 and find("```", at) >= 0
+
+
 def _fence_ticks(text: str) -> str:
     """Backticks for a code fence longer than any backtick run inside ``text`` (so it
     cannot break)."""
-    if "```" not in text:  # the common case: only then is the longest run worth finding
+    if not _has_fence(text):  # the common case: only then is the longest run worth finding
         return "```"
     return "`" * (max(len(run) for run in re.findall(r"`+", text)) + 1)
 
