@@ -34,6 +34,7 @@ __all__ = [
     "status_text",
     "title_text",
     "transcript_md",
+    "transcript_md_of_turns",
     "transcript_md_sections",
     "tree_rows",
     "tree_text",
@@ -266,7 +267,14 @@ def _add_content(out: list[str], content: Any, fenced_text: bool = False) -> Non
     for block in content if isinstance(content, list) else [content]:
         if separate:
             add("\n")
-        if _add_block(add, block, fenced_text):
+        # A text block (most are) is added here, one call instead of three; any other
+        # block, or a text block whose text is no string, by `_add_block`.
+        is_text = isinstance(block, dict) and block.get("type") == "text"
+        text = block.get("text") if is_text else None
+        if isinstance(text, str):
+            _add_text(add, text, fenced_text)
+            separate = True
+        elif _add_block(add, block, fenced_text):
             separate = True
         elif separate:
             out.pop()
@@ -302,11 +310,22 @@ def transcript_md(
     title: str | None, messages: Sequence[Mapping[str, Any]], sources: Sequence[Entry] | None
 ) -> bytes:
     """The context as Markdown: one ``## <role> · <entry id> · <time>`` section each."""
+    if sources is None:
+        return transcript_md_of_turns(title, ((message, "?", "") for message in messages))
+    turns = (
+        (message, entry.get("id", "?"), entry.get("timestamp", ""))
+        for message, entry in zip(messages, sources, strict=True)
+    )
+    return transcript_md_of_turns(title, turns)
+
+
+def transcript_md_of_turns(
+    title: str | None, turns: Iterable[tuple[Mapping[str, Any], Any, Any]]
+) -> bytes:
+    """`transcript_md` from (message, entry id, time) per turn (what a `SessionSource`
+    gives: no dict made per turn to carry its id and time)."""
     parts = [_transcript_title(title)]
-    for index, message in enumerate(messages):
-        entry = sources[index] if sources is not None else None
-        entry_id = entry.get("id", "?") if entry is not None else "?"
-        when = entry.get("timestamp", "") if entry is not None else ""
+    for message, entry_id, when in turns:
         _add_section(parts, message, entry_id, when)
     return _utf8_pieces(parts)
 
