@@ -211,7 +211,7 @@ def _image(block: Mapping[str, Any]) -> str:
 
 
 def _json_text(value: Any) -> str:
-    return pretty_json(value).decode("utf-8", "replace")
+    return _pretty_json_as_made(value).decode("utf-8", "replace")  # (no trimmed copy: decoded)
 
 
 def _add_text(add: _Add, text: str, fenced_text: bool) -> None:
