@@ -65,9 +65,11 @@ AGENTS: Final[tuple[AgentName, ...]] = ("xcsh", "claude", "codex")
 Entry = dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TranscriptMessage:
-    """One ``## <role> · <name> · <time>`` section of ``transcript.md``."""
+    """One ``## <role> · <name> · <time>`` section of ``transcript.md``. Not frozen: a
+    frozen dataclass sets each field through ``object.__setattr__`` (three times the
+    cost of its making), and a transcript makes one per message (~4 % of rendering one)."""
 
     #: the raw entry name (see the module docstring) of the first line behind it
     entry_name: str

@@ -63,10 +63,8 @@ def render_source(
         return render.context_json(source.context())
     if what == "transcript.md":
         turns = source.transcript_messages()
-        return render.transcript_md(
-            source.title() or None,
-            [turn.message for turn in turns],
-            [{"id": turn.entry_name, "timestamp": turn.time} for turn in turns],
+        return render.transcript_md_of_turns(
+            source.title() or None, ((turn.message, turn.entry_name, turn.time) for turn in turns)
         )
     if what == "transcript.html":
         return render_html.transcript_html(source, images=images)

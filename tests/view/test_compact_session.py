@@ -14,6 +14,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from support.agent_messages import user_entry
 from support.fixture_paths import fixture_files
 
@@ -148,6 +150,18 @@ def assert_same(compact: LoadedSession, parsed: LoadedSession) -> None:
 
 def sessions(tmp_path: Path) -> list[Path]:
     return [current_version_copy(f, tmp_path) for f in fixture_files()] + [odd_session(tmp_path)]
+
+
+@given(st.binary(max_size=60).map(lambda b: b.replace(b"\x00", b"\n")), st.integers(0, 8))
+def test_lines_are_parsed_where_they_lie_as_the_split_gave_them(data: bytes, start: int) -> None:
+    # The index's build parses views into the file's bytes (xcsh_file._lines_in): the
+    # same pieces, at the same offsets, as the split of the bytes it replaced.
+    start = min(start, len(data))
+    pos, split = start, []
+    for piece in data[start:].split(b"\n"):
+        split.append((pos, piece))
+        pos += len(piece) + 1
+    assert [(at, bytes(view)) for at, view in xcsh_file._lines_in(data, start)] == split
 
 
 def test_compact_serves_the_same_bytes_as_a_parsed_session(tmp_path: Path, holding: str) -> None:

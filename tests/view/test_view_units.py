@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import orjson
@@ -112,6 +113,17 @@ def test_fences_never_break_on_backticks() -> None:
     }
     md = render.transcript_md("t", [message], None).decode()
     assert "`````\n```\nnot the end\n````\n`````" in md
+
+
+@given(st.text(alphabet="a`\né😀", max_size=80))
+def test_a_fence_is_three_backticks_unless_the_text_holds_three_in_a_row(text: str) -> None:
+    # The search looks at the first backticks one by one, then for three in a row
+    # (render._has_fence): the fence is what a plain search for "```" gave.
+    runs = [len(run) for run in re.findall("`+", text)]
+    expected = "`" * (max(runs) + 1) if "```" in text else "```"
+    assert render._fence_ticks(text) == expected
+    many = (text + "\n") * 5  # past the backticks looked at one by one
+    assert render._fence_ticks(many) == expected
 
 
 @given(st.text(alphabet="a >\n`", max_size=40))
