@@ -55,6 +55,26 @@ def sanitize_session_name(name: str) -> str:
     return _SPACE_RUNS.sub(" ", _CONTROL_CHARS.sub(" ", name)).strip()
 
 
+class _RefusingWaits:
+    """`SessionManager.refusing_waits`: the manager's lock held and the pipeline told not
+    to wait. A plain context manager, not a generator one: it wraps every append the
+    mount makes on its event loop (issue 26 point 7)."""
+
+    __slots__ = ("_lock", "_pipeline")
+
+    def __init__(self, lock: threading.RLock, pipeline: PersistencePipeline) -> None:
+        self._lock = lock
+        self._pipeline = pipeline
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self._pipeline.refuse_waits = True
+
+    def __exit__(self, *exc: object) -> None:
+        self._pipeline.refuse_waits = False
+        self._lock.release()
+
+
 class SessionManager:
     """One session in memory, mirrored to its file. Build it with the classmethods."""
 
@@ -327,8 +347,7 @@ class SessionManager:
     def is_on_disk(self) -> bool:
         return self._pipeline.on_disk
 
-    @contextlib.contextmanager
-    def refusing_waits(self) -> Iterator[None]:
+    def refusing_waits(self) -> _RefusingWaits:
         """Inside the block a guest write that would have to wait (another process
         holds the file open for writing, or omp's lock is taken) raises
         `GuestWriteWouldWait` instead, before anything is written (a batch is rolled
@@ -336,12 +355,7 @@ class SessionManager:
         write again from a thread. The write's own probe decides, so it is made once.
         So does a catch-up that finds the file changed since our last look (by its
         one stat, before reading anything): the caller need not stat it first."""
-        with self.lock:
-            self._pipeline.refuse_waits = True
-            try:
-                yield
-            finally:
-                self._pipeline.refuse_waits = False
+        return _RefusingWaits(self.lock, self._pipeline)
 
     def get_header(self) -> Entry:
         return self._state.header

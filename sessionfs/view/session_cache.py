@@ -18,7 +18,7 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
@@ -139,6 +139,33 @@ class _Held:
 
     async def __aexit__(self, *exc: object) -> None:
         self._lock.release()
+
+
+class _Changing:
+    """`SessionCache._changing`: a plain context manager rather than a generator one
+    (it wraps every ``close()`` in ``append/``, where each µs counts: issue 26 point 7)."""
+
+    __slots__ = ("_cache", "_session")
+
+    def __init__(self, cache: SessionCache, session: LoadedSession) -> None:
+        self._cache = cache
+        self._session = session
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        session = self._session
+        try:
+            if isinstance(exc, WriteRejected):
+                session.record_refusal(exc)
+                if exc.reload_session:
+                    self._cache.drop(session)
+        finally:
+            for listener in self._cache.listeners:
+                listener(session, False)
+        if exc is None:
+            session.last_error = None
 
 
 class SessionCache:
@@ -573,7 +600,10 @@ class SessionCache:
             count = manager.entry_count()
             started = time.perf_counter()
             try:
-                with manager.refusing_waits() if inline else contextlib.nullcontext():
+                if inline:
+                    with manager.refusing_waits():
+                        result = fn(manager)
+                else:
                     result = fn(manager)
                 if tail:
                     session.appended_through_tail()
@@ -625,23 +655,12 @@ class SessionCache:
         if self._growth_unchecked > min(_EVICT_CHECK_GROWTH, self.budget // 64):
             self._evict(keep=session, rss=self._rss_growth_unchecked > _RSS_CHECK_GROWTH)
 
-    @contextlib.contextmanager
-    def _changing(self, session: LoadedSession) -> Iterator[None]:
+    def _changing(self, session: LoadedSession) -> _Changing:
         """Around a change through the mount: a refusal is kept for ``ctl`` (and a
         session whose core latched a persistence error is dropped, to be read from
         disk again), the listeners are told either way, and success clears
         ``last_error``."""
-        try:
-            yield
-        except WriteRejected as exc:
-            session.record_refusal(exc)
-            if exc.reload_session:
-                self.drop(session)
-            raise
-        finally:
-            for listener in self.listeners:
-                listener(session, False)
-        session.last_error = None
+        return _Changing(self, session)
 
     def _can_write_inline(self, session: LoadedSession, *, disk: bool) -> bool:
         """True when a small write can only append and fsync (a leaf move: change

@@ -26,10 +26,9 @@ recorded in the file by the next append.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -86,24 +85,42 @@ def _persistence_failure(what: str, exc: BaseException) -> WriteRejected:
     )
 
 
-@contextlib.contextmanager
-def _write_step(manager: SessionManager, what: str) -> Iterator[None]:
+def _write_step(manager: SessionManager, what: str) -> _WriteStep:
     """Lock, catch up, and translate core's exceptions into `WriteRejected`."""
-    with manager.lock:
+    return _WriteStep(manager, what)
+
+
+class _WriteStep:
+    """`_write_step`: a plain context manager rather than a generator one (it wraps
+    every write, each ``close()`` in ``append/`` among them: issue 26 point 7)."""
+
+    __slots__ = ("_manager", "_what")
+
+    def __init__(self, manager: SessionManager, what: str) -> None:
+        self._manager = manager
+        self._what = what
+
+    def __enter__(self) -> None:
+        manager = self._manager
+        manager.lock.acquire()
         try:
             if manager.persist_error is not None:
                 # Latched earlier (e.g. disk full): this manager refuses every write
                 # until it is replaced by a fresh load.
                 raise manager.persist_error
             manager.catch_up()
-            yield
-        except WriteRejected:
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, exc.__traceback__)
             raise
-        except EntryNotFoundError as exc:
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        self._manager.lock.release()
+        if exc is None or isinstance(exc, WriteRejected):
+            return
+        what = self._what
+        if isinstance(exc, EntryNotFoundError):
             raise WriteRejected(errno.ENOENT, f"{what}: {exc}") from exc
-        except PersistenceError as exc:
-            raise _persistence_failure(what, exc) from exc
-        except OSError as exc:
+        if isinstance(exc, (PersistenceError, OSError)):
             raise _persistence_failure(what, exc) from exc
 
 

@@ -18,6 +18,7 @@ everything else (a name that does not exist, a bad handle).
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
 from collections.abc import Callable, Hashable, Sequence
@@ -313,6 +314,7 @@ def session_mode_mask(file_mode: int) -> int:
     return mask
 
 
+@functools.lru_cache(maxsize=256)  # a few modes and owners; asked per getattr in a session
 def derived_permissions(access: FileAccess | None) -> Permissions:
     """For a node made from a file's data (a session dir, a transcript, ``history/``):
     readable by whoever can read the file (`session_mode_mask`), owned by its owner.

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import errno
+import functools
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -16,7 +17,7 @@ from sessionfs.fs.nodes.base import (
     refuse,
 )
 from sessionfs.view.access import NO_ACCESS
-from sessionfs.view.archived_index import archived_reason
+from sessionfs.view.archived_index import ArchivedAgentIndex, archived_reason
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.session_cache import Appends, LeafEffect, NotASession
@@ -38,6 +39,16 @@ def opened_for_writing(flags: int) -> bool:
     return flags & os.O_ACCMODE != os.O_RDONLY
 
 
+@functools.lru_cache(maxsize=4096)
+def _session_key_of(key: tuple[str, ...], prefix_length: int) -> tuple[str, str]:
+    """``(project, stem)`` of the innermost session dir holding the node at ``key``
+    (its context's prefix ``prefix_length`` parts long): `InSession.session_key`."""
+    found = session_of_node_key(key[prefix_length:])
+    if found is None:  # only nodes below sessions/<project>/<stem> mix this in
+        raise RuntimeError(f"{key}: not in a session dir")
+    return found[0], found[1]
+
+
 class InSession:
     """Mixin for nodes below ``sessions/<project>/<stem>`` (or a sub-agent's session
     dir below it, ``…/subagents/<name>``): finds their session, the innermost one."""
@@ -54,10 +65,9 @@ class InSession:
 
     @property
     def session_key(self) -> tuple[str, str]:
-        found = session_of_node_key(self.local_key)
-        if found is None:  # only nodes below sessions/<project>/<stem> mix this in
-            raise RuntimeError(f"{self.key}: not in a session dir")
-        return found[0], found[1]
+        # Asked ~8 times per file written into append/ (permissions, read-only checks,
+        # the session look-ups): derived once per node key, not parsed each time.
+        return _session_key_of(self.key, len(self.ctx.prefix))
 
     @property
     def project(self) -> str:
@@ -73,7 +83,10 @@ class InSession:
         session only the archive holds takes no write (one lstat: the live file's)."""
         if self.ctx.read_only_reason:
             return self.ctx.read_only_reason
-        return archived_reason(self.ctx.index, *self.session_key)
+        index = self.ctx.index
+        if not isinstance(index, ArchivedAgentIndex):  # no archive: no session key needed
+            return None
+        return archived_reason(index, *self.session_key)
 
     async def permissions(self) -> Permissions:
         """Follow the session file's mode and owner: a ``0600`` file shows no

@@ -492,7 +492,7 @@ class AppendDir(InSession, DirNode):
     async def create(self, name: str, flags: int, mode: int) -> tuple[Node, OpenFile]:
         await self.session(load=False)  # ENOENT when the session is gone; not read yet
         self.refuse_while_agent_runs()  # at create: shells report it, not a close() error
-        node = AppendFile(self.ctx, self.child_key(name))
+        node = AppendFile(self.ctx, self.child_key(name), self.session_key)
         return node, node.handle()
 
 
@@ -506,11 +506,23 @@ class AppendFile(InSession, FileNode):
     long-lived writer pays one round trip per entry rather than an open, a write and a
     close."""
 
-    __slots__ = ()
+    __slots__ = ("_session_key",)
 
     tier = DROPBOX
     mode = 0o644
     invalidate_on_change = False  # never cached, never read
+
+    def __init__(
+        self, ctx: MountContext, key: tuple[str, ...], session_key: tuple[str, str]
+    ) -> None:
+        super().__init__(ctx, key)
+        # Its dir's (`AppendDir.create` passes it): each file has a name of its own, so
+        # deriving it from the key would parse a new key on every append.
+        self._session_key = session_key
+
+    @property
+    def session_key(self) -> tuple[str, str]:
+        return self._session_key
 
     async def stat(self) -> Stat:
         return Stat(0, time.time_ns())
