@@ -17,11 +17,10 @@ shares a manager between threads can take the same lock to read a consistent sta
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core import paths, session_files
@@ -32,7 +31,7 @@ from core.errors import EntryNotFoundError, NotASessionError, PersistenceError
 from core.pipeline import PersistencePipeline
 from core.rewrite import SessionBusyError
 from core.session_tail import FileTail, KnownEntries, TailIndex
-from core.state import Entry, SessionState
+from core.state import BatchMark, Entry, SessionState
 from core.storage import FileSessionStorage, MemorySessionStorage, PathArg, SessionStorage
 from core.title_slot import new_title_slot
 from core.tree import TreeNode, build_tree
@@ -73,6 +72,60 @@ class _RefusingWaits:
     def __exit__(self, *exc: object) -> None:
         self._pipeline.refuse_waits = False
         self._lock.release()
+
+
+class _Batch:
+    """`SessionManager.batch`: a plain context manager rather than a generator one (it
+    wraps every append the mount makes: issue 26 point 7)."""
+
+    __slots__ = ("_caught_up", "_manager", "_mark", "_nested")
+
+    def __init__(self, manager: SessionManager, caught_up: bool) -> None:
+        self._manager = manager
+        self._caught_up = caught_up
+        self._mark: BatchMark | None = None
+        self._nested = False
+
+    def __enter__(self) -> SessionManager:
+        manager = self._manager
+        manager.lock.acquire()
+        if manager._batch_depth:
+            manager._batch_depth += 1
+            self._nested = True
+            return manager
+        try:
+            pipeline = manager._pipeline
+            pipeline.check_error()
+            if pipeline.enabled and not self._caught_up:
+                pipeline.catch_up()
+            self._mark = manager._state.mark()
+        except BaseException:
+            manager.lock.release()
+            raise
+        manager._batch_depth = 1
+        return manager
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        manager = self._manager
+        try:
+            if self._nested:
+                manager._batch_depth -= 1
+                return
+            manager._batch_depth = 0
+            mark = self._mark
+            assert mark is not None
+            if exc is not None:
+                manager._rollback_batch(mark)
+                return
+            new = manager._state.entries[mark.entry_count :]
+            if new:
+                try:
+                    manager._pipeline.persist_new(new)
+                except BaseException:
+                    manager._rollback_batch(mark)
+                    raise
+        finally:
+            manager.lock.release()
 
 
 class SessionManager:
@@ -611,8 +664,7 @@ class SessionManager:
             body["data"] = data
         return self._append("mode_change", body)
 
-    @contextlib.contextmanager
-    def batch(self, *, caught_up: bool = False) -> Iterator[SessionManager]:
+    def batch(self, *, caught_up: bool = False) -> _Batch:
         """Appends inside go to disk as one write on exit, all or nothing.
 
         The file is caught up first (``caught_up``: the caller did, holding `lock`
@@ -620,31 +672,12 @@ class SessionManager:
         raises or the write fails, every entry appended inside is removed from memory
         and the leaf restored. Nested batches join the outer one.
         """
-        with self.lock:
-            if self._batch_depth:
-                self._batch_depth += 1
-                try:
-                    yield self
-                finally:
-                    self._batch_depth -= 1
-                return
-            pipeline = self._pipeline
-            pipeline.check_error()
-            if pipeline.enabled and not caught_up:
-                pipeline.catch_up()
-            mark = self._state.mark()
-            self._batch_depth = 1
-            try:
-                yield self
-                self._batch_depth = 0
-                new = self._state.entries[mark.entry_count :]
-                if new:
-                    pipeline.persist_new(new)
-            except BaseException:
-                self._batch_depth = 0
-                self._state.rollback(mark)
-                pipeline.forget_unwritten_after(mark.entry_count)
-                raise
+        return _Batch(self, caught_up)
+
+    def _rollback_batch(self, mark: BatchMark) -> None:
+        """A batch failed: the entries appended inside it leave memory again."""
+        self._state.rollback(mark)
+        self._pipeline.forget_unwritten_after(mark.entry_count)
 
     # ------------------------------------------------------------------ durability
 
