@@ -351,7 +351,10 @@ class PersistencePipeline:
         if self.needs_rewrite:
             self.run(self.write_full)
             return
-        data = b"".join(self.persisted_line(e) for e in new)
+        if len(new) == 1:  # one file in append/: no generator for one line
+            data = self.persisted_line(new[0])
+        else:
+            data = b"".join(self.persisted_line(e) for e in new)
         if self.guest and isinstance(self.storage, FileSessionStorage):
             self._append_as_guest(data)
             return
@@ -458,8 +461,10 @@ class PersistencePipeline:
     def close_writer(self) -> None:
         writer, self._writer = self._writer, None
         if writer is not None:
-            with contextlib.suppress(Exception):
+            try:  # noqa: SIM105 -- suppress() costs a context manager on every guest append
                 writer.close()
+            except Exception:  # best effort: the write was fsynced, or failed before
+                pass
 
     def _after_own_append(self, writer: SessionWriter, before: int) -> None:
         # Our own lines need no catch-up: advance the offset when nothing else was

@@ -30,6 +30,7 @@ from __future__ import annotations
 import errno
 import math
 import os
+import stat
 import time
 from array import array
 from collections.abc import Callable, Sequence
@@ -316,11 +317,19 @@ class LoadedSession:
         return self.file_access if self.file_access is not None else self.ref.access
 
     def _saw(self, st: os.stat_result) -> tuple[int, int, int]:
-        """Note the file's mode from a fresh stat; returns its state tuple."""
-        access = FileAccess.of(st)
-        if self.file_access is not None and access != self.file_access:
-            self.mode_changed = True
-        self.file_access = access
+        """Note the file's mode from a fresh stat; returns its state tuple. An
+        unchanged mode and owner keep their `FileAccess` (every append and freshness
+        check comes here: no new object each time)."""
+        held = self.file_access
+        if (
+            held is None
+            or held.mode != stat.S_IMODE(st.st_mode)
+            or held.uid != st.st_uid
+            or held.gid != st.st_gid
+        ):
+            if held is not None:
+                self.mode_changed = True
+            self.file_access = FileAccess.of(st)
         return (st.st_ino, st.st_size, st.st_mtime_ns)
 
     def _seen_now(self, st: os.stat_result) -> None:
