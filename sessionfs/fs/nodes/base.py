@@ -18,7 +18,6 @@ everything else (a name that does not exist, a bad handle).
 from __future__ import annotations
 
 import errno
-import functools
 import os
 import stat
 from collections.abc import Callable, Hashable, Sequence
@@ -314,14 +313,28 @@ def session_mode_mask(file_mode: int) -> int:
     return mask
 
 
-@functools.lru_cache(maxsize=256)  # a few modes and owners; asked per getattr in a session
+#: `derived_permissions` by (mode, uid, gid): a few modes and owners
+_DERIVED: dict[tuple[int, int, int], Permissions] = {}
+_DERIVED_LIMIT = 256
+
+
 def derived_permissions(access: FileAccess | None) -> Permissions:
     """For a node made from a file's data (a session dir, a transcript, ``history/``):
     readable by whoever can read the file (`session_mode_mask`), owned by its owner.
-    No file (gone, never there): nothing to protect, the mount's own."""
+    No file (gone, never there): nothing to protect, the mount's own.
+
+    Asked per getattr in a session (twice per file written into ``append/``): kept by
+    a tuple of ints, whose hash is C's, where an ``lru_cache`` by the `FileAccess`
+    would call its dataclass ``__hash__`` and ``__eq__`` in Python each time."""
     if access is None:
         return MOUNT_OWN
-    return Permissions(session_mode_mask(access.mode), access.uid, access.gid)
+    key = (access.mode, access.uid, access.gid)
+    known = _DERIVED.get(key)
+    if known is None:
+        if len(_DERIVED) >= _DERIVED_LIMIT:
+            _DERIVED.clear()
+        known = _DERIVED[key] = Permissions(session_mode_mask(access.mode), access.uid, access.gid)
+    return known
 
 
 def exact_permissions(access: FileAccess) -> Permissions:
