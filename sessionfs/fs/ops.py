@@ -277,10 +277,23 @@ class Invalidator:
 
 class DirHandle:
     """A directory listing snapshot: ``readdir`` offsets index into it, so entries
-    added or removed meanwhile never make others skip or repeat."""
+    added or removed meanwhile never make others skip or repeat. Taken at ``opendir``,
+    or at the first ``readdir`` for a `DirNode.lists_at_first_read` dir (``rows`` is
+    None until then)."""
 
-    def __init__(self, rows: Sequence[tuple[str, Node]]) -> None:
+    def __init__(
+        self, rows: Sequence[tuple[str, Node]] | None, lister: DirNode | None = None
+    ) -> None:
         self.rows = rows
+        self.lister = lister
+
+    async def listing(self) -> Sequence[tuple[str, Node]]:
+        if self.rows is None:
+            assert self.lister is not None
+            rows = await self.lister.children()
+            if self.rows is None:  # (a concurrent readdir of the handle took it first)
+                self.rows = rows
+        return self.rows
 
 
 class SessionFsOperations(pyfuse3.Operations):
@@ -583,18 +596,22 @@ class SessionFsOperations(pyfuse3.Operations):
 
     @_errno_guard
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
-        return self._add_handle(DirHandle(await self._dir(inode).children()))
+        node = self._dir(inode)
+        if node.lists_at_first_read:
+            return self._add_handle(DirHandle(None, node))
+        return self._add_handle(DirHandle(await node.children()))
 
     @_errno_guard
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         handle = self._handles.get(fh)
         if not isinstance(handle, DirHandle):
             raise pyfuse3.FUSEError(errno.EBADF)
-        if isinstance(handle.rows, FileRows):
-            await self._readdir_rows(handle.rows, start_id, token)
+        rows = await handle.listing()
+        if isinstance(rows, FileRows):
+            await self._readdir_rows(rows, start_id, token)
             return
-        for offset in range(start_id, len(handle.rows)):
-            name, node = handle.rows[offset]
+        for offset in range(start_id, len(rows)):
+            name, node = rows[offset]
             inode = self.table.inode_for(node)
             try:
                 attrs = await self._listing_attrs(node, inode)

@@ -15,6 +15,7 @@ import stat
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,20 @@ class ProjectListing:
     #: the stems whose session file is a symlink (the listing tells, no stat): a
     #: change of its target raises no event in the project dir
     links: frozenset[str] = frozenset()
+
+    @cached_property
+    def paths(self) -> list[Path]:
+        """The refs' session files, in order: made once per listing (a reused listing
+        is handed to every warm ``grep -r`` of its dir)."""
+        return [ref.path for ref in self.refs]
+
+    @cached_property
+    def has_session_dirs(self) -> bool | None:
+        """Whether a session of the listing has a real dir beside its file (its
+        artifacts dir, where sub-agents' sessions are), None when ``dirs`` is not known."""
+        if self.dirs is None:
+            return None
+        return any(ref.stem in self.dirs for ref in self.refs)
 
 
 class AgentIndex:

@@ -137,7 +137,7 @@ class Prerenderer:
         self._queue: deque[_Job] = deque()
         self._running = 0
         #: where each listed session file is in its project's listing
-        self._listed_at: dict[Path, tuple[list[Path], int]] = {}
+        self._listed_at: dict[Path, tuple[_Listed, int]] = {}
         #: paths read-ahead is checking in the cache dir now (set when done)
         self._checking: dict[Path, trio.Event] = {}
         #: path -> when read-ahead last found its record current (`time.monotonic`)
@@ -283,19 +283,35 @@ class Prerenderer:
 
     def listed(self, paths: list[Path]) -> None:
         """A project's sessions were listed (in this order): render the first ones
-        ahead, and remember the order for `read_ahead_after`."""
-        for at, path in enumerate(paths):
-            self._listed_at[path] = (paths, at)
-        while len(self._listed_at) > RECORDS_KEPT:
-            del self._listed_at[next(iter(self._listed_at))]
+        ahead, and remember the order for `read_ahead_after` (unless this very list
+        is remembered already: a reused listing, opened again by each warm ``grep -r``)."""
+        first = self._listed_at.get(paths[0]) if paths else None
+        if first is None or first[0].paths is not paths:
+            listed = _Listed(paths)
+            for at, path in enumerate(paths):
+                self._listed_at[path] = (listed, at)
+            while len(self._listed_at) > RECORDS_KEPT:
+                del self._listed_at[next(iter(self._listed_at))]
         self.read_ahead(paths[:READ_AHEAD])
 
     def read_ahead_after(self, path: Path) -> None:
         """``path`` is being read: queue the sessions listed after it."""
-        listed = self._listed_at.get(path)
-        if listed is not None:
-            paths, at = listed
-            self.read_ahead(paths[at + 1 : at + 1 + READ_AHEAD])
+        found = self._listed_at.get(path)
+        if found is None:
+            return
+        listed, at = found
+        start, stop = at + 1, at + 1 + READ_AHEAD
+        now = time.monotonic()
+        looked = listed.ahead_start <= start <= listed.ahead_stop
+        if looked and now - listed.ahead_since < AHEAD_TRUSTED_SECONDS:
+            # Read-ahead looked at the sessions from `start` up to `ahead_stop` lately
+            # (a sequential read: all but the last of this window): only the others.
+            start = listed.ahead_stop
+            listed.ahead_stop = max(stop, listed.ahead_stop)
+        else:
+            listed.ahead_since, listed.ahead_start, listed.ahead_stop = now, start, stop
+        if start < stop:
+            self.read_ahead(listed.paths[start:stop])
 
     def close(self) -> None:
         """Stop the workers (at unmount); queued read-ahead is dropped."""
@@ -419,6 +435,20 @@ def _validate_current(cache: RenderCache, path: Path, key: str) -> CachedRender 
     starts reading a valid one's transcript (read-ahead: grep reads it next)."""
     identity = _current(path)
     return cache.validate(key, identity, prefetch=True) if identity is not None else None
+
+
+class _Listed:
+    """One listing of a project's sessions (`Prerenderer.listed`), and how far
+    read-ahead went in it since when: a sequential read asks for each session once."""
+
+    __slots__ = ("ahead_since", "ahead_start", "ahead_stop", "paths")
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.paths = paths
+        #: read-ahead looked at ``paths[ahead_start:ahead_stop]`` (asked for each)
+        #: since ``ahead_since`` (`time.monotonic`)
+        self.ahead_since = -AHEAD_TRUSTED_SECONDS
+        self.ahead_start = self.ahead_stop = 0
 
 
 def _current(path: Path) -> FileIdentity | None:

@@ -99,3 +99,27 @@ def test_a_repeated_listing_shows_new_and_removed_projects_at_once(
         assert run("ls", mount.path / tree).split() == ["--b--", "--c--"]
     found = run("find", mount.path / "transcripts", "-name", "*.md").split()
     assert sorted(Path(f).parent.name for f in found) == ["--b--", "--c--"]
+
+
+@pytest.mark.parametrize("tree", ["sessions", "transcripts"])
+def test_the_projects_are_listed_when_read_not_when_opened(
+    tmp_path: Path, mount_factory: MountFactory, tree: str
+):
+    """``sessions/`` and ``transcripts/`` take their listing at the first read of an
+    open dir (``grep -r transcripts/`` opens it once without reading): a project made
+    between the open and the read shows, and the listing holds still while read."""
+    agent = tmp_path / "agent"
+    write_header_session(agent / "sessions" / PROJECT, "s0", "id-0")
+    mount = mount_factory(agent)
+    fd = os.open(mount.path / tree, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        write_header_session(agent / "sessions" / "--work-q--", "s1", "id-1")
+        with os.scandir(fd) as entries:
+            assert sorted(e.name for e in entries) == [PROJECT, "--work-q--"]
+        os.lseek(fd, 0, os.SEEK_SET)  # rewinddir: the snapshot taken at the first read
+        write_header_session(agent / "sessions" / "--work-r--", "s2", "id-2")
+        with os.scandir(fd) as entries:
+            assert sorted(e.name for e in entries) == [PROJECT, "--work-q--"]
+    finally:
+        os.close(fd)
+    assert run("ls", mount.path / tree).split() == [PROJECT, "--work-q--", "--work-r--"]

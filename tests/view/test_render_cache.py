@@ -175,3 +175,46 @@ def test_the_daemon_validates_a_kept_cache_file_without_a_worker(tmp_path: Path)
             renders.close()
 
     trio.run(scenario)
+
+
+def test_a_sequential_read_asks_read_ahead_for_each_session_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`read_ahead_after` asks for the sessions after the one read: once each while
+    the reads go on in order (not the whole window per read), the window again after
+    a jump outside what was asked for, and all of it once the trust has run out."""
+    from sessionfs.view import prerender
+
+    clock = [100.0]
+    monkeypatch.setattr(prerender.time, "monotonic", lambda: clock[0])
+    renders = Prerenderer(tmp_path / "sessions", None)
+    asked: list[Path] = []
+    monkeypatch.setattr(renders, "read_ahead", lambda paths: asked.extend(paths))
+    paths = [tmp_path / "sessions" / "p" / f"s{i:02}.jsonl" for i in range(30)]
+    ahead = prerender.READ_AHEAD
+    try:
+        renders.listed(paths)
+        assert asked == paths[:ahead]
+        asked.clear()
+        for path in paths[:10]:
+            renders.read_ahead_after(path)
+        assert asked == paths[1 : 10 + ahead]  # each once, in order
+        asked.clear()
+        renders.read_ahead_after(paths[3])  # back: all asked for lately
+        assert asked == []
+        renders.read_ahead_after(paths[20])  # a jump past them: its whole window
+        assert asked == paths[21:29]
+        asked.clear()
+        renders.read_ahead_after(paths[12])  # between: not asked for since the jump
+        assert asked == paths[13 : 13 + ahead]
+        asked.clear()
+        renders.listed(paths)  # the same listing again: its read-ahead state is kept
+        asked.clear()
+        renders.read_ahead_after(paths[13])
+        assert asked == [paths[13 + ahead]]
+        asked.clear()
+        clock[0] += prerender.AHEAD_TRUSTED_SECONDS
+        renders.read_ahead_after(paths[14])  # trusted no longer: the whole window
+        assert asked == paths[15 : 15 + ahead]
+    finally:
+        renders.close()

@@ -532,6 +532,10 @@ class DirNode(Node):
     #: How long the kernel may remember that a name is not here (seconds): only for
     #: a dir where no name ever exists (``append/``), so remembering is always right.
     absent_timeout = 0.0
+    #: Whether the listing is taken at the first ``readdir`` rather than at
+    #: ``opendir``: for a dir whose listing cannot fail, so an open that reads nothing
+    #: (``grep -r DIR`` opens its argument once before walking it) lists nothing.
+    lists_at_first_read = False
 
     async def children(self) -> Sequence[tuple[str, Node]]:
         """The listing, in display order."""

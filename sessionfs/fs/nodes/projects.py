@@ -27,6 +27,9 @@ class ProjectsDir(DirNode):
     __slots__ = ()
 
     tier = STATIC
+    # Listing the projects costs a thread hop; `grep -r transcripts/` opens the dir
+    # once to look at it, then again to walk it: only the walk reads it.
+    lists_at_first_read = True
 
     def project_node(self, name: str) -> Node:
         raise NotImplementedError

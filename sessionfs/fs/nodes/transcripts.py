@@ -139,7 +139,7 @@ class TranscriptProjectDir(DirNode):
             found, refs, running = quick, quick.refs, frozenset()
         else:
             found, refs, running = await trio.to_thread.run_sync(listing)
-        _renders(self.ctx).listed([ref.path for ref in refs])
+        _renders(self.ctx).listed(found.paths if found is not None else [r.path for r in refs])
 
         def make() -> list[tuple[str, Node]]:
             children: list[tuple[str, Node]] = []
@@ -164,7 +164,7 @@ class TranscriptProjectDir(DirNode):
         if self.parent_stem is not None:
             return None
         found = self.ctx.index.reused_listing(self.project)
-        if found is None or found.dirs is None or any(r.stem in found.dirs for r in found.refs):
+        if found is None or found.has_session_dirs is not False:
             return None
         return found
 
@@ -232,7 +232,9 @@ class TranscriptFile(FileNode):
         # Worked out once per node (a listing's node is handed out again while its
         # project dir is unchanged, and each readdirplus entry asks for them 3-4 times).
         self._path = path  # the session file, when the listing that made it knows it
-        self._session: tuple[str, str] | None = None
+        project, *parents, name = self.local_key[1:]
+        # Grouped with the session: a change the cache sees drops the kernel's copy too.
+        self._session = (project, "/".join((*parents, name[: -len(TRANSCRIPT_SUFFIX)])))
         self._watchable: bool | None = None  # see `_watched`
         # when the stat of this node's last listing was taken, if it gave the exact
         # size (`listing_settled`)
@@ -240,19 +242,15 @@ class TranscriptFile(FileNode):
 
     @property
     def project(self) -> str:
-        return self.session_key[0]
+        return self._session[0]
 
     @property
     def stem(self) -> str:
         """``transcripts/<project>/<stem>.md``, or ``<stem>/<name>.md`` for a sub-agent's."""
-        return self.session_key[1]
+        return self._session[1]
 
     @property
     def session_key(self) -> tuple[str, str]:
-        # Grouped with the session: a change the cache sees drops the kernel's copy too.
-        if self._session is None:
-            project, *parents, name = self.local_key[1:]
-            self._session = (project, "/".join((*parents, name[: -len(TRANSCRIPT_SUFFIX)])))
         return self._session
 
     @property
