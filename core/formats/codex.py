@@ -291,8 +291,17 @@ class CodexSession(JsonlSession[_CodexLine]):
     def history_read_again(self) -> Iterator[Any]:
         """`context`'s messages one at a time, each read again from its line when
         reached (a file too big to hold: where each item is is all that is kept)."""
+        # The line read last is kept: a compaction's items all sit in its one line,
+        # which holds the whole compacted history (parsed once, not once per item).
+        parsed: tuple[int, Any] | None = None
         for item in self._history_items(self._leaf_end(), hold=False):
-            yield _as_sent(self._item(item) if isinstance(item, _ItemAt) else item)
+            if not isinstance(item, _ItemAt):
+                yield _as_sent(item)
+                continue
+            if parsed is None or parsed[0] != item.line:
+                parsed = (item.line, self._payload_of(item.line))
+            payload = parsed[1]
+            yield _as_sent(payload if item.at is None else payload["replacement_history"][item.at])
 
     def context_model(self) -> str | None:
         """`context`'s ``model``."""
@@ -322,8 +331,12 @@ class CodexSession(JsonlSession[_CodexLine]):
 
     def _item(self, where: _ItemAt) -> Any:
         """The item `_ItemAt` says where is, read from its line."""
-        _, payload = split_line(self.entry(where.line), bool(self._envelope_less))
+        payload = self._payload_of(where.line)
         return payload if where.at is None else payload["replacement_history"][where.at]
+
+    def _payload_of(self, line: int) -> Any:
+        _, payload = split_line(self.entry(line), bool(self._envelope_less))
+        return payload
 
     def transcript_messages(self) -> list[TranscriptMessage]:
         return self._fork_base().transcript + self._transcript(self._leaf_end())
