@@ -68,9 +68,14 @@ def lock_path_for(path: str) -> str:
 
 
 def _there(path: str) -> bool:
-    """``os.path.lexists``, without an exception made for the usual answer (absent):
-    checked twice before every guest append."""
-    return os.access(path, os.F_OK, follow_symlinks=False)
+    """Whether ``path`` exists, a dangling link included. Any error other than "absent"
+    counts as there: a lock check must never fail open (``os.access`` answers False for
+    any error, such as a sandbox refusing ``faccessat2``)."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def is_locked(path: str | os.PathLike[str]) -> bool:
