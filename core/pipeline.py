@@ -548,7 +548,13 @@ class PersistencePipeline:
         self._file_inode = result.inode
         self._loaded_offset = reflected
         self._own_end = None
-        self.catch_up()  # the lines carried over (and whatever came after them)
+        # The lines carried over (and whatever came after them). Never refused: the
+        # bytes are written, so `refuse_waits`' "nothing was written" no longer holds.
+        refusing, self.refuse_waits = self.refuse_waits, False
+        try:
+            self.catch_up()
+        finally:
+            self.refuse_waits = refusing
 
     def title_slot_now(self) -> Slot | None:
         """The title slot the file must start with (None: it has none): the one read,
