@@ -14,6 +14,7 @@ memory only; nothing is ever written to the file.
 
 from __future__ import annotations
 
+import errno
 from abc import abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -128,7 +129,8 @@ class JsonlSession(SessionSource, Generic[Record]):
 
     def entry(self, index: int) -> dict[str, Any]:
         obj = parse_object_line(self.raw_line(index))
-        assert obj is not None  # shown only because it parsed to an object
+        if obj is None:  # it parsed to an object when indexed: the file changed since
+            raise OSError(errno.ESTALE, f"line {index + 1} changed since it was read")
         return obj
 
     def entry_time_ms(self, index: int) -> int | None:

@@ -164,7 +164,17 @@ def _render_streamed(
         return None
     except (NotASessionError, OSError) as exc:
         raise RenderFailed(f"{path}: {exc}") from None
-    stored = _store_streamed(index, key, before, what, cache, blobs_dir)
+    try:
+        stored = _store_streamed(index, key, before, what, cache, blobs_dir)
+    except (OSError, LookupError, TypeError, ValueError) as exc:
+        # A file shrunk or rewritten in place after it was indexed reads back other
+        # bytes than those indexed: not a session as indexed any more (the next access
+        # renders it again); anything else is a bug, raised as it is.
+        if _changed_since(path, before):
+            raise RenderFailed(f"{path}: changed while it was rendered ({exc})") from None
+        raise
+    if stored is None and _changed_since(path, before):  # (the write was cut short)
+        raise RenderFailed(f"{path}: changed while it was rendered")
     if stored is None:
         raise TooBigToHold(
             f"{what}: the session file is {before.size // 2**20} MB, too big to render in "
@@ -177,8 +187,16 @@ def _render_streamed(
             if other in STREAMED and sibling.validate(key, before) is None:
                 _store_streamed(index, key, before, other, sibling, other_blobs)
         except Exception:  # a bug there must not fail what was asked: its own job says
-            log.exception("%s of %s, written with %s", other, path, what)
+            if not _changed_since(path, before):
+                log.exception("%s of %s, written with %s", other, path, what)
     return RenderOutcome(stored, None, rendered=True)
+
+
+def _changed_since(path: str, before: FileIdentity) -> bool:
+    try:
+        return FileIdentity.of(session_stat(path)) != before
+    except OSError:
+        return True
 
 
 def _store_streamed(
@@ -239,8 +257,6 @@ def _trim_heap() -> None:
     without it keeps it until the worker is replaced)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).malloc_trim(0)
-
-
 
 
 def exit_with(daemon_pid: int) -> None:

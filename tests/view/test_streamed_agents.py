@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.long_claude_sessions import a_long_claude_session
@@ -21,8 +23,10 @@ from support.traced_memory import traced
 
 from core.formats.claude import ClaudeSession
 from core.formats.claude_turns import Turns
+from sessionfs.view import render_worker
 from sessionfs.view.agent_sources import open_agent_file
 from sessionfs.view.prerender import render_transcript
+from sessionfs.view.render_worker import RenderFailed
 from sessionfs.view.renderings import render_source
 from sessionfs.view.streamed_files import STREAMED, NotStreamable, open_streamed
 
@@ -168,3 +172,30 @@ def test_a_compressed_rollout_is_not_streamed(tmp_path: Path) -> None:
     whole = render_transcript(str(path), "k", None, True, agent="codex")
     in_place = render_transcript(str(path), "k", None, True, agent="codex", stream_over=100)
     assert in_place.data == whole.data and whole.data
+
+
+@pytest.mark.parametrize(
+    ("agent", "name", "make"),
+    [
+        ("claude", "long.jsonl", a_long_claude_session),
+        ("codex", "rollout-long.jsonl", a_long_codex_session),
+    ],
+)
+def test_a_file_cut_short_while_it_is_streamed_fails_as_no_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agent: str, name: str, make: Any
+) -> None:
+    """Another agent's file truncated between its index and the lines read again: a
+    clear "changed" refusal (the next access renders it again), not a worker's crash."""
+    path = make(tmp_path / agent / name)
+    opened = render_worker.open_streamed
+
+    def open_then_cut(agent_: str, at: str) -> Any:
+        index = opened(agent_, at)
+        with open(at, "r+b") as file:
+            file.truncate(os.path.getsize(at) // 2)
+        return index
+
+    monkeypatch.setattr(render_worker, "open_streamed", open_then_cut)
+    cache = tmp_path / "cache"
+    with pytest.raises(RenderFailed, match="changed while it was rendered"):
+        render_transcript(str(path), "k", str(cache), False, agent=agent, stream_over=1)
