@@ -98,6 +98,8 @@ def children_cpu_seconds(pid: int) -> float:
                 with contextlib.suppress(OSError):
                     total += cpu_seconds(int(child)) + children_cpu_seconds(int(child))
     return total
+
+
 def running_seconds(pid: int) -> float:
     """CPU time of a process's live threads, in nanoseconds where the kernel keeps
     schedstats: a warm grep costs a daemon a few ms, less than a clock tick (10 ms)

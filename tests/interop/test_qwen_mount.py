@@ -162,6 +162,7 @@ def test_real_qwen_session_through_the_mount(
     # assumed here), shown after the call. What is missing is named with the transcript:
     # a loaded CI run once failed this check when it named neither.
     shell_result = next(said[2] for said in sent if said[0] == "result")
+    assert MARKER in shell_result, shell_result  # the echo ran and its output was sent
     order = ["run the echo", f"echo {MARKER}", shell_result, "done with tool"]
     order += ["second prompt", "second answer"]
     missing = [text for text in order if text not in transcript]
