@@ -31,6 +31,9 @@ class MirroredFiles(Protocol):
 class MirroredAgentIndex(AgentIndex):
     """The index of ``machines/<machine>/`` in the store mirror."""
 
+    #: `session_path` is the mirror's file, from the names (as for `AgentIndex`)
+    session_paths_fixed = True
+
     def __init__(self, agent_dir: Path, machine: str, files: MirroredFiles) -> None:
         super().__init__(agent_dir)
         self.machine, self.files = machine, files

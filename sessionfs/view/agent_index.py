@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from core import jsonl, paths
 from core.title_slot import TITLE_SLOT_BYTES, fold_title_slot, read_title_slot, split_title_slot
@@ -121,6 +121,20 @@ class ProjectListing:
 
 class AgentIndex:
     """Projects and session files under ``<agent>/sessions`` (thread-safe, sync)."""
+
+    #: Whether `session_path` follows from the names alone, so that a node may keep it
+    #: (`RenderedFile.session_file`): not for an index that finds its sessions its own
+    #: way (another agent's). Every subclass declares it in its own body
+    #: (`__init_subclass__`): an inherited True would let a node keep a path that moved.
+    session_paths_fixed: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "session_paths_fixed" not in cls.__dict__:
+            raise TypeError(
+                f"{cls.__qualname__} must declare session_paths_fixed: whether its "
+                "session_path follows from a session's names alone"
+            )
 
     def __init__(self, agent_dir: Path) -> None:
         self.agent_dir = agent_dir
@@ -229,11 +243,6 @@ class AgentIndex:
     def session_path(self, project: str, stem: str) -> Path:
         """The file of the session ``(project, stem)`` (whether or not it exists)."""
         return session_keys.session_file(self.sessions_root, project, stem)
-
-    def session_paths_fixed(self) -> bool:
-        """Whether `session_path` follows from the names alone, so that a node may keep
-        it: not for an index that finds its sessions its own way (another agent's)."""
-        return type(self).session_path is AgentIndex.session_path
 
     def may_have_subagents(self, ref: SessionRef) -> bool:
         """One stat: False when the session surely has no sub-agent sessions (no

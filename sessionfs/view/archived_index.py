@@ -38,6 +38,9 @@ _REMEMBERED = 4096
 class ArchivedAgentIndex(AgentIndex):
     """``AgentIndex`` of the agent dir, with the archive's sessions it lost."""
 
+    #: `session_path` is the live dir's file, from the names (as for `AgentIndex`)
+    session_paths_fixed = True
+
     def __init__(self, agent_dir: Path, archived: AgentIndex, generations_root: Path) -> None:
         super().__init__(agent_dir)
         self.archived = archived

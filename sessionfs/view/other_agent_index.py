@@ -58,6 +58,9 @@ class _Scan:
 class OtherAgentIndex(AgentIndex):
     """`AgentIndex` over another agent's directory (module docstring)."""
 
+    #: `session_path` is where the last scan found the session: a node must ask again
+    session_paths_fixed = False
+
     def __init__(self, catalog: AgentCatalog) -> None:
         super().__init__(catalog.root)
         self.catalog = catalog

@@ -113,7 +113,7 @@ class RenderedFile(InSession, FileNode):
         if self._session_file is not None:
             return self._session_file
         path = self.ctx.index.session_path(self.project, self.stem)
-        if self.ctx.index.session_paths_fixed():
+        if self.ctx.index.session_paths_fixed:
             self._session_file = path
         return path
 
