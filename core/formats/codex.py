@@ -54,7 +54,14 @@ from core.formats.jsonl_source import JsonlSession, LineRecord, line_times
 from core.formats.lines import Line
 from core.safe_open import PathArg
 
-__all__ = ["ARCHIVE_DIR", "CodexSession", "FindThread", "reads_line", "split_line"]
+__all__ = [
+    "ARCHIVE_DIR",
+    "CodexPositions",
+    "CodexSession",
+    "FindThread",
+    "reads_line",
+    "split_line",
+]
 
 ARCHIVE_DIR: Final = "archived_sessions"
 #: ``stats.json`` usage key <- ``total_token_usage`` key
@@ -286,53 +293,26 @@ class CodexSession(JsonlSession[_CodexLine]):
     def _history(self, until: int | None = None) -> list[Any]:
         """The items Codex sends the model next (without its base instructions, which
         it builds anew for each request): a fork's parent's first."""
-        return [_as_sent(item) for item in self._history_items(until, hold=True)]
+        history = _HistoryScan(self._fork_base().history, hold=True)
+        for row in self._payloads(until):
+            history.add(*row)
+        return [_as_sent(item) for item in history.items]
 
-    def history_read_again(self) -> Iterator[Any]:
-        """`context`'s messages one at a time, each read again from its line when
-        reached (a file too big to hold: where each item is is all that is kept)."""
-        # The line read last is kept: a compaction's items all sit in its one line,
-        # which holds the whole compacted history (parsed once, not once per item).
-        parsed: tuple[int, Any] | None = None
-        for item in self._history_items(self._leaf_end(), hold=False):
-            if not isinstance(item, _ItemAt):
-                yield _as_sent(item)
-                continue
-            if parsed is None or parsed[0] != item.line:
-                parsed = (item.line, self._payload_of(item.line))
-            payload = parsed[1]
-            yield _as_sent(payload if item.at is None else payload["replacement_history"][item.at])
+    def read_again(self) -> CodexPositions:
+        """Where each of `context`'s items and `transcript_messages`' messages is, found
+        in one pass over the file (a file too big to hold: the renderings written from
+        it read each again from its line; `sessionfs.view.streamed_agents`)."""
+        base = self._fork_base()
+        history = _HistoryScan(base.history, hold=False)
+        shown = _TranscriptScan(self, hold=False)
+        for row in self._payloads(self._leaf_end()):
+            history.add(*row)
+            shown.add(*row)
+        return CodexPositions(self, history.items, base.transcript + shown.messages())
 
     def context_model(self) -> str | None:
         """`context`'s ``model``."""
         return self._model
-
-    def _history_items(self, until: int | None, hold: bool) -> list[Any]:
-        """The history's items (``hold``), or where each is in the file (`_ItemAt`;
-        the fork base's are held)."""
-        history: list[Any] = list(self._fork_base().history)
-        for index, kind, payload in self._payloads(until):
-            if kind == "response_item":
-                history.append(payload if hold else _ItemAt.of(index, None, payload))
-            elif kind == "compacted":
-                replacement = payload.get("replacement_history")
-                if isinstance(replacement, list):
-                    history = [
-                        item if hold else _ItemAt.of(index, at, item)
-                        for at, item in enumerate(replacement)
-                    ]
-                else:  # an older compaction: only its summary is left (if any)
-                    summary = payload.get("message")
-                    said = [_user_text(summary)] if isinstance(summary, str) and summary else []
-                    history = said  # (small: held either way)
-            elif payload.get("type") == "thread_rolled_back":
-                _drop_user_turns(history, payload.get("num_turns"))
-        return history
-
-    def _item(self, where: _ItemAt) -> Any:
-        """The item `_ItemAt` says where is, read from its line."""
-        payload = self._payload_of(where.line)
-        return payload if where.at is None else payload["replacement_history"][where.at]
 
     def _payload_of(self, line: int) -> Any:
         _, payload = split_line(self.entry(line), bool(self._envelope_less))
@@ -341,50 +321,12 @@ class CodexSession(JsonlSession[_CodexLine]):
     def transcript_messages(self) -> list[TranscriptMessage]:
         return self._fork_base().transcript + self._transcript(self._leaf_end())
 
-    def transcript_read_again(self) -> tuple[int, Iterator[TranscriptMessage]]:
-        """`transcript_messages`' count, and them one at a time, each message read
-        again from its line when reached (a file too big to hold)."""
-        base = self._fork_base().transcript
-        shown = self._transcript(self._leaf_end(), hold=False)
-
-        def messages() -> Iterator[TranscriptMessage]:
-            yield from base
-            for message in shown:
-                yield self._shown(message) if isinstance(message, _ShownAt) else message
-
-        return len(base) + len(shown), messages()
-
-    def _transcript(self, until: int | None = None, hold: bool = True) -> list[Any]:
-        """The transcript's messages (``hold``), or where each is (`_ShownAt`; a
-        compaction's summary is held)."""
-        groups: list[list[Any]] = []
-        calls: dict[str, tuple[list[Any], str]] = {}
-        for index, kind, payload in self._payloads(until):
-            line = self._lines[index]
-            if kind == "compacted":
-                _add_compaction(groups, line, payload, self._shown)
-            if kind != "response_item":
-                continue
-            call_id = call_id_of(payload)
-            owner = calls.get(call_id) if call_id is not None else None
-            tool = owner[1] if owner is not None else "?"
-            result = output_message(payload, tool)
-            if result is not None:
-                named = _named(line, result) if hold else _ShownAt(index, tool)
-                if owner is not None:
-                    owner[0].append(named)  # right after its call
-                else:
-                    groups.append([named])
-                continue
-            message = agent_message(payload)
-            if message is None:
-                continue
-            group = [_named(line, message) if hold else _ShownAt(index, None)]
-            groups.append(group)
-            block = message["content"][0] if message.get("content") else None
-            if call_id is not None and isinstance(block, dict) and block.get("type") == "toolCall":
-                calls[call_id] = (group, str(block.get("name")))
-        return [message for group in groups for message in group]
+    def _transcript(self, until: int | None = None) -> list[TranscriptMessage]:
+        """The transcript's own messages (a fork's parent's not among them)."""
+        scan = _TranscriptScan(self, hold=True)
+        for row in self._payloads(until):
+            scan.add(*row)
+        return scan.messages()
 
     def _shown(self, message: TranscriptMessage | _ShownAt) -> TranscriptMessage:
         """A transcript message, read again from its line when `_ShownAt` says where."""
@@ -482,6 +424,102 @@ class CodexSession(JsonlSession[_CodexLine]):
     def path_indexes(self) -> list[int]:
         leaf = self.leaf_index()
         return [] if leaf is None else list(range(leaf + 1))
+
+
+class CodexPositions:
+    """`CodexSession.read_again`: where the context's items and the transcript's
+    messages are, each read again from its line when reached (any number of passes)."""
+
+    def __init__(self, session: CodexSession, history: list[Any], shown: list[Any]) -> None:
+        self._session = session
+        self._history = history  # `_ItemAt`s, and items held (a fork base's, a summary)
+        self._shown = shown  # `_ShownAt`s, and messages held
+
+    def context_messages(self) -> Iterator[Any]:
+        """`CodexSession.context`'s messages, one at a time."""
+        # The line read last is kept: a compaction's items all sit in its one line,
+        # which holds the whole compacted history (parsed once, not once per item).
+        parsed: tuple[int, Any] | None = None
+        for item in self._history:
+            if not isinstance(item, _ItemAt):
+                yield _as_sent(item)
+                continue
+            if parsed is None or parsed[0] != item.line:
+                parsed = (item.line, self._session._payload_of(item.line))
+            payload = parsed[1]
+            yield _as_sent(payload if item.at is None else payload["replacement_history"][item.at])
+
+    def transcript(self) -> tuple[int, Iterator[TranscriptMessage]]:
+        """`CodexSession.transcript_messages`' count, and them one at a time."""
+        return len(self._shown), map(self._session._shown, self._shown)
+
+
+class _HistoryScan:
+    """The context's items, a line at a time (`CodexSession._payloads`' rows): the
+    items themselves (``hold``), or where each is (`_ItemAt`; a fork base's and an
+    older compaction's summary are held)."""
+
+    def __init__(self, base: list[Any], hold: bool) -> None:
+        self.items: list[Any] = list(base)
+        self.hold = hold
+
+    def add(self, index: int, kind: str, payload: dict[str, Any]) -> None:
+        if kind == "response_item":
+            self.items.append(payload if self.hold else _ItemAt.of(index, None, payload))
+        elif kind == "compacted":
+            replacement = payload.get("replacement_history")
+            if isinstance(replacement, list):
+                self.items = [
+                    item if self.hold else _ItemAt.of(index, at, item)
+                    for at, item in enumerate(replacement)
+                ]
+            else:  # an older compaction: only its summary is left (if any)
+                summary = payload.get("message")
+                said = [_user_text(summary)] if isinstance(summary, str) and summary else []
+                self.items = said  # (small: held either way)
+        elif payload.get("type") == "thread_rolled_back":
+            _drop_user_turns(self.items, payload.get("num_turns"))
+
+
+class _TranscriptScan:
+    """The transcript's own messages, a line at a time (`CodexSession._payloads`'
+    rows): the messages (``hold``), or where each is (`_ShownAt`; a compaction's
+    summary is held). Each call's output is placed right after it."""
+
+    def __init__(self, session: CodexSession, hold: bool) -> None:
+        self.session = session
+        self.hold = hold
+        self.groups: list[list[Any]] = []
+        self.calls: dict[str, tuple[list[Any], str]] = {}
+
+    def add(self, index: int, kind: str, payload: dict[str, Any]) -> None:
+        line = self.session._lines[index]
+        if kind == "compacted":
+            _add_compaction(self.groups, line, payload, self.session._shown)
+        if kind != "response_item":
+            return
+        call_id = call_id_of(payload)
+        owner = self.calls.get(call_id) if call_id is not None else None
+        tool = owner[1] if owner is not None else "?"
+        result = output_message(payload, tool)
+        if result is not None:
+            named = _named(line, result) if self.hold else _ShownAt(index, tool)
+            if owner is not None:
+                owner[0].append(named)  # right after its call
+            else:
+                self.groups.append([named])
+            return
+        message = agent_message(payload)
+        if message is None:
+            return
+        group = [_named(line, message) if self.hold else _ShownAt(index, None)]
+        self.groups.append(group)
+        block = message["content"][0] if message.get("content") else None
+        if call_id is not None and isinstance(block, dict) and block.get("type") == "toolCall":
+            self.calls[call_id] = (group, str(block.get("name")))
+
+    def messages(self) -> list[Any]:
+        return [message for group in self.groups for message in group]
 
 
 def _as_sent(item: Any) -> Any:

@@ -11,7 +11,8 @@ times the file). Here:
    `core.formats.claude_turns.Turns` with ``hold=False`` (the same path, compaction,
    response merging and tool-result placing as in memory, each turn keeping its lines
    and block positions), Codex's history and transcript as `_ItemAt` / `_ShownAt`
-   (its compactions replacing and its rollbacks dropping them, as in memory);
+   (its compactions replacing and its rollbacks dropping them, as in memory), both
+   found in one pass (`CodexSession.read_again`);
 3. each message is parsed again from its line as it is written, and let go.
 
 What is held: the per-line records and those positions, one message, and for
@@ -86,10 +87,9 @@ def claude_read_again(session: ClaudeSession) -> ReadAgain:
 
 
 def codex_read_again(session: CodexSession) -> ReadAgain:
-    """A Codex session's (its positions found again for each rendering: one pass)."""
-    return ReadAgain(
-        session.context_model(), session.history_read_again, session.transcript_read_again
-    )
+    """A Codex session's (where its messages are found once, in one pass)."""
+    positions = session.read_again()
+    return ReadAgain(session.context_model(), positions.context_messages, positions.transcript)
 
 
 def write_read_again(

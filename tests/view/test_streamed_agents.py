@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import codex_cli as cx
 from support.long_claude_sessions import a_long_claude_session
 from support.long_codex_sessions import a_long_codex_session
 from support.other_agents import fake_home, load_demo_agents
@@ -23,6 +24,7 @@ from support.traced_memory import traced
 
 from core.formats.claude import ClaudeSession
 from core.formats.claude_turns import Turns
+from core.formats.codex import CodexSession
 from sessionfs.view import render_worker
 from sessionfs.view.agent_sources import open_agent_file
 from sessionfs.view.prerender import render_transcript
@@ -143,6 +145,58 @@ def test_codex_rollouts_stream_the_bytes_rendered_in_memory(tmp_path: Path, what
         open_streamed("codex", path).write(what, out, None)
         expected = render_source(open_agent_file("codex", path), what, path=path)
         assert out.getvalue() == expected, path.name
+
+
+def a_codex_fork(home: Path) -> Path:
+    """A Codex 0.17x fork (``history_base``) of a parent rollout in the same home: its
+    context and transcript start with the parent's, up to the fork point."""
+    day = home / "sessions" / "2026" / "03" / "02"
+    parent_id, fork_id = (f"01a2470c-0000-7000-8000-00000000000{n}" for n in "ab")
+    parent = cx.write_jsonl(
+        day / f"rollout-2026-03-02T09-00-00-{parent_id}.jsonl",
+        [
+            cx.session_meta(0, parent_id),
+            cx.item(cx.message("user", "parent question"), 1),
+            cx.item(cx.message("assistant", "parent answer"), 2),
+            cx.item(cx.message("user", "after the fork point"), 3),
+        ],
+    )
+    offset = sum(len(line) + 1 for line in parent.read_bytes().split(b"\n")[:3])
+    base = {"thread_id": parent_id, "end_ordinal_exclusive": 3, "end_byte_offset": offset}
+    meta = cx.session_meta(4, fork_id, forked_from_id=parent_id, history_base=base)
+    return cx.write_jsonl(
+        day / f"rollout-2026-03-02T09-00-04-{fork_id}.jsonl",
+        [meta, cx.item(cx.message("user", "fork question"), 5)],
+    )
+
+
+def test_one_job_finds_a_codex_rollouts_messages_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The three renderings a job writes from one opened rollout (`_render_streamed`'s
+    ``also``) share one pass over its history, as Claude Code's share its turns: the
+    same bytes as in memory, in any order, each written twice."""
+    passes: list[CodexSession] = []
+    payloads = CodexSession._payloads
+
+    def counted(self: CodexSession, until: int | None = None) -> Any:
+        passes.append(self)
+        return payloads(self, until)
+
+    monkeypatch.setattr(CodexSession, "_payloads", counted)
+    fork = a_codex_fork(tmp_path / "home" / ".codex")
+    for path in [*every_codex_file(tmp_path), fork]:
+        opened = open_streamed("codex", path)
+        session = opened.source()
+        assert isinstance(session, CodexSession)
+        for what in [*sorted(STREAMED), *sorted(STREAMED, reverse=True)]:
+            out = io.BytesIO()
+            opened.write(what, out, None)
+            assert sum(scanned is session for scanned in passes) == 1, (path.name, what)
+            assert out.getvalue() == in_memory_codex(path, what), (path.name, what)
+    fork_transcript = in_memory_codex(fork, "transcript.md").decode()
+    assert "parent answer" in fork_transcript and "fork question" in fork_transcript
+    assert "after the fork point" not in fork_transcript
 
 
 def test_the_long_rollout_shows_its_compaction_and_rollback(tmp_path: Path) -> None:
