@@ -148,6 +148,33 @@ def test_blocks_are_separated_by_one_blank_line_and_empty_ones_take_none() -> No
     assert md == "# t\n\n## user · ? · \n\none\n\ntwo\n"
 
 
+_TEXT = st.text(alphabet="a`\n>é😀\ud800", max_size=12)
+_BLOCK = st.one_of(
+    st.builds(lambda text: {"type": "text", "text": text}, st.one_of(_TEXT, st.integers())),
+    _TEXT,
+    st.builds(lambda text: {"type": "thinking", "thinking": text}, st.one_of(_TEXT, st.none())),
+    st.builds(lambda name: {"type": "toolCall", "name": name, "arguments": {"a": 1}}, _TEXT),
+    st.just({"type": "image", "data": "aGk=", "mimeType": "image/png"}),
+    st.one_of(st.integers(), st.none(), st.just({"type": "other"})),
+)
+_MESSAGE = st.builds(
+    lambda role, content: {"role": role, "content": content, "toolName": "t", "summary": "s"},
+    st.sampled_from(["user", "assistant", "toolResult", "compactionSummary"]),
+    st.one_of(_TEXT, st.lists(_BLOCK, max_size=4), _BLOCK),
+)
+
+
+@given(st.lists(_MESSAGE, max_size=5), st.one_of(st.none(), _TEXT))
+def test_the_transcript_a_section_at_a_time_is_the_whole_transcript(
+    messages: list[dict[str, object]], title: str | None
+) -> None:
+    turns = [(message, f"e{n}", "t") for n, message in enumerate(messages)]
+    sections = list(render.transcript_md_sections(title, turns))
+    assert b"".join(sections) == render.transcript_md_of_turns(title, turns)
+    assert len(sections) == len(messages) + 1
+    assert all(section.startswith(b"\n## ") for section in sections[1:])
+
+
 def test_read_header_skips_junk_lines_and_reads_long_headers(tmp_path: Path) -> None:
     f = tmp_path / "s.jsonl"
     f.write_bytes(b"junk\n" + orjson.dumps({"type": "session", "id": "h"}) + b"\n")
