@@ -6,16 +6,18 @@
 * search: `QWEN_SEARCH`: a row per ``user``/``assistant``/``tool_result`` record of a
   0.24 session or sub-agent, named by its ``uuid`` (a later fragment of a uuid is found
   under the first: the entry its message is shown in), appended lines read as they
-  come; an older version's files as Gemini's are (`core.formats.gemini_search`).
+  come; an older version's files (``tmp/``: where a file is decides, as for the
+  mount, not its first line) as Gemini's are (`core.formats.gemini_search`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any, Final
 
 from core.formats.agent_format import AgentFormat
-from core.formats.gemini_messages import KIND_UNKNOWN, ROLES, record_kind
+from core.formats.gemini_messages import ROLES, record_kind
 from core.formats.gemini_search import by_chat_name, chat_rows, message_search_text
 from core.formats.qwen_dirs import (
     ARCHIVE_DIR,
@@ -27,6 +29,7 @@ from core.formats.qwen_dirs import (
     SESSION_FILE,
     SUB_AGENT_PREFIX,
     SUBAGENTS_DIR,
+    is_older_chat,
     list_sessions,
     open_qwen_session,
     qwen_dir,
@@ -38,13 +41,11 @@ from core.search_index.formats import (
     collect_strings,
     dir_entries,
     file_names,
-    first_content_line,
     text_row,
 )
 from core.search_index.rows import (
     MODE_APPENDABLE,
     MODE_LEGACY,
-    MODE_NOT_SESSION,
     Row,
     parse_object,
 )
@@ -99,22 +100,13 @@ def _rows(lines: Lines) -> Iterator[Row]:
                 yield row
 
 
-def _is_older(first: bytes) -> bool:
-    """A file's first line is an older version's (Gemini's format): a record Gemini's
-    loader knows, or the start of a pretty-printed document."""
-    obj = parse_object(first)
-    if obj is None:
-        return first.lstrip().startswith(b"{")
-    return record_kind(obj) != KIND_UNKNOWN
-
-
 def _whole(lines: Lines) -> tuple[int, Iterator[Row]]:
-    head, again = first_content_line(lines)
-    if head is None:
-        return MODE_NOT_SESSION, iter(())  # nothing yet: read again when it grows
-    if _is_older(head[1]):
-        return MODE_LEGACY, chat_rows(again)
-    return MODE_APPENDABLE, _rows(again)
+    return MODE_APPENDABLE, _rows(lines)
+
+
+def _whole_older(lines: Lines) -> tuple[int, Iterator[Row]]:
+    """An older version's chat of records, named by line number as Gemini's are."""
+    return MODE_LEGACY, chat_rows(lines)
 
 
 def _line_text(obj: dict[str, Any]) -> str | None:
@@ -132,9 +124,18 @@ def _parent_key(key: bytes) -> bytes | None:
     return None
 
 
-QWEN_SEARCH: Final = by_chat_name(
-    FileFormat("qwen", _file_keys, _whole, _rows, _line_text, _parent_key)
-)
+_CURRENT: Final = FileFormat("qwen", _file_keys, _whole, _rows, _line_text, _parent_key)
+#: an older version's chats (``tmp/<hash>/chats/``), read as Gemini's are
+_OLDER: Final = by_chat_name(dataclasses.replace(_CURRENT, whole_file_rows=_whole_older))
+
+
+def _by_dir(key: bytes) -> FileFormat:
+    """The format of the file at ``key``: where it is decides, as for the mount's
+    readers (`core.formats.qwen_dirs.is_older_chat`), whatever its first line holds."""
+    return _OLDER.of_file(key) if is_older_chat(key) else _CURRENT
+
+
+QWEN_SEARCH: Final = dataclasses.replace(_CURRENT, by_name=_by_dir)
 
 QWEN_CODE: Final = AgentFormat(
     name="qwen",

@@ -47,6 +47,7 @@ __all__ = [
     "SUB_AGENT_PREFIX",
     "QwenLegacyDocument",
     "QwenLegacySession",
+    "is_older_chat",
     "list_sessions",
     "open_qwen_session",
     "qwen_dir",
@@ -87,10 +88,18 @@ class QwenLegacyDocument(GeminiDocumentSession):
     agent = "qwen"
 
 
+def is_older_chat(path: str | bytes | os.PathLike[str]) -> bool:
+    """Whether the session file ``path`` (or a search key, the path below Qwen's dir)
+    is an older version's chat (``tmp/<hash>/chats/<file>``): by where it is alone,
+    whatever its first line holds. The mount's readers and the search index both ask
+    this, so a hit names an entry ``entries/`` shows."""
+    return os.fsdecode(path).split("/")[-4:-3] == [LEGACY_DIR]
+
+
 def open_qwen_session(path: Path) -> SessionSource:
     """A 0.24 session as `QwenSession` (a sub-agent's with its meta file); an older
     version's (``tmp/<hash>/chats/``) with the Gemini readers."""
-    if path.parts[-4:-3] == (LEGACY_DIR,):
+    if is_older_chat(path):
         if is_document_chat(path.name):
             return QwenLegacyDocument(path)
         return QwenLegacySession(path)

@@ -16,6 +16,7 @@ from support import qwen_code as qc
 from core.formats.qwen import QwenSession
 from core.formats.qwen_agent import QWEN_SEARCH
 from core.formats.qwen_dirs import list_sessions, open_qwen_session, qwen_dir
+from core.search_index import SearchIndex
 from core.search_index.rows import MODE_APPENDABLE, MODE_LEGACY, ChunkedLines
 
 CALL = {"functionCall": {"id": "call_1", "name": "read_file", "args": {"path": "a.txt"}}}
@@ -143,7 +144,8 @@ def test_an_older_qwen_is_searched_as_gemini(tmp_path: Path) -> None:
     for file, names in ((old, ["000002-user", "000003-qwen"]), (records, ["000002-qwen"])):
         fd = os.open(file, os.O_RDONLY)
         try:
-            mode, rows = QWEN_SEARCH.of_file(os.fsencode(file.name)).whole_file_rows(
+            key = os.fsencode(file.relative_to(root))  # what the index passes
+            mode, rows = QWEN_SEARCH.of_file(key).whole_file_rows(
                 ChunkedLines.of_file(fd, 0, file.stat().st_size)
             )
             assert mode == MODE_LEGACY  # line-numbered names: read whole on change
@@ -155,6 +157,35 @@ def test_an_older_qwen_is_searched_as_gemini(tmp_path: Path) -> None:
         source = open_qwen_session(file)
         assert set(names) <= {source.entry_name(i) for i in range(len(source))}
     assert QWEN_SEARCH.line_text(qwen_message) == "old answer"
+
+
+def test_where_a_file_is_decides_how_search_reads_it_as_for_the_mount(tmp_path: Path) -> None:
+    """A 0.24 session whose first line looks like an older version's (a line that is
+    not JSON but starts like a document), and an older chat whose first line is no
+    record Gemini knows: search reads each as the mount does, by its directory
+    (`core.formats.qwen_dirs.is_older_chat`), so its hits are entries the mount shows."""
+    root = tmp_path / ".qwen"
+    current = qc.write_jsonl(
+        root / "projects" / qc.ENC / "chats" / f"{qc.SESSION_ID}.jsonl",
+        [b"{ torn\n", qc.user("u1", None, "quokka question", 1), *_records()[2:4]],
+    )
+    said = {"id": "q1", "timestamp": gc.ts(2), "type": "qwen", "content": "quokka answer"}
+    older = gc.write_jsonl(
+        root / "tmp" / ("c" * 64) / "chats" / "session-2025-08-01T10-00-abcd1234.jsonl",
+        [qc.user("x1", None, "a newer-looking first line", 1), gc.user("g1", "quokka", 2), said],
+    )
+    with SearchIndex(tmp_path / "db", file_format=QWEN_SEARCH) as index:
+        index.update(str(root))
+        hits = [
+            (root / hit.project / f"{hit.stem}.jsonl", hit.entry_id)
+            for hit in index.search("quokka")
+        ]
+    assert sorted((path.name, entry) for path, entry in hits) == sorted(
+        [(current.name, "u1"), (older.name, "000002-user"), (older.name, "000003-qwen")]
+    )
+    for path, entry in hits:
+        source = open_qwen_session(path)  # the mount's reader of that file
+        assert entry in {source.entry_name(i) for i in range(len(source))}
 
 
 def test_sub_agents_beside_their_session(tmp_path: Path) -> None:
