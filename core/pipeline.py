@@ -59,7 +59,6 @@ from core.session_files import in_omp_agent_dir, permissions_source
 from core.state import Entry, SessionState
 from core.storage import (
     FileSessionStorage,
-    FileSessionWriter,
     SessionStorage,
     SessionWriter,
     StorageStat,
@@ -410,19 +409,16 @@ class PersistencePipeline:
             self._latch(exc)
 
     def _append_as_guest(self, data: bytes) -> None:
+        storage = self.storage
+        assert isinstance(storage, FileSessionStorage)
+
         def append(file: str) -> None:
-            writer = self._open_writer()
-            if self._own_end == self._loaded_offset and isinstance(writer, FileSessionWriter):
-                writer.continue_at(self._loaded_offset)
-            try:
-                before = self._loaded_offset
-                writer.write(data)
-                writer.flush()
-                writer.fsync()
-                self.disk_entries = len(self.state.entries)
-                self._after_own_append(writer, before)
-            finally:
-                self.close_writer()
+            # A writer opened for this one append: `append_synced` makes it without
+            # the writer object (the mount's hot path).
+            before = self._loaded_offset
+            span = storage.append_synced(file, data, before if self._own_end == before else -1)
+            self.disk_entries = len(self.state.entries)
+            self._landed(span, before)
 
         self._guest_write(append)
 
@@ -467,9 +463,11 @@ class PersistencePipeline:
                 pass
 
     def _after_own_append(self, writer: SessionWriter, before: int) -> None:
+        self._landed(getattr(writer, "last_write_span", None), before)
+
+    def _landed(self, span: tuple[int, int] | None, before: int) -> None:
         # Our own lines need no catch-up: advance the offset when nothing else was
         # written in between (then our write started exactly where we had read to).
-        span = getattr(writer, "last_write_span", None)
         if span is not None and span[0] == before:
             self._loaded_offset = self._own_end = span[1]
 
