@@ -129,7 +129,7 @@ class FileSessionWriter:
                 self._expected_end += len(data)
                 self.last_write_span = (start, self._expected_end)
                 return
-            start, end = _append_guarded(fd, data, self._expected_end)
+            start, end, _ = _append_guarded(fd, data, self._expected_end)
             self._expected_end = end
             self.last_write_span = (start, end)
         except BaseException as exc:
@@ -191,10 +191,14 @@ class FileSessionWriter:
             raise
 
 
-def _append_guarded(fd: int, data: bytes, expected_end: int) -> tuple[int, int]:
+def _append_guarded(
+    fd: int, data: bytes, expected_end: int, *, want_stat: bool = False
+) -> tuple[int, int, os.stat_result | None]:
     """Append ``data`` on ``fd`` (``O_APPEND``, readable) with the torn-line guard of
     `FileSessionWriter` (``expected_end``: where the file ended after our previous line,
-    -1 when not known); where it landed, ``(start, end)``."""
+    -1 when not known); where it landed, ``(start, end, st)``. ``st``, asked for with
+    ``want_stat``: the file's ``fstat`` right after the write when it shows the file
+    as our previous line left it plus this one (else None)."""
     checked = False
     if expected_end < 0 or data.count(b"\n") > 1:
         # First write, or several lines at once: look before writing.
@@ -203,6 +207,13 @@ def _append_guarded(fd: int, data: bytes, expected_end: int) -> tuple[int, int]:
             data = b"\n" + data
         checked = True
     FileSessionWriter._write_all(fd, data)
+    if want_stat and not checked:
+        st = os.fstat(fd)
+        if st.st_size == expected_end + len(data):
+            # Nothing but this line since our previous one (files only grow between
+            # our looks; a replaced one is another inode): it landed there, on a
+            # line of its own, and the caller learns the file's state for free.
+            return expected_end, st.st_size, st
     # With O_APPEND our position is now the end of what we wrote, so this tells
     # where our data landed without an fstat per line (the hot path).
     end = os.lseek(fd, 0, os.SEEK_CUR)
@@ -213,7 +224,7 @@ def _append_guarded(fd: int, data: bytes, expected_end: int) -> tuple[int, int]:
         # The glued copy is an invalid line that lenient readers skip.
         FileSessionWriter._write_all(fd, b"\n" + data)
         end = os.lseek(fd, 0, os.SEEK_CUR)
-    return start, end
+    return start, end, None
 
 
 def _is_file_entry(entry: os.DirEntry[str]) -> bool:
@@ -322,15 +333,19 @@ class FileSessionStorage:
     def open_writer(self, path: PathArg, mode: WriterMode = "a") -> SessionWriter:
         return FileSessionWriter(path, mode)
 
-    def append_synced(self, path: str, data: bytes, expected_end: int = -1) -> tuple[int, int]:
+    def append_synced(
+        self, path: str, data: bytes, expected_end: int = -1
+    ) -> tuple[int, int, os.stat_result | None]:
         """One append as a writer of ``path`` opened for it alone would make it
         (`FileSessionWriter`: the torn-line guard, ``expected_end`` as its
         `~FileSessionWriter.continue_at`), fdatasync'ed and closed again; where the
-        data landed, ``(start, end)``. A guest's append through the mount (its hot
-        path): no writer object, the system calls alone."""
+        data landed, ``(start, end, st)``, ``st`` the file's stat right after the
+        write when nothing but it was written since ``expected_end`` (else None). A
+        guest's append through the mount (its hot path): no writer object, the
+        system calls alone, and the stat its caller would take next."""
         fd = os.open(path, _APPEND_FLAGS, PRIVATE_FILE_MODE)
         try:
-            span = _append_guarded(fd, data, expected_end)
+            landed = _append_guarded(fd, data, expected_end, want_stat=True)
             os.fdatasync(fd)  # appended only: see `FileSessionWriter.fsync`
         except BaseException:
             os.close(fd)
@@ -339,7 +354,7 @@ class FileSessionStorage:
             os.close(fd)
         except OSError:  # the data is durable already (as `close_writer` has it)
             pass
-        return span
+        return landed
 
     def overwrite_prefix(self, path: PathArg, data: bytes) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)

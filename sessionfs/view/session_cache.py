@@ -575,7 +575,7 @@ class SessionCache:
             else:
                 manager = session.appender(scan=appends == "scan")
             tail = manager is not session.manager
-            count = manager.entry_count()
+            count = manager.entry_count() if leaf == "moved" else 0
             started = time.perf_counter()
             try:
                 if inline:
@@ -591,7 +591,8 @@ class SessionCache:
                     session.after_append()
                 else:
                     moved_only = leaf == "moved" and manager.entry_count() == count
-                    session.after_write(entries_changed=not moved_only)
+                    appended = manager.take_append_stat()
+                    session.after_write(entries_changed=not moved_only, appended=appended)
             # (A refusal says nothing about the disk; nor does an append through the
             # tail, which reads megabytes and never runs inline.)
             if small and not tail:

@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from core.jsonl import loads
 from sessionfs.view.refusal import WriteRejected
 
@@ -418,6 +420,14 @@ def parse_append(
         return [_text_op(data, now_ms)]
     if data.startswith(_UTF8_BOM):
         data = data[len(_UTF8_BOM) :]
+    try:
+        # The usual file, one JSON document, parsed without a copy of it decoded
+        # first: orjson itself refuses what is not UTF-8, and whitespace alone.
+        whole = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass  # said below, as the slow way finds it
+    else:
+        return [_object_op(whole, "the JSON", 1, now_ms)]
     text = _decode(data)
     if not text.strip():
         raise _invalid("the file is empty: write one JSON object or JSON Lines")

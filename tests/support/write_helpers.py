@@ -29,7 +29,9 @@ class FailingStorage(FileSessionStorage):
     def open_writer(self, path: PathArg, mode: WriterMode = "a") -> SessionWriter:
         return _MaybeFullWriter(self, path, mode)
 
-    def append_synced(self, path: str, data: bytes, expected_end: int = -1) -> tuple[int, int]:
+    def append_synced(
+        self, path: str, data: bytes, expected_end: int = -1
+    ) -> tuple[int, int, os.stat_result | None]:
         # (a guest's append: the mount's, without a writer object)
         self.fail_if_set()
         return super().append_synced(path, data, expected_end)
