@@ -612,7 +612,7 @@ class SessionCache:
         try:
             unread = not session.is_loaded  # let go since it was last used, or never read
             try:
-                with self._changing(session):
+                with _Changing(self, session):  # (`_changing`, one call less)
                     inline = (small or memory_only) and self._can_write_inline(session, disk=small)
                     if inline:
                         try:

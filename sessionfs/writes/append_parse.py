@@ -156,8 +156,12 @@ def _content(value: Any, where: str) -> str | list[Any]:
     """Message content: a string or a list of content blocks (objects)."""
     if isinstance(value, str):
         return value
-    if isinstance(value, list) and all(isinstance(block, dict) for block in value):
-        return value
+    if isinstance(value, list):
+        for block in value:  # (no generator: every append checks its message)
+            if not isinstance(block, dict):
+                break
+        else:
+            return value
     raise _invalid(f"{where} must be a string or a list of content blocks")
 
 
@@ -169,9 +173,15 @@ def _agent_message(value: Any, where: str, now_ms: Callable[[], int] = _now_ms) 
     """An AgentMessage: an object with a non-empty string ``role``; a missing
     ``timestamp`` becomes now in milliseconds, as the agents stamp messages."""
     message = _object(value, where)
-    _nonempty_string(message.get("role"), f"{where}.role")
+    # (Each check's place in the message is formatted only for its refusal: every
+    # append through the mount checks one message.)
+    role = message.get("role")
+    if not isinstance(role, str) or not role:
+        _nonempty_string(role, f"{where}.role")
     if "content" in message:
-        _content(message["content"], f"{where}.content")
+        content = message["content"]
+        if not isinstance(content, str):
+            _content(content, f"{where}.content")
     if "timestamp" in message:
         _number(message["timestamp"], f"{where}.timestamp")
     else:
