@@ -51,6 +51,7 @@ __all__ = [
     "CARRY_SECONDS",
     "SessionBusyError",
     "SourceReplacedError",
+    "catch_lease_breaks",
     "complete_lines",
     "refuse_if_held_open",
     "rewrite_file",
@@ -399,13 +400,31 @@ def _hold_opens(fd: int) -> bool:
 def _take_lease(fd: int, kind: int) -> OSError | None:
     """Take a lease of ``kind`` on ``fd``; the refusal, or None when it was granted."""
     try:
-        # A lease break is announced by a signal, SIGIO unless told otherwise, and
-        # SIGIO would end the process: SIGURG is ignored unless handled.
-        fcntl.fcntl(fd, _F_SETSIG, signal.SIGURG)
+        handler = signal.getsignal(signal.SIGIO)
+        if handler is signal.SIG_DFL or handler is None:
+            # A lease break is announced by a signal, SIGIO unless told otherwise, and
+            # SIGIO would end the process: SIGURG is ignored unless handled. (Not
+            # needed where SIGIO is caught: `catch_lease_breaks`.)
+            fcntl.fcntl(fd, _F_SETSIG, signal.SIGURG)
         fcntl.fcntl(fd, _F_SETLEASE, kind)
     except OSError as exc:
         return exc
     return None
+
+
+def _lease_broken_signal(signum: int, frame: object) -> None:
+    """SIGIO, a lease break's signal: nothing to do (breaks are looked for with
+    ``F_GETLEASE``; a probe's lease goes with its descriptor at once)."""
+
+
+def catch_lease_breaks() -> None:
+    """Catch SIGIO (doing nothing) in a process that takes leases often: the mount's
+    daemon probes for other writers with one before every append through it
+    (`seems_unshared`). SIGIO's default action would end the process, so otherwise
+    each lease first redirects its break signal to SIGURG: one ``fcntl`` less a
+    probe. A caught signal is set back to its default at ``exec``, so the agents and
+    workers the daemon starts are not changed. Main thread only."""
+    signal.signal(signal.SIGIO, _lease_broken_signal)
 
 
 def _release_opens(fd: int) -> None:
