@@ -423,8 +423,10 @@ def catch_lease_breaks() -> None:
     (`seems_unshared`). SIGIO's default action would end the process, so otherwise
     each lease first redirects its break signal to SIGURG: one ``fcntl`` less a
     probe. A caught signal is set back to its default at ``exec``, so the agents and
-    workers the daemon starts are not changed. Main thread only."""
-    signal.signal(signal.SIGIO, _lease_broken_signal)
+    workers the daemon starts are not changed. Outside the main thread (where no
+    handler can be set) it does nothing: the leases keep redirecting the signal."""
+    with contextlib.suppress(ValueError):
+        signal.signal(signal.SIGIO, _lease_broken_signal)
 
 
 def _release_opens(fd: int) -> None:

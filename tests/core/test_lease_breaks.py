@@ -7,6 +7,7 @@ import errno
 import fcntl
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -84,3 +85,11 @@ def test_a_lease_broken_while_held_does_not_end_the_process(
     finally:
         os.close(fd)
     os.close(os.open(file, os.O_WRONLY))  # the lease went with its descriptor
+
+
+def test_outside_the_main_thread_nothing_is_caught() -> None:
+    before = signal.getsignal(signal.SIGIO)
+    thread = threading.Thread(target=catch_lease_breaks)
+    thread.start()
+    thread.join()
+    assert signal.getsignal(signal.SIGIO) is before
