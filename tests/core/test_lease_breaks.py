@@ -58,12 +58,15 @@ def test_by_default_a_probe_redirects_the_break_signal(
 ) -> None:
     """Without a SIGIO handler a lease break would end the process: the signal is sent
     as SIGURG (ignored) instead, as before."""
-    monkeypatch.setattr(signal, "getsignal", lambda signum: signal.SIG_DFL)
-    file = tmp_path / "s.jsonl"
-    file.write_bytes(b"{}\n")
-    calls = fcntl_calls(monkeypatch)
-    assert seems_unshared(file)
-    assert calls == [rewrite._F_SETSIG, rewrite._F_SETLEASE]
+    before = signal.signal(signal.SIGIO, signal.SIG_DFL)
+    try:
+        file = tmp_path / "s.jsonl"
+        file.write_bytes(b"{}\n")
+        calls = fcntl_calls(monkeypatch)
+        assert seems_unshared(file)
+        assert calls == [rewrite._F_SETSIG, rewrite._F_SETLEASE]
+    finally:
+        signal.signal(signal.SIGIO, before)
 
 
 def test_a_lease_broken_while_held_does_not_end_the_process(
