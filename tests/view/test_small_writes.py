@@ -164,6 +164,23 @@ def test_a_leaf_move_runs_inline_untimed_even_when_the_disk_was_slow(
     trio.run(scenario)
 
 
+async def inline_append_with(
+    cache: SessionCache,
+    file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    replacement: Callable[..., Any],
+) -> LoadedSession:
+    """The session, parsed; then one inline append ("inline") with ``os.<name>``
+    replaced by ``replacement`` while it runs."""
+    session = await parsed(cache, file)
+    cache.small_write_seconds = 0.0
+    monkeypatch.setattr(os, name, replacement)
+    await cache.write(session, append("inline"), leaf="recorded", small=True)
+    monkeypatch.undo()
+    return session
+
+
 def test_an_inline_append_stats_its_file_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -183,11 +200,7 @@ def test_an_inline_append_stats_its_file_once(
         return real_stat(path, *args, **kw)
 
     async def scenario() -> None:
-        session = await parsed(cache, file)
-        cache.small_write_seconds = 0.0
-        monkeypatch.setattr(os, "stat", counting_stat)
-        await cache.write(session, append("counted"), leaf="recorded", small=True)
-        monkeypatch.undo()
+        session = await inline_append_with(cache, file, monkeypatch, "stat", counting_stat)
         assert len(stats) == 1
         assert session.unchanged_on_disk()  # and what it saw is the file as it is now
         assert session.file_state[1] == file.stat().st_size
@@ -211,15 +224,13 @@ def test_a_line_another_writer_adds_during_an_append_is_not_taken_as_seen(
             fh.write(other)
 
     async def scenario() -> None:
-        session = await parsed(cache, file)
-        cache.small_write_seconds = 0.0
-        monkeypatch.setattr(os, "fdatasync", fdatasync_then_another_writer)
-        await cache.write(session, append("ours"), leaf="recorded", small=True)
-        monkeypatch.undo()
+        session = await inline_append_with(
+            cache, file, monkeypatch, "fdatasync", fdatasync_then_another_writer
+        )
         assert not session.unchanged_on_disk()
         assert session.refresh() == 1  # the other writer's entry, read now
         texts = [str(e["message"]["content"]) for e in session.entries() if "message" in e]
-        assert "ours" in texts[-2] and "other writer" in texts[-1]
+        assert "inline" in texts[-2] and "other writer" in texts[-1]
 
     trio.run(scenario)
 
