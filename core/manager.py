@@ -400,6 +400,11 @@ class SessionManager:
     def is_on_disk(self) -> bool:
         return self._pipeline.on_disk
 
+    def take_append_stat(self) -> os.stat_result | None:
+        """The session file's stat right after this manager's last append, once, while
+        nothing else is known to have changed it since (`PersistencePipeline.take_append_stat`)."""
+        return self._pipeline.take_append_stat()
+
     def refusing_waits(self) -> _RefusingWaits:
         """Inside the block a guest write that would have to wait (another process
         holds the file open for writing, or omp's lock is taken) raises

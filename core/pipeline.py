@@ -59,7 +59,6 @@ from core.session_files import in_omp_agent_dir, permissions_source
 from core.state import Entry, SessionState
 from core.storage import (
     FileSessionStorage,
-    FileSessionWriter,
     SessionStorage,
     SessionWriter,
     StorageStat,
@@ -124,6 +123,8 @@ class PersistencePipeline:
         # How many leading entries have their line in the file; the rest are unwritten
         # (a deferred session, or appends waiting for a pending migration rewrite).
         self.disk_entries = 0
+        # The file's stat right after our last append (`take_append_stat`).
+        self._appended_stat: os.stat_result | None = None
 
     # ------------------------------------------------------------------ file identity
 
@@ -410,19 +411,19 @@ class PersistencePipeline:
             self._latch(exc)
 
     def _append_as_guest(self, data: bytes) -> None:
+        storage = self.storage
+        assert isinstance(storage, FileSessionStorage)
+
         def append(file: str) -> None:
-            writer = self._open_writer()
-            if self._own_end == self._loaded_offset and isinstance(writer, FileSessionWriter):
-                writer.continue_at(self._loaded_offset)
-            try:
-                before = self._loaded_offset
-                writer.write(data)
-                writer.flush()
-                writer.fsync()
-                self.disk_entries = len(self.state.entries)
-                self._after_own_append(writer, before)
-            finally:
-                self.close_writer()
+            # A writer opened for this one append: `append_synced` makes it without
+            # the writer object (the mount's hot path).
+            before = self._loaded_offset
+            start, end, st = storage.append_synced(
+                file, data, before if self._own_end == before else -1
+            )
+            self.disk_entries = len(self.state.entries)
+            self._landed((start, end), before)
+            self._appended_stat = st
 
         self._guest_write(append)
 
@@ -430,6 +431,7 @@ class PersistencePipeline:
         """omp's rename: the file's 256 title slot bytes replaced in place by ``slot``
         (same size, nothing else moves), fsynced; as a guest when this is one."""
         line = slot_bytes(slot)
+        self._appended_stat = None  # (the slot changes the file's mtime)
 
         def overwrite(file: str) -> None:
             current = split_title_slot(self.storage.read_text_prefix(file, len(line)).encode())
@@ -467,9 +469,22 @@ class PersistencePipeline:
                 pass
 
     def _after_own_append(self, writer: SessionWriter, before: int) -> None:
+        self._landed(getattr(writer, "last_write_span", None), before)
+
+    def take_append_stat(self) -> os.stat_result | None:
+        """The file's stat taken right after our last append, once, and only while it
+        is the file as we know it (the same inode, ending where we have read to): the
+        view records the file's state after a write through the mount from it, so
+        that append costs no ``stat`` of the path (and lines another process wrote
+        meanwhile are not taken as seen)."""
+        st, self._appended_stat = self._appended_stat, None
+        if st is None or st.st_ino != self._file_inode or st.st_size != self._loaded_offset:
+            return None
+        return st
+
+    def _landed(self, span: tuple[int, int] | None, before: int) -> None:
         # Our own lines need no catch-up: advance the offset when nothing else was
         # written in between (then our write started exactly where we had read to).
-        span = getattr(writer, "last_write_span", None)
         if span is not None and span[0] == before:
             self._loaded_offset = self._own_end = span[1]
 

@@ -24,6 +24,7 @@ briefly first: an append by path holds the file open for microseconds only.
 
 from __future__ import annotations
 
+import _signal
 import contextlib
 import errno
 import fcntl
@@ -51,6 +52,7 @@ __all__ = [
     "CARRY_SECONDS",
     "SessionBusyError",
     "SourceReplacedError",
+    "catch_lease_breaks",
     "complete_lines",
     "refuse_if_held_open",
     "rewrite_file",
@@ -396,16 +398,41 @@ def _hold_opens(fd: int) -> bool:
     return True
 
 
+#: (`_take_lease` asks the C module: `signal.getsignal` makes an enum of its answer,
+#: which for a Python handler raises and catches an exception: 1.6 µs a lease.)
+_SIGIO: Final = int(signal.SIGIO)
+
+
 def _take_lease(fd: int, kind: int) -> OSError | None:
     """Take a lease of ``kind`` on ``fd``; the refusal, or None when it was granted."""
     try:
-        # A lease break is announced by a signal, SIGIO unless told otherwise, and
-        # SIGIO would end the process: SIGURG is ignored unless handled.
-        fcntl.fcntl(fd, _F_SETSIG, signal.SIGURG)
+        handler = _signal.getsignal(_SIGIO)
+        if handler is None or handler == _signal.SIG_DFL:
+            # A lease break is announced by a signal, SIGIO unless told otherwise, and
+            # SIGIO would end the process: SIGURG is ignored unless handled. (Not
+            # needed where SIGIO is caught: `catch_lease_breaks`.)
+            fcntl.fcntl(fd, _F_SETSIG, signal.SIGURG)
         fcntl.fcntl(fd, _F_SETLEASE, kind)
     except OSError as exc:
         return exc
     return None
+
+
+def _lease_broken_signal(signum: int, frame: object) -> None:
+    """SIGIO, a lease break's signal: nothing to do (breaks are looked for with
+    ``F_GETLEASE``; a probe's lease goes with its descriptor at once)."""
+
+
+def catch_lease_breaks() -> None:
+    """Catch SIGIO (doing nothing) in a process that takes leases often: the mount's
+    daemon probes for other writers with one before every append through it
+    (`seems_unshared`). SIGIO's default action would end the process, so otherwise
+    each lease first redirects its break signal to SIGURG: one ``fcntl`` less a
+    probe. A caught signal is set back to its default at ``exec``, so the agents and
+    workers the daemon starts are not changed. Outside the main thread (where no
+    handler can be set) it does nothing: the leases keep redirecting the signal."""
+    with contextlib.suppress(ValueError):
+        signal.signal(signal.SIGIO, _lease_broken_signal)
 
 
 def _release_opens(fd: int) -> None:

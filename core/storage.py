@@ -65,6 +65,11 @@ def _as_line(line: str | bytes) -> bytes:
 # ---------------------------------------------------------------------------
 
 
+#: How `FileSessionWriter` (mode "a") and `FileSessionStorage.append_synced` open a
+#: session file: appending, readable for the torn-line guard, private when made.
+_APPEND_FLAGS = os.O_CREAT | os.O_CLOEXEC | os.O_RDWR | os.O_APPEND
+
+
 class FileSessionWriter:
     """Unbuffered `O_APPEND` writer with a torn-line guard.
 
@@ -81,9 +86,8 @@ class FileSessionWriter:
         # Append mode reads too: the torn-line guard peeks at the file's last byte. A
         # file it makes is private (0600); "w" makes a new file (a rewrite's temp
         # file), never writing through a name that exists (`core.private_files`).
-        append = os.O_CREAT | os.O_CLOEXEC | os.O_RDWR | os.O_APPEND
         self._fd: int | None = (
-            os.open(self.path, append, PRIVATE_FILE_MODE)
+            os.open(self.path, _APPEND_FLAGS, PRIVATE_FILE_MODE)
             if mode == "a"
             else create_new_private(self.path)
         )
@@ -125,29 +129,7 @@ class FileSessionWriter:
                 self._expected_end += len(data)
                 self.last_write_span = (start, self._expected_end)
                 return
-            checked = False
-            if self._expected_end < 0 or data.count(b"\n") > 1:
-                # First write, or several lines at once: look before writing.
-                size = os.fstat(fd).st_size
-                if size > 0 and size != self._expected_end and os.pread(fd, 1, size - 1) != b"\n":
-                    data = b"\n" + data
-                checked = True
-            self._write_all(fd, data)
-            # With O_APPEND our position is now the end of what we wrote, so this tells
-            # where our data landed without an fstat per line (the hot path).
-            end = os.lseek(fd, 0, os.SEEK_CUR)
-            start = end - len(data)
-            if (
-                not checked
-                and start != self._expected_end
-                and start > 0
-                and os.pread(fd, 1, start - 1) != b"\n"
-            ):
-                # Someone else wrote since our last line and left it torn (a crash), so
-                # this single line was glued onto theirs: write it again on its own line.
-                # The glued copy is an invalid line that lenient readers skip.
-                self._write_all(fd, b"\n" + data)
-                end = os.lseek(fd, 0, os.SEEK_CUR)
+            start, end, _ = _append_guarded(fd, data, self._expected_end)
             self._expected_end = end
             self.last_write_span = (start, end)
         except BaseException as exc:
@@ -207,6 +189,42 @@ class FileSessionWriter:
             if self._error is None:
                 self._error = exc
             raise
+
+
+def _append_guarded(
+    fd: int, data: bytes, expected_end: int, *, want_stat: bool = False
+) -> tuple[int, int, os.stat_result | None]:
+    """Append ``data`` on ``fd`` (``O_APPEND``, readable) with the torn-line guard of
+    `FileSessionWriter` (``expected_end``: where the file ended after our previous line,
+    -1 when not known); where it landed, ``(start, end, st)``. ``st``, asked for with
+    ``want_stat``: the file's ``fstat`` right after the write when it shows the file
+    as our previous line left it plus this one (else None)."""
+    checked = False
+    if expected_end < 0 or data.count(b"\n") > 1:
+        # First write, or several lines at once: look before writing.
+        size = os.fstat(fd).st_size
+        if size > 0 and size != expected_end and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        checked = True
+    FileSessionWriter._write_all(fd, data)
+    if want_stat and not checked:
+        st = os.fstat(fd)
+        if st.st_size == expected_end + len(data):
+            # Nothing but this line since our previous one (files only grow between
+            # our looks; a replaced one is another inode): it landed there, on a
+            # line of its own, and the caller learns the file's state for free.
+            return expected_end, st.st_size, st
+    # With O_APPEND our position is now the end of what we wrote, so this tells
+    # where our data landed without an fstat per line (the hot path).
+    end = os.lseek(fd, 0, os.SEEK_CUR)
+    start = end - len(data)
+    if not checked and start != expected_end and start > 0 and os.pread(fd, 1, start - 1) != b"\n":
+        # Someone else wrote since our last line and left it torn (a crash), so
+        # this single line was glued onto theirs: write it again on its own line.
+        # The glued copy is an invalid line that lenient readers skip.
+        FileSessionWriter._write_all(fd, b"\n" + data)
+        end = os.lseek(fd, 0, os.SEEK_CUR)
+    return start, end, None
 
 
 def _is_file_entry(entry: os.DirEntry[str]) -> bool:
@@ -314,6 +332,29 @@ class FileSessionStorage:
 
     def open_writer(self, path: PathArg, mode: WriterMode = "a") -> SessionWriter:
         return FileSessionWriter(path, mode)
+
+    def append_synced(
+        self, path: str, data: bytes, expected_end: int = -1
+    ) -> tuple[int, int, os.stat_result | None]:
+        """One append as a writer of ``path`` opened for it alone would make it
+        (`FileSessionWriter`: the torn-line guard, ``expected_end`` as its
+        `~FileSessionWriter.continue_at`), fdatasync'ed and closed again; where the
+        data landed, ``(start, end, st)``, ``st`` the file's stat right after the
+        write when nothing but it was written since ``expected_end`` (else None). A
+        guest's append through the mount (its hot path): no writer object, the
+        system calls alone, and the stat its caller would take next."""
+        fd = os.open(path, _APPEND_FLAGS, PRIVATE_FILE_MODE)
+        try:
+            landed = _append_guarded(fd, data, expected_end, want_stat=True)
+            os.fdatasync(fd)  # appended only: see `FileSessionWriter.fsync`
+        except BaseException:
+            os.close(fd)
+            raise
+        try:  # noqa: SIM105 -- suppress() costs a context manager on every append
+            os.close(fd)
+        except OSError:  # the data is durable already (as `close_writer` has it)
+            pass
+        return landed
 
     def overwrite_prefix(self, path: PathArg, data: bytes) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)

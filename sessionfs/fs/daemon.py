@@ -25,6 +25,7 @@ import trio
 from core import paths
 from core.agent_homes import AgentHome
 from core.private_files import make_private_dirs, private_opener
+from core.rewrite import catch_lease_breaks
 from sessionfs.fs.agent_branching import AGENT_PLACEHOLDER, BRANCHING_AGENTS, branching_command
 from sessionfs.fs.agent_command import (
     DEFAULT_SEND_GRACE,
@@ -376,6 +377,7 @@ def serve(opts: MountOptions, on_ready: Callable[[], None]) -> None:
     """Mount, call ``on_ready``, serve until unmounted or signalled, then clean up."""
     tune_malloc()
     tune_gc()
+    catch_lease_breaks()  # one system call less on every append through the mount
     # Sessions made through the mount are nobody's in the pane the daemon started
     # from: it must never leave that terminal a breadcrumb (see paths.disown_terminal).
     paths.disown_terminal()

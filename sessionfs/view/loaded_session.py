@@ -424,10 +424,12 @@ class LoadedSession:
         would not fit ``parse_budget``. A file that cannot be held compact (an older
         format version) is parsed. After the write:
         `after_append` when what this returned is not `manager`."""
+        parsed = self.manager
+        if parsed is not None:  # (the usual case: every small session's append)
+            return parsed
         size = self.file_state[1] or self.ref.size
         if (
             self.opener is not None
-            or self.manager is not None
             or self.pinned_leaf is not None
             or size <= TAIL_APPENDS_ABOVE_BYTES
             or (self._in_a_burst(TAIL_BURST_APPENDS) and self._parsed_fits(size))
@@ -639,23 +641,29 @@ class LoadedSession:
             self._forget_renders()
         return changed
 
-    def after_write(self, entries_changed: bool = True) -> None:
+    def after_write(
+        self, entries_changed: bool = True, appended: os.stat_result | None = None
+    ) -> None:
         """A write through the mount changed memory (and maybe the file): renderings
         are stale, and the file as it is now is what we have seen. A leaf move that
-        added no entry keeps the per-entry tables (rebuilding them is O(entries))."""
-        try:
-            st: os.stat_result | None = os.stat(self.ref.path)
-        except OSError:
-            st = None
+        added no entry keeps the per-entry tables (rebuilding them is O(entries)).
+        ``appended``: the stat of the manager's file its append took
+        (`SessionManager.take_append_stat`), which then need not be stat'ed again
+        when it is the session's file."""
+        source = self.source
+        parsed = source if isinstance(source, ManagerSource) else None
+        # (The manager names its file as a str, the ref as a Path.)
+        own = parsed is not None and parsed.manager.get_session_file() == os.fspath(self.ref.path)
+        st: os.stat_result | None = appended if own else None
+        if st is None:
+            try:
+                st = os.stat(self.ref.path)
+            except OSError:
+                st = None
         if entries_changed:
-            source = self.source
-            if isinstance(source, ManagerSource):
-                # One stat for both (the source's size is its file's: ours). The
-                # manager names its file as a str, the ref as a Path.
-                same = st is not None and source.manager.get_session_file() == os.fspath(
-                    self.ref.path
-                )
-                source.changed(st.st_size if same and st is not None else None)
+            if parsed is not None:
+                # One stat for both (the source's size is its file's: ours).
+                parsed.changed(st.st_size if own and st is not None else None)
             self._forget_renders()
         else:
             self.version += 1

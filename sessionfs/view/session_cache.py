@@ -119,28 +119,6 @@ def _render_limit_from_env() -> int | None:
     return int(value) if value.isdigit() else None
 
 
-class _Held:
-    """``async with _Held(lock)``: ``async with lock``, except that a free lock is taken
-    without a checkpoint. trio's ``acquire`` always yields to the scheduler (a whole
-    pass of the event loop, an ``epoll_wait`` included) even when nobody holds the
-    lock; a write through ``append/`` takes it once per file, on the path that a
-    ``close()`` waits for."""
-
-    __slots__ = ("_lock",)
-
-    def __init__(self, lock: trio.Lock) -> None:
-        self._lock = lock
-
-    async def __aenter__(self) -> None:
-        if self._lock.locked():
-            await self._lock.acquire()
-        else:
-            self._lock.acquire_nowait()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._lock.release()
-
-
 class _Changing:
     """`SessionCache._changing`: a plain context manager rather than a generator one
     (it wraps every ``close()`` in ``append/``, where each µs counts: issue 26 point 7)."""
@@ -597,7 +575,7 @@ class SessionCache:
             else:
                 manager = session.appender(scan=appends == "scan")
             tail = manager is not session.manager
-            count = manager.entry_count()
+            count = manager.entry_count() if leaf == "moved" else 0
             started = time.perf_counter()
             try:
                 if inline:
@@ -613,7 +591,8 @@ class SessionCache:
                     session.after_append()
                 else:
                     moved_only = leaf == "moved" and manager.entry_count() == count
-                    session.after_write(entries_changed=not moved_only)
+                    appended = manager.take_append_stat()
+                    session.after_write(entries_changed=not moved_only, appended=appended)
             # (A refusal says nothing about the disk; nor does an append through the
             # tail, which reads megabytes and never runs inline.)
             if small and not tail:
@@ -621,10 +600,19 @@ class SessionCache:
             return result
 
         cost_before = session.memory_cost()
-        async with _Held(session.lock):
+        lock = session.lock
+        # A write that runs inline reaches no checkpoint: while it runs no other task
+        # can look at the session, so a free lock is not even taken for it (trio's
+        # acquire and release cost ~10 Python calls on the path a ``close()`` in
+        # ``append/`` waits for). A busy lock is waited for (a checkpoint); a write
+        # that goes to a thread takes the free lock without one.
+        taken = lock.locked()
+        if taken:
+            await lock.acquire()
+        try:
             unread = not session.is_loaded  # let go since it was last used, or never read
             try:
-                with self._changing(session):
+                with _Changing(self, session):  # (`_changing`, one call less)
                     inline = (small or memory_only) and self._can_write_inline(session, disk=small)
                     if inline:
                         try:
@@ -632,6 +620,9 @@ class SessionCache:
                         except GuestWriteWouldWait:
                             inline = False  # nothing was written: wait in a thread
                     if not inline:
+                        if not taken:  # (still free: no checkpoint since it was looked at)
+                            lock.acquire_nowait()
+                            taken = True
                         result = await trio.to_thread.run_sync(apply, False)
             finally:
                 if unread and session.is_loaded:  # read for this write
@@ -640,6 +631,9 @@ class SessionCache:
                 session.pinned_leaf = (session.leaf_id(),)
             elif leaf == "recorded":
                 session.pinned_leaf = None
+        finally:
+            if taken:
+                lock.release()
         self._grew(session, session.memory_cost() - cost_before)
         return result
 

@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from core.jsonl import loads
 from sessionfs.view.refusal import WriteRejected
 
@@ -154,8 +156,12 @@ def _content(value: Any, where: str) -> str | list[Any]:
     """Message content: a string or a list of content blocks (objects)."""
     if isinstance(value, str):
         return value
-    if isinstance(value, list) and all(isinstance(block, dict) for block in value):
-        return value
+    if isinstance(value, list):
+        for block in value:  # (no generator: every append checks its message)
+            if not isinstance(block, dict):
+                break
+        else:
+            return value
     raise _invalid(f"{where} must be a string or a list of content blocks")
 
 
@@ -167,9 +173,15 @@ def _agent_message(value: Any, where: str, now_ms: Callable[[], int] = _now_ms) 
     """An AgentMessage: an object with a non-empty string ``role``; a missing
     ``timestamp`` becomes now in milliseconds, as the agents stamp messages."""
     message = _object(value, where)
-    _nonempty_string(message.get("role"), f"{where}.role")
+    # (Each check's place in the message is formatted only for its refusal: every
+    # append through the mount checks one message.)
+    role = message.get("role")
+    if not isinstance(role, str) or not role:
+        _nonempty_string(role, f"{where}.role")
     if "content" in message:
-        _content(message["content"], f"{where}.content")
+        content = message["content"]
+        if not isinstance(content, str):
+            _content(content, f"{where}.content")
     if "timestamp" in message:
         _number(message["timestamp"], f"{where}.timestamp")
     else:
@@ -418,6 +430,14 @@ def parse_append(
         return [_text_op(data, now_ms)]
     if data.startswith(_UTF8_BOM):
         data = data[len(_UTF8_BOM) :]
+    try:
+        # The usual file, one JSON document, parsed without a copy of it decoded
+        # first: orjson itself refuses what is not UTF-8, and whitespace alone.
+        whole = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass  # said below, as the slow way finds it
+    else:
+        return [_object_op(whole, "the JSON", 1, now_ms)]
     text = _decode(data)
     if not text.strip():
         raise _invalid("the file is empty: write one JSON object or JSON Lines")

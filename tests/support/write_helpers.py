@@ -29,6 +29,17 @@ class FailingStorage(FileSessionStorage):
     def open_writer(self, path: PathArg, mode: WriterMode = "a") -> SessionWriter:
         return _MaybeFullWriter(self, path, mode)
 
+    def append_synced(
+        self, path: str, data: bytes, expected_end: int = -1
+    ) -> tuple[int, int, os.stat_result | None]:
+        # (a guest's append: the mount's, without a writer object)
+        self.fail_if_set()
+        return super().append_synced(path, data, expected_end)
+
+    def fail_if_set(self) -> None:
+        if self.fail_errno is not None:
+            raise OSError(self.fail_errno, os.strerror(self.fail_errno))
+
 
 class _MaybeFullWriter(FileSessionWriter):
     def __init__(self, storage: FailingStorage, path: PathArg, mode: WriterMode) -> None:
@@ -36,9 +47,7 @@ class _MaybeFullWriter(FileSessionWriter):
         self._storage = storage
 
     def write(self, data: bytes) -> None:
-        failure = self._storage.fail_errno
-        if failure is not None:
-            raise OSError(failure, os.strerror(failure))
+        self._storage.fail_if_set()
         super().write(data)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 import trio
-from support.agent_messages import make_session, user
+from support.agent_messages import make_session, user, user_entry
 from support.omp_files import held_open
 
 from core import SessionManager
@@ -164,14 +164,32 @@ def test_a_leaf_move_runs_inline_untimed_even_when_the_disk_was_slow(
     trio.run(scenario)
 
 
-def test_an_inline_append_stats_its_file_twice(
+async def inline_append_with(
+    cache: SessionCache,
+    file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    replacement: Callable[..., Any],
+) -> LoadedSession:
+    """The session, parsed; then one inline append ("inline") with ``os.<name>``
+    replaced by ``replacement`` while it runs."""
+    session = await parsed(cache, file)
+    cache.small_write_seconds = 0.0
+    monkeypatch.setattr(os, name, replacement)
+    await cache.write(session, append("inline"), leaf="recorded", small=True)
+    monkeypatch.undo()
+    return session
+
+
+def test_an_inline_append_stats_its_file_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every system call of an append is paid before ``close()`` returns. An inline one
-    stats the session file twice: the catch-up's look for lines of other writers (which
+    stats the session file once: the catch-up's look for lines of other writers (which
     also decides whether the write may stay on the event loop: there was a freshness
-    check of its own before it), and the after-write bookkeeping (whose size also
-    serves the parsed source, which used to stat again for it)."""
+    check of its own before it). The after-write bookkeeping (whose size also serves
+    the parsed source) takes the ``fstat`` the append made of its own descriptor right
+    after its write, in place of the ``lseek`` that told where the line landed."""
     file, cache = new_cache(tmp_path)
     stats: list[str] = []
     real_stat = os.stat
@@ -182,13 +200,37 @@ def test_an_inline_append_stats_its_file_twice(
         return real_stat(path, *args, **kw)
 
     async def scenario() -> None:
-        session = await parsed(cache, file)
-        cache.small_write_seconds = 0.0
-        monkeypatch.setattr(os, "stat", counting_stat)
-        await cache.write(session, append("counted"), leaf="recorded", small=True)
-        monkeypatch.undo()
-        assert len(stats) == 2
+        session = await inline_append_with(cache, file, monkeypatch, "stat", counting_stat)
+        assert len(stats) == 1
         assert session.unchanged_on_disk()  # and what it saw is the file as it is now
+        assert session.file_state[1] == file.stat().st_size
+
+    trio.run(scenario)
+
+
+def test_a_line_another_writer_adds_during_an_append_is_not_taken_as_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state an append records is the file as its own write left it: a line another
+    process appends right after it (here: during its fdatasync) is not taken as seen,
+    so the next look finds the file changed and reads that line."""
+    file, cache = new_cache(tmp_path)
+    real_fdatasync = os.fdatasync
+    other = orjson.dumps(user_entry("0ther0001", None, "other writer")) + b"\n"
+
+    def fdatasync_then_another_writer(fd: int) -> None:
+        real_fdatasync(fd)
+        with open(file, "ab") as fh:  # what a running agent does, behind our back
+            fh.write(other)
+
+    async def scenario() -> None:
+        session = await inline_append_with(
+            cache, file, monkeypatch, "fdatasync", fdatasync_then_another_writer
+        )
+        assert not session.unchanged_on_disk()
+        assert session.refresh() == 1  # the other writer's entry, read now
+        texts = [str(e["message"]["content"]) for e in session.entries() if "message" in e]
+        assert "inline" in texts[-2] and "other writer" in texts[-1]
 
     trio.run(scenario)
 
@@ -215,6 +257,7 @@ def test_a_leaf_move_after_another_writer_appended_catches_up_in_a_thread(
         assert hops == ["apply"]
         assert manager.get_entry(outside) is not None and session.leaf_id() == root
         hops.clear()  # caught up: the next one stays on the event loop
+        cache.small_write_seconds = 0.0  # (however slow the disk was for the first one)
         await cache.write(session, append("inline again"), leaf="recorded", small=True)
         assert hops == []
         last = SessionManager.open(file, browse=True).get_entries()[-1]
