@@ -732,6 +732,7 @@ class SessionFsOperations(pyfuse3.Operations):
     @_errno_guard
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         # Only a handle opened for writing gets here: ``open`` checked ``--read-only``.
+        self.foreground.wrote()
         return await self._file_handle(fh).write(off, buf)
 
     @_errno_guard

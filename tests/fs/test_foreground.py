@@ -20,7 +20,7 @@ from support.agent_messages import write_header_session
 
 from core.search_index.index import SearchIndex
 from sessionfs.fs.foreground import Foreground, run_in_background_thread
-from sessionfs.fs.nodes.base import DirNode, Node
+from sessionfs.fs.nodes.base import DirNode, Node, OpenFile
 from sessionfs.fs.ops import SessionFsOperations
 from sessionfs.fs.search_indexer import SearchIndexer, wait_for_first_builds
 from sessionfs.view.search_view import SearchView
@@ -133,6 +133,35 @@ def test_every_request_through_the_ops_layer_is_noted_even_a_failing_one() -> No
 
     trio.run(scenario)
     assert errors == [errno.ENOENT]
+
+
+class Collected(OpenFile):
+    """A handle open for writing that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.data = b""
+
+    async def write(self, offset: int, data: bytes) -> int:
+        self.data += data
+        return len(data)
+
+
+def test_a_write_through_the_ops_layer_is_noted_as_one_and_a_read_is_not() -> None:
+    ops = SessionFsOperations(SlowDir(), read_only=False)
+    handle = Collected()
+    fh = ops._add_handle(handle)
+    assert not ops.foreground.writing(60.0)  # nothing written since the mount came up
+
+    async def scenario() -> None:
+        await ops.statfs(None)  # type: ignore[arg-type]
+        assert not ops.foreground.writing(60.0)
+        assert await ops.write(fh, 0, b"line\n") == 5
+        assert ops.foreground.writing(60.0)
+        await trio.sleep(0.05)
+        assert not ops.foreground.writing(0.01)  # only for as long as asked
+
+    trio.run(scenario)
+    assert handle.data == b"line\n"
 
 
 def test_the_indexer_first_build_waits_while_requests_are_served() -> None:
