@@ -383,7 +383,7 @@ class SessionFsOperations(pyfuse3.Operations):
         mode = node.mode & shown.mask
         if self.read_only or node.read_only_reason() is not None:
             mode &= ~WRITE_BITS
-        attrs.st_mode = node.kind.value | mode
+        attrs.st_mode = node.kind._value_ | mode  # (`.value` is a property: 2 calls)
         attrs.st_nlink = 2 if node.kind is Kind.DIR else 1
         attrs.st_uid = self.uid if shown.uid is None else shown.uid
         attrs.st_gid = self.gid if shown.gid is None else shown.gid
