@@ -5,11 +5,14 @@
     python bench/timed_requests.py OUT.json sessionfs mount MOUNTPOINT --foreground ...
 
 The handlers of `REQUESTS` are wrapped before the daemon starts; at exit ``OUT.json``
-gets, per request, the calls and their CPU times in ns (``time.thread_time_ns``: the
-daemon's handlers never yield to the scheduler on the append path, so the interval is
-the handler's own work). ``sessionfs`` runs the ``sessionfs`` command of the current
-directory's checkout (put first on ``sys.path``, as ``python -m`` would), so one copy
-of this script times an old checkout and a new one alike.
+gets, per request, one ``[started, took]`` pair a call: when it started
+(``time.monotonic_ns``, the clock every process of the machine shares, so the bench
+can leave out the calls made before a moment of its own) and its CPU time in ns
+(``time.thread_time_ns``: the daemon's handlers never yield to the scheduler on the
+append path, so the interval is the handler's own work). ``sessionfs`` runs the
+``sessionfs`` command of the current directory's checkout (put first on ``sys.path``,
+as ``python -m`` would), so one copy of this script times an old checkout and a new
+one alike.
 """
 
 from __future__ import annotations
@@ -27,23 +30,24 @@ from typing import Any
 REQUESTS = ("lookup", "getattr", "create", "write", "flush", "release")
 
 
-def timed_handlers(operations: type, times: dict[str, list[int]]) -> None:
-    """Wrap ``operations``' handlers of `REQUESTS`: each call appends its thread CPU
-    time (ns) to ``times[name]``."""
+def timed_handlers(operations: type, times: dict[str, list[tuple[int, int]]]) -> None:
+    """Wrap ``operations``' handlers of `REQUESTS`: each call appends when it started
+    and its thread CPU time (ns) to ``times[name]``."""
     for name in REQUESTS:
         handler = getattr(operations, name)
         took = times.setdefault(name, [])
 
         def timed(
-            handler: Callable[..., Awaitable[Any]], took: list[int]
+            handler: Callable[..., Awaitable[Any]], took: list[tuple[int, int]]
         ) -> Callable[..., Awaitable[Any]]:
             @functools.wraps(handler)
             async def wrapper(*args: Any) -> Any:
+                at = time.monotonic_ns()
                 started = time.thread_time_ns()
                 try:
                     return await handler(*args)
                 finally:
-                    took.append(time.thread_time_ns() - started)
+                    took.append((at, time.thread_time_ns() - started))
 
             return wrapper
 
@@ -52,7 +56,7 @@ def timed_handlers(operations: type, times: dict[str, list[int]]) -> None:
 
 def main(argv: list[str]) -> None:
     out, kind, *rest = argv
-    times: dict[str, list[int]] = {}
+    times: dict[str, list[tuple[int, int]]] = {}
     atexit.register(lambda: _dump(out, times))
     if kind == "ceiling":
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -70,7 +74,7 @@ def main(argv: list[str]) -> None:
     sessionfs_main()
 
 
-def _dump(out: str, times: dict[str, list[int]]) -> None:
+def _dump(out: str, times: dict[str, list[tuple[int, int]]]) -> None:
     with open(out, "w", encoding="utf-8") as file:
         json.dump(times, file)
 

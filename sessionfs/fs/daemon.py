@@ -290,7 +290,7 @@ async def _serve(
     async with trio.open_nursery() as nursery:
         session_watch: SessionWatch | None = None
         if watch_sessions:  # a local agent dir: its changes are seen as they happen
-            watch = SessionWatch(ctx.index.sessions_root, ops)
+            watch = SessionWatch(ctx.index.sessions_root, ops, ops.foreground)
             if watch.start():
                 ctx.watch = session_watch = watch
                 nursery.start_soon(watch.run)

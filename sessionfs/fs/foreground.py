@@ -17,6 +17,7 @@ the machine is busy, the kernel gives the cores to the threads serving requests 
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -61,6 +62,8 @@ class Foreground:
         self.served = 0
         #: `give_way` does not wait again before this time (`time.monotonic`)
         self._work_until = 0.0
+        #: when the mount last took a write request (`wrote`; `time.monotonic`)
+        self.last_write = -math.inf
 
     def started(self) -> None:
         self.in_flight += 1
@@ -71,6 +74,15 @@ class Foreground:
         now = time.monotonic()
         if now > self.last_active:  # never shortens a grace given by `touch`
             self.last_active = now
+
+    def wrote(self) -> None:
+        """A write request is being served (``write()`` to a file of the mount)."""
+        self.last_write = time.monotonic()
+
+    def writing(self, within: float) -> bool:
+        """Whether the mount took a write request in the last ``within`` seconds (the
+        inotify watch then gathers its events for longer: most are the mount's own)."""
+        return time.monotonic() - self.last_write < within
 
     def touch(self, ahead: float = 0.0) -> None:
         """Count now, and ``ahead`` seconds more, as activity: e.g. the mount just came

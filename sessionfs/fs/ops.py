@@ -32,7 +32,16 @@ import pyfuse3
 from sessionfs.fs.caller import caller_of
 from sessionfs.fs.foreground import Foreground
 from sessionfs.fs.kernel_sizes import KernelSizes
-from sessionfs.fs.nodes.base import IMMUTABLE, DirNode, Kind, LinkNode, Node, OpenFile
+from sessionfs.fs.nodes.base import (
+    IMMUTABLE,
+    DirNode,
+    Kind,
+    LinkNode,
+    Node,
+    OpenFile,
+    Permissions,
+    Stat,
+)
 from sessionfs.fs.nodes.file_rows import FileRows
 from sessionfs.fs.row_blocks import RowBlock, RowBlocks
 from sessionfs.view.loaded_session import LoadedSession
@@ -78,12 +87,20 @@ def _errno_guard(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+#: `_absent_entry`'s answers by timeout: the same few, sent again (pyfuse3 copies an
+#: answer into its reply as soon as the handler returns, so one object serves all)
+_ABSENT: dict[float, pyfuse3.EntryAttributes] = {}
+
+
 def _absent_entry(timeout: float) -> pyfuse3.EntryAttributes:
     """A lookup's answer that the name does not exist, which the kernel may remember
-    for ``timeout`` seconds (inode 0: a negative entry; ENOENT is never remembered)."""
-    attrs = pyfuse3.EntryAttributes()
-    attrs.st_ino = 0
-    attrs.entry_timeout = timeout
+    for ``timeout`` seconds (inode 0: a negative entry; ENOENT is never remembered).
+    Asked for every file written into ``append/`` (the lookup of its new name)."""
+    attrs = _ABSENT.get(timeout)
+    if attrs is None:
+        attrs = _ABSENT[timeout] = pyfuse3.EntryAttributes()
+        attrs.st_ino = 0
+        attrs.entry_timeout = timeout
     return attrs
 
 
@@ -165,10 +182,14 @@ class InodeTable:
         self.nodes[inode] = node
 
     def _name(self, node: Node, inode: int) -> None:
-        """``node``'s key now names ``inode`` (and its session knows it, if it changes)."""
+        """``node``'s key now names ``inode`` (and its session knows it, if it is a file
+        or link that changes: a dir's attributes are not dropped when its session
+        changes, `SessionFsOperations.session_changed`)."""
         self.by_key[node.key] = inode
+        if node.kind is Kind.DIR or node.tier is IMMUTABLE or not node.invalidate_on_change:
+            return
         session = node.session_key
-        if session is not None and node.tier is not IMMUTABLE and node.invalidate_on_change:
+        if session is not None:
             self.by_session.setdefault(session, set()).add(inode)
 
     def remember(self, inode: int, node: Node) -> None:
@@ -189,7 +210,8 @@ class InodeTable:
         held.nlookup += 1
 
     def session_inodes(self, key: tuple[str, str], everything: bool) -> list[int]:
-        """Inodes below one session dir: the changing ones, or (rare) all of them."""
+        """Inodes below one session dir: its changing files and links, or (rare) all of
+        them, dirs included."""
         if not everything:
             return list(self.by_session.get(key, ()))
         return [inode for inode, node in self.nodes.items() if node.session_key == key]
@@ -230,7 +252,11 @@ class Invalidator:
     """
 
     def __init__(self) -> None:
-        self._queue: queue.Queue[tuple[int, bool | bytes] | None] = queue.Queue()
+        # A `SimpleQueue`: its put and get are C, where `queue.Queue`'s go through a
+        # `threading.Condition` in Python; the event loop puts after each batch of the
+        # watch's events, and a put that woke this thread took ~19 µs of the loop's
+        # thread CPU (~11 µs now: timed around it during appends into append/).
+        self._queue: queue.SimpleQueue[tuple[int, bool | bytes] | None] = queue.SimpleQueue()
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="invalidator", daemon=True)
         self._thread.start()
@@ -319,6 +345,10 @@ class SessionFsOperations(pyfuse3.Operations):
         # inode -> the node and the readdirplus attributes made for it while it was
         # `Node.listing_settled`: sent again while it is the same node and still settled
         self._listed_attrs: dict[int, tuple[Node, pyfuse3.EntryAttributes]] = {}
+        # inode -> a `Node.stat_fixed` node, the permissions and read-only state its
+        # attributes were made with, and those attributes: a getattr sends them again
+        # while all three are the same
+        self._fixed_attrs: dict[int, tuple[Node, Permissions, bool, pyfuse3.EntryAttributes]] = {}
         # session (`Node.session_key`) -> (parent inode, name) of each of its
         # `Node.released_with_session` nodes the kernel looked up by name: told to drop
         # them when the session is let go (`session_dehydrated`), as its listings' names
@@ -337,6 +367,12 @@ class SessionFsOperations(pyfuse3.Operations):
         else:
             st = await node.stat()
             shown = await node.permissions()
+        return self._made_attrs(node, inode, st, shown)
+
+    def _made_attrs(
+        self, node: Node, inode: int, st: Stat, shown: Permissions
+    ) -> pyfuse3.EntryAttributes:
+        """`_attrs` from the node's stat and permissions."""
         self._uncached.discard(inode)
         attrs = pyfuse3.EntryAttributes()
         attrs.st_ino = inode
@@ -347,7 +383,7 @@ class SessionFsOperations(pyfuse3.Operations):
         mode = node.mode & shown.mask
         if self.read_only or node.read_only_reason() is not None:
             mode &= ~WRITE_BITS
-        attrs.st_mode = node.kind.value | mode
+        attrs.st_mode = node.kind._value_ | mode  # (`.value` is a property: 2 calls)
         attrs.st_nlink = 2 if node.kind is Kind.DIR else 1
         attrs.st_uid = self.uid if shown.uid is None else shown.uid
         attrs.st_gid = self.gid if shown.gid is None else shown.gid
@@ -360,6 +396,20 @@ class SessionFsOperations(pyfuse3.Operations):
         attrs.st_blksize = 4096
         attrs.st_blocks = (size + 511) // 512
         attrs.st_atime_ns = attrs.st_mtime_ns = attrs.st_ctime_ns = st.mtime_ns
+        return attrs
+
+    async def _fixed_node_attrs(self, node: Node, inode: int) -> pyfuse3.EntryAttributes:
+        """`_attrs` of a `Node.stat_fixed` node (``append/``, asked after every file
+        made in it): those made last time for the same node while its permissions and
+        read-only state are the same, else new ones."""
+        shown = await node.permissions()
+        read_only = self.read_only or node.read_only_reason() is not None
+        kept = self._fixed_attrs.get(inode)
+        if kept is not None and kept[0] is node and kept[1] is shown and kept[2] is read_only:
+            self._uncached.discard(inode)  # what _made_attrs does besides making them
+            return kept[3]
+        attrs = self._made_attrs(node, inode, await node.stat(), shown)
+        self._fixed_attrs[inode] = (node, shown, read_only, attrs)
         return attrs
 
     async def _listing_attrs(self, node: Node, inode: int) -> pyfuse3.EntryAttributes:
@@ -456,18 +506,17 @@ class SessionFsOperations(pyfuse3.Operations):
         """
         if self.invalidator is None or self.invalidator.closing:
             return
+        # Not a dir but on a full reload (`InodeTable.session_inodes` lists no dir
+        # otherwise): a dir's only changing attribute is its mtime, trusted for at most
+        # its attr timeout anyway, or (a watched session dir) dropped by the watch when
+        # the write reaches the file (a leaf move changes none of its attributes);
+        # dropping it here would cost a getattr before every later request below it
+        # (permission checks).
         for inode in self.table.session_inodes(session.key, everything=full_reload):
             node = self.table.nodes.get(inode)
             if node is None:
                 continue
             if node.tier is IMMUTABLE and not full_reload:
-                continue
-            if node.kind is Kind.DIR and not full_reload:
-                # A dir's only changing attribute is its mtime, trusted for at most
-                # its attr timeout anyway, or (a watched session dir) dropped by the
-                # watch when the write reaches the file (a leaf move changes none of
-                # its attributes); dropping it here would cost a getattr before every
-                # later request below it (permission checks).
                 continue
             if inode in self._uncached:
                 continue
@@ -487,6 +536,7 @@ class SessionFsOperations(pyfuse3.Operations):
         inode = inode if inode is not None else self.table.inode_of(key)
         if inode is not None:
             self._listed_attrs.pop(inode, None)  # made before the change: never again
+            self._fixed_attrs.pop(inode, None)
         if self.invalidator is None or self.invalidator.closing:
             return
         if inode is not None:
@@ -551,6 +601,10 @@ class SessionFsOperations(pyfuse3.Operations):
         self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
         parent = self._dir(parent_inode)
+        if parent.absent_timeout and name != b"." and name != b"..":
+            # a dir where no name exists (``append/``: the new name of every file
+            # written into it is looked up first): nothing to ask it
+            return _absent_entry(parent.absent_timeout)
         text = os.fsdecode(name)
         if text == ".":
             child: Node | None = parent
@@ -576,7 +630,10 @@ class SessionFsOperations(pyfuse3.Operations):
 
     @_errno_guard
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        return await self._attrs(self._as_seen_by(self.table.node(inode), ctx), inode)
+        node = self._as_seen_by(self.table.node(inode), ctx)
+        if node.stat_fixed:
+            return await self._fixed_node_attrs(node, inode)
+        return await self._attrs(node, inode)
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         for inode, count in inode_list:
@@ -586,6 +643,7 @@ class SessionFsOperations(pyfuse3.Operations):
                 self.sizes.forget(inode)
                 self._uncached.discard(inode)
                 self._listed_attrs.pop(inode, None)
+                self._fixed_attrs.pop(inode, None)
 
     @_errno_guard
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
@@ -732,6 +790,7 @@ class SessionFsOperations(pyfuse3.Operations):
     @_errno_guard
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         # Only a handle opened for writing gets here: ``open`` checked ``--read-only``.
+        self.foreground.wrote()
         return await self._file_handle(fh).write(off, buf)
 
     @_errno_guard

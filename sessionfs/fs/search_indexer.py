@@ -51,6 +51,8 @@ from sessionfs.view.search_view import SearchView
 
 __all__ = [
     "ACTIVE_SECONDS",
+    "BURST_BATCH_DELAY",
+    "CHANGE_BATCH_DELAY",
     "FIRST_BUILD_WAIT_SECONDS",
     "FULL_PASS_INTERVAL",
     "WATCHED_FULL_PASS_INTERVAL",
@@ -76,6 +78,12 @@ FIRST_BUILD_WAIT_SECONDS = 3.0
 #: the mount then costs one update instead of one per append (each competes with the
 #: appends for the CPU and the GIL).
 CHANGE_BATCH_DELAY = 0.2
+#: The longest changes gather while the mount keeps taking writes (`Foreground.writing`:
+#: a script filling ``append/``): an update has a cost of its own besides what it
+#: indexes (a thread, its checks, a transaction, the GIL it shares with the requests),
+#: ~20 µs of daemon CPU a file of such a script with one update every
+#: `CHANGE_BATCH_DELAY` (issue 26 point 7). A single append is indexed as soon as before.
+BURST_BATCH_DELAY = 1.0
 
 
 class WatchedSessions(Protocol):
@@ -165,6 +173,8 @@ class SearchIndexer:
             with trio.move_on_after(FULL_PASS_INTERVAL):
                 await self._wake.wait()
                 await trio.sleep(CHANGE_BATCH_DELAY)
+            if self._wake.is_set():
+                await self._while_written_through()
             self._wake = trio.Event()
             changed, self._changed = sorted(self._changed), set()
             # Changes coming faster than the interval must not starve the full pass.
@@ -181,6 +191,19 @@ class SearchIndexer:
             active = self._active_sessions(now)
             if changed or active:
                 await self._update(changed, active)
+
+    async def _while_written_through(self) -> None:
+        """Let changes gather while the mount keeps taking writes, `BURST_BATCH_DELAY`
+        at most since the first of them (`CHANGE_BATCH_DELAY` gone already)."""
+        foreground = self.foreground
+        waited = CHANGE_BATCH_DELAY
+        while (
+            foreground is not None
+            and waited < BURST_BATCH_DELAY
+            and foreground.writing(CHANGE_BATCH_DELAY)
+        ):
+            await trio.sleep(CHANGE_BATCH_DELAY)
+            waited += CHANGE_BATCH_DELAY
 
     def _active_sessions(self, now: float) -> list[tuple[str, str]]:
         """Watched sessions that changed lately and have an artifacts dir: their

@@ -43,6 +43,7 @@ from typing import Protocol
 
 import trio
 
+from sessionfs.fs.foreground import Foreground
 from sessionfs.fs.inotify import (
     IN_ATTRIB,
     IN_CLOSE_WRITE,
@@ -65,7 +66,15 @@ from sessionfs.fs.session_mtimes import SessionMtimes
 from sessionfs.view import session_keys
 from sessionfs.view.render_cache import TRANSCRIPT as TRANSCRIPT_NAME
 
-__all__ = ["CHANGES_KEPT", "REPEAT_AFTER", "ChangeSink", "SessionFileListener", "SessionWatch"]
+__all__ = [
+    "CHANGES_KEPT",
+    "GATHER_SECONDS",
+    "GATHER_WHILE_WRITING",
+    "REPEAT_AFTER",
+    "ChangeSink",
+    "SessionFileListener",
+    "SessionWatch",
+]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +86,17 @@ REPEAT_AFTER = 1.0
 #: every so often instead of one per append, each competing with the mount's requests
 #: for the event loop. Far below what a reader notices.
 GATHER_SECONDS = 0.02
+#: The same while the mount itself takes writes (`Foreground.writing`; a script filling
+#: ``append/`` raises two events per file here). Most of what those events ask is done
+#: already: the write dropped what the kernel held of its session's files at once
+#: (`SessionFsOperations.session_changed`) and woke the search indexer; what waits for
+#: the watch is the session dir's new mtime, and any change another process makes
+#: meanwhile (seen up to this late while the mount is written through). Each wake-up
+#: of the watch costs the daemon a few hundred µs of CPU (reading and handling the
+#: events, the drops, the session dir's getattr and stat that follow): with
+#: `bench/bench_append_requests.py`'s appends 0.19 wake-ups a file at `GATHER_SECONDS`,
+#: 0.035 at this, 50-150 µs less daemon CPU a file (issue 26 point 7).
+GATHER_WHILE_WRITING = 0.1
 
 #: The most session files whose last change the watch remembers (`unchanged_since`):
 #: past it, everything remembered is forgotten at once and older stats are no longer
@@ -129,9 +149,14 @@ class SessionFileListener(Protocol):
 class SessionWatch:
     """The inotify watches of one agent dir's sessions root and its project dirs."""
 
-    def __init__(self, sessions_root: Path, sink: ChangeSink) -> None:
+    def __init__(
+        self, sessions_root: Path, sink: ChangeSink, foreground: Foreground | None = None
+    ) -> None:
         self.sessions_root = sessions_root
         self.sink = sink
+        #: the mount's requests: while it takes writes, events gather longer
+        #: (`GATHER_WHILE_WRITING`); None: never
+        self.foreground = foreground
         self.listeners: list[SessionFileListener] = []
         self._inotify: Inotify | None = None
         self._root_wd: int | None = None
@@ -224,8 +249,9 @@ class SessionWatch:
             while True:
                 with trio.move_on_at(self._next_repeat()):
                     await trio.lowlevel.wait_readable(self._inotify.fd)
-                    if trio.current_time() < last_read + GATHER_SECONDS:
-                        await trio.sleep_until(last_read + GATHER_SECONDS)
+                    gather = self._gather_seconds()
+                    if trio.current_time() < last_read + gather:
+                        await trio.sleep_until(last_read + gather)
                     last_read = trio.current_time()
                     for event in self._inotify.read_events():
                         self._handle(event)
@@ -233,6 +259,13 @@ class SessionWatch:
                 self._send_repeats()
         finally:
             self.close()
+
+    def _gather_seconds(self) -> float:
+        """How long events gather after the last read (`GATHER_WHILE_WRITING`)."""
+        foreground = self.foreground
+        if foreground is not None and foreground.writing(GATHER_WHILE_WRITING):
+            return GATHER_WHILE_WRITING
+        return GATHER_SECONDS
 
     # -- events ----------------------------------------------------------------------
 

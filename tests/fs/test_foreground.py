@@ -20,9 +20,15 @@ from support.agent_messages import write_header_session
 
 from core.search_index.index import SearchIndex
 from sessionfs.fs.foreground import Foreground, run_in_background_thread
-from sessionfs.fs.nodes.base import DirNode, Node
+from sessionfs.fs.nodes.base import DirNode, Node, OpenFile
 from sessionfs.fs.ops import SessionFsOperations
-from sessionfs.fs.search_indexer import SearchIndexer, wait_for_first_builds
+from sessionfs.fs.search_indexer import (
+    BURST_BATCH_DELAY,
+    CHANGE_BATCH_DELAY,
+    FULL_PASS_INTERVAL,
+    SearchIndexer,
+    wait_for_first_builds,
+)
 from sessionfs.view.search_view import SearchView
 
 pytestmark = pytest.mark.timeout(30)
@@ -135,6 +141,35 @@ def test_every_request_through_the_ops_layer_is_noted_even_a_failing_one() -> No
     assert errors == [errno.ENOENT]
 
 
+class Collected(OpenFile):
+    """A handle open for writing that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.data = b""
+
+    async def write(self, offset: int, data: bytes) -> int:
+        self.data += data
+        return len(data)
+
+
+def test_a_write_through_the_ops_layer_is_noted_as_one_and_a_read_is_not() -> None:
+    ops = SessionFsOperations(SlowDir(), read_only=False)
+    handle = Collected()
+    fh = ops._add_handle(handle)
+    assert not ops.foreground.writing(60.0)  # nothing written since the mount came up
+
+    async def scenario() -> None:
+        await ops.statfs(None)  # type: ignore[arg-type]
+        assert not ops.foreground.writing(60.0)
+        assert await ops.write(fh, 0, b"line\n") == 5
+        assert ops.foreground.writing(60.0)
+        await trio.sleep(0.05)
+        assert not ops.foreground.writing(0.01)  # only for as long as asked
+
+    trio.run(scenario)
+    assert handle.data == b"line\n"
+
+
 def test_the_indexer_first_build_waits_while_requests_are_served() -> None:
     view = RecordingView()
     foreground = Foreground(quiet_seconds=QUIET, max_defer=10)
@@ -152,6 +187,57 @@ def test_the_indexer_first_build_waits_while_requests_are_served() -> None:
                 while not view.calls:
                     await trio.sleep(0.01)
             assert view.calls[0][0] >= ended + QUIET - 0.01
+            nursery.cancel_scope.cancel()
+
+    trio.run(scenario)
+
+
+class ChangesView(RecordingView):
+    """A `RecordingView` that also keeps which files each refresh was given (None: all)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.given: list[list[str] | None] = []
+
+    def refresh(self, changed: Any = None) -> None:
+        self.given.append(None if changed is None else list(changed))
+        super().refresh(changed)
+
+
+def test_while_the_mount_takes_writes_the_indexer_gathers_changes_for_longer() -> None:
+    """A script filling ``append/`` makes one change per file: while the mount keeps
+    taking writes the indexer runs an update per `BURST_BATCH_DELAY`, not per
+    `CHANGE_BATCH_DELAY`, and every change is indexed."""
+    view = ChangesView()
+    foreground = Foreground(quiet_seconds=0.01, max_defer=0.05)
+    indexer = SearchIndexer(view, foreground)  # type: ignore[arg-type]
+    files = [str(view.sessions_root / "p" / f"s{n}.jsonl") for n in range(30)]
+
+    def indexed() -> set[str]:
+        return {path for given in view.given if given is not None for path in given}
+
+    async def scenario() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(indexer.run)
+            with trio.fail_after(5):
+                while not view.calls:  # the first build
+                    await trio.sleep(0.01)
+            before = len(view.calls)
+            started = trio.current_time()
+            for n in range(len(files)):  # appends through the mount, 50 ms apart
+                foreground.wrote()
+                indexer.session_file_changed("p", f"s{n}")
+                await trio.sleep(0.05)
+            took = trio.current_time() - started
+            end = len(view.calls)
+            updates = end - before
+            # (a full pass every FULL_PASS_INTERVAL comes on top, without a watch)
+            most = took / BURST_BATCH_DELAY + took / FULL_PASS_INTERVAL + 2
+            assert updates <= most, f"{updates} updates in {took:.2f} s of writes"
+            assert updates < took / CHANGE_BATCH_DELAY - 1
+            with trio.fail_after(5):
+                while not (indexed() >= set(files) or None in view.given[end:]):
+                    await trio.sleep(0.05)
             nursery.cancel_scope.cancel()
 
     trio.run(scenario)

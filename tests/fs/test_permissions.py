@@ -97,18 +97,41 @@ def test_a_private_session_shows_no_group_or_other_bits(
     assert shared["entries/shared-1.json"] == 0o444 and shared[f"blobs/{SHA}"] == 0o444
 
     # chmod while mounted: the next look at the session shows the new mode, also on
-    # files whose attributes the kernel caches for long (entries, no listing between)
-    watched = [project / "shared" / p for p in ("entries/shared-1.json", "title", "labels")]
-    assert run("stat", "-c", "%a", *watched).split() == ["444", "644", "755"]
-    (mount.agent_dir / "sessions" / PROJECT / "shared.jsonl").chmod(0o600)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        run("cat", project / "shared" / "ctl")  # any access to the session notices
-        modes = run("stat", "-c", "%a", *watched).split()
-        if modes == ["400", "600", "700"]:
-            break
-        time.sleep(0.2)
-    assert modes == ["400", "600", "700"]
+    # files whose attributes the kernel caches for long (entries, no listing between),
+    # and on append/, whose attributes the daemon keeps between getattrs
+    names = ("entries/shared-1.json", "title", "labels", "append")
+    watched = [project / "shared" / p for p in names]
+    assert run("stat", "-c", "%a", *watched).split() == ["444", "644", "755", "755"]
+    assert mode_of_a_file_being_written(project / "shared" / "append") == 0o644
+    # held open, append/ is asked about by getattr alone (no lookup that would bring
+    # new attributes with it)
+    append_fd = os.open(project / "shared" / "append", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        (mount.agent_dir / "sessions" / PROJECT / "shared.jsonl").chmod(0o600)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            run("cat", project / "shared" / "ctl")  # any access to the session notices
+            modes = run("stat", "-c", "%a", *watched).split()
+            held = os.fstat(append_fd).st_mode & 0o777
+            if modes == ["400", "600", "700", "700"] and held == 0o700:
+                break
+            time.sleep(0.2)
+        assert modes == ["400", "600", "700", "700"] and held == 0o700
+        time.sleep(0.7)  # past the attributes' timeout: a getattr of append/ must say so too
+        assert os.fstat(append_fd).st_mode & 0o777 == 0o700
+    finally:
+        os.close(append_fd)
+    assert mode_of_a_file_being_written(project / "shared" / "append") == 0o600
+
+
+def mode_of_a_file_being_written(append_dir: Path) -> int:
+    """The permission bits ``fstat`` shows of a file just made in ``append/`` (closed
+    unwritten: nothing is appended)."""
+    fd = os.open(append_dir / "probe.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        return os.fstat(fd).st_mode & 0o777
+    finally:
+        os.close(fd)
 
 
 def test_allow_other_says_what_it_means(tmp_path: Path, mount_factory: MountFactory) -> None:

@@ -14,6 +14,7 @@ import pytest
 import trio
 
 from sessionfs.fs import session_watch
+from sessionfs.fs.foreground import Foreground
 from sessionfs.fs.inotify import IN_Q_OVERFLOW, Event
 from sessionfs.fs.nodes.base import DirNode, MountContext
 from sessionfs.fs.nodes.session import project_key
@@ -112,6 +113,50 @@ def test_changes_to_session_files_are_reported_as_transcript_and_session_dir_key
             assert transcripts_key("p") in sink.subtrees
             assert project_key("p") in sink.subtrees
             assert not watch.covers("p") and watch.covers("q")
+            nursery.cancel_scope.cancel()
+
+    trio.run(scenario)
+
+
+def test_while_the_mount_takes_writes_a_burst_of_changes_is_read_less_often(
+    tmp_path: Path,
+) -> None:
+    """A script filling ``append/`` changes the session file twice per entry: while the
+    mount takes writes (`Foreground.writing`) the events gather `GATHER_WHILE_WRITING`
+    instead of `GATHER_SECONDS` (each wake-up of the watch costs the daemon's CPU), and
+    every change still reaches the sink."""
+    root = sessions_root(tmp_path, "s")
+    foreground = Foreground()
+    sink = Recorder()
+    watch = SessionWatch(root, sink, foreground)
+    assert watch.start()
+    assert watch._gather_seconds() == session_watch.GATHER_SECONDS
+    session_dir = mount_parts("p", "s")
+    appends = 40
+
+    async def scenario() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch.run)
+            started = trio.current_time()
+            for _ in range(appends):  # as the mount's writes would, 10 ms apart
+                foreground.wrote()
+                assert watch._gather_seconds() == session_watch.GATHER_WHILE_WRITING
+                with open(root / "p" / "s.jsonl", "ab") as f:
+                    f.write(b"{}\n")
+                await trio.sleep(0.01)
+            took = trio.current_time() - started
+            await trio.sleep(session_watch.GATHER_WHILE_WRITING + 0.2)
+            reads = [key for key, _ in sink.keys].count(session_dir)
+            # one read at the first change, then one per gathering at most (a loaded
+            # machine only makes the writes slower: fewer reads per second, not more)
+            assert 1 <= reads <= 2 + took / session_watch.GATHER_WHILE_WRITING
+            assert reads < appends / 4
+            assert watch._gather_seconds() == session_watch.GATHER_SECONDS  # writes over
+            sink.keys.clear()
+            with open(root / "p" / "s.jsonl", "ab") as f:  # another process's change
+                f.write(b"{}\n")
+            await _settle()
+            assert sink.keys == list(_both("p", "s", False).items())
             nursery.cancel_scope.cancel()
 
     trio.run(scenario)

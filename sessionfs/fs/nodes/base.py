@@ -438,6 +438,11 @@ class Node:
     #: the inode, and this node, go too; a walk of a corpus bigger than ``--cache-mb``
     #: then holds the nodes of the sessions in the cache, not of every session read
     released_with_session: bool = False
+    #: ``stat`` answers the same for as long as the node lives, and its attributes
+    #: change only with `permissions` and `read_only_reason` (a dir of the mount's
+    #: own, like ``append/``, which the kernel asks about after every file made in
+    #: it): a getattr sends the attributes made last time while those are the same
+    stat_fixed: bool = False
 
     def __init__(self, ctx: MountContext, key: tuple[str, ...]) -> None:
         self.ctx = ctx
@@ -530,7 +535,8 @@ class DirNode(Node):
     kind = Kind.DIR
     mode = 0o555
     #: How long the kernel may remember that a name is not here (seconds): only for
-    #: a dir where no name ever exists (``append/``), so remembering is always right.
+    #: a dir where no name ever exists (``append/``), so remembering is always right
+    #: (``ops`` answers a lookup in it without asking `lookup`).
     absent_timeout = 0.0
     #: Whether the listing is taken at the first ``readdir`` rather than at
     #: ``opendir``: for a dir whose listing cannot fail, so an open that reads nothing

@@ -482,6 +482,7 @@ class AppendDir(InSession, DirNode):
 
     tier = VOLATILE
     mode = 0o755
+    stat_fixed = True  # the mount's own dir: its mode and owner follow the session file
     # The kernel looks a new name up twice before it creates it (the second time to
     # revalidate what the first found); a remembered absence answers the second.
     absent_timeout = 1.0
@@ -490,9 +491,10 @@ class AppendDir(InSession, DirNode):
         return None
 
     async def create(self, name: str, flags: int, mode: int) -> tuple[Node, OpenFile]:
-        await self.session(load=False)  # ENOENT when the session is gone; not read yet
+        session = await self.session(load=False)  # ENOENT when it is gone; not read yet
         self.refuse_while_agent_runs()  # at create: shells report it, not a close() error
-        node = AppendFile(self.ctx, self.child_key(name), self.session_key)
+        shown = derived_permissions(session.access)  # as `InSession.permissions` would
+        node = AppendFile(self.ctx, self.child_key(name), self.session_key, shown)
         return node, node.handle()
 
 
@@ -506,23 +508,34 @@ class AppendFile(InSession, FileNode):
     long-lived writer pays one round trip per entry rather than an open, a write and a
     close."""
 
-    __slots__ = ("_session_key",)
+    __slots__ = ("_session_key", "_shown")
 
     tier = DROPBOX
     mode = 0o644
     invalidate_on_change = False  # never cached, never read
 
     def __init__(
-        self, ctx: MountContext, key: tuple[str, ...], session_key: tuple[str, str]
+        self,
+        ctx: MountContext,
+        key: tuple[str, ...],
+        session_key: tuple[str, str],
+        shown: Permissions,
     ) -> None:
         super().__init__(ctx, key)
         # Its dir's (`AppendDir.create` passes it): each file has a name of its own, so
         # deriving it from the key would parse a new key on every append.
         self._session_key = session_key
+        # The session file's mode and owner as `create` found them, fresh: the file
+        # lives while it is open, and its attributes are made right after (its create
+        # reply) from these rather than by looking the session up again.
+        self._shown = shown
 
     @property
     def session_key(self) -> tuple[str, str]:
         return self._session_key
+
+    async def permissions(self) -> Permissions:
+        return self._shown
 
     async def stat(self) -> Stat:
         return Stat(0, time.time_ns())
