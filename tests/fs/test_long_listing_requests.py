@@ -1,0 +1,76 @@
+"""Acceptance: ``ls -l entries/`` costs the daemon what ``ls entries/`` does (issue 26
+point 6: the long listing is typed as often as the short one).
+
+The kernel gets every file's attributes with its name (readdirplus), and keeps them
+(an entry file never changes under its name): ``ls -l``, ``stat``, ``find -ls`` and
+``du`` of every file then send the daemon no request per file -- no lookup, no
+getattr, and no extended-attribute request (the daemon answers the first with ENOSYS
+and the kernel asks no more) -- while every size they show is the number of bytes
+``cat`` and ``wc -c`` read. The daemon's ``--debug`` log shows the requests it got."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from support.mount import Mount, MountFactory
+from test_huge_listing import WORDS, agent_project, cat_all, expected, ls_l, run, write_session
+
+pytestmark = pytest.mark.fuse
+
+#: a few hundred entries: a request per file would stand out of the few the path's
+#: directories cost
+ENTRIES = 400
+#: what listing requests are (every other request counts against the files)
+LISTING = {"opendir", "readdir", "releasedir"}
+
+
+def requests_since(mount: Mount, since: int) -> Counter[str]:
+    """The requests of the ``--debug`` log from byte ``since`` on, by name."""
+    lines = mount.log.read_bytes()[since:].decode(errors="replace")
+    return Counter(re.findall(r" DEBUG (\w+)\(", lines))
+
+
+def assert_asked_nothing_per_file(mount: Mount, since: int, what: str) -> None:
+    """The requests since ``since`` are listings plus a handful (the path's dirs), not
+    one per file."""
+    asked = requests_since(mount, since)
+    others = {name: n for name, n in asked.items() if name not in LISTING}
+    assert sum(others.values()) < ENTRIES // 10, f"{what}: {others}"
+
+
+def test_ls_l_stat_find_and_du_of_entries_ask_the_daemon_nothing_per_file(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    session = agent_project(tmp_path) / "long.jsonl"
+    write_session(session, ENTRIES, WORDS)
+    files = expected(session)
+    names = list(files)
+    mount = mount_factory(tmp_path / "agent", "--debug")
+    entries = mount.path / "sessions" / "--work--" / "long" / "entries"
+
+    # The first `ls -l` of a fresh daemon: every size exact, in file order.
+    since = mount.log.stat().st_size
+    listed = ls_l(entries)
+    assert list(listed) == names
+    assert [size for size, _ in listed.values()] == [len(files[n]) for n in names]
+    assert requests_since(mount, since)["readdir"] >= 1  # the log holds the listing
+    assert_asked_nothing_per_file(mount, since, "ls -l")
+
+    # What else stats every file of a listing: the same sizes, no request per file.
+    since = mount.log.stat().st_size
+    stat_sizes = run("find", entries, "-type", "f", "-exec", "stat", "-c", "%n %s", "{}", "+")
+    by_stat = dict(line.rsplit(" ", 1) for line in stat_sizes.decode().splitlines())
+    assert {Path(p).name: int(s) for p, s in by_stat.items()} == {n: len(files[n]) for n in names}
+    found = run("find", entries, "-type", "f", "-ls").decode().splitlines()
+    assert sorted(int(line.split()[6]) for line in found) == sorted(len(b) for b in files.values())
+    du_total = int(run("du", "-sb", entries).split()[0])
+    assert du_total == sum(len(b) for b in files.values())
+    assert_asked_nothing_per_file(mount, since, "stat, find -ls, du")
+
+    # The sizes are what the reads return: `wc -c` of each file, `cat` of them all.
+    counted = run("wc", "-c", *names, cwd=entries).decode().splitlines()[:-1]  # no total
+    assert [int(line.split()[0]) for line in counted] == [len(files[n]) for n in names]
+    assert cat_all(entries, names) == b"".join(files.values())
