@@ -1,5 +1,7 @@
 """Acceptance: ``ls -l entries/`` costs the daemon what ``ls entries/`` does (issue 26
-point 6: the long listing is typed as often as the short one).
+point 6: the long listing is typed as often as the short one); a file named without a
+listing before (a script, or a kernel that let the listing's names go) is answered
+from the sizes the session's load measured, at the same exact size.
 
 The kernel gets every file's attributes with its name (readdirplus), and keeps them
 (an entry file never changes under its name): ``ls -l``, ``stat``, ``find -ls`` and
@@ -12,11 +14,23 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
+import orjson
 import pytest
 from support.mount import Mount, MountFactory
-from test_huge_listing import WORDS, agent_project, cat_all, expected, ls_l, run, write_session
+from support.waiting import eventually
+from test_huge_listing import (
+    WORDS,
+    agent_project,
+    cat_all,
+    entry,
+    expected,
+    ls_l,
+    run,
+    write_session,
+)
 
 pytestmark = pytest.mark.fuse
 
@@ -74,3 +88,44 @@ def test_ls_l_stat_find_and_du_of_entries_ask_the_daemon_nothing_per_file(
     counted = run("wc", "-c", *names, cwd=entries).decode().splitlines()[:-1]  # no total
     assert [int(line.split()[0]) for line in counted] == [len(files[n]) for n in names]
     assert cat_all(entries, names) == b"".join(files.values())
+
+
+def stat_by_path(entries: Path, names: list[str]) -> list[tuple[int, int]]:
+    """(size, mtime in seconds) of each file, each ``stat``'s path naming it (no
+    listing: the kernel looks each name up)."""
+    out = run("stat", "-c", "%s %Y", *(entries / name for name in names))
+    return [(int(size), int(mtime)) for size, mtime in (line.split() for line in out.splitlines())]
+
+
+def entry_time(data: bytes) -> int:
+    return int(datetime.fromisoformat(orjson.loads(data)["timestamp"]).timestamp())
+
+
+def test_entries_named_before_any_listing_show_their_exact_sizes(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    session = agent_project(tmp_path) / "long.jsonl"
+    write_session(session, ENTRIES, WORDS)
+    files = expected(session)
+    names = list(files)
+    mount = mount_factory(tmp_path / "agent")
+    entries = mount.path / "sessions" / "--work--" / "long" / "entries"
+
+    assert stat_by_path(entries, names) == [(len(b), entry_time(b)) for b in files.values()]
+    assert cat_all(entries, names) == b"".join(files.values())
+    listed = ls_l(entries)
+    assert [size for size, _ in listed.values()] == [len(files[n]) for n in names]
+
+    # Another process appends: the new files, named before the next listing, too.
+    with open(session, "ab") as f:
+        f.write(
+            b"".join(
+                orjson.dumps(entry(i, "appended")) + b"\n" for i in range(ENTRIES, ENTRIES + 3)
+            )
+        )
+    files = expected(session)
+    new = list(files)[ENTRIES:]
+    assert len(new) == 3
+    eventually(lambda: (entries / new[-1]).exists(), "the appended entries", within=30)
+    assert stat_by_path(entries, new) == [(len(files[n]), entry_time(files[n])) for n in new]
+    assert cat_all(entries, new) == b"".join(files[n] for n in new)
