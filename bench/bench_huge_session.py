@@ -10,7 +10,9 @@ taken in a fresh daemon once its search index is up to date:
 * the first ``ls -l entries/`` against the first ``ls entries/``, each in a fresh
   daemon, alternated for ``--rounds`` rounds (medians): the daemon's CPU and the
   command's own CPU during each (``ls -l`` makes no request per file: its extra is
-  the kernel's ``statx`` and ``getxattr`` of every file), the daemon's RSS peak.
+  the kernel's ``statx`` and ``getxattr`` of every file), the daemon's RSS peak;
+* a ``stat`` of every entry file by name with no listing before, in a fresh daemon:
+  a lookup each, what any command costs once the kernel holds no dentry of them.
 
 The baseline column is one ``orjson`` parse of every line of the file (what any
 reader of the whole file pays once); the targets are the issue's absolute ones.
@@ -217,6 +219,28 @@ def long_listing_rows(
     ]
 
 
+def stat_by_name(
+    mount_args: list[str], mnt: Path, entries: Path, count: int, checkout: Path = REPO
+) -> FirstListing:
+    """A fresh daemon's ``stat`` of every entry file by its name, with no listing
+    before: a lookup each, what the kernel asks when it holds no dentry from a
+    listing (it let them go, or a script names the files); as a `FirstListing`
+    (the command's own CPU: this process's, the loop included)."""
+    with mounted(mount_args, mnt, cwd=checkout) as daemon:
+        time.sleep(INDEX_SETTLE_SECONDS)
+        wait_for_search(mnt, 300)
+        cpu, own = proc_cpu_seconds(daemon.pid), time.process_time()
+        start = time.perf_counter()
+        # by path, as a shell's commands name them (an open dir handle would list the
+        # dir in the daemon, and the lookups would find the listing's rows)
+        sizes = [os.stat(f"{entries}/{i:08x}.json").st_size for i in range(count)]
+        wall = time.perf_counter() - start
+        cpu, own = proc_cpu_seconds(daemon.pid) - cpu, time.process_time() - own
+        peak = proc_status_mb(daemon.pid, "VmHWM") or 0.0
+    assert len(sizes) == count and min(sizes) > 0
+    return FirstListing(wall, cpu, own, peak)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", type=int, default=200_000)
@@ -341,6 +365,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     rows += long_listing_rows(
         mount_args, mnt, session_dir / "entries", args.entries, args.rounds, bound
+    )
+    by_name = stat_by_name(mount_args, mnt, session_dir / "entries", args.entries)
+    rows.append(
+        Row(
+            "stat of each entry by name, no listing (daemon CPU)",
+            f"{by_name.wall_s:.2f} s ({by_name.daemon_cpu_s:.2f} s), peak {by_name.peak_mb:.0f} MB",
+            f"{parse_s:.2f} s",
+            by_name.wall_s / parse_s,
+            "none: a lookup each",
+            None,
+        )
     )
     print_table(
         f"One session of {args.entries:,} entries ({size_mb:.0f} MB), --cache-mb {CACHE_MB}", rows
