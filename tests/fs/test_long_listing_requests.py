@@ -55,15 +55,23 @@ def assert_asked_nothing_per_file(mount: Mount, since: int, what: str) -> None:
     assert sum(others.values()) < ENTRIES // 10, f"{what}: {others}"
 
 
+def mounted_session(
+    tmp_path: Path, mount_factory: MountFactory, *options: str
+) -> tuple[Path, dict[str, bytes], Mount, Path]:
+    """A session of `ENTRIES` entries, mounted fresh with ``options``: its file, its
+    entry files (name -> bytes, in order), the mount and the session's ``entries/``."""
+    session = agent_project(tmp_path) / "long.jsonl"
+    write_session(session, ENTRIES, WORDS)
+    mount = mount_factory(tmp_path / "agent", *options)
+    entries = mount.path / "sessions" / "--work--" / "long" / "entries"
+    return session, expected(session), mount, entries
+
+
 def test_ls_l_stat_find_and_du_of_entries_ask_the_daemon_nothing_per_file(
     tmp_path: Path, mount_factory: MountFactory
 ) -> None:
-    session = agent_project(tmp_path) / "long.jsonl"
-    write_session(session, ENTRIES, WORDS)
-    files = expected(session)
+    _session, files, mount, entries = mounted_session(tmp_path, mount_factory, "--debug")
     names = list(files)
-    mount = mount_factory(tmp_path / "agent", "--debug")
-    entries = mount.path / "sessions" / "--work--" / "long" / "entries"
 
     # The first `ls -l` of a fresh daemon: every size exact, in file order.
     since = mount.log.stat().st_size
@@ -104,12 +112,8 @@ def entry_time(data: bytes) -> int:
 def test_entries_named_before_any_listing_show_their_exact_sizes(
     tmp_path: Path, mount_factory: MountFactory
 ) -> None:
-    session = agent_project(tmp_path) / "long.jsonl"
-    write_session(session, ENTRIES, WORDS)
-    files = expected(session)
+    session, files, _mount, entries = mounted_session(tmp_path, mount_factory)
     names = list(files)
-    mount = mount_factory(tmp_path / "agent")
-    entries = mount.path / "sessions" / "--work--" / "long" / "entries"
 
     assert stat_by_path(entries, names) == [(len(b), entry_time(b)) for b in files.values()]
     assert cat_all(entries, names) == b"".join(files.values())
