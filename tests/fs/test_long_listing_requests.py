@@ -12,6 +12,7 @@ and the kernel asks no more) -- while every size they show is the number of byte
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from datetime import datetime
@@ -133,3 +134,15 @@ def test_entries_named_before_any_listing_show_their_exact_sizes(
     eventually(lambda: (entries / new[-1]).exists(), "the appended entries", within=30)
     assert stat_by_path(entries, new) == [(len(files[n]), entry_time(files[n])) for n in new]
     assert cat_all(entries, new) == b"".join(files[n] for n in new)
+
+    # The file is replaced (the same ids, longer texts): once the daemon has seen it,
+    # a name looked up shows the new file's size, none an old one.
+    replacement = session.with_suffix(".tmp")
+    write_session(replacement, ENTRIES, f"{WORDS}, replaced by a longer text")
+    os.replace(replacement, session)
+    files = expected(session)
+    names = list(files)
+    want = [(len(b), entry_time(b)) for b in files.values()]
+    eventually(lambda: stat_by_path(entries, names[:1]) == want[:1], "the replaced file", 30)
+    assert stat_by_path(entries, names) == want
+    assert cat_all(entries, names) == b"".join(files.values())
