@@ -6,7 +6,13 @@ taken in a fresh daemon once its search index is up to date:
 * the daemon's RSS (peak and now) after that listing, against ``--cache-mb`` + 100 MB;
 * the first append through ``append/`` (``cp`` of a JSON message);
 * the first ``ls path/`` (200,000 symlinks) and an ``ls -l path/`` right after (each
-  link's ``readlink``), with the daemon's CPU time during each and its RSS after.
+  link's ``readlink``), with the daemon's CPU time during each and its RSS after;
+* the first ``ls -l entries/`` against the first ``ls entries/``, each in a fresh
+  daemon, alternated for ``--rounds`` rounds (medians): the daemon's CPU and the
+  command's own CPU during each (``ls -l`` makes no request per file: its extra is
+  the kernel's ``statx`` and ``getxattr`` of every file), the daemon's RSS peak;
+* a ``stat`` of every entry file by name with no listing before, in a fresh daemon:
+  a lookup each, what any command costs once the kernel holds no dentry of them.
 
 The baseline column is one ``orjson`` parse of every line of the file (what any
 reader of the whole file pays once); the targets are the issue's absolute ones.
@@ -17,7 +23,10 @@ reader of the whole file pays once); the targets are the issue's absolute ones.
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import shutil
+import statistics
 import subprocess
 import tempfile
 import time
@@ -37,6 +46,8 @@ CACHE_MB = 256
 INDEX_SETTLE_SECONDS = 3.0
 FIRST_LS_TARGET_S = 2.0
 FIRST_APPEND_TARGET_S = 0.1
+#: issue 26 point 6, as the lead set it: what a user types as often as ``ls``
+LONG_LISTING_TARGET_RATIO = 2.0
 
 
 def write_session(path: Path, entries: int) -> None:
@@ -110,10 +121,133 @@ def first_path_listing(
     return PathListing(ls_s, ls_cpu, ls_l_s, ls_l_cpu, peak)
 
 
+@dataclass
+class FirstListing:
+    """One fresh daemon's first listing of ``entries/``: the command's wall time, the
+    daemon's CPU and the command's own (user + system: the kernel's work for it)
+    during it, and the daemon's RSS peak after it."""
+
+    wall_s: float
+    daemon_cpu_s: float
+    command_cpu_s: float
+    peak_mb: float
+
+
+def children_cpu_seconds() -> float:
+    """User + system CPU of this process's children waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def first_listing(
+    mount_args: list[str], mnt: Path, argv: list[str | Path], expected: int, checkout: Path = REPO
+) -> FirstListing:
+    """`FirstListing` of ``argv`` (an ``ls`` of ``entries/`` printing ``expected``
+    lines) in a fresh daemon of ``checkout`` once its search index is up to date."""
+    with mounted(mount_args, mnt, cwd=checkout) as daemon:
+        time.sleep(INDEX_SETTLE_SECONDS)
+        wait_for_search(mnt, 300)
+        cpu, own = proc_cpu_seconds(daemon.pid), children_cpu_seconds()
+        wall, listed = ls_seconds(*argv)
+        cpu, own = proc_cpu_seconds(daemon.pid) - cpu, children_cpu_seconds() - own
+        peak = proc_status_mb(daemon.pid, "VmHWM") or 0.0
+    assert listed == expected, (argv, listed, expected)
+    return FirstListing(wall, cpu, own, peak)
+
+
+def long_listing_rows(
+    mount_args: list[str], mnt: Path, entries: Path, count: int, rounds: int, bound_mb: int
+) -> list[Row]:
+    """The first ``ls -l entries/`` against the first ``ls entries/``, each in a fresh
+    daemon, alternated (``ls`` first in even rounds) over ``rounds``: medians."""
+    plain: list[FirstListing] = []
+    long: list[FirstListing] = []
+    for round_ in range(rounds):
+        steps: list[tuple[list[FirstListing], list[str | Path], int]] = [
+            (plain, ["ls", entries], count),
+            (long, ["ls", "-l", entries], count + 1),  # and its "total" line
+        ]
+        for into, argv, expected in steps if round_ % 2 == 0 else steps[::-1]:
+            listing = first_listing(mount_args, mnt, argv, expected)
+            into.append(listing)
+            print(
+                f"  round {round_}, {' '.join(map(str, argv[:-1]))}: {listing.wall_s:.2f} s,"
+                f" daemon CPU {listing.daemon_cpu_s:.2f} s, its own {listing.command_cpu_s:.2f} s,"
+                f" daemon peak {listing.peak_mb:.0f} MB, load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
+
+    def median(side: list[FirstListing], figure: str) -> float:
+        return statistics.median(getattr(listing, figure) for listing in side)
+
+    ratio = statistics.median(b.wall_s / a.wall_s for a, b in zip(plain, long, strict=True))
+    walls = ", ".join(f"{b.wall_s:.2f}" for b in long)
+    peak = max(listing.peak_mb for listing in long)
+    return [
+        Row(
+            f"first ls -l entries/, {rounds} fresh daemons (median)",
+            f"{median(long, 'wall_s'):.2f} s ({walls})",
+            f"first ls {median(plain, 'wall_s'):.2f} s",
+            ratio,
+            f"<= {LONG_LISTING_TARGET_RATIO:.0f}x first ls",
+            ratio <= LONG_LISTING_TARGET_RATIO,
+        ),
+        Row(
+            "  daemon CPU during ls -l / during ls",
+            f"{median(long, 'daemon_cpu_s'):.2f} s",
+            f"{median(plain, 'daemon_cpu_s'):.2f} s",
+            median(long, "daemon_cpu_s") / max(median(plain, "daemon_cpu_s"), 1e-3),
+            "none: no request per file",
+            None,
+        ),
+        Row(
+            "  ls -l's own CPU / ls's (statx, getxattr)",
+            f"{median(long, 'command_cpu_s'):.2f} s",
+            f"{median(plain, 'command_cpu_s'):.2f} s",
+            median(long, "command_cpu_s") / max(median(plain, "command_cpu_s"), 1e-3),
+            "none: the kernel's and ls's",
+            None,
+        ),
+        Row(
+            "daemon RSS peak after ls -l",
+            f"{peak:.0f} MB",
+            f"{max(listing.peak_mb for listing in plain):.0f} MB after ls",
+            peak / max(max(listing.peak_mb for listing in plain), 1.0),
+            f"<= {bound_mb} MB",
+            peak <= bound_mb,
+        ),
+    ]
+
+
+def stat_by_name(
+    mount_args: list[str], mnt: Path, entries: Path, count: int, checkout: Path = REPO
+) -> FirstListing:
+    """A fresh daemon's ``stat`` of every entry file by its name, with no listing
+    before: a lookup each, what the kernel asks when it holds no dentry from a
+    listing (it let them go, or a script names the files); as a `FirstListing`
+    (the command's own CPU: this process's, the loop included)."""
+    with mounted(mount_args, mnt, cwd=checkout) as daemon:
+        time.sleep(INDEX_SETTLE_SECONDS)
+        wait_for_search(mnt, 300)
+        cpu, own = proc_cpu_seconds(daemon.pid), time.process_time()
+        start = time.perf_counter()
+        # by path, as a shell's commands name them (an open dir handle would list the
+        # dir in the daemon, and the lookups would find the listing's rows)
+        sizes = [os.stat(f"{entries}/{i:08x}.json").st_size for i in range(count)]
+        wall = time.perf_counter() - start
+        cpu, own = proc_cpu_seconds(daemon.pid) - cpu, time.process_time() - own
+        peak = proc_status_mb(daemon.pid, "VmHWM") or 0.0
+    assert len(sizes) == count and min(sizes) > 0
+    return FirstListing(wall, cpu, own, peak)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", type=int, default=200_000)
     parser.add_argument("--work", type=Path, default=None, help="default: a temp dir")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="fresh daemons for ls and for ls -l (default 2)"
+    )
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="sessionfs-huge-"))
     agent = work / "agent"
@@ -227,6 +361,20 @@ def main(argv: list[str] | None = None) -> int:
             path.peak_mb / size_mb,
             f"<= {bound} MB",
             path.peak_mb <= bound,
+        )
+    )
+    rows += long_listing_rows(
+        mount_args, mnt, session_dir / "entries", args.entries, args.rounds, bound
+    )
+    by_name = stat_by_name(mount_args, mnt, session_dir / "entries", args.entries)
+    rows.append(
+        Row(
+            "stat of each entry by name, no listing (daemon CPU)",
+            f"{by_name.wall_s:.2f} s ({by_name.daemon_cpu_s:.2f} s), peak {by_name.peak_mb:.0f} MB",
+            f"{parse_s:.2f} s",
+            by_name.wall_s / parse_s,
+            "none: a lookup each",
+            None,
         )
     )
     print_table(

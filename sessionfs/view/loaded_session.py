@@ -853,6 +853,16 @@ class LoadedSession:
         limit = self.whole_read_limit
         return limit is not None and self.file_state[1] > limit
 
+    def listed_entry_file(self, name: str) -> tuple[int, int] | None:
+        """The size and mtime (ns) of entry file ``name`` if the ``entries/`` listing
+        is measured already (a load for a listing measures it: `ENTRY_LISTING`) and
+        shows it; no work: safe on the event loop."""
+        listing = self._entry_listing
+        if listing is None:
+            return None
+        index = listing.table.index_of_name.get(name)
+        return (listing.sizes[index], listing.mtimes_ns[index]) if index is not None else None
+
     def cached_entry_bytes(self, name: str) -> bytes | None:
         """The entry file's bytes if already rendered (no work: safe on the event loop)."""
         table = self._table
