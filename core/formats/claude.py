@@ -120,6 +120,10 @@ def _record(line: Line, obj: dict[str, Any], name: str, uuid: str | None) -> _Cl
     )
 
 
+def _same_response(line: _ClaudeLine, before: _ClaudeLine) -> bool:
+    return line.message_id is not None and line.message_id == before.message_id
+
+
 class ClaudeSession(JsonlSession[_ClaudeLine]):
     """One Claude Code session file (or sub-agent file) read-only. ``meta``: a
     sub-agent's ``meta.json`` object, shown in its header."""
@@ -164,11 +168,10 @@ class ClaudeSession(JsonlSession[_ClaudeLine]):
         if record.parent is not None and (at := self._index_of.get(record.parent)) is not None:
             record.parent = self._lines[at].name
         before = self._lines[-1] if self._lines else None
-        if before is not None and record.message_id is not None:
-            if record.message_id == before.message_id:
-                record.message_id = before.message_id
-                if record.usage == before.usage:
-                    record.usage = before.usage
+        if before is not None and _same_response(record, before):
+            record.message_id = before.message_id
+            if record.usage == before.usage:
+                record.usage = before.usage
         return record
 
     # -- the session ---------------------------------------------------------------------
