@@ -42,10 +42,11 @@ from __future__ import annotations
 import base64
 import binascii
 from abc import ABC, abstractmethod
+from array import array
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, overload
 
 __all__ = [
     "AGENTS",
@@ -115,48 +116,51 @@ class Forest:
     children oldest first (stable by file order on equal or missing times), roots in
     file order, a parent cycle cut at its first entry in file order (which becomes a
     root), so every entry appears exactly once -- the rules of ``core.tree.build_tree``
-    over indexes."""
+    over indexes.
+
+    Held as three arrays of ints (`Children`, `Parents`): 24 bytes an entry, where a
+    list of children and int objects per entry cost ~130 (a Codex rollout of 350,000
+    lines, issue 26 point 6)."""
 
     def __init__(self, parents: Sequence[int | None], times: Sequence[int | None]) -> None:
         count = len(parents)
-        children: list[list[int]] = [[] for _ in range(count)]
+        parent_of = array("q", [-1]) * count  # -1: a root
         roots: list[int] = []
-        parent_of: list[int | None] = [None] * count
         for index, parent in enumerate(parents):
             if parent is None or parent == index or not 0 <= parent < count:
                 roots.append(index)
             else:
-                children[parent].append(index)
                 parent_of[index] = parent
-        reached = self._reach(roots, children, count)
-        if len(reached) < count:
+        children = Children.of(parent_of)
+        reached = bytearray(count)
+        if self._reach(roots, children, parent_of, reached) < count:
             for index in range(count):
-                if index in reached:
+                if reached[index]:
                     continue
-                parent = parent_of[index]
-                if parent is not None:
-                    children[parent].remove(index)
-                    parent_of[index] = None
+                parent_of[index] = -1  # a cycle: cut here, a root
                 roots.append(index)
-                reached |= self._reach([index], children, count)
-        order = [float("-inf") if t is None else float(t) for t in times]
-        for kids in children:
-            if len(kids) > 1:
-                kids.sort(key=order.__getitem__)
+                self._reach([index], children, parent_of, reached)
+            children = Children.of(parent_of)  # without the links cut
+        children.sort_families(times)
         self.children = children
         self.roots = roots
-        self.parent_of = parent_of
+        self.parent_of = Parents(parent_of)
+        self._parent_of = parent_of
 
     @staticmethod
-    def _reach(starts: list[int], children: list[list[int]], count: int) -> set[int]:
-        reached: set[int] = set()
+    def _reach(
+        starts: list[int], children: Children, parent_of: array[int], reached: bytearray
+    ) -> int:
+        """Mark what ``starts`` reach down links not cut; how many were marked."""
+        marked = 0
         stack = list(starts)
         while stack:
             index = stack.pop()
-            if index not in reached:
-                reached.add(index)
-                stack.extend(children[index])
-        return reached
+            if not reached[index]:
+                reached[index] = 1
+                marked += 1
+                stack.extend(kid for kid in children[index] if parent_of[kid] == index)
+        return marked
 
     def depth(self) -> int:
         """Entries on the longest root -> tip path (0 when empty)."""
@@ -175,12 +179,96 @@ class Forest:
     def path_to(self, index: int | None) -> list[int]:
         """Indexes from the root down to ``index`` (``[]`` for ``None``)."""
         path: list[int] = []
+        if index is None:
+            return path
+        parent_of = self._parent_of
         current = index
-        while current is not None:
+        while current >= 0:
             path.append(current)
-            current = self.parent_of[current]
+            current = parent_of[current]
         path.reverse()
         return path
+
+
+class Children(Sequence[list[int]]):
+    """Each entry's children (`Forest.children`): one array of them all, each
+    family's in a row, and where each family starts (`of`)."""
+
+    def __init__(self, starts: array[int], kids: array[int]) -> None:
+        self._starts = starts  # entry i's children: kids[starts[i]:starts[i + 1]]
+        self._kids = kids
+
+    @classmethod
+    def of(cls, parent_of: array[int]) -> Children:
+        """The children of ``parent_of``'s entries (-1: a root), in file order."""
+        count = len(parent_of)
+        starts = array("q", [0]) * (count + 1)
+        for parent in parent_of:
+            if parent >= 0:
+                starts[parent + 1] += 1
+        for index in range(count):
+            starts[index + 1] += starts[index]
+        kids = array("q", [0]) * starts[count]
+        filled = starts[:count]
+        for index, parent in enumerate(parent_of):
+            if parent >= 0:
+                kids[filled[parent]] = index
+                filled[parent] += 1
+        return cls(starts, kids)
+
+    def sort_families(self, times: Sequence[int | None]) -> None:
+        """Each family oldest first (stable: file order on equal or missing times)."""
+        starts, kids = self._starts, self._kids
+        for index in range(len(starts) - 1):
+            start, end = starts[index], starts[index + 1]
+            if end - start > 1:
+                family = kids[start:end].tolist()
+                family.sort(key=lambda kid: _order(times[kid]))
+                kids[start:end] = array("q", family)
+
+    def __len__(self) -> int:
+        return len(self._starts) - 1
+
+    @overload
+    def __getitem__(self, index: int) -> list[int]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[list[int]]: ...
+    def __getitem__(self, index: int | slice) -> list[int] | list[list[int]]:
+        if isinstance(index, slice):
+            return [self[at] for at in range(len(self))[index]]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._kids[self._starts[index] : self._starts[index + 1]].tolist()
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for index in range(len(self)):
+            yield self[index]
+
+
+class Parents(Sequence[int | None]):
+    """Each entry's parent (`Forest.parent_of`; ``None``: a root) over an array."""
+
+    def __init__(self, parent_of: array[int]) -> None:
+        self._parent_of = parent_of
+
+    def __len__(self) -> int:
+        return len(self._parent_of)
+
+    @overload
+    def __getitem__(self, index: int) -> int | None: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[int | None]: ...
+    def __getitem__(self, index: int | slice) -> int | list[int | None] | None:
+        if isinstance(index, slice):
+            return [None if p < 0 else p for p in self._parent_of[index]]
+        parent = self._parent_of[index]
+        return None if parent < 0 else parent
+
+
+def _order(time_ms: int | None) -> float:
+    return float("-inf") if time_ms is None else float(time_ms)
 
 
 class SessionSource(ABC):
