@@ -46,6 +46,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import accumulate, pairwise
 from typing import Any, Final, overload
 
 __all__ = [
@@ -133,13 +134,13 @@ class Forest:
                 parent_of[index] = parent
         children = Children.of(parent_of)
         reached = bytearray(count)
-        if self._reach(roots, children, parent_of, reached) < count:
+        if self._reach(roots, children, parent_of, reached, cut=False) < count:
             for index in range(count):
                 if reached[index]:
                     continue
                 parent_of[index] = -1  # a cycle: cut here, a root
                 roots.append(index)
-                self._reach([index], children, parent_of, reached)
+                self._reach([index], children, parent_of, reached, cut=True)
             children = Children.of(parent_of)  # without the links cut
         children.sort_families(times)
         self.children = children
@@ -149,32 +150,46 @@ class Forest:
 
     @staticmethod
     def _reach(
-        starts: list[int], children: Children, parent_of: array[int], reached: bytearray
+        tops: list[int], children: Children, parent_of: array[int], reached: bytearray, cut: bool
     ) -> int:
-        """Mark what ``starts`` reach down links not cut; how many were marked."""
+        """Mark what ``tops`` reach down links not ``cut`` (any was: each is checked);
+        how many were marked."""
         marked = 0
-        stack = list(starts)
+        stack = list(tops)
+        starts, kids = children.starts, children.kids
         while stack:
             index = stack.pop()
-            if not reached[index]:
-                reached[index] = 1
-                marked += 1
-                stack.extend(kid for kid in children[index] if parent_of[kid] == index)
+            if reached[index]:
+                continue
+            reached[index] = 1
+            marked += 1
+            family = kids[starts[index] : starts[index + 1]]
+            if cut:
+                stack.extend(kid for kid in family if parent_of[kid] == index)
+            else:
+                stack.extend(family)
         return marked
 
     def depth(self) -> int:
         """Entries on the longest root -> tip path (0 when empty)."""
         deepest = 0
         stack = [(root, 1) for root in self.roots]
+        starts, kids = self.children.starts, self.children.kids
         while stack:
             index, depth = stack.pop()
             deepest = max(deepest, depth)
-            stack.extend((kid, depth + 1) for kid in self.children[index])
+            begin, end = starts[index], starts[index + 1]
+            if end - begin == 1:  # a chain: most entries
+                stack.append((kids[begin], depth + 1))
+            elif end > begin:
+                stack.extend((kid, depth + 1) for kid in kids[begin:end])
         return deepest
 
     def tip_count(self) -> int:
-        """Entries without children."""
-        return sum(1 for kids in self.children if not kids)
+        """Entries without children: those no entry names as parent."""
+        parents = set(self._parent_of)
+        parents.discard(-1)
+        return len(self._parent_of) - len(parents)
 
     def path_to(self, index: int | None) -> list[int]:
         """Indexes from the root down to ``index`` (``[]`` for ``None``)."""
@@ -195,39 +210,34 @@ class Children(Sequence[list[int]]):
     family's in a row, and where each family starts (`of`)."""
 
     def __init__(self, starts: array[int], kids: array[int]) -> None:
-        self._starts = starts  # entry i's children: kids[starts[i]:starts[i + 1]]
-        self._kids = kids
+        #: entry i's children: ``kids[starts[i]:starts[i + 1]]``
+        self.starts = starts
+        self.kids = kids
 
     @classmethod
     def of(cls, parent_of: array[int]) -> Children:
         """The children of ``parent_of``'s entries (-1: a root), in file order."""
         count = len(parent_of)
-        starts = array("q", [0]) * (count + 1)
+        sizes = array("q", [0]) * (count + 1)
         for parent in parent_of:
-            if parent >= 0:
-                starts[parent + 1] += 1
-        for index in range(count):
-            starts[index + 1] += starts[index]
-        kids = array("q", [0]) * starts[count]
-        filled = starts[:count]
-        for index, parent in enumerate(parent_of):
-            if parent >= 0:
-                kids[filled[parent]] = index
-                filled[parent] += 1
-        return cls(starts, kids)
+            sizes[parent + 1] += 1  # (a root's -1 counts at 0, set to 0 next)
+        sizes[0] = 0
+        starts = array("q", accumulate(sizes))
+        # Entries by parent, file order kept within a family (a stable sort), roots first.
+        by_parent = sorted(range(count), key=parent_of.__getitem__)
+        return cls(starts, array("q", by_parent[count - starts[count] :]))
 
     def sort_families(self, times: Sequence[int | None]) -> None:
         """Each family oldest first (stable: file order on equal or missing times)."""
-        starts, kids = self._starts, self._kids
-        for index in range(len(starts) - 1):
-            start, end = starts[index], starts[index + 1]
+        starts, kids = self.starts, self.kids
+        for start, end in pairwise(starts):
             if end - start > 1:
                 family = kids[start:end].tolist()
                 family.sort(key=lambda kid: _order(times[kid]))
                 kids[start:end] = array("q", family)
 
     def __len__(self) -> int:
-        return len(self._starts) - 1
+        return len(self.starts) - 1
 
     @overload
     def __getitem__(self, index: int) -> list[int]: ...
@@ -240,7 +250,7 @@ class Children(Sequence[list[int]]):
             index += len(self)
         if not 0 <= index < len(self):
             raise IndexError(index)
-        return self._kids[self._starts[index] : self._starts[index + 1]].tolist()
+        return self.kids[self.starts[index] : self.starts[index + 1]].tolist()
 
     def __iter__(self) -> Iterator[list[int]]:
         for index in range(len(self)):
