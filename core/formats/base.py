@@ -42,10 +42,12 @@ from __future__ import annotations
 import base64
 import binascii
 from abc import ABC, abstractmethod
+from array import array
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Final
+from itertools import accumulate, pairwise
+from typing import Any, Final, overload
 
 __all__ = [
     "AGENTS",
@@ -115,72 +117,168 @@ class Forest:
     children oldest first (stable by file order on equal or missing times), roots in
     file order, a parent cycle cut at its first entry in file order (which becomes a
     root), so every entry appears exactly once -- the rules of ``core.tree.build_tree``
-    over indexes."""
+    over indexes.
+
+    Held as three arrays of ints (`Children`, `Parents`): 24 bytes an entry, where a
+    list of children and int objects per entry cost ~130 (a Codex rollout of 350,000
+    lines, issue 26 point 6)."""
 
     def __init__(self, parents: Sequence[int | None], times: Sequence[int | None]) -> None:
         count = len(parents)
-        children: list[list[int]] = [[] for _ in range(count)]
+        parent_of = array("q", [-1]) * count  # -1: a root
         roots: list[int] = []
-        parent_of: list[int | None] = [None] * count
         for index, parent in enumerate(parents):
             if parent is None or parent == index or not 0 <= parent < count:
                 roots.append(index)
             else:
-                children[parent].append(index)
                 parent_of[index] = parent
-        reached = self._reach(roots, children, count)
-        if len(reached) < count:
+        children = Children.of(parent_of)
+        reached = bytearray(count)
+        if self._reach(roots, children, parent_of, reached, cut=False) < count:
             for index in range(count):
-                if index in reached:
+                if reached[index]:
                     continue
-                parent = parent_of[index]
-                if parent is not None:
-                    children[parent].remove(index)
-                    parent_of[index] = None
+                parent_of[index] = -1  # a cycle: cut here, a root
                 roots.append(index)
-                reached |= self._reach([index], children, count)
-        order = [float("-inf") if t is None else float(t) for t in times]
-        for kids in children:
-            if len(kids) > 1:
-                kids.sort(key=order.__getitem__)
+                self._reach([index], children, parent_of, reached, cut=True)
+            children = Children.of(parent_of)  # without the links cut
+        children.sort_families(times)
         self.children = children
         self.roots = roots
-        self.parent_of = parent_of
+        self.parent_of = Parents(parent_of)
+        self._parent_of = parent_of
 
     @staticmethod
-    def _reach(starts: list[int], children: list[list[int]], count: int) -> set[int]:
-        reached: set[int] = set()
-        stack = list(starts)
+    def _reach(
+        tops: list[int], children: Children, parent_of: array[int], reached: bytearray, cut: bool
+    ) -> int:
+        """Mark what ``tops`` reach down links not ``cut`` (any was: each is checked);
+        how many were marked."""
+        marked = 0
+        stack = list(tops)
+        starts, kids = children.starts, children.kids
         while stack:
             index = stack.pop()
-            if index not in reached:
-                reached.add(index)
-                stack.extend(children[index])
-        return reached
+            if reached[index]:
+                continue
+            reached[index] = 1
+            marked += 1
+            family = kids[starts[index] : starts[index + 1]]
+            if cut:
+                stack.extend(kid for kid in family if parent_of[kid] == index)
+            else:
+                stack.extend(family)
+        return marked
 
     def depth(self) -> int:
         """Entries on the longest root -> tip path (0 when empty)."""
         deepest = 0
         stack = [(root, 1) for root in self.roots]
+        starts, kids = self.children.starts, self.children.kids
         while stack:
             index, depth = stack.pop()
             deepest = max(deepest, depth)
-            stack.extend((kid, depth + 1) for kid in self.children[index])
+            begin, end = starts[index], starts[index + 1]
+            if end - begin == 1:  # a chain: most entries
+                stack.append((kids[begin], depth + 1))
+            elif end > begin:
+                stack.extend((kid, depth + 1) for kid in kids[begin:end])
         return deepest
 
     def tip_count(self) -> int:
-        """Entries without children."""
-        return sum(1 for kids in self.children if not kids)
+        """Entries without children: those no entry names as parent."""
+        parents = set(self._parent_of)
+        parents.discard(-1)
+        return len(self._parent_of) - len(parents)
 
     def path_to(self, index: int | None) -> list[int]:
         """Indexes from the root down to ``index`` (``[]`` for ``None``)."""
         path: list[int] = []
+        if index is None:
+            return path
+        parent_of = self._parent_of
         current = index
-        while current is not None:
+        while current >= 0:
             path.append(current)
-            current = self.parent_of[current]
+            current = parent_of[current]
         path.reverse()
         return path
+
+
+class Children(Sequence[list[int]]):
+    """Each entry's children (`Forest.children`): one array of them all, each
+    family's in a row, and where each family starts (`of`)."""
+
+    def __init__(self, starts: array[int], kids: array[int]) -> None:
+        #: entry i's children: ``kids[starts[i]:starts[i + 1]]``
+        self.starts = starts
+        self.kids = kids
+
+    @classmethod
+    def of(cls, parent_of: array[int]) -> Children:
+        """The children of ``parent_of``'s entries (-1: a root), in file order."""
+        count = len(parent_of)
+        sizes = array("q", [0]) * (count + 1)
+        for parent in parent_of:
+            sizes[parent + 1] += 1  # (a root's -1 counts at 0, set to 0 next)
+        sizes[0] = 0
+        starts = array("q", accumulate(sizes))
+        # Entries by parent, file order kept within a family (a stable sort), roots first.
+        by_parent = sorted(range(count), key=parent_of.__getitem__)
+        return cls(starts, array("q", by_parent[count - starts[count] :]))
+
+    def sort_families(self, times: Sequence[int | None]) -> None:
+        """Each family oldest first (stable: file order on equal or missing times)."""
+        starts, kids = self.starts, self.kids
+        for start, end in pairwise(starts):
+            if end - start > 1:
+                family = kids[start:end].tolist()
+                family.sort(key=lambda kid: _order(times[kid]))
+                kids[start:end] = array("q", family)
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    @overload
+    def __getitem__(self, index: int) -> list[int]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[list[int]]: ...
+    def __getitem__(self, index: int | slice) -> list[int] | list[list[int]]:
+        if isinstance(index, slice):
+            return [self[at] for at in range(len(self))[index]]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self.kids[self.starts[index] : self.starts[index + 1]].tolist()
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for index in range(len(self)):
+            yield self[index]
+
+
+class Parents(Sequence[int | None]):
+    """Each entry's parent (`Forest.parent_of`; ``None``: a root) over an array."""
+
+    def __init__(self, parent_of: array[int]) -> None:
+        self._parent_of = parent_of
+
+    def __len__(self) -> int:
+        return len(self._parent_of)
+
+    @overload
+    def __getitem__(self, index: int) -> int | None: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[int | None]: ...
+    def __getitem__(self, index: int | slice) -> int | list[int | None] | None:
+        if isinstance(index, slice):
+            return [None if p < 0 else p for p in self._parent_of[index]]
+        parent = self._parent_of[index]
+        return None if parent < 0 else parent
+
+
+def _order(time_ms: int | None) -> float:
+    return float("-inf") if time_ms is None else float(time_ms)
 
 
 class SessionSource(ABC):

@@ -120,6 +120,10 @@ def _record(line: Line, obj: dict[str, Any], name: str, uuid: str | None) -> _Cl
     )
 
 
+def _same_response(line: _ClaudeLine, before: _ClaudeLine) -> bool:
+    return line.message_id is not None and line.message_id == before.message_id
+
+
 class ClaudeSession(JsonlSession[_ClaudeLine]):
     """One Claude Code session file (or sub-agent file) read-only. ``meta``: a
     sub-agent's ``meta.json`` object, shown in its header."""
@@ -149,8 +153,26 @@ class ClaudeSession(JsonlSession[_ClaudeLine]):
         kind = _str(obj.get("type")) or "unknown"
         if uuid is None:
             self._meta_lines.note(kind, obj)
-            return _record(line, obj, f"meta-{line.number}-{kind}", None)
-        return _record(line, obj, uuid, uuid)
+            return self._compact(_record(line, obj, f"meta-{line.number}-{kind}", None))
+        return self._compact(_record(line, obj, uuid, uuid))
+
+    def _compact(self, record: _ClaudeLine) -> _ClaudeLine:
+        """``record`` holding one object for what other records hold too: its type and
+        role, its parent's uuid (the parent's own name), and its response's id and
+        usage when the line before was of the same response (a line per block). A
+        parsed line's strings are new objects each, and a big file's records are most
+        of what reading it holds (issue 26 point 6)."""
+        record.kind = self._shared(record.kind)
+        if record.role is not None:
+            record.role = self._shared(record.role)
+        if record.parent is not None and (at := self._index_of.get(record.parent)) is not None:
+            record.parent = self._lines[at].name
+        before = self._lines[-1] if self._lines else None
+        if before is not None and _same_response(record, before):
+            record.message_id = before.message_id
+            if record.usage == before.usage:
+                record.usage = before.usage
+        return record
 
     # -- the session ---------------------------------------------------------------------
 

@@ -209,15 +209,17 @@ class CodexSession(JsonlSession[_CodexLine]):
         self._note(kind, payload_type, payload, obj)
         timestamp, time_ms = line_times(obj)
         role = _str(payload.get("role")) if kind == "response_item" else None
+        role = role if payload_type == "message" else None
         return _CodexLine(
             name=f"{line.number:06d}-{kind}" + (f"-{payload_type}" if payload_type else ""),
             start=line.start,
             end=line.end,
             timestamp=timestamp,
             time_ms=time_ms,
-            kind=kind,
-            payload_type=payload_type,
-            role=role if payload_type == "message" else None,
+            # One object each for the few values these take (`JsonlSession._shared`).
+            kind=self._shared(kind),
+            payload_type=None if payload_type is None else self._shared(payload_type),
+            role=None if role is None else self._shared(role),
         )
 
     def _note(

@@ -72,8 +72,15 @@ class JsonlSession(SessionSource, Generic[Record]):
         self._lines: list[Record] = []
         self._index_of: dict[str, int] = {}
         self._malformed = 0
+        self._one_copy: dict[str, str] = {}
         self._reset_state()
         self._changed()
+
+    def _shared(self, value: str) -> str:
+        """One object for equal values of the few a record keeps (a line type, a role):
+        a parsed line's strings are new objects each, and a big file's records are
+        most of what reading it holds."""
+        return self._one_copy.setdefault(value, value)
 
     @abstractmethod
     def _reset_state(self) -> None:

@@ -17,12 +17,16 @@ A plain file bigger than `set_whole_read_limit`'s limit (the daemon sets it from
 cache budget) is not read into memory at all: its lines are indexed a megabyte at a
 time and each is read from the file when asked (`core.formats.xcsh_file.FileLines`,
 ``pread``), so a 200 MB session of another agent costs its per-line index, not its
-size (issue 26 point 6).
+size (issue 26 point 6). A compressed one over the limit is read so too when a dir
+to decompress it into is set (`decompressing_into`: a render worker's cache dir): it
+is decompressed once, a chunk at a time, into a file of that dir that has no name
+(``O_TMPFILE``, 0600: sessions hold secrets), gone when the reading is.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -33,11 +37,21 @@ from core.jsonl import lines_length, parse_object_line
 from core.safe_open import PathArg, open_regular
 from core.zstd_files import ZSTD_CHUNK, ZSTD_SUFFIX, read_chunks
 
-__all__ = ["ZSTD_SUFFIX", "Line", "LineFile", "read_zstd_prefix", "set_whole_read_limit"]
+__all__ = [
+    "ZSTD_SUFFIX",
+    "Line",
+    "LineFile",
+    "decompressing_into",
+    "read_zstd_prefix",
+    "set_whole_read_limit",
+]
 
 #: Plain files bigger than this (bytes) are read where they are (None: every file is
 #: read whole); `set_whole_read_limit`.
 _whole_read_limit: list[int | None] = [None]
+#: Where a compressed file over that limit is decompressed to be read where it is
+#: (None: it is read whole); `decompressing_into`.
+_decompress_dir: list[str | None] = [None]
 
 
 def set_whole_read_limit(limit: int | None) -> int | None:
@@ -45,6 +59,14 @@ def set_whole_read_limit(limit: int | None) -> int | None:
     on (the daemon: the largest file its cache renders in memory); returns the limit
     it replaces."""
     previous, _whole_read_limit[0] = _whole_read_limit[0], limit
+    return previous
+
+
+def decompressing_into(directory: str | None) -> str | None:
+    """Decompress compressed files over the whole-read limit into ``directory``
+    (module docstring) from now on (``None``: read them whole); returns the dir it
+    replaces."""
+    previous, _decompress_dir[0] = _decompress_dir[0], directory
     return previous
 
 
@@ -99,10 +121,24 @@ class LineFile:
             self.data, self.consumed, self.line_count = b"", 0, 0
             self._identity = (st.st_ino, st.st_size, st.st_mtime_ns)
             limit = _whole_read_limit[0]
-            if not self.compressed and limit is not None and st.st_size > limit:
-                return self._take_in_place(f.fileno(), st.st_size)
+            if limit is not None and st.st_size > limit:
+                if not self.compressed:
+                    return self._take_in_place(f.fileno(), st.st_size)
+                if _decompress_dir[0] is not None:
+                    return self._take_decompressed(f, _decompress_dir[0])
             data = _read_zstd(f) if self.compressed else f.read()
         return self._take(data)
+
+    def _take_decompressed(self, raw: BinaryIO, directory: str) -> Iterator[Line]:
+        """`_take_in_place` of the decompressed text of ``raw``, written a chunk at a
+        time into a file of ``directory`` without a name (module docstring): the
+        reading holds it open (`FileLines` keeps its own descriptor), and when that
+        goes, so does the file."""
+        with tempfile.TemporaryFile(dir=directory) as copy:  # O_TMPFILE, 0600
+            for chunk in read_chunks(raw):
+                copy.write(chunk)
+            copy.flush()
+            return self._take_in_place(copy.fileno(), copy.tell())
 
     def read_new(self) -> Iterator[Line] | None:
         """The lines appended since the last read (none: nothing new, or only a torn

@@ -24,7 +24,8 @@ import base64
 import hashlib
 import html
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, Protocol
 from urllib.parse import quote
 
@@ -37,7 +38,7 @@ from sessionfs.view.html_images import (
     decode_base64_image,
     sniff_image_type,
 )
-from sessionfs.view.names import entry_file_names
+from sessionfs.view.names import entry_file_names_when_asked
 from sessionfs.view.render import pretty_json
 
 __all__ = [
@@ -158,8 +159,9 @@ class _Page:
         self.up = up
         self.images = images
         self.budget = ImageBudget()
-        #: entries whose card carries their anchor (``#e-<entry file>``) already
-        self.anchored: set[int] = set()
+        #: entries whose card carries their anchor (``#e-<entry file>``) already: a
+        #: flag an entry (a set of 350,000 ints costs ~50 bytes each)
+        self.anchored = bytearray(len(source))
         self.parts: list[str] = []
         self.add: Add = self.parts.append
 
@@ -297,8 +299,8 @@ class _Page:
         if role == "toolResult" and message.get("isError"):
             classes += " is-error"
         anchor = ""
-        if index is not None and index not in self.anchored:  # turns may share a line
-            self.anchored.add(index)
+        if index is not None and not self.anchored[index]:  # turns may share a line
+            self.anchored[index] = 1
             anchor = f' id="{esc("e-" + self.names[index])}"'
         self.add(f'<section class="{classes}"{anchor}>\n<header>')
         self.add(f'<span class="role">{esc(_ROLE_NAMES.get(role, role))}</span>')
@@ -387,10 +389,16 @@ class _Forks:
     note is shown after the message of its entry, or before the first message past it
     on the path (an entry that shows no message of its own: a setting, a label)."""
 
-    def __init__(self, page: _Page, path: Sequence[int], on_current: set[int], is_current: bool):
+    def __init__(
+        self, page: _Page, path: Sequence[int], on_current: bytearray, is_current: bool
+    ) -> None:
         self.page = page
-        self.position = {index: at for at, index in enumerate(path)}
         source = page.source
+        #: each entry's position on the path (-1: not on it), an int an entry (a dict
+        #: of a path of 350,000 entries costs ~90 bytes each)
+        self.position = array("q", [-1]) * len(source)
+        for at, index in enumerate(path):
+            self.position[index] = at
         labels = source.labels()
         children = source.forest().children
         self.notes: list[tuple[int, int, str | None, list[int]]] = []  # (at, index, label, others)
@@ -412,13 +420,13 @@ class _Forks:
 
     def before(self, index: int | None) -> None:
         """Show the notes of entries on the path before ``index``."""
-        at = self.position.get(index) if index is not None else None
-        if at is not None:
+        at = self.position[index] if index is not None else -1
+        if at >= 0:
             self._flush(lambda note_at: note_at < at)
 
     def after(self, index: int | None) -> None:
-        at = self.position.get(index) if index is not None else None
-        if at is not None:
+        at = self.position[index] if index is not None else -1
+        if at >= 0:
             self._flush(lambda note_at: note_at <= at, shown=index)
 
     def rest(self) -> None:
@@ -464,7 +472,7 @@ class _Forks:
         page.add(" one:" if count == 1 else "s:")
         page.add("<ul>\n")
         for kid in others[:BRANCH_LINKS]:
-            if kid in self.on_current and not self.is_current:
+            if self.on_current[kid] and not self.is_current:
                 target = page.link("transcript.html")
                 where = " (the current branch)"
             else:
@@ -479,6 +487,14 @@ class _Forks:
             page.add(f"<li>and {count - BRANCH_LINKS:,} more: ")
             page.add(f'<a href="{page.link(BRANCHES_DIR)}/">branches/</a></li>\n')
         page.add("</ul></div>\n")
+
+
+def _members(count: int, indexes: Iterable[int]) -> bytearray:
+    """A flag for each of ``count`` entries, set for ``indexes``."""
+    flags = bytearray(count)
+    for index in indexes:
+        flags[index] = 1
+    return flags
 
 
 def transcript_html(
@@ -508,7 +524,7 @@ def transcript_html_pieces(
     ``turns``: the page's turns when the caller has them (a session file too big to
     hold gives ones whose messages are parsed as they are read,
     `sessionfs.view.streamed_render`); else the source's."""
-    names = entry_file_names([source.entry_name(i) for i in range(len(source))])
+    names = entry_file_names_when_asked([source.entry_name(i) for i in range(len(source))])
     is_current = tip is None
     if tip is None:
         leaf = source.leaf_index()
@@ -520,7 +536,7 @@ def transcript_html_pieces(
     page = _Page(source, names, "" if is_current else "../", images)
     forest = source.forest()
     path = forest.path_to(leaf)
-    on_current = set(path) if is_current else set(source.path_indexes())
+    on_current = _members(len(source), path if is_current else source.path_indexes())
     if turns is None:
         turns = source.transcript_messages() if is_current else source.transcript_messages_at(leaf)
     title = source.title()

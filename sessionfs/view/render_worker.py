@@ -24,6 +24,7 @@ from pathlib import Path
 from core.errors import NotASessionError
 from core.formats.base import SessionSource
 from core.formats.lines import set_whole_read_limit
+from core.private_files import make_private_dirs
 from core.session_stat import session_stat
 from sessionfs.view.access import FileAccess
 from sessionfs.view.html_images import BlobFiles
@@ -159,7 +160,7 @@ def _render_streamed(
     if agent not in STREAMED_AGENTS or what not in STREAMED:
         return None
     try:
-        index = open_streamed(agent, path)
+        index = open_streamed(agent, path, _decompress_dir(cache))
     except NotStreamable:
         return None
     except (NotASessionError, OSError) as exc:
@@ -190,6 +191,19 @@ def _render_streamed(
             if not _changed_since(path, before):
                 log.exception("%s of %s, written with %s", other, path, what)
     return RenderOutcome(stored, None, rendered=True)
+
+
+def _decompress_dir(cache: RenderCache | None) -> str | None:
+    """Where a compressed session file's text is decompressed to be streamed: the
+    cache dir (a file without a name there, 0600, gone after the job); ``None``: none
+    (it is then rendered in memory, read whole)."""
+    if cache is None:
+        return None
+    try:
+        make_private_dirs(cache.root)
+    except OSError:
+        return None
+    return str(cache.root)
 
 
 def _changed_since(path: str, before: FileIdentity) -> bool:

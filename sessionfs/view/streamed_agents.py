@@ -34,7 +34,7 @@ from core.formats.base import SessionSource, TranscriptMessage
 from core.formats.claude import ClaudeSession
 from core.formats.claude_turns import Turns
 from core.formats.codex import CodexSession
-from core.formats.lines import ZSTD_SUFFIX, set_whole_read_limit
+from core.formats.lines import ZSTD_SUFFIX, decompressing_into, set_whole_read_limit
 from sessionfs.view import render, render_html
 from sessionfs.view.html_images import ImageSource
 from sessionfs.view.streamed_json import write_context_json
@@ -49,18 +49,24 @@ __all__ = [
 ]
 
 
-def open_in_place(agent: str, path: str | Path) -> SessionSource:
+def open_in_place(
+    agent: str, path: str | Path, decompress_dir: str | None = None
+) -> SessionSource:
     """``agent``'s session file ``path`` opened as the daemon opens it, its lines read
-    from the file whatever its size (never read whole)."""
+    from the file whatever its size (never read whole); a compressed file's from its
+    text decompressed into ``decompress_dir`` (`core.formats.lines.decompressing_into`;
+    ``None``: read whole)."""
     # Imported here: the agent registry is no import of a render worker's start-up
     # (`sessionfs.view.render_worker`), only of a job for another agent's file.
     from sessionfs.view.agent_sources import open_agent_file
 
     held = set_whole_read_limit(0)
+    held_dir = decompressing_into(decompress_dir)
     try:
         return open_agent_file(agent, Path(path))
     finally:
         set_whole_read_limit(held)
+        decompressing_into(held_dir)
 
 
 @dataclass(frozen=True)
@@ -161,14 +167,15 @@ class _AgentFile:
         return None  # their pages' images are in their lines
 
 
-def open_agent_streamed(agent: str, path: str) -> _AgentFile:
+def open_agent_streamed(agent: str, path: str, decompress_dir: str | None) -> _AgentFile:
     """A Claude Code or Codex session file opened for streamed renderings
-    (`sessionfs.view.streamed_files.open_streamed`; `NotStreamable`: a compressed
-    rollout, read whole)."""
-    session = open_in_place(agent, path)
+    (`sessionfs.view.streamed_files.open_streamed`), a compressed rollout's text
+    decompressed into ``decompress_dir`` (`NotStreamable` without one: it is read
+    whole)."""
+    if path.endswith(ZSTD_SUFFIX) and decompress_dir is None:
+        raise NotStreamable("a compressed rollout without a dir to decompress it into")
+    session = open_in_place(agent, path, decompress_dir)
     if isinstance(session, ClaudeSession):
         return _AgentFile(session, partial(claude_read_again, session))
     assert isinstance(session, CodexSession)  # (the "codex" format's reader)
-    if session.path.name.endswith(ZSTD_SUFFIX):
-        raise NotStreamable("a compressed rollout is read whole")
     return _AgentFile(session, partial(codex_read_again, session))

@@ -62,9 +62,13 @@ class _XcshFile:
         return data.fd if isinstance(data, FileLines) else None
 
 
-def open_streamed(agent: str, path: str | os.PathLike[str]) -> StreamedFile:
+def open_streamed(
+    agent: str, path: str | os.PathLike[str], decompress_dir: str | None = None
+) -> StreamedFile:
     """``agent``'s session file ``path`` opened for streamed renderings
-    (`NotStreamable`: this agent's, or this file, cannot be)."""
+    (`NotStreamable`: this agent's, or this file, cannot be). ``decompress_dir``: where
+    a compressed file's text is decompressed to be read where it is (a file without a
+    name, 0600, gone with the reading; ``None``: a compressed file is not streamed)."""
     if agent == "xcsh":
         return _XcshFile(open_index(path))
     if agent in ("claude", "codex"):
@@ -72,5 +76,5 @@ def open_streamed(agent: str, path: str | os.PathLike[str]) -> StreamedFile:
         # (`sessionfs.view.render_worker`), only of a job for such a file.
         from sessionfs.view.streamed_agents import open_agent_streamed
 
-        return open_agent_streamed(agent, os.fspath(path))
+        return open_agent_streamed(agent, os.fspath(path), decompress_dir)
     raise NotStreamable(f"{agent}: its session files are not rendered a message at a time")

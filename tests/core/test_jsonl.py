@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 from core.jsonl import (
+    BIG_LINE_BYTES,
     complete_prefix_length,
     dumps_line,
     dumps_pretty,
@@ -12,6 +14,7 @@ from core.jsonl import (
     loads,
     parse_jsonl_lenient,
     parse_jsonl_report,
+    parse_object_line,
 )
 
 HEADER = b'{"type":"session","id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}\n'
@@ -92,3 +95,35 @@ def test_consumed_length_is_the_one_torn_line_rule() -> None:
     assert consumed_length(b'{"a":1}\n{"b":2}') == 15  # whole without newline: data
     assert consumed_length(b'{"a":1}\n  ') == 10  # blank tail: nothing to wait for
     assert consumed_length(b'{"a":1}\n[1]') == 8  # JSON but not an object: not an entry
+
+
+def test_a_long_line_is_the_same_object_at_a_fraction_of_orjsons_memory():
+    """Lines over `BIG_LINE_BYTES` (a tool output of megabytes) are read by json's parser
+    first: the same objects as the short lines' orjson-first reading, odd values
+    included, without orjson's work space of ~12 times the line."""
+    text = r"output line\twith \"quotes\" and é and \ud83d\ude00\n" * 60_000
+    pad = "x" * (BIG_LINE_BYTES + 1)
+    lines = [
+        ('{"type":"user","text":"' + text + '","n":1.5e300,"big":12345678901234567890}').encode(),
+        ('{"lone":"\\udc80","pad":"' + pad + '"}').encode(),  # orjson refuses: json reads it
+        ('{"a":1,"a":2,"pad":"' + pad + '"}').encode(),  # a key twice: the last wins
+        ('["not an object","' + pad + '"]').encode(),
+        ('{"torn":"' + pad).encode(),
+        b"\xff" + pad.encode(),
+    ]
+    for line in lines:
+        assert len(line) > BIG_LINE_BYTES
+        try:
+            expected = json.loads(line)
+        except ValueError:
+            expected = None
+        got = parse_object_line(line)
+        assert got == (expected if isinstance(expected, dict) else None)
+    line = lines[0]
+    tracemalloc.start()
+    try:
+        parse_object_line(line)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * len(line)  # orjson's parse of it: ~12 times

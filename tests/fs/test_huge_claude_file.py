@@ -17,6 +17,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+import zstandard
 from support.long_claude_sessions import SESSION_ID, a_long_claude_session, claude_turns
 from support.long_codex_sessions import SESSION_ID as CODEX_SESSION_ID
 from support.long_codex_sessions import a_long_codex_session
@@ -128,25 +129,43 @@ def test_claude_code_appends_and_the_streamed_renderings_follow(
     assert run("cat", str(session / "context.json")) == in_memory(file, "context.json")
 
 
+def mounted_codex(
+    tmp_path: Path, mount_factory: MountFactory, archived: bool = False
+) -> tuple[Path, Path, Path]:
+    """A long Codex rollout over the render limit (``archived``: as a ``.jsonl.zst``,
+    whose text compresses so well that the limit is set below its compressed size),
+    mounted: (the rollout, its dir in the mount, the cache dir)."""
+    home = tmp_path / "home"
+    demo = load_demo_agents()
+    path = demo.rollout_path(home / ".codex", 1_780_000_000.0, CODEX_SESSION_ID, archived)
+    file = a_long_codex_session(path)
+    limit = RENDER_LIMIT
+    if archived:
+        plain, file = file, file.with_name(file.name + ".zst")
+        file.write_bytes(zstandard.ZstdCompressor().compress(plain.read_bytes()))
+        plain.unlink()
+        limit = file.stat().st_size // 2
+    assert file.stat().st_size > 2 * limit
+    agent = tmp_path / "xcsh"
+    (agent / "sessions").mkdir(parents=True)
+    env = {**home_env(home), RENDER_LIMIT_ENV: str(limit)}
+    cache = tmp_path / "cache"
+    mount = mount_factory(agent, "--agents", "codex", "--cache-dir", str(cache), env=env)
+    return file, mount.path / "agents" / "codex" / "by-id" / CODEX_SESSION_ID, cache
+
+
+def codex_in_memory(file: Path, what: str) -> bytes:
+    return render_source(open_agent_file("codex", file), what, path=file)
+
+
 def test_a_codex_rollout_too_big_to_render_in_memory_is_read_the_same_way(
     tmp_path: Path, mount_factory: MountFactory
 ) -> None:
-    home = tmp_path / "home"
-    demo = load_demo_agents()
-    path = demo.rollout_path(home / ".codex", 1_780_000_000.0, CODEX_SESSION_ID)
-    file = a_long_codex_session(path)
-    assert file.stat().st_size > 4 * RENDER_LIMIT
-    agent = tmp_path / "xcsh"
-    (agent / "sessions").mkdir(parents=True)
-    env = {**home_env(home), RENDER_LIMIT_ENV: str(RENDER_LIMIT)}
-    cache = tmp_path / "cache"
-    mount = mount_factory(agent, "--agents", "codex", "--cache-dir", str(cache), env=env)
-    session = mount.path / "agents" / "codex" / "by-id" / CODEX_SESSION_ID
-
-    def whole(what: str) -> bytes:
-        return render_source(open_agent_file("codex", file), what, path=file)
-
-    context, transcript = whole("context.json"), whole("transcript.md")
+    file, session, cache = mounted_codex(tmp_path, mount_factory)
+    context, transcript = (
+        codex_in_memory(file, "context.json"),
+        codex_in_memory(file, "transcript.md"),
+    )
     assert run("sh", "-c", f"cat '{session}/context.json' | tail -c 300") == context[-300:]
     assert run("tail", "-n", "3", str(session / "transcript.md")) == b"\n".join(
         transcript.split(b"\n")[-4:]
@@ -154,5 +173,32 @@ def test_a_codex_rollout_too_big_to_render_in_memory_is_read_the_same_way(
     assert int(run("grep", "-c", PROBE, str(session / "transcript.md"))) == (
         transcript.count(PROBE.encode())
     )
-    assert run("cat", str(session / "transcript.html")) == whole("transcript.html")
+    assert run("cat", str(session / "transcript.html")) == codex_in_memory(file, "transcript.html")
     assert [p for p in cache.glob("*/contexts/*") if not p.name.startswith(".")]
+
+
+def test_an_archived_codex_rollout_too_big_to_render_in_memory_is_streamed_too(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """A ``.jsonl.zst`` over the limit: a worker decompresses its text once into a file
+    of the cache dir that has no name (0600, gone after the job) and writes the three
+    renderings from it, as for a plain rollout; nothing of the text stays behind."""
+    file, session, cache = mounted_codex(tmp_path, mount_factory, archived=True)
+    transcript = codex_in_memory(file, "transcript.md")
+    assert run("tail", "-n", "3", str(session / "transcript.md")) == b"\n".join(
+        transcript.split(b"\n")[-4:]
+    )
+    assert int(run("grep", "-c", PROBE, str(session / "transcript.md"))) == (
+        transcript.count(PROBE.encode())
+    )
+    written = [p for p in cache.rglob("*") if p.is_file() and not p.name.startswith(".")]
+    streamed = [p for p in written if p.parent.name in ("renders", "contexts", "pages")]
+    # The three written by one streamed job before the other two are asked for (in
+    # memory, each rendering is its own job).
+    assert sorted(p.parent.name for p in streamed) == ["contexts", "pages", "renders"]
+    assert run("cat", str(session / "context.json")) == codex_in_memory(file, "context.json")
+    assert run("cat", str(session / "transcript.html")) == codex_in_memory(file, "transcript.html")
+    size = len(transcript)
+    for path in written:  # no copy of the text (~ the transcript's size) stays
+        assert path.stat().st_mode & 0o777 == 0o600, path
+        assert path in streamed or path.stat().st_size < size // 4, path

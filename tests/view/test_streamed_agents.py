@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zstandard
 from support import codex_cli as cx
 from support.long_claude_sessions import a_long_claude_session
 from support.long_codex_sessions import a_long_codex_session
@@ -217,15 +218,59 @@ def in_memory_codex(path: Path, what: str) -> bytes:
     return render_source(open_agent_file("codex", path), what, path=path)
 
 
-def test_a_compressed_rollout_is_not_streamed(tmp_path: Path) -> None:
-    """An archived ``.jsonl.zst`` is decompressed whole whatever: a worker renders it
-    in memory, the same bytes either way."""
-    path = fake_home(tmp_path / "home").codex_archived
+def compressed(plain: Path) -> Path:
+    """``plain`` as Codex archives a rollout: ``.jsonl.zst``, the plain file gone."""
+    archived = plain.with_name(plain.name + ".zst")
+    archived.write_bytes(zstandard.ZstdCompressor().compress(plain.read_bytes()))
+    plain.unlink()
+    return archived
+
+
+def test_a_compressed_rollout_is_streamed_from_a_private_copy_of_its_text(
+    tmp_path: Path,
+) -> None:
+    """An archived ``.jsonl.zst`` over the limit: its text decompressed once into a
+    file of the cache dir that has no name (0600, gone with the reading), read where
+    it is; the same bytes as the rendering in memory. Without a dir it is not streamed
+    (a worker renders it in memory, read whole)."""
+    path = compressed(a_long_codex_session(tmp_path / "rollout-long.jsonl"))
     with pytest.raises(NotStreamable):
         open_streamed("codex", path)
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    opened = open_streamed("codex", path, str(spill))
+    source = opened.source()
+    assert isinstance(source, CodexSession)
+    fd = source._file.data.fd  # type: ignore[union-attr]  # (read where it is)
+    copy = os.fstat(fd)
+    assert copy.st_nlink == 0 and copy.st_mode & 0o777 == 0o600
+    assert list(spill.iterdir()) == []  # nothing named, nothing left behind
+    for what in sorted(STREAMED):
+        out = io.BytesIO()
+        opened.write(what, out, None)
+        assert out.getvalue() == in_memory_codex(path, what), what
+    del opened, source
+    with pytest.raises(OSError):
+        os.fstat(fd)  # closed with the reading: the copy is gone
+
+
+def test_a_worker_streams_a_compressed_rollout_into_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = compressed(a_long_codex_session(tmp_path / "rollout-long.jsonl"))
+    cache = tmp_path / "cache"
     whole = render_transcript(str(path), "k", None, True, agent="codex")
-    in_place = render_transcript(str(path), "k", None, True, agent="codex", stream_over=100)
-    assert in_place.data == whole.data and whole.data
+
+    def not_in_memory(*args: Any) -> Any:
+        raise AssertionError("rendered in memory, not streamed")
+
+    monkeypatch.setattr(render_worker, "_render", not_in_memory)
+    streamed = render_transcript(str(path), "k", str(cache), False, agent="codex", stream_over=1)
+    assert streamed.rendered
+    found = render_transcript(str(path), "k", str(cache), True, agent="codex")
+    assert found.data == whole.data and whole.data and not found.rendered
+    files = [p for p in cache.rglob("*") if p.is_file()]
+    assert len(files) == 1, files  # the rendering only: no copy of the text stays
 
 
 @pytest.mark.parametrize(
@@ -243,8 +288,8 @@ def test_a_file_cut_short_while_it_is_streamed_fails_as_no_session(
     path = make(tmp_path / agent / name)
     opened = render_worker.open_streamed
 
-    def open_then_cut(agent_: str, at: str) -> Any:
-        index = opened(agent_, at)
+    def open_then_cut(agent_: str, at: str, decompress_dir: str | None) -> Any:
+        index = opened(agent_, at, decompress_dir)
         with open(at, "r+b") as file:
             file.truncate(os.path.getsize(at) // 2)
         return index

@@ -24,6 +24,7 @@ from sessionfs.view.names import (
     decode_name,
     encode_name,
     entry_file_names,
+    entry_file_names_when_asked,
     fit_name,
     general_entry_file_names,
     looks_shortened,
@@ -100,6 +101,15 @@ def test_entry_file_names_fast_path_names_as_the_general_one(ids: list[object]) 
     assert entry_file_names(ids) == general_entry_file_names(ids)
     plain = [f"{i:08x}" for i in range(50)]  # the usual session: the fast path
     assert entry_file_names(plain) == general_entry_file_names(plain)
+    for some in (ids, plain):  # the page's names, made when asked: the same names
+        names = entry_file_names(some)
+        asked = entry_file_names_when_asked(some)
+        assert len(asked) == len(names)
+        assert list(asked) == names and asked[1:3] == names[1:3]
+        for name in names:
+            assert asked.index(name) == names.index(name)
+        with pytest.raises(ValueError):
+            asked.index("no such entry.json")
 
 
 def test_link_targets_resolve_short_names() -> None:

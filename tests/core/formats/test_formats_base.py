@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import base64
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from core.formats.base import Forest, image_marker
 from core.tree import build_tree, leaf_count, tree_depth
 
@@ -53,3 +56,45 @@ def test_image_marker_data_url_and_odd_values() -> None:
     assert image_marker(None, url)["text"] == "[image image/jpeg, 5 bytes]"
     assert image_marker("image/gif", "https://x/y.gif")["text"] == "[image image/gif, 15 bytes]"
     assert image_marker(None, None)["text"] == "[image image, 0 bytes]"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.integers(-2, 12)), st.one_of(st.none(), st.integers(0, 3))
+        ),
+        max_size=12,
+    )
+)
+def test_forest_as_arrays_keeps_core_tree_rules(rows: list[tuple[int | None, int | None]]) -> None:
+    """Any parents (missing, out of range, itself, cycles) and times: the forest held
+    as arrays has core's tree, child for child."""
+    parents = [parent for parent, _ in rows]
+    times = [time for _, time in rows]
+    forest = Forest(parents, times)
+    entries = [
+        {
+            "id": str(i),
+            "parentId": None if p is None else str(p),
+            "timestamp": None if t is None else f"2026-01-01T00:00:0{t}Z",
+        }
+        for i, (p, t) in enumerate(rows)
+    ]
+    stack = build_tree(entries)
+    assert [int(root["entry"]["id"]) for root in stack] == forest.roots
+    seen = 0
+    while stack:
+        node = stack.pop()
+        index = int(node["entry"]["id"])
+        kids = [int(kid["entry"]["id"]) for kid in node["children"]]
+        assert forest.children[index] == kids
+        for kid in kids:
+            assert forest.parent_of[kid] == index
+        if int(node["entry"]["id"]) in forest.roots:
+            assert forest.parent_of[index] is None
+        stack.extend(node["children"])
+        seen += 1
+    assert seen == len(rows) == len(forest.children) == len(forest.parent_of)
+    assert list(forest.children) == [forest.children[i] for i in range(len(rows))]
+    assert forest.depth() == tree_depth(build_tree(entries))

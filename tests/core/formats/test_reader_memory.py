@@ -16,6 +16,7 @@ from support import codex_cli as cx
 from core.formats.base import SessionSource
 from core.formats.claude import ClaudeSession
 from core.formats.codex import CodexSession
+from core.formats.lines import set_whole_read_limit
 
 TEXT = "lorem ipsum dolor sit amet " * 40
 TURNS = 300
@@ -91,3 +92,20 @@ def test_memory_cost_bounds_what_a_reader_holds(tmp_path: Path) -> None:
         finally:
             tracemalloc.stop()
         assert after - before < size // 10, reader  # a rendering keeps nothing behind
+
+
+def test_a_file_read_where_it_is_holds_a_few_hundred_bytes_a_line(tmp_path: Path) -> None:
+    """Over the whole-read limit (a render worker's reading of a file too big to hold,
+    issue 26 point 6) what is held grows with the lines: a record each that shares
+    what the others hold too (the line's type and role, a parent's uuid, a response's
+    id), not new strings per line (~665 and ~535 bytes a line before)."""
+    held_whole = set_whole_read_limit(0)
+    try:
+        for path, reader, per_line in (
+            (_claude_file(tmp_path), ClaudeSession, 520),
+            (_codex_file(tmp_path), CodexSession, 470),
+        ):
+            source, held, _ = _measure(lambda p=path, r=reader: r(p))  # type: ignore[misc]
+            assert held < per_line * len(source), (reader, held / len(source))
+    finally:
+        set_whole_read_limit(held_whole)
