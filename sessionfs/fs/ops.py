@@ -224,9 +224,16 @@ class InodeTable:
         if inode == pyfuse3.ROOT_INODE:
             return
         node.nlookup -= count
-        if node.nlookup > 0:
-            return
-        del self.nodes[inode]
+        if node.nlookup <= 0:
+            self.drop(inode)
+
+    def drop(self, inode: int) -> Node | None:
+        """Let go of ``inode``'s row and node (the kernel forgot it, or nothing can
+        reach it any more: `Node.gone_at_close`); returns the node it had. A forget of
+        it that comes later finds no row and does nothing (numbers are never reused)."""
+        node = self.nodes.pop(inode, None)
+        if node is None:
+            return None
         if self.by_key.get(node.key) == inode:  # not if a rename gave the name away
             del self.by_key[node.key]
         session = node.session_key
@@ -235,6 +242,7 @@ class InodeTable:
             inodes.discard(inode)
             if not inodes:
                 del self.by_session[session]
+        return node
 
 
 class Invalidator:
@@ -353,6 +361,11 @@ class SessionFsOperations(pyfuse3.Operations):
         # `Node.released_with_session` nodes the kernel looked up by name: told to drop
         # them when the session is let go (`session_dehydrated`), as its listings' names
         self._looked_up: dict[tuple[str, str], set[tuple[int, bytes]]] = {}
+        # The open handles of `Node.gone_at_close` files: fh -> inode, and inode -> how
+        # many (a reopen through /proc/self/fd is one more): at the last release its
+        # inode is dropped (`_gone_at_close`)
+        self._gone_handles: dict[int, int] = {}
+        self._gone_open: dict[int, int] = {}
         self._next_handle = 1
         self.invalidator: Invalidator | None = None
         self.foreground = Foreground()
@@ -639,11 +652,15 @@ class SessionFsOperations(pyfuse3.Operations):
         for inode, count in inode_list:
             self.table.forget(inode, count)
             if inode not in self.table.nodes:
-                self._page_versions.pop(inode, None)
-                self.sizes.forget(inode)
-                self._uncached.discard(inode)
-                self._listed_attrs.pop(inode, None)
-                self._fixed_attrs.pop(inode, None)
+                self._let_go(inode)
+
+    def _let_go(self, inode: int) -> None:
+        """Drop what is kept about an inode the table let go of."""
+        self._page_versions.pop(inode, None)
+        self.sizes.forget(inode)
+        self._uncached.discard(inode)
+        self._listed_attrs.pop(inode, None)
+        self._fixed_attrs.pop(inode, None)
 
     @_errno_guard
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
@@ -723,6 +740,8 @@ class SessionFsOperations(pyfuse3.Operations):
         else:
             handle = await node.open(flags)
         fh = self._add_handle(handle)
+        if node.gone_at_close:  # (a reopen through /proc/self/fd while it is open)
+            self._opened_gone_at_close(fh, inode)
         direct = node.tier.direct_io or not self._page_cache_ok(node, inode, fh, handle)
         keep = node.tier.keep_cache and not direct
         if direct:
@@ -772,6 +791,9 @@ class SessionFsOperations(pyfuse3.Operations):
     @_errno_guard
     async def release(self, fh: int) -> None:
         handle = self._handles.pop(fh, None)
+        gone = self._gone_handles.pop(fh, None)
+        if gone is not None:
+            self._released_gone_at_close(gone)
         inode = self._page_readers.pop(fh, None)
         if isinstance(handle, OpenFile):
             if inode is not None:
@@ -802,8 +824,32 @@ class SessionFsOperations(pyfuse3.Operations):
             parent, lambda: parent.create(os.fsdecode(name), flags, mode)
         )
         attrs = await self._reply_entry(node)
-        info = pyfuse3.FileInfo(fh=self._add_handle(handle), direct_io=node.tier.direct_io)
-        return info, attrs
+        fh = self._add_handle(handle)
+        if node.gone_at_close:
+            self._opened_gone_at_close(fh, attrs.st_ino)
+        return pyfuse3.FileInfo(fh=fh, direct_io=node.tier.direct_io), attrs
+
+    def _opened_gone_at_close(self, fh: int, inode: int) -> None:
+        self._gone_handles[fh] = inode
+        self._gone_open[inode] = self._gone_open.get(inode, 0) + 1
+
+    def _released_gone_at_close(self, inode: int) -> None:
+        """One handle of a `Node.gone_at_close` file released: at the last, its inode
+        goes (nothing can reach it now) and the kernel is told to drop its name, which
+        it would otherwise keep, and the inode, until memory runs short. Its later
+        forget of the inode finds nothing to do."""
+        left = self._gone_open[inode] - 1
+        if left:
+            self._gone_open[inode] = left
+            return
+        del self._gone_open[inode]
+        node = self.table.drop(inode)
+        self._let_go(inode)
+        if node is None or self.invalidator is None:
+            return
+        parent = self.table.by_key.get(node.key[:-1])
+        if parent is not None:
+            self.invalidator.invalidate_name(parent, os.fsencode(node.key[-1]))
 
     @_errno_guard
     async def setattr(
