@@ -55,6 +55,9 @@ F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 T = TypeVar("T")
 
 WRITE_BITS = 0o222
+#: how many names of `Node.gone_at_close` files released go to the kernel at once
+#: (`SessionFsOperations._released_gone_at_close`)
+GONE_NAMES_BATCH = 64
 
 
 def _errno_guard(fn: F) -> F:
@@ -264,7 +267,9 @@ class Invalidator:
         # `threading.Condition` in Python; the event loop puts after each batch of the
         # watch's events, and a put that woke this thread took ~19 µs of the loop's
         # thread CPU (~11 µs now: timed around it during appends into append/).
-        self._queue: queue.SimpleQueue[tuple[int, bool | bytes] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[
+            tuple[int, bool | bytes] | list[tuple[int, bytes]] | None
+        ] = queue.SimpleQueue()
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="invalidator", daemon=True)
         self._thread.start()
@@ -283,21 +288,29 @@ class Invalidator:
         if not self._closing.is_set():
             self._queue.put((parent_inode, name))
 
+    def invalidate_names(self, names: list[tuple[int, bytes]]) -> None:
+        """`invalidate_name` of each (parent inode, name): one wake-up of the thread."""
+        if not self._closing.is_set():
+            self._queue.put(names)
+
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
-            if self._closing.is_set():
-                continue  # the session is gone: nothing left to drop
-            inode, what = item
-            try:
-                if isinstance(what, bytes):
-                    pyfuse3.invalidate_entry(inode, what)
-                else:
-                    pyfuse3.invalidate_inode(inode, what)
-            except OSError as exc:  # the kernel forgot it already, or is unmounting
-                log.debug("invalidate(%d, %r): %s", inode, what, exc)
-            except Exception:
-                if not self._closing.is_set():
-                    log.exception("invalidate(%d, %r) failed", inode, what)
+            for inode, what in item if isinstance(item, list) else (item,):
+                if self._closing.is_set():
+                    break  # the session is gone: nothing left to drop
+                self._send(inode, what)
+
+    def _send(self, inode: int, what: bool | bytes) -> None:
+        try:
+            if isinstance(what, bytes):
+                pyfuse3.invalidate_entry(inode, what)
+            else:
+                pyfuse3.invalidate_inode(inode, what)
+        except OSError as exc:  # the kernel forgot it already, or is unmounting
+            log.debug("invalidate(%d, %r): %s", inode, what, exc)
+        except Exception:
+            if not self._closing.is_set():
+                log.exception("invalidate(%d, %r) failed", inode, what)
 
     def shutdown(self) -> None:
         """The FUSE session has ended: send nothing more."""
@@ -366,6 +379,7 @@ class SessionFsOperations(pyfuse3.Operations):
         # inode is dropped (`_gone_at_close`)
         self._gone_handles: dict[int, int] = {}
         self._gone_open: dict[int, int] = {}
+        self._gone_names: dict[tuple[int, bytes], None] = {}  # (parent, name) to drop
         self._next_handle = 1
         self.invalidator: Invalidator | None = None
         self.foreground = Foreground()
@@ -845,11 +859,18 @@ class SessionFsOperations(pyfuse3.Operations):
         del self._gone_open[inode]
         node = self.table.drop(inode)
         self._let_go(inode)
-        if node is None or self.invalidator is None:
+        parent = self.table.by_key.get(node.key[:-1]) if node is not None else None
+        if node is None or parent is None or self.invalidator is None:
             return
-        parent = self.table.by_key.get(node.key[:-1])
-        if parent is not None:
-            self.invalidator.invalidate_name(parent, os.fsencode(node.key[-1]))
+        # Sent in batches: one wake-up of the invalidator's thread per file cost the
+        # event loop ~7 us, and the kernel's forgets come batched too. Until a batch
+        # is full the kernel holds its few names; a name written again replaces its
+        # own (the kernel drops the old inode when the lookup finds it absent).
+        gone = self._gone_names
+        gone[parent, os.fsencode(node.key[-1])] = None
+        if len(gone) >= GONE_NAMES_BATCH:
+            self.invalidator.invalidate_names(list(gone))
+            gone.clear()
 
     @_errno_guard
     async def setattr(

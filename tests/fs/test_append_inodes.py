@@ -30,7 +30,7 @@ from support.write_setup import bad_lines, drop, errno_of, make_agent, read_ctl,
 from test_append_stream import texts
 
 from sessionfs.fs.nodes.base import DirNode, FileNode, Node, OpenFile, Stat
-from sessionfs.fs.ops import SessionFsOperations
+from sessionfs.fs.ops import GONE_NAMES_BATCH, SessionFsOperations
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -207,6 +207,38 @@ def test_two_files_of_one_name_open_at_once_share_the_inode_until_both_close() -
         await ops.release(fh1)
         assert ops.table.node(inode).key == ("a.json",)
         await ops.release(fh2)
+        assert ops.kernel_inodes() == 1
+
+    trio.run(scenario)
+
+
+class Recorder:
+    """Stands in for the `Invalidator`: what it was asked to send the kernel."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[tuple[int, bytes]]] = []
+
+    def invalidate_names(self, names: list[tuple[int, bytes]]) -> None:
+        self.batches.append(names)
+
+
+def test_the_kernel_is_told_to_drop_the_names_in_batches() -> None:
+    ops = operations()
+    ops.invalidator = recorder = Recorder()  # type: ignore[assignment]
+
+    async def write(name: bytes) -> None:
+        fh, _ = await create(ops, name)
+        await ops.release(fh)
+
+    async def scenario() -> None:
+        for _ in range(3):  # one name written again and again: one name to drop
+            await write(b"same.json")
+        for n in range(GONE_NAMES_BATCH - 2):
+            await write(b"m%d.json" % n)
+        assert recorder.batches == []
+        await write(b"last.json")
+        names = [b"same.json", *(b"m%d.json" % n for n in range(GONE_NAMES_BATCH - 2))]
+        assert recorder.batches == [[(pyfuse3.ROOT_INODE, name) for name in [*names, b"last.json"]]]
         assert ops.kernel_inodes() == 1
 
     trio.run(scenario)
