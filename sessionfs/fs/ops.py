@@ -375,10 +375,10 @@ class SessionFsOperations(pyfuse3.Operations):
         # them when the session is let go (`session_dehydrated`), as its listings' names
         self._looked_up: dict[tuple[str, str], set[tuple[int, bytes]]] = {}
         # The open handles of `Node.gone_at_close` files: fh -> inode, and inode -> how
-        # many (a reopen through /proc/self/fd is one more): at the last release its
-        # inode is dropped (`_gone_at_close`)
+        # many (a reopen through /proc/self/fd is one more), its dir's inode and its
+        # name: at the last release the inode goes (`_released_gone_at_close`)
         self._gone_handles: dict[int, int] = {}
-        self._gone_open: dict[int, int] = {}
+        self._gone_open: dict[int, tuple[int, int, bytes]] = {}
         self._gone_names: dict[tuple[int, bytes], None] = {}  # (parent, name) to drop
         self._next_handle = 1
         self.invalidator: Invalidator | None = None
@@ -754,8 +754,10 @@ class SessionFsOperations(pyfuse3.Operations):
         else:
             handle = await node.open(flags)
         fh = self._add_handle(handle)
-        if node.gone_at_close:  # (a reopen through /proc/self/fd while it is open)
-            self._opened_gone_at_close(fh, inode)
+        if node.gone_at_close and inode in self._gone_open:  # (reopened: /proc/self/fd)
+            count, parent, name = self._gone_open[inode]
+            self._gone_open[inode] = (count + 1, parent, name)
+            self._gone_handles[fh] = inode
         direct = node.tier.direct_io or not self._page_cache_ok(node, inode, fh, handle)
         keep = node.tier.keep_cache and not direct
         if direct:
@@ -840,34 +842,32 @@ class SessionFsOperations(pyfuse3.Operations):
         attrs = await self._reply_entry(node)
         fh = self._add_handle(handle)
         if node.gone_at_close:
-            self._opened_gone_at_close(fh, attrs.st_ino)
+            inode = attrs.st_ino
+            # (two files of one name open at once share the inode the kernel holds)
+            count = self._gone_open[inode][0] if inode in self._gone_open else 0
+            self._gone_open[inode] = (count + 1, parent_inode, name)
+            self._gone_handles[fh] = inode
         return pyfuse3.FileInfo(fh=fh, direct_io=node.tier.direct_io), attrs
-
-    def _opened_gone_at_close(self, fh: int, inode: int) -> None:
-        self._gone_handles[fh] = inode
-        self._gone_open[inode] = self._gone_open.get(inode, 0) + 1
 
     def _released_gone_at_close(self, inode: int) -> None:
         """One handle of a `Node.gone_at_close` file released: at the last, its inode
         goes (nothing can reach it now) and the kernel is told to drop its name, which
         it would otherwise keep, and the inode, until memory runs short. Its later
         forget of the inode finds nothing to do."""
-        left = self._gone_open[inode] - 1
-        if left:
-            self._gone_open[inode] = left
+        count, parent, name = self._gone_open.pop(inode)
+        if count > 1:
+            self._gone_open[inode] = (count - 1, parent, name)
             return
-        del self._gone_open[inode]
-        node = self.table.drop(inode)
+        self.table.drop(inode)
         self._let_go(inode)
-        parent = self.table.by_key.get(node.key[:-1]) if node is not None else None
-        if node is None or parent is None or self.invalidator is None:
+        if self.invalidator is None:
             return
         # Sent in batches: one wake-up of the invalidator's thread per file cost the
         # event loop ~7 us, and the kernel's forgets come batched too. Until a batch
         # is full the kernel holds its few names; a name written again replaces its
         # own (the kernel drops the old inode when the lookup finds it absent).
         gone = self._gone_names
-        gone[parent, os.fsencode(node.key[-1])] = None
+        gone[parent, name] = None
         if len(gone) >= GONE_NAMES_BATCH:
             self.invalidator.invalidate_names(list(gone))
             gone.clear()
