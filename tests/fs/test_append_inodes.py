@@ -105,8 +105,8 @@ def test_a_reopen_through_proc_while_open_keeps_the_inode(
     tmp_path: Path, mount_factory: MountFactory
 ) -> None:
     agent_dir, file = make_agent(tmp_path)
-    d = session_dir(mount_factory(agent_dir), file)
-    first = os.open(d / "append" / "x.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    append_dir = session_dir(mount_factory(agent_dir), file) / "append"
+    first = os.open(append_dir / "x.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     second = -1
     try:
         os.write(first, line("through the name"))
@@ -122,7 +122,7 @@ def test_a_reopen_through_proc_while_open_keeps_the_inode(
             if fd >= 0:
                 os.close(fd)
     assert texts(file)[-2:] == ["through the name", "through /proc"]
-    assert errno_of(lambda: os.stat(d / "append" / "x.json")) == errno.ENOENT
+    assert errno_of(lambda: os.stat(append_dir / "x.json")) == errno.ENOENT
 
 
 # -- the ops layer driven directly: the orders of requests a mount cannot time -------
