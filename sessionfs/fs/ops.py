@@ -7,7 +7,8 @@ locks; everything slow happens in nodes, which push core work into worker thread
 Inodes: a node's identity is its path in the mount (``Node.key``). The table gives a
 key a number on first sight and keeps it while the kernel holds lookups on it
 (``lookup``/``readdirplus`` add, ``forget`` subtracts); at zero the number is dropped.
-Numbers are never reused, so ``generation`` can stay 0.
+Numbers are never reused, so ``generation`` can stay 0. A file written into ``append/``
+(`Node.gone_at_close`) goes at its last release instead: nothing can reach it then.
 
 Writes: every write-type request checks ``--read-only`` here (``EROFS``), then asks the
 node; nodes refuse with ``EPERM`` unless they implement the operation. A refusal is a
