@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 #: The requests a file written into ``append/`` costs (what the ceiling answers too).
-REQUESTS = ("lookup", "getattr", "create", "write", "flush", "release")
+REQUESTS = ("lookup", "getattr", "create", "write", "flush", "release", "forget")
 
 
 def timed_handlers(operations: type, times: dict[str, list[tuple[int, int]]]) -> None:

@@ -7,7 +7,8 @@ locks; everything slow happens in nodes, which push core work into worker thread
 Inodes: a node's identity is its path in the mount (``Node.key``). The table gives a
 key a number on first sight and keeps it while the kernel holds lookups on it
 (``lookup``/``readdirplus`` add, ``forget`` subtracts); at zero the number is dropped.
-Numbers are never reused, so ``generation`` can stay 0.
+Numbers are never reused, so ``generation`` can stay 0. A file written into ``append/``
+(`Node.gone_at_close`) goes at its last release instead: nothing can reach it then.
 
 Writes: every write-type request checks ``--read-only`` here (``EROFS``), then asks the
 node; nodes refuse with ``EPERM`` unless they implement the operation. A refusal is a
@@ -55,6 +56,9 @@ F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 T = TypeVar("T")
 
 WRITE_BITS = 0o222
+#: how many names of `Node.gone_at_close` files released go to the kernel at once
+#: (`SessionFsOperations._released_gone_at_close`)
+GONE_NAMES_BATCH = 64
 
 
 def _errno_guard(fn: F) -> F:
@@ -224,9 +228,16 @@ class InodeTable:
         if inode == pyfuse3.ROOT_INODE:
             return
         node.nlookup -= count
-        if node.nlookup > 0:
-            return
-        del self.nodes[inode]
+        if node.nlookup <= 0:
+            self.drop(inode)
+
+    def drop(self, inode: int) -> Node | None:
+        """Let go of ``inode``'s row and node (the kernel forgot it, or nothing can
+        reach it any more: `Node.gone_at_close`); returns the node it had. A forget of
+        it that comes later finds no row and does nothing (numbers are never reused)."""
+        node = self.nodes.pop(inode, None)
+        if node is None:
+            return None
         if self.by_key.get(node.key) == inode:  # not if a rename gave the name away
             del self.by_key[node.key]
         session = node.session_key
@@ -235,6 +246,7 @@ class InodeTable:
             inodes.discard(inode)
             if not inodes:
                 del self.by_session[session]
+        return node
 
 
 class Invalidator:
@@ -256,7 +268,9 @@ class Invalidator:
         # `threading.Condition` in Python; the event loop puts after each batch of the
         # watch's events, and a put that woke this thread took ~19 µs of the loop's
         # thread CPU (~11 µs now: timed around it during appends into append/).
-        self._queue: queue.SimpleQueue[tuple[int, bool | bytes] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[
+            tuple[int, bool | bytes] | list[tuple[int, bytes]] | None
+        ] = queue.SimpleQueue()
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="invalidator", daemon=True)
         self._thread.start()
@@ -275,21 +289,29 @@ class Invalidator:
         if not self._closing.is_set():
             self._queue.put((parent_inode, name))
 
+    def invalidate_names(self, names: list[tuple[int, bytes]]) -> None:
+        """`invalidate_name` of each (parent inode, name): one wake-up of the thread."""
+        if not self._closing.is_set():
+            self._queue.put(names)
+
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
-            if self._closing.is_set():
-                continue  # the session is gone: nothing left to drop
-            inode, what = item
-            try:
-                if isinstance(what, bytes):
-                    pyfuse3.invalidate_entry(inode, what)
-                else:
-                    pyfuse3.invalidate_inode(inode, what)
-            except OSError as exc:  # the kernel forgot it already, or is unmounting
-                log.debug("invalidate(%d, %r): %s", inode, what, exc)
-            except Exception:
-                if not self._closing.is_set():
-                    log.exception("invalidate(%d, %r) failed", inode, what)
+            for inode, what in item if isinstance(item, list) else (item,):
+                if self._closing.is_set():
+                    break  # the session is gone: nothing left to drop
+                self._send(inode, what)
+
+    def _send(self, inode: int, what: bool | bytes) -> None:
+        try:
+            if isinstance(what, bytes):
+                pyfuse3.invalidate_entry(inode, what)
+            else:
+                pyfuse3.invalidate_inode(inode, what)
+        except OSError as exc:  # the kernel forgot it already, or is unmounting
+            log.debug("invalidate(%d, %r): %s", inode, what, exc)
+        except Exception:
+            if not self._closing.is_set():
+                log.exception("invalidate(%d, %r) failed", inode, what)
 
     def shutdown(self) -> None:
         """The FUSE session has ended: send nothing more."""
@@ -353,6 +375,12 @@ class SessionFsOperations(pyfuse3.Operations):
         # `Node.released_with_session` nodes the kernel looked up by name: told to drop
         # them when the session is let go (`session_dehydrated`), as its listings' names
         self._looked_up: dict[tuple[str, str], set[tuple[int, bytes]]] = {}
+        # The open handles of `Node.gone_at_close` files: fh -> inode, and inode -> how
+        # many (a reopen through /proc/self/fd is one more), its dir's inode and its
+        # name: at the last release the inode goes (`_released_gone_at_close`)
+        self._gone_handles: dict[int, int] = {}
+        self._gone_open: dict[int, tuple[int, int, bytes]] = {}
+        self._gone_names: dict[tuple[int, bytes], None] = {}  # (parent, name) to drop
         self._next_handle = 1
         self.invalidator: Invalidator | None = None
         self.foreground = Foreground()
@@ -639,11 +667,15 @@ class SessionFsOperations(pyfuse3.Operations):
         for inode, count in inode_list:
             self.table.forget(inode, count)
             if inode not in self.table.nodes:
-                self._page_versions.pop(inode, None)
-                self.sizes.forget(inode)
-                self._uncached.discard(inode)
-                self._listed_attrs.pop(inode, None)
-                self._fixed_attrs.pop(inode, None)
+                self._let_go(inode)
+
+    def _let_go(self, inode: int) -> None:
+        """Drop what is kept about an inode the table let go of."""
+        self._page_versions.pop(inode, None)
+        self.sizes.forget(inode)
+        self._uncached.discard(inode)
+        self._listed_attrs.pop(inode, None)
+        self._fixed_attrs.pop(inode, None)
 
     @_errno_guard
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
@@ -723,6 +755,10 @@ class SessionFsOperations(pyfuse3.Operations):
         else:
             handle = await node.open(flags)
         fh = self._add_handle(handle)
+        if node.gone_at_close and inode in self._gone_open:  # (reopened: /proc/self/fd)
+            count, parent, name = self._gone_open[inode]
+            self._gone_open[inode] = (count + 1, parent, name)
+            self._gone_handles[fh] = inode
         direct = node.tier.direct_io or not self._page_cache_ok(node, inode, fh, handle)
         keep = node.tier.keep_cache and not direct
         if direct:
@@ -772,6 +808,9 @@ class SessionFsOperations(pyfuse3.Operations):
     @_errno_guard
     async def release(self, fh: int) -> None:
         handle = self._handles.pop(fh, None)
+        gone = self._gone_handles.pop(fh, None)
+        if gone is not None:
+            self._released_gone_at_close(gone)
         inode = self._page_readers.pop(fh, None)
         if isinstance(handle, OpenFile):
             if inode is not None:
@@ -802,8 +841,37 @@ class SessionFsOperations(pyfuse3.Operations):
             parent, lambda: parent.create(os.fsdecode(name), flags, mode)
         )
         attrs = await self._reply_entry(node)
-        info = pyfuse3.FileInfo(fh=self._add_handle(handle), direct_io=node.tier.direct_io)
-        return info, attrs
+        fh = self._add_handle(handle)
+        if node.gone_at_close:
+            inode = attrs.st_ino
+            # (two files of one name open at once share the inode the kernel holds)
+            count = self._gone_open[inode][0] if inode in self._gone_open else 0
+            self._gone_open[inode] = (count + 1, parent_inode, name)
+            self._gone_handles[fh] = inode
+        return pyfuse3.FileInfo(fh=fh, direct_io=node.tier.direct_io), attrs
+
+    def _released_gone_at_close(self, inode: int) -> None:
+        """One handle of a `Node.gone_at_close` file released: at the last, its inode
+        goes (nothing can reach it now) and the kernel is told to drop its name, which
+        it would otherwise keep, and the inode, until memory runs short. Its later
+        forget of the inode finds nothing to do."""
+        count, parent, name = self._gone_open.pop(inode)
+        if count > 1:
+            self._gone_open[inode] = (count - 1, parent, name)
+            return
+        self.table.drop(inode)
+        self._let_go(inode)
+        if self.invalidator is None:
+            return
+        # Sent in batches: one wake-up of the invalidator's thread per file cost the
+        # event loop ~7 us, and the kernel's forgets come batched too. Until a batch
+        # is full the kernel holds its few names; a name written again replaces its
+        # own (the kernel drops the old inode when the lookup finds it absent).
+        gone = self._gone_names
+        gone[parent, name] = None
+        if len(gone) >= GONE_NAMES_BATCH:
+            self.invalidator.invalidate_names(list(gone))
+            gone.clear()
 
     @_errno_guard
     async def setattr(

@@ -438,6 +438,12 @@ class Node:
     #: the inode, and this node, go too; a walk of a corpus bigger than ``--cache-mb``
     #: then holds the nodes of the sessions in the cache, not of every session read
     released_with_session: bool = False
+    #: nothing is kept under its name (a file written into ``append/``): once its last
+    #: open handle is released nothing can reach it, as its name looks up absent, so
+    #: ``ops`` drops its inode then and tells the kernel to drop the name; the kernel
+    #: keeps a name of zero entry timeout until memory runs short, so the inode table
+    #: would otherwise grow by a row and a node with every file written
+    gone_at_close: bool = False
     #: ``stat`` answers the same for as long as the node lives, and its attributes
     #: change only with `permissions` and `read_only_reason` (a dir of the mount's
     #: own, like ``append/``, which the kernel asks about after every file made in

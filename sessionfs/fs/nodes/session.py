@@ -513,6 +513,7 @@ class AppendFile(InSession, FileNode):
     tier = DROPBOX
     mode = 0o644
     invalidate_on_change = False  # never cached, never read
+    gone_at_close = True
 
     def __init__(
         self,
