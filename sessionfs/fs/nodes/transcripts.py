@@ -223,7 +223,7 @@ def _file_name(ref: SessionRef) -> str:
 class TranscriptFile(FileNode):
     """``transcripts/<project>/<stem>.md``: the session's transcript, read-only."""
 
-    __slots__ = ("_listed_at", "_path", "_session", "_watchable")
+    __slots__ = ("_file", "_listed_at", "_path", "_session", "_watchable")
 
     tier = RENDERED
 
@@ -232,6 +232,7 @@ class TranscriptFile(FileNode):
         # Worked out once per node (a listing's node is handed out again while its
         # project dir is unchanged, and each readdirplus entry asks for them 3-4 times).
         self._path = path  # the session file, when the listing that made it knows it
+        self._file: str | None = None  # its path as a string (what each stat is given)
         project, *parents, name = self.local_key[1:]
         # Grouped with the session: a change the cache sees drops the kernel's copy too.
         self._session = (project, "/".join((*parents, name[: -len(TRANSCRIPT_SUFFIX)])))
@@ -275,7 +276,7 @@ class TranscriptFile(FileNode):
             self._watchable = own_local_file(self.ctx, self.stem, self.path)
             if self._watchable is None:
                 return False
-        return self._watchable and watch.covers(self.project)
+        return self._watchable and watch.covers(self._session[0])
 
     def _identity(self) -> tuple[FileIdentity, FileAccess]:
         """The session file as it is now (one stat, on the event loop), its mode and owner."""
@@ -283,22 +284,32 @@ class TranscriptFile(FileNode):
         return FileIdentity.of(st), FileAccess.of(st)
 
     def _stat(self) -> os.stat_result:
+        if self._file is None:
+            self._file = os.fspath(self.path)
         try:
-            return session_stat(self.path)
+            return session_stat(self._file)
         except OSError:
             raise refuse(errno.ENOENT) from None
 
     def _moved_leaf(self) -> LoadedSession | None:
         """The loaded session when its leaf was moved through the mount: then its
         transcript is not the file's, and only the loaded rendering is right."""
-        loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
+        loaded = self.ctx.sessions.loaded_fresh(*self._session)
         return loaded if loaded is not None and loaded.pinned_leaf is not None else None
+
+    def _noted(self) -> bool:
+        """Whether the transcript is not the session file's alone (`SessionCache.noted`:
+        a leaf moved through the mount, or one the mount remembers). Implied by
+        `_moved_leaf`, so this is the one check where the answer is only yes or no."""
+        return self.ctx.sessions.noted(*self._session)
 
     async def _noted_session(self) -> LoadedSession | None:
         """`_moved_leaf`, or the session loaded now when the mount remembers a leaf
         chosen for it (another agent's, after a remount: `SessionCache.noted`)."""
+        if not self._noted():  # the usual case: the file alone says it
+            return None
         loaded = self._moved_leaf()
-        if loaded is not None or not self.ctx.sessions.noted(self.project, self.stem):
+        if loaded is not None:
             return loaded
         try:
             session = await self.ctx.sessions.get(self.project, self.stem)
@@ -331,16 +342,13 @@ class TranscriptFile(FileNode):
         lists each project without a stat per session. Not while the transcript is a
         leaf's chosen through the mount (its size is not the file's)."""
         at, watch = self._listed_at, self.ctx.watch
-        if at is None or watch is None or not self._watched():
+        if at is None or watch is None or not self._watched() or self._noted():
             return False
-        if self._moved_leaf() is not None or self.ctx.sessions.noted(self.project, self.stem):
-            return False
-        return watch.unchanged_since(self.project, self.stem, at)
+        return watch.unchanged_since(*self._session, at)
 
     def _listed(self, identity: FileIdentity) -> Stat:
         record = _renders(self.ctx).known(self.path, identity)
-        noted = self._moved_leaf() is not None or self.ctx.sessions.noted(self.project, self.stem)
-        if record is None or noted:
+        if record is None or self._noted():
             return Stat(0, identity.mtime_ns, exact=False)  # a listing renders nothing
         return Stat(record.transcript_size, identity.mtime_ns)
 
