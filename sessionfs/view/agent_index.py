@@ -136,7 +136,7 @@ class AgentIndex:
         self._listings: dict[str, ProjectListing] = {}
         # (the sessions root's settled mtime, its projects) when last listed
         # (`listed_projects`), reused while that mtime stays (`reused_projects`)
-        self._projects_listing: tuple[int, list[str]] | None = None
+        self._projects_listing: tuple[int, tuple[str, ...]] | None = None
 
     def projects(self) -> list[str]:
         try:
@@ -145,28 +145,29 @@ class AgentIndex:
         except (FileNotFoundError, NotADirectoryError):
             return []
 
-    def listed_projects(self) -> list[str]:
+    def listed_projects(self) -> tuple[str, ...]:
         """`projects`, remembered for `reused_projects` when the sessions root's mtime
         is settled (older than `RACY_NS` when listed: a later change moves it)."""
         started_ns = time.time_ns()
         mtime = self._sessions_root_mtime_ns()
-        projects = self.projects()
+        projects = tuple(self.projects())
         settled = mtime is not None and mtime < started_ns - RACY_NS
         self._projects_listing = (mtime, projects) if settled and mtime is not None else None
         return projects
 
-    def reused_projects(self) -> list[str] | None:
+    def reused_projects(self) -> tuple[str, ...] | None:
         """`projects` as `listed_projects` found them, while the sessions root's mtime
         stays where it was (a project made, renamed or removed moves it): one stat,
         cheap enough for the event loop (a warm ``grep -r transcripts/`` lists the
         root every time). None: list again. Only where the projects are the root's
         dirs: an index that lists them its own way (another agent's, one merging an
-        archive) always lists again."""
+        archive) always lists again. The very tuple `listed_projects` returned, so the
+        dirs' nodes made from it are reused too (`MountContext.children_of_listing`)."""
         listing = self._projects_listing
         if listing is None or type(self).projects is not AgentIndex.projects:
             return None
         mtime, projects = listing
-        return list(projects) if self._sessions_root_mtime_ns() == mtime else None
+        return projects if self._sessions_root_mtime_ns() == mtime else None
 
     def _sessions_root_mtime_ns(self) -> int | None:
         try:

@@ -69,19 +69,19 @@ def test_the_projects_are_reused_while_the_sessions_root_is_unchanged(tmp_path: 
         write_header_session(root / name, "s0", "id-0")
     index = AgentIndex(tmp_path)
     assert index.reused_projects() is None  # never listed
-    assert index.listed_projects() == ["--a--", "--b--"]
+    assert index.listed_projects() == ("--a--", "--b--")
     assert index.reused_projects() is None  # the root changed lately: not settled
     settle(root)
-    assert index.listed_projects() == ["--a--", "--b--"]
-    assert index.reused_projects() == ["--a--", "--b--"]  # one stat, no listing
+    assert index.listed_projects() == ("--a--", "--b--")
+    assert index.reused_projects() == ("--a--", "--b--")  # one stat, no listing
     write_header_session(root / "--c--", "s0", "id-0")  # a new project moves the mtime
     assert index.reused_projects() is None
-    assert index.listed_projects() == ["--a--", "--b--", "--c--"]
+    assert index.listed_projects() == ("--a--", "--b--", "--c--")
     settle(root)
     index.listed_projects()
     (root / "--a--").rename(root / "--z--")
     assert index.reused_projects() is None
-    assert index.listed_projects() == ["--b--", "--c--", "--z--"]
+    assert index.listed_projects() == ("--b--", "--c--", "--z--")
 
 
 def test_an_index_listing_projects_its_own_way_never_reuses_them(tmp_path: Path) -> None:
@@ -92,5 +92,5 @@ def test_an_index_listing_projects_its_own_way_never_reuses_them(tmp_path: Path)
     write_header_session(tmp_path / "sessions" / "--a--", "s0", "id-0")
     settle(tmp_path / "sessions")
     index = Merged(tmp_path)
-    assert index.listed_projects() == ["--a--", "--elsewhere--"]
+    assert index.listed_projects() == ("--a--", "--elsewhere--")
     assert index.reused_projects() is None

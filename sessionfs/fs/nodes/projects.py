@@ -40,7 +40,10 @@ class ProjectsDir(DirNode):
         projects = self.ctx.index.reused_projects()
         if projects is None:
             projects = await trio.to_thread.run_sync(self.ctx.index.listed_projects)
-        return [(p, self.project_node(p)) for p in projects]
+        # The same nodes while the projects are (their readdirplus rows then cost less)
+        return self.ctx.children_of_listing(
+            self.key, projects, lambda: [(p, self.project_node(p)) for p in projects]
+        )
 
     async def lookup(self, name: str) -> Node | None:
         if name in (".", "..") or "/" in name:

@@ -111,6 +111,14 @@ class TranscriptProjectDir(DirNode):
             raise refuse(errno.ENOENT)
         return Stat(0, mtime)
 
+    async def listing_view(self) -> tuple[Stat, Permissions]:
+        # `stat` and the mount's own permissions, without the await chain where the
+        # index answers on the event loop (each warm ``grep -r`` lists every project)
+        known = self.ctx.index.project_mtime_if_known(self.project)
+        if not isinstance(known, int):
+            return await super().listing_view()
+        return Stat(0, known), await self.permissions()
+
     @property
     def parent_stem(self) -> str | None:
         """The session whose sub-agents this dir lists (``None``: the project's own)."""
