@@ -375,7 +375,7 @@ class TranscriptFile(FileNode):
         if opened_for_writing(flags):
             raise WriteRejected(errno.EACCES, f"{self.display_path()}: a transcript, read-only")
         identity = FileIdentity.of(self._stat())  # (the mode and owner: not asked)
-        loaded = await self._noted_session()
+        loaded = await self._noted_session() if self._noted() else None
         if loaded is not None:
             data = await self.ctx.sessions.render(loaded, "transcript.md")
             return BytesHandle(data, version=(loaded.file_state, loaded.version))
@@ -404,8 +404,18 @@ async def transcript_record(
     ``renders``: the workers of another rendering than ``ctx.renders``' (the pages)."""
     if renders is None:
         renders = _renders(ctx)
+    return _known_record(renders, path, identity) or await _unknown_record(renders, path, identity)
+
+
+def _known_record(renders: Prerenderer, path: Path, identity: FileIdentity) -> CachedRender | None:
+    """`transcript_record` when it is remembered (no await: a warm open's case)."""
     renders.read_ahead_after(path)
-    record = renders.known(path, identity) or await renders.validated(path, identity)
+    return renders.known(path, identity)
+
+
+async def _unknown_record(renders: Prerenderer, path: Path, identity: FileIdentity) -> CachedRender:
+    """`transcript_record` when it is not remembered: validated or rendered."""
+    record = await renders.validated(path, identity)
     if record is not None:
         return record
     return (await _outcome(renders, path)).record
@@ -429,7 +439,9 @@ async def open_transcript(
     the bytes from a worker when there is no usable cache file."""
     if renders is None:
         renders = _renders(ctx)
-    record = await transcript_record(ctx, path, identity, renders)
+    record = _known_record(renders, path, identity) or await _unknown_record(
+        renders, path, identity
+    )
     handle = _open_cache_file(record)
     if handle is not None:
         return handle
