@@ -25,6 +25,7 @@ from pathlib import Path
 import trio
 
 from core.session_stat import session_stat
+from sessionfs.fs.idle_files import IdleFiles
 from sessionfs.fs.nodes.base import (
     RENDERED,
     STATIC,
@@ -469,8 +470,9 @@ class CacheFileHandle(OpenFile):
 
     size: int  # the transcript's, fixed at open like a snapshot's
 
-    def __init__(self, fd: int, record: CachedRender) -> None:
+    def __init__(self, fd: int, record: CachedRender, stored: tuple[Path, FileIdentity]) -> None:
         self.fd = fd
+        self.stored = stored  # the validated file: `release` keeps the descriptor for it
         self.offset = record.data_offset
         self.size = record.transcript_size
         self.version = record.identity
@@ -485,7 +487,7 @@ class CacheFileHandle(OpenFile):
         return await trio.to_thread.run_sync(os.pread, self.fd, size, self.offset + offset)
 
     async def release(self) -> None:
-        os.close(self.fd)
+        _IDLE_CACHE_FILES.give_back(self.stored, self.fd, self.stored[1].size)
 
 
 def _read_if_cached(fd: int, size: int, offset: int) -> bytes | None:
@@ -505,19 +507,28 @@ def _read_if_cached(fd: int, size: int, offset: int) -> bytes | None:
 _RWF_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
 
 
+#: The cache files' descriptors between a release and the next open of the same file
+#: (a warm ``grep -r`` opens every transcript again: no walk of the path each time).
+_IDLE_CACHE_FILES = IdleFiles()
+
+
 def _open_cache_file(record: CachedRender) -> CacheFileHandle | None:
     """A handle on the record's cache file, if it is still the very file validated
     (not replaced, truncated or scribbled on since: its own identity is unchanged)."""
-    if record.stored is None:
+    stored = record.stored
+    if stored is None:
         return None
-    path, validated = record.stored
+    path, validated = stored
+    fd = _IDLE_CACHE_FILES.take(stored, validated)
+    if fd is not None:
+        return CacheFileHandle(fd, record, stored)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
     try:
         if FileIdentity.of(os.fstat(fd)) == validated:
-            return CacheFileHandle(fd, record)
+            return CacheFileHandle(fd, record, stored)
     except OSError:
         pass
     os.close(fd)

@@ -1,0 +1,100 @@
+"""Descriptors of validated cache files kept open between two opens of the same
+transcript (`IdleFiles`): a warm ``grep -r transcripts/`` opens every transcript
+again each time, and opening its cache file by path (a walk of the cache dir's path)
+and closing it was a third of the daemon's time for such an ``open`` (issue 26,
+point 5).
+
+A descriptor is handed out again only for the very file it was opened and checked for
+(the key is the validated file's path and identity, `CachedRender.stored`), and only
+while that file is still there at its validated identity (one ``fstat``: a cache file
+scribbled on in place since is not used, nor one removed or replaced since, whose
+link count is 0: the next open finds the cache dir as it is, and renders again into
+it where the file is gone).
+Bounded: at most `KEPT` descriptors of files of `KEPT_BYTES` in all, none kept idle
+longer than `IDLE_SECONDS` once the mount is used again (a removed cache file's disk
+space is held no longer). Event loop only (the open and release handlers): no locks.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Hashable
+
+from core.file_identity import FileIdentity
+
+__all__ = ["IDLE_SECONDS", "KEPT", "KEPT_BYTES", "IdleFiles"]
+
+#: The most descriptors kept: the transcripts a warm grep of a few dozen projects
+#: opens. A grep of more files than this finds none kept (each is opened as before).
+KEPT = 128
+#: The most bytes of cache files kept open (a removed file's space is held while kept).
+KEPT_BYTES = 256 * 1024 * 1024
+#: A descriptor unused this long is closed at the next open or release of a cache file.
+IDLE_SECONDS = 30.0
+
+
+class IdleFiles:
+    """Open read-only descriptors no handle uses now, by key, the least recent first."""
+
+    def __init__(
+        self, kept: int = KEPT, kept_bytes: int = KEPT_BYTES, idle_seconds: float = IDLE_SECONDS
+    ) -> None:
+        self.kept = kept
+        self.kept_bytes = kept_bytes
+        self.idle_seconds = idle_seconds
+        self._idle: OrderedDict[Hashable, tuple[int, int, float]] = OrderedDict()  # fd, size, since
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._idle)
+
+    def take(self, key: Hashable, validated: FileIdentity) -> int | None:
+        """The descriptor kept for ``key``, now the caller's to use and `give_back`,
+        if its file is still linked and at ``validated``; None: open the file."""
+        found = self._idle.pop(key, None)
+        if found is None:
+            return None
+        fd, size, _since = found
+        self._bytes -= size
+        try:
+            st = os.fstat(fd)
+            if st.st_nlink and FileIdentity.of(st) == validated:
+                return fd
+        except OSError:
+            pass
+        os.close(fd)
+        return None
+
+    def give_back(self, key: Hashable, fd: int, size: int) -> None:
+        """Keep ``fd`` (``size`` bytes of the file of ``key``) for the next `take` of
+        ``key``; the least recent are closed past the bounds, and those idle too long."""
+        now = time.monotonic()
+        other = self._idle.pop(key, None)
+        if other is not None:  # two handles of the same file were open: one is kept
+            self._bytes -= other[1]
+            os.close(other[0])
+        if size > self.kept_bytes:
+            os.close(fd)
+        else:
+            self._idle[key] = (fd, size, now)
+            self._bytes += size
+        idle = self._idle
+        while idle:
+            oldest_fd, oldest_size, since = idle[next(iter(idle))]
+            if (
+                len(idle) <= self.kept
+                and self._bytes <= self.kept_bytes
+                and now - since < self.idle_seconds
+            ):
+                return
+            idle.popitem(last=False)
+            self._bytes -= oldest_size
+            os.close(oldest_fd)
+
+    def close_all(self) -> None:
+        """Close every descriptor kept."""
+        while self._idle:
+            os.close(self._idle.popitem(last=False)[1][0])
+        self._bytes = 0
