@@ -137,6 +137,8 @@ class AgentIndex:
         # (the sessions root's settled mtime, its projects) when last listed
         # (`listed_projects`), reused while that mtime stays (`reused_projects`)
         self._projects_listing: tuple[int, tuple[str, ...]] | None = None
+        # the sessions root and its path as a string (`project_mtime_ns`, per request)
+        self._root_as_str: tuple[Path | None, str] = (None, "")
 
     def projects(self) -> list[str]:
         try:
@@ -178,8 +180,11 @@ class AgentIndex:
     def project_mtime_ns(self, project: str) -> int | None:
         if "/" in project or project in (".", ".."):
             return None
-        try:  # (os.path.join: a Path made per call costs more than the stat itself)
-            st = os.stat(os.path.join(self.sessions_root, project))
+        root = self.sessions_root
+        if root is not self._root_as_str[0]:  # (a subclass may set another root)
+            self._root_as_str = (root, os.fspath(root))
+        try:  # a string: a Path made (or joined) per call costs as much as the stat
+            st = os.stat(f"{self._root_as_str[1]}/{project}")
         except OSError:
             return None
         return st.st_mtime_ns if stat.S_ISDIR(st.st_mode) else None
