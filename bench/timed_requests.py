@@ -1,15 +1,20 @@
 """Run a FUSE daemon with each request handler timed in thread CPU (for
-`bench.bench_append_requests`).
+`bench.bench_append_requests` and `bench.bench_grep_requests`).
 
     python bench/timed_requests.py OUT.json ceiling MOUNTPOINT TARGET_FILE
     python bench/timed_requests.py OUT.json sessionfs mount MOUNTPOINT --foreground ...
+    python bench/timed_requests.py OUT.json sessionfs-reads mount MOUNTPOINT --foreground ...
+    python bench/timed_requests.py OUT.json bare-tree MOUNTPOINT TREE [--answer-flush]
 
 The handlers of `REQUESTS` are wrapped before the daemon starts; at exit ``OUT.json``
 gets, per request, the calls and their CPU times in ns (``time.thread_time_ns``: the
 daemon's handlers never yield to the scheduler on the append path, so the interval is
 the handler's own work). ``sessionfs`` runs the ``sessionfs`` command of the current
 directory's checkout (put first on ``sys.path``, as ``python -m`` would), so one copy
-of this script times an old checkout and a new one alike.
+of this script times an old checkout and a new one alike; ``sessionfs-reads`` times
+the requests of a read (`READ_REQUESTS`) instead, and ``bare-tree`` the bare pyfuse3
+fs serving a dir's tree (`bench_mount.serve_bare`) the same way. ``SIGUSR1`` drops
+what was timed so far (a bench's warm-up).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import atexit
 import functools
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -25,12 +31,26 @@ from typing import Any
 
 #: The requests a file written into ``append/`` costs (what the ceiling answers too).
 REQUESTS = ("lookup", "getattr", "create", "write", "flush", "release")
+#: The requests reading files and dirs costs (a ``grep -r``).
+READ_REQUESTS = (
+    "lookup",
+    "getattr",
+    "opendir",
+    "readdir",
+    "releasedir",
+    "open",
+    "read",
+    "flush",
+    "release",
+)
 
 
-def timed_handlers(operations: type, times: dict[str, list[int]]) -> None:
-    """Wrap ``operations``' handlers of `REQUESTS`: each call appends its thread CPU
-    time (ns) to ``times[name]``."""
-    for name in REQUESTS:
+def timed_handlers(
+    operations: object, times: dict[str, list[int]], requests: tuple[str, ...] = REQUESTS
+) -> None:
+    """Wrap ``operations``' handlers (a class, or an instance) of ``requests``: each
+    call appends its thread CPU time (ns) to ``times[name]``."""
+    for name in requests:
         handler = getattr(operations, name)
         took = times.setdefault(name, [])
 
@@ -54,6 +74,23 @@ def main(argv: list[str]) -> None:
     out, kind, *rest = argv
     times: dict[str, list[int]] = {}
     atexit.register(lambda: _dump(out, times))
+    signal.signal(signal.SIGUSR1, lambda *_: [took.clear() for took in times.values()])
+    if kind == "bare-tree":
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        import pyfuse3
+
+        from bench import bench_mount
+
+        init = pyfuse3.init
+
+        def timed_init(operations: object, *args: Any) -> None:
+            timed_handlers(operations, times, READ_REQUESTS)
+            init(operations, *args)
+
+        pyfuse3.init = timed_init
+        sys.argv = [sys.argv[0], "--serve-tree", *rest]
+        bench_mount.main()
+        return
     if kind == "ceiling":
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         from bench import minimal_append_fs
@@ -65,7 +102,9 @@ def main(argv: list[str]) -> None:
     from sessionfs.commands.cli import main as sessionfs_main
     from sessionfs.fs.ops import SessionFsOperations
 
-    timed_handlers(SessionFsOperations, times)
+    timed_handlers(
+        SessionFsOperations, times, READ_REQUESTS if kind == "sessionfs-reads" else REQUESTS
+    )
     sys.argv = [sys.argv[0], *rest]
     sessionfs_main()
 
