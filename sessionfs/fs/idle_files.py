@@ -5,7 +5,8 @@ and closing it was a third of the daemon's time for such an ``open`` (issue 26,
 point 5).
 
 A descriptor is handed out again only for the very file it was opened and checked for
-(the key is the validated file's path and identity, `CachedRender.stored`), and only
+(the key is the validated file's identity, `CachedRender.stored`: its device and inode
+name that file, whatever its path; a tuple of ints, cheap to hash), and only
 while that file is still there at its validated identity (one ``fstat``: a cache file
 scribbled on in place since is not used, nor one removed or replaced since, whose
 link count is 0: the next open finds the cache dir as it is, and renders again into
@@ -20,7 +21,6 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Hashable
 
 from core.file_identity import FileIdentity
 
@@ -36,7 +36,8 @@ IDLE_SECONDS = 30.0
 
 
 class IdleFiles:
-    """Open read-only descriptors no handle uses now, by key, the least recent first."""
+    """Open read-only descriptors no handle uses now, by their file's validated
+    identity, the least recent first."""
 
     def __init__(
         self, kept: int = KEPT, kept_bytes: int = KEPT_BYTES, idle_seconds: float = IDLE_SECONDS
@@ -44,20 +45,22 @@ class IdleFiles:
         self.kept = kept
         self.kept_bytes = kept_bytes
         self.idle_seconds = idle_seconds
-        self._idle: OrderedDict[Hashable, tuple[int, int, float]] = OrderedDict()  # fd, size, since
+        # validated identity -> (fd, when given back)
+        self._idle: OrderedDict[FileIdentity, tuple[int, float]] = OrderedDict()
         self._bytes = 0
 
     def __len__(self) -> int:
         return len(self._idle)
 
-    def take(self, key: Hashable, validated: FileIdentity) -> int | None:
-        """The descriptor kept for ``key``, now the caller's to use and `give_back`,
-        if its file is still linked and at ``validated``; None: open the file."""
-        found = self._idle.pop(key, None)
+    def take(self, validated: FileIdentity) -> int | None:
+        """The descriptor kept for the file validated at ``validated``, now the
+        caller's to use and `give_back`, if that file is still linked and unchanged;
+        None: open the file."""
+        found = self._idle.pop(validated, None)
         if found is None:
             return None
-        fd, size, _since = found
-        self._bytes -= size
+        fd = found[0]
+        self._bytes -= validated.size
         try:
             st = os.fstat(fd)
             if st.st_nlink and FileIdentity.of(st) == validated:
@@ -67,31 +70,29 @@ class IdleFiles:
         os.close(fd)
         return None
 
-    def give_back(self, key: Hashable, fd: int, size: int) -> None:
-        """Keep ``fd`` (``size`` bytes of the file of ``key``) for the next `take` of
-        ``key``; the least recent are closed past the bounds, and those idle too long."""
+    def give_back(self, validated: FileIdentity, fd: int) -> None:
+        """Keep ``fd`` (of the file validated at ``validated``) for the next `take` of
+        it; the least recent are closed past the bounds, and those idle too long."""
         now = time.monotonic()
-        other = self._idle.pop(key, None)
-        if other is not None:  # two handles of the same file were open: one is kept
-            self._bytes -= other[1]
-            os.close(other[0])
-        if size > self.kept_bytes:
-            os.close(fd)
-        else:
-            self._idle[key] = (fd, size, now)
-            self._bytes += size
         idle = self._idle
-        while idle:
-            oldest_fd, oldest_size, since = idle[next(iter(idle))]
-            if (
-                len(idle) <= self.kept
-                and self._bytes <= self.kept_bytes
-                and now - since < self.idle_seconds
-            ):
-                return
-            idle.popitem(last=False)
-            self._bytes -= oldest_size
-            os.close(oldest_fd)
+        other = idle.pop(validated, None)
+        if other is not None:  # two handles of the same file were open: one is kept
+            self._bytes -= validated.size
+            os.close(other[0])
+        if validated.size > self.kept_bytes:
+            os.close(fd)
+            return
+        idle[validated] = (fd, now)
+        self._bytes += validated.size
+        while len(idle) > self.kept or self._bytes > self.kept_bytes:
+            self._close_oldest()
+        while idle and now - next(iter(idle.values()))[1] >= self.idle_seconds:
+            self._close_oldest()
+
+    def _close_oldest(self) -> None:
+        identity, (fd, _since) = self._idle.popitem(last=False)
+        self._bytes -= identity.size
+        os.close(fd)
 
     def close_all(self) -> None:
         """Close every descriptor kept."""

@@ -470,9 +470,9 @@ class CacheFileHandle(OpenFile):
 
     size: int  # the transcript's, fixed at open like a snapshot's
 
-    def __init__(self, fd: int, record: CachedRender, stored: tuple[Path, FileIdentity]) -> None:
+    def __init__(self, fd: int, record: CachedRender, validated: FileIdentity) -> None:
         self.fd = fd
-        self.stored = stored  # the validated file: `release` keeps the descriptor for it
+        self.validated = validated  # the cache file's: `release` keeps the descriptor for it
         self.offset = record.data_offset
         self.size = record.transcript_size
         self.version = record.identity
@@ -487,7 +487,7 @@ class CacheFileHandle(OpenFile):
         return await trio.to_thread.run_sync(os.pread, self.fd, size, self.offset + offset)
 
     async def release(self) -> None:
-        _IDLE_CACHE_FILES.give_back(self.stored, self.fd, self.stored[1].size)
+        _IDLE_CACHE_FILES.give_back(self.validated, self.fd)
 
 
 def _read_if_cached(fd: int, size: int, offset: int) -> bytes | None:
@@ -515,20 +515,19 @@ _IDLE_CACHE_FILES = IdleFiles()
 def _open_cache_file(record: CachedRender) -> CacheFileHandle | None:
     """A handle on the record's cache file, if it is still the very file validated
     (not replaced, truncated or scribbled on since: its own identity is unchanged)."""
-    stored = record.stored
-    if stored is None:
+    if record.stored is None:
         return None
-    path, validated = stored
-    fd = _IDLE_CACHE_FILES.take(stored, validated)
+    path, validated = record.stored
+    fd = _IDLE_CACHE_FILES.take(validated)
     if fd is not None:
-        return CacheFileHandle(fd, record, stored)
+        return CacheFileHandle(fd, record, validated)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
     try:
         if FileIdentity.of(os.fstat(fd)) == validated:
-            return CacheFileHandle(fd, record, stored)
+            return CacheFileHandle(fd, record, validated)
     except OSError:
         pass
     os.close(fd)
