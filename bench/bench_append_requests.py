@@ -18,7 +18,6 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -80,15 +79,9 @@ def report(names: list[str], times: dict[str, dict[str, list[int]]], cpu: dict[s
     print("per file; each request: calls a file x median us of thread CPU a call")
     for name in names:
         files = FILES + WARM_FILES  # the handlers were timed from the first file on
-        cells, handlers = [], 0.0
-        for request in timed_requests.REQUESTS:
-            took = times[name].get(request, [])
-            if not took:
-                continue
-            handlers += sum(took) / 1e3 / files
-            cells.append(f"{request} {len(took) / files:.2f}x{statistics.median(took) / 1e3:.1f}")
+        cells, handlers = timed_requests.per_unit(times[name], timed_requests.REQUESTS, files)
         print(
-            f"  {name}: {'  '.join(cells)}; handlers {handlers:.0f} us, "
+            f"  {name}: {cells}; handlers {handlers:.0f} us, "
             f"daemon CPU {cpu[name] / FILES * 1e6:.0f} us"
         )
 

@@ -105,15 +105,11 @@ def _grep(kind: str, word: str, mnt: Path) -> float:
 
 
 def report(name: str, took: dict[str, list[int]], greps: int, cpu: float, wall: float) -> None:
-    cells, handlers = [], 0.0
-    for request in timed_requests.READ_REQUESTS:
-        calls = took.get(request, [])
-        if len(calls) < greps / 2:  # (a stray one: page cache dropped by other work)
-            continue
-        handlers += sum(calls) / 1e3 / greps
-        cells.append(f"{request} {len(calls) / greps:.0f}x{statistics.median(calls) / 1e3:.1f}")
+    # (a request made less than every other grep is a stray: other work shrank the
+    # page cache)
+    cells, handlers = timed_requests.per_unit(took, timed_requests.READ_REQUESTS, greps, greps / 2)
     print(
-        f"  {name}: {'  '.join(cells)}; handlers {handlers:.0f} us, daemon CPU "
+        f"  {name}: {cells}; handlers {handlers:.0f} us, daemon CPU "
         f"{cpu / greps * 1e6:.0f} us, wall {wall * 1e3:.1f} ms (median)"
     )
 

@@ -24,6 +24,7 @@ import functools
 import json
 import os
 import signal
+import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -68,6 +69,22 @@ def timed_handlers(
             return wrapper
 
         setattr(operations, name, timed(handler, took))
+
+
+def per_unit(
+    took: dict[str, list[int]], requests: tuple[str, ...], units: int, fewest: float = 1
+) -> tuple[str, float]:
+    """What ``took`` (a daemon's dump) says per unit of work (a file, a grep): per
+    request of ``requests`` timed at least ``fewest`` times, its calls a unit and the
+    median µs of one call (``"open 60.00x16.1"``), and the handlers' µs a unit."""
+    cells, handlers = [], 0.0
+    for request in requests:
+        calls = took.get(request, [])
+        if not calls or len(calls) < fewest:
+            continue
+        handlers += sum(calls) / 1e3 / units
+        cells.append(f"{request} {len(calls) / units:.2f}x{statistics.median(calls) / 1e3:.1f}")
+    return "  ".join(cells), handlers
 
 
 def main(argv: list[str]) -> None:
