@@ -21,7 +21,6 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -75,17 +74,12 @@ def main(argv: list[str]) -> int:
                 mount_appends(sides[name][1], SLICE, turn * SLICE)
         cpu = {name: daemon_cpu_seconds(sides[name][0]) - cpu[name] for name in names}
         stack.close()  # unmounted: each daemon has written its times
-        times = {name: json.loads(sides[name][2].read_text()) for name in names}
-        report(names, {name: _since(times[name], measured_from) for name in names}, cpu)
+        times = {
+            name: timed_requests.cpu_times(json.loads(sides[name][2].read_text()), measured_from)
+            for name in names
+        }
+        report(names, times, cpu)
     return 0
-
-
-def _since(times: dict[str, list[list[int]]], started: int) -> dict[str, list[int]]:
-    """Per request, the CPU times (ns) of the calls that started at ``started`` or later
-    (`bench.timed_requests` records ``[started, took]`` per call)."""
-    return {
-        request: [took for at, took in calls if at >= started] for request, calls in times.items()
-    }
 
 
 def report(names: list[str], times: dict[str, dict[str, list[int]]], cpu: dict[str, float]) -> None:
@@ -93,16 +87,10 @@ def report(names: list[str], times: dict[str, dict[str, list[int]]], cpu: dict[s
     print(f"{FILES} files each after {WARM_FILES} to warm up, load average {load}")
     print("per file; each request: calls a file x median us of thread CPU a call")
     for name in names:
-        cells, handlers = [], 0.0
-        for request in timed_requests.REQUESTS:
-            took = times[name].get(request, [])
-            if not took:
-                continue
-            handlers += sum(took) / 1e3 / FILES
-            cells.append(f"{request} {len(took) / FILES:.2f}x{statistics.median(took) / 1e3:.1f}")
+        cells, handlers = timed_requests.per_unit(times[name], timed_requests.REQUESTS, FILES)
         daemon = cpu[name] / FILES * 1e6
         print(
-            f"  {name}: {'  '.join(cells)}; handlers {handlers:.0f} us, "
+            f"  {name}: {cells}; handlers {handlers:.0f} us, "
             f"daemon CPU {daemon:.0f} us, outside the handlers {daemon - handlers:.0f} us"
         )
 

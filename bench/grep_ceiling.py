@@ -4,7 +4,7 @@ transcript bytes under the same names from memory.
 
     python bench/grep_ceiling.py [--sessions 60] [--entries 400] [--rounds 15]
                                  [--old CHECKOUT] [--new CHECKOUT]
-                                 [--first-rounds N] [--no-first | --no-warm]
+                                 [--first-rounds N] [--no-first | --no-warm] [--runs N]
 
 The `bench.corpus` agent dir is mounted by each checkout (``--new``: this one by
 default; ``--old``: a second one, e.g. ``git worktree add --detach ../before main``),
@@ -20,8 +20,13 @@ built: ``grep -rl WORD transcripts/`` and
 ``grep -l WORD sessions/*/*/transcript.md`` (the shell's glob included) over each
 mount, raw over the session files. Prints medians, the ratio to raw warm, the share of
 each ceiling reached (ceiling seconds / mount seconds) and the CPU time each daemon
-spent per grep (its threads' schedstat: ns, not 10 ms ticks), the median over the
+spent per grep (the process's CPU clock: ns, not 10 ms ticks, every thread's, those
+that ended during the grep included, and its render workers'), the median over the
 rounds (steadier than wall time on a shared machine).
+What the bare fs serve is copied out through every checkout's mount (the daemon that
+served the copy alone was slower afterwards: the slots were not equal), and with
+``--runs N`` the warm measurement is taken N times, the checkouts' slots (which is
+mounted first) swapped from run to run, then summarized: median (range) of the runs.
 A round during which the machine's page cache shrank (another process dropped it) is
 discarded and run again. ``--first-rounds N`` takes the first greps N times, alternated,
 and prints their medians; ``--no-warm`` stops after them.
@@ -83,9 +88,17 @@ def page_cache_kb() -> int:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process, all its threads (those ended too)."""
+    """User + system CPU of a process, all its threads (those ended too), in clock
+    ticks (10 ms)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def reaped_children_cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process's children that ended and were waited for
+    (clock ticks): a render worker that exited during a round."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
 
 
 def children_cpu_seconds(pid: int) -> float:
@@ -96,20 +109,26 @@ def children_cpu_seconds(pid: int) -> float:
         for task in Path(f"/proc/{pid}/task").iterdir():
             for child in (task / "children").read_text().split():
                 with contextlib.suppress(OSError):
-                    total += cpu_seconds(int(child)) + children_cpu_seconds(int(child))
+                    total += process_cpu_seconds(int(child)) + children_cpu_seconds(int(child))
     return total
 
 
-def running_seconds(pid: int) -> float:
-    """CPU time of a process's live threads, in nanoseconds where the kernel keeps
-    schedstats: a warm grep costs a daemon a few ms, less than a clock tick (10 ms)
-    of `cpu_seconds`. (A thread ending between two readings takes its time along.)"""
-    total = 0
-    with contextlib.suppress(OSError):
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(OSError):  # a thread that just ended
-                total += int((task / "schedstat").read_text().split()[0])
-    return total / 1e9 if total else cpu_seconds(pid)
+def process_cpu_seconds(pid: int) -> float:
+    """A process's CPU time, every thread's, those that ended included, in ns where
+    the kernel lets another process read its CPU clock (Linux does: the clock id of
+    ``clock_getcpuclockid``), else in clock ticks. A warm grep costs a daemon a few
+    ms, less than a clock tick, and trio's worker threads come and go (the threads'
+    own schedstat missed those that ended during a round)."""
+    try:
+        return time.clock_gettime_ns(((~pid) << 3) | 2) / 1e9  # CPUCLOCK_SCHED of the process
+    except OSError:
+        return cpu_seconds(pid)
+
+
+def daemon_cpu_seconds(pid: int) -> float:
+    """What a daemon has cost so far: its own CPU and its render workers', live and
+    ended."""
+    return process_cpu_seconds(pid) + children_cpu_seconds(pid) + reaped_children_cpu_seconds(pid)
 
 
 def grep_command(kind: str, word: str, root: Path) -> list[str]:
@@ -132,11 +151,11 @@ def timed(args: list[str]) -> tuple[float, str]:
 
 
 def run_once(target: Target, kind: str, args: list[str]) -> str:
-    before = running_seconds(target.pid) if target.pid is not None else 0.0
+    before = daemon_cpu_seconds(target.pid) if target.pid is not None else 0.0
     elapsed, out = timed(args)
     target.seconds.setdefault(kind, []).append(elapsed)
     if target.pid is not None:
-        target.cpu.setdefault(kind, []).append(running_seconds(target.pid) - before)
+        target.cpu.setdefault(kind, []).append(daemon_cpu_seconds(target.pid) - before)
     return out
 
 
@@ -163,7 +182,8 @@ def first_greps(
             ):
                 ready = time.perf_counter() - launched
                 first, out = timed(grep_command("transcripts", word, mnt))
-                cpu, workers = cpu_seconds(pid), children_cpu_seconds(pid)
+                cpu = process_cpu_seconds(pid)
+                workers = children_cpu_seconds(pid) + reaped_children_cpu_seconds(pid)
             row = {"first": first, "raw": raw, "ratio": first / raw, "cpu": cpu, "ready": ready}
             row["workers"] = workers
             for key, value in row.items():
@@ -176,8 +196,8 @@ def first_greps(
             )
     if rounds > 1:
         print(f"  medians of {rounds} rounds:")
-        for name, row in figures.items():
-            med = {key: statistics.median(values) for key, values in row.items()}
+        for name, samples in figures.items():
+            med = {key: statistics.median(values) for key, values in samples.items()}
             print(
                 f"  {name}: {med['first']:.3f} s vs {med['raw']:.3f} s raw cold; ratio "
                 f"{med['ratio']:.2f}x; daemon CPU {med['cpu']:.2f} s, its workers' "
@@ -253,6 +273,68 @@ def report(targets: list[Target], ceilings: list[Target], rounds: int) -> None:
             )
 
 
+def warm_run(
+    order: list[tuple[str, Path]],
+    built: corpus.Corpus,
+    word: str,
+    work: Path,
+    args: argparse.Namespace,
+) -> tuple[list[Target], list[Target]]:
+    """One warm measurement: each checkout mounted (in ``order``), the ceilings beside
+    them, `warm_rounds`; returns every target and the ceilings."""
+    with ExitStack() as stack:
+        targets = [Target("raw", built.agent_dir, None)]
+        for name, checkout in order:
+            mnt, pid = stack.enter_context(
+                mounted_from(checkout, built.agent_dir, work / f"warm-{name}", 256)
+            )
+            targets.append(Target(name, mnt, pid))
+        # Copied out through every mount, the same requests in each: a daemon that
+        # served the copy was slower afterwards than one that did not (the slots'
+        # bias, docs/benchmarks.md). The bare fs serve the last copy.
+        for at, target in enumerate(targets[1:]):
+            tree = copy_out(target.root, work / f"tree-{at}")
+            if at < len(targets) - 2:
+                shutil.rmtree(tree)
+        ceilings = []
+        for name, extra in CEILINGS.items():
+            if args.ceiling not in ("both", name):
+                continue
+            mnt = work / name / "mnt"
+            serve = [sys.executable, bench_mount.__file__, "--serve-tree", str(mnt), str(tree)]
+            daemon = stack.enter_context(mounted([*serve, *extra], mnt))
+            ceilings.append(Target(name, mnt, daemon.pid))
+        targets += ceilings
+        warm_rounds(targets, built.agent_dir, word, args.rounds)
+    return targets, ceilings
+
+
+def summarize(runs: list[list[Target]]) -> None:
+    """Each mount's medians over the runs of its per-run medians."""
+    print(f"\nover the {len(runs)} runs (slots swapped from run to run): median (range)")
+    names = [t.name for t in runs[0] if t.pid is not None]
+    ceiling = "bare+flush" if "bare+flush" in names else names[-1]
+    for kind in ("transcripts", "session dirs"):
+        print(f"  {'grep -rl WORD transcripts/' if kind == 'transcripts' else SESSION_DIRS_GREP}")
+        for name in names:
+            walls, cpus, shares = [], [], []
+            for targets in runs:
+                mine = next(t for t in targets if t.name == name)
+                top = next(t for t in targets if t.name == ceiling)
+                walls.append(statistics.median(mine.seconds[kind]))
+                cpus.append(statistics.median(mine.cpu[kind]))
+                shares.append(statistics.median(top.seconds[kind]) / walls[-1])
+            print(
+                f"    {name:>12}: {_spread(walls, 1000, 1)} ms; daemon CPU "
+                f"{_spread(cpus, 1000, 2)} ms a grep; {_spread(shares, 1, 2)} of {ceiling}"
+            )
+
+
+def _spread(values: list[float], scale: float, digits: int) -> str:
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"{mid * scale:.{digits}f} ({low * scale:.{digits}f}-{high * scale:.{digits}f})"
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=60)
@@ -265,6 +347,9 @@ def main(argv: list[str]) -> int:
         "--first-rounds", type=int, default=1, help="first greps of each checkout (medians)"
     )
     parser.add_argument("--no-warm", action="store_true", help="the first greps only")
+    parser.add_argument(
+        "--runs", type=int, default=1, help="warm runs, the checkouts' slots swapped each run"
+    )
     parser.add_argument(
         "--ceiling", choices=["both", *CEILINGS], default="both", help="the bare fs to mount"
     )
@@ -282,29 +367,24 @@ def main(argv: list[str]) -> int:
         if args.no_warm:
             print(f"\nload average before {load_before}, after {load_average()}")
             return 0
-        with ExitStack() as stack:
-            targets = [Target("raw", built.agent_dir, None)]
-            for name, checkout in checkouts.items():
-                mnt, pid = stack.enter_context(
-                    mounted_from(checkout, built.agent_dir, work / f"warm-{name}", 256)
-                )
-                targets.append(Target(name, mnt, pid))
-            tree = copy_out(targets[-1].root, work / "tree")
-            ceilings = []
-            for name, extra in CEILINGS.items():
-                if args.ceiling not in ("both", name):
-                    continue
-                mnt = work / name / "mnt"
-                serve = [sys.executable, bench_mount.__file__, "--serve-tree", str(mnt), str(tree)]
-                daemon = stack.enter_context(mounted([*serve, *extra], mnt))
-                ceilings.append(Target(name, mnt, daemon.pid))
-            targets += ceilings
-            warm_rounds(targets, built.agent_dir, word, args.rounds)
-        print(
-            f"\n{len(built.files)} sessions x {args.entries} entries; load average before "
-            f"{load_before}, after {load_average()}"
-        )
-        report(targets, ceilings, args.rounds)
+        runs: list[list[Target]] = []
+        for run in range(args.runs):
+            # The slots swap from run to run: each checkout is mounted first as often
+            # as second (the order the rounds alternate in starts with the first).
+            order = list(checkouts.items())
+            if run % 2 == 1:
+                order.reverse()
+            load_run = load_average()
+            targets, ceilings = warm_run(order, built, word, work / f"run-{run}", args)
+            print(
+                f"\nrun {run + 1} of {args.runs}: {len(built.files)} sessions x {args.entries} "
+                f"entries; load average before {load_run}, after {load_average()}"
+            )
+            report(targets, ceilings, args.rounds)
+            runs.append(targets)
+        if args.runs > 1:
+            summarize(runs)
+        print(f"\nload average before {load_before}, after {load_average()}")
     return 0
 
 

@@ -89,7 +89,9 @@ class KernelSizes:
 
     def opened(self, inode: int, handle: OpenFile) -> None:
         """``handle`` was opened to be read through the page cache."""
-        readers = self._readers.setdefault(inode, _Readers(handle.version))
+        readers = self._readers.get(inode)
+        if readers is None:  # (not made for nothing by a setdefault: one per open)
+            readers = self._readers[inode] = _Readers(handle.version)
         readers.handles.append(handle)
 
     def released(self, inode: int, handle: OpenFile) -> None:

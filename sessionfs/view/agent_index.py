@@ -148,6 +148,11 @@ class AgentIndex:
         self.ids: IdLookup = SessionIdIndex(self)
         # project -> its last listing, reused while the dir's mtime stays (`listing_of`)
         self._listings: dict[str, ProjectListing] = {}
+        # (the sessions root's settled mtime, its projects) when last listed
+        # (`listed_projects`), reused while that mtime stays (`reused_projects`)
+        self._projects_listing: tuple[int, tuple[str, ...]] | None = None
+        # the sessions root and its path as a string (`project_mtime_ns`, per request)
+        self._root_as_str: tuple[Path | None, str] = (None, "")
 
     def projects(self) -> list[str]:
         try:
@@ -156,11 +161,44 @@ class AgentIndex:
         except (FileNotFoundError, NotADirectoryError):
             return []
 
+    def listed_projects(self) -> tuple[str, ...]:
+        """`projects`, remembered for `reused_projects` when the sessions root's mtime
+        is settled (older than `RACY_NS` when listed: a later change moves it)."""
+        started_ns = time.time_ns()
+        mtime = self._sessions_root_mtime_ns()
+        projects = tuple(self.projects())
+        settled = mtime is not None and mtime < started_ns - RACY_NS
+        self._projects_listing = (mtime, projects) if settled and mtime is not None else None
+        return projects
+
+    def reused_projects(self) -> tuple[str, ...] | None:
+        """`projects` as `listed_projects` found them, while the sessions root's mtime
+        stays where it was (a project made, renamed or removed moves it): one stat,
+        cheap enough for the event loop (a warm ``grep -r transcripts/`` lists the
+        root every time). None: list again. Only where the projects are the root's
+        dirs: an index that lists them its own way (another agent's, one merging an
+        archive) always lists again. The very tuple `listed_projects` returned, so the
+        dirs' nodes made from it are reused too (`MountContext.children_of_listing`)."""
+        listing = self._projects_listing
+        if listing is None or type(self).projects is not AgentIndex.projects:
+            return None
+        mtime, projects = listing
+        return projects if self._sessions_root_mtime_ns() == mtime else None
+
+    def _sessions_root_mtime_ns(self) -> int | None:
+        try:
+            return os.stat(self.sessions_root).st_mtime_ns
+        except OSError:
+            return None
+
     def project_mtime_ns(self, project: str) -> int | None:
         if "/" in project or project in (".", ".."):
             return None
-        try:  # (os.path.join: a Path made per call costs more than the stat itself)
-            st = os.stat(os.path.join(self.sessions_root, project))
+        root = self.sessions_root
+        if root is not self._root_as_str[0]:  # (a subclass may set another root)
+            self._root_as_str = (root, os.fspath(root))
+        try:  # a string: a Path made (or joined) per call costs as much as the stat
+            st = os.stat(f"{self._root_as_str[1]}/{project}")
         except OSError:
             return None
         return st.st_mtime_ns if stat.S_ISDIR(st.st_mode) else None

@@ -284,7 +284,8 @@ class Prerenderer:
     def listed(self, paths: list[Path]) -> None:
         """A project's sessions were listed (in this order): render the first ones
         ahead, and remember the order for `read_ahead_after` (unless this very list
-        is remembered already: a reused listing, opened again by each warm ``grep -r``)."""
+        is remembered already: a reused listing, opened again by each warm ``grep -r``,
+        whose first sessions read-ahead then looked at lately: not again)."""
         first = self._listed_at.get(paths[0]) if paths else None
         if first is None or first[0].paths is not paths:
             listed = _Listed(paths)
@@ -292,7 +293,12 @@ class Prerenderer:
                 self._listed_at[path] = (listed, at)
             while len(self._listed_at) > RECORDS_KEPT:
                 del self._listed_at[next(iter(self._listed_at))]
-        self.read_ahead(paths[:READ_AHEAD])
+        else:
+            listed = first[0]
+        now = time.monotonic()
+        if now - listed.head_since >= AHEAD_TRUSTED_SECONDS:
+            listed.head_since = now
+            self.read_ahead(paths[:READ_AHEAD])
 
     def read_ahead_after(self, path: Path) -> None:
         """``path`` is being read: queue the sessions listed after it."""
@@ -441,10 +447,12 @@ class _Listed:
     """One listing of a project's sessions (`Prerenderer.listed`), and how far
     read-ahead went in it since when: a sequential read asks for each session once."""
 
-    __slots__ = ("ahead_since", "ahead_start", "ahead_stop", "paths")
+    __slots__ = ("ahead_since", "ahead_start", "ahead_stop", "head_since", "paths")
 
     def __init__(self, paths: list[Path]) -> None:
         self.paths = paths
+        #: when read-ahead last looked at the first sessions, at a listing
+        self.head_since = -AHEAD_TRUSTED_SECONDS
         #: read-ahead looked at ``paths[ahead_start:ahead_stop]`` (asked for each)
         #: since ``ahead_since`` (`time.monotonic`)
         self.ahead_since = -AHEAD_TRUSTED_SECONDS

@@ -75,18 +75,18 @@ def test_a_reused_transcripts_listing_shows_subagents_and_sessions_at_once(
     assert run("ls", listed).split() == ["s1", "s1.md", "s2.md", "s3.md"]
 
 
-def test_a_repeated_listing_shows_new_and_removed_projects_at_once(
+def test_the_reused_projects_show_new_and_removed_projects_at_once(
     tmp_path: Path, mount_factory: MountFactory
 ):
     agent = tmp_path / "agent"
     root = agent / "sessions"
     for name in ("--a--", "--b--"):
         write_header_session(root / name, "s0", "id-0")
-    settle(root)  # a listing the mount could keep while the root is unchanged
+    settle(root)  # so the projects' listing is reused while the root is unchanged
     mount = mount_factory(agent)
     for tree in ("sessions", "transcripts"):
         assert run("ls", mount.path / tree).split() == ["--a--", "--b--"]
-        assert run("ls", mount.path / tree).split() == ["--a--", "--b--"]  # listed again
+        assert run("ls", mount.path / tree).split() == ["--a--", "--b--"]  # reused
 
     write_header_session(root / "--c--", "s0", "id-0")
     for tree in ("sessions", "transcripts"):

@@ -63,8 +63,8 @@ def test_a_watched_transcript_is_listed_from_what_it_saw_until_its_file_changes(
     listings = listings_made(ctx, monkeypatch)
     stats: list[Path] = []
 
-    def counted_stat(path: Path) -> os.stat_result:
-        stats.append(path)
+    def counted_stat(path: str | Path) -> os.stat_result:
+        stats.append(Path(path))
         return session_stat(path)
 
     monkeypatch.setattr(transcripts, "session_stat", counted_stat)

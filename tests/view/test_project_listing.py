@@ -61,3 +61,36 @@ def test_a_missing_or_invalid_project_lists_nothing(tmp_path: Path) -> None:
     project = tmp_path / "sessions" / PROJECT
     write_header_session(project, "s0", "id-0")
     assert stems(index) == ["s0"]
+
+
+def test_the_projects_are_reused_while_the_sessions_root_is_unchanged(tmp_path: Path) -> None:
+    root = tmp_path / "sessions"
+    for name in ("--a--", "--b--"):
+        write_header_session(root / name, "s0", "id-0")
+    index = AgentIndex(tmp_path)
+    assert index.reused_projects() is None  # never listed
+    assert index.listed_projects() == ("--a--", "--b--")
+    assert index.reused_projects() is None  # the root changed lately: not settled
+    settle(root)
+    assert index.listed_projects() == ("--a--", "--b--")
+    assert index.reused_projects() == ("--a--", "--b--")  # one stat, no listing
+    write_header_session(root / "--c--", "s0", "id-0")  # a new project moves the mtime
+    assert index.reused_projects() is None
+    assert index.listed_projects() == ("--a--", "--b--", "--c--")
+    settle(root)
+    index.listed_projects()
+    (root / "--a--").rename(root / "--z--")
+    assert index.reused_projects() is None
+    assert index.listed_projects() == ("--b--", "--c--", "--z--")
+
+
+def test_an_index_listing_projects_its_own_way_never_reuses_them(tmp_path: Path) -> None:
+    class Merged(AgentIndex):  # as another agent's index or one merging an archive
+        def projects(self) -> list[str]:
+            return sorted({*super().projects(), "--elsewhere--"})
+
+    write_header_session(tmp_path / "sessions" / "--a--", "s0", "id-0")
+    settle(tmp_path / "sessions")
+    index = Merged(tmp_path)
+    assert index.listed_projects() == ("--a--", "--elsewhere--")
+    assert index.reused_projects() is None

@@ -208,13 +208,16 @@ def test_a_sequential_read_asks_read_ahead_for_each_session_once(
         renders.read_ahead_after(paths[12])  # between: not asked for since the jump
         assert asked == paths[13 : 13 + ahead]
         asked.clear()
-        renders.listed(paths)  # the same listing again: its read-ahead state is kept
-        asked.clear()
+        renders.listed(paths)  # the same listing again: its read-ahead state is kept,
+        assert asked == []  # and its first sessions were looked at lately: not again
         renders.read_ahead_after(paths[13])
         assert asked == [paths[13 + ahead]]
         asked.clear()
         clock[0] += prerender.AHEAD_TRUSTED_SECONDS
         renders.read_ahead_after(paths[14])  # trusted no longer: the whole window
         assert asked == paths[15 : 15 + ahead]
+        asked.clear()
+        renders.listed(paths)  # and the first sessions at a listing again
+        assert asked == paths[:ahead]
     finally:
         renders.close()

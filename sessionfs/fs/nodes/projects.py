@@ -35,8 +35,15 @@ class ProjectsDir(DirNode):
         raise NotImplementedError
 
     async def children(self) -> list[tuple[str, Node]]:
-        projects = await trio.to_thread.run_sync(self.ctx.index.projects)
-        return [(p, self.project_node(p)) for p in projects]
+        # Unchanged since the last listing: known on the event loop (one stat), without
+        # the thread hop (each warm ``grep -r transcripts/`` lists this dir).
+        projects = self.ctx.index.reused_projects()
+        if projects is None:
+            projects = await trio.to_thread.run_sync(self.ctx.index.listed_projects)
+        # The same nodes while the projects are (their readdirplus rows then cost less)
+        return self.ctx.children_of_listing(
+            self.key, projects, lambda: [(p, self.project_node(p)) for p in projects]
+        )
 
     async def lookup(self, name: str) -> Node | None:
         if name in (".", "..") or "/" in name:

@@ -25,6 +25,7 @@ from pathlib import Path
 import trio
 
 from core.session_stat import session_stat
+from sessionfs.fs.idle_files import IdleFiles
 from sessionfs.fs.nodes.base import (
     RENDERED,
     STATIC,
@@ -110,6 +111,14 @@ class TranscriptProjectDir(DirNode):
         if mtime is None:
             raise refuse(errno.ENOENT)
         return Stat(0, mtime)
+
+    async def listing_view(self) -> tuple[Stat, Permissions]:
+        # `stat` and the mount's own permissions, without the await chain where the
+        # index answers on the event loop (each warm ``grep -r`` lists every project)
+        known = self.ctx.index.project_mtime_if_known(self.project)
+        if not isinstance(known, int):
+            return await super().listing_view()
+        return Stat(0, known), await self.permissions()
 
     @property
     def parent_stem(self) -> str | None:
@@ -223,7 +232,7 @@ def _file_name(ref: SessionRef) -> str:
 class TranscriptFile(FileNode):
     """``transcripts/<project>/<stem>.md``: the session's transcript, read-only."""
 
-    __slots__ = ("_listed_at", "_path", "_session", "_watchable")
+    __slots__ = ("_file", "_listed_at", "_path", "_session", "_watchable")
 
     tier = RENDERED
 
@@ -232,6 +241,7 @@ class TranscriptFile(FileNode):
         # Worked out once per node (a listing's node is handed out again while its
         # project dir is unchanged, and each readdirplus entry asks for them 3-4 times).
         self._path = path  # the session file, when the listing that made it knows it
+        self._file: str | None = None  # its path as a string (what each stat is given)
         project, *parents, name = self.local_key[1:]
         # Grouped with the session: a change the cache sees drops the kernel's copy too.
         self._session = (project, "/".join((*parents, name[: -len(TRANSCRIPT_SUFFIX)])))
@@ -275,7 +285,7 @@ class TranscriptFile(FileNode):
             self._watchable = own_local_file(self.ctx, self.stem, self.path)
             if self._watchable is None:
                 return False
-        return self._watchable and watch.covers(self.project)
+        return self._watchable and watch.covers(self._session[0])
 
     def _identity(self) -> tuple[FileIdentity, FileAccess]:
         """The session file as it is now (one stat, on the event loop), its mode and owner."""
@@ -283,22 +293,32 @@ class TranscriptFile(FileNode):
         return FileIdentity.of(st), FileAccess.of(st)
 
     def _stat(self) -> os.stat_result:
+        if self._file is None:
+            self._file = os.fspath(self.path)
         try:
-            return session_stat(self.path)
+            return session_stat(self._file)
         except OSError:
             raise refuse(errno.ENOENT) from None
 
     def _moved_leaf(self) -> LoadedSession | None:
         """The loaded session when its leaf was moved through the mount: then its
         transcript is not the file's, and only the loaded rendering is right."""
-        loaded = self.ctx.sessions.loaded_fresh(self.project, self.stem)
+        loaded = self.ctx.sessions.loaded_fresh(*self._session)
         return loaded if loaded is not None and loaded.pinned_leaf is not None else None
+
+    def _noted(self) -> bool:
+        """Whether the transcript is not the session file's alone (`SessionCache.noted`:
+        a leaf moved through the mount, or one the mount remembers). Implied by
+        `_moved_leaf`, so this is the one check where the answer is only yes or no."""
+        return self.ctx.sessions.noted(*self._session)
 
     async def _noted_session(self) -> LoadedSession | None:
         """`_moved_leaf`, or the session loaded now when the mount remembers a leaf
         chosen for it (another agent's, after a remount: `SessionCache.noted`)."""
+        if not self._noted():  # the usual case: the file alone says it
+            return None
         loaded = self._moved_leaf()
-        if loaded is not None or not self.ctx.sessions.noted(self.project, self.stem):
+        if loaded is not None:
             return loaded
         try:
             session = await self.ctx.sessions.get(self.project, self.stem)
@@ -331,16 +351,13 @@ class TranscriptFile(FileNode):
         lists each project without a stat per session. Not while the transcript is a
         leaf's chosen through the mount (its size is not the file's)."""
         at, watch = self._listed_at, self.ctx.watch
-        if at is None or watch is None or not self._watched():
+        if at is None or watch is None or not self._watched() or self._noted():
             return False
-        if self._moved_leaf() is not None or self.ctx.sessions.noted(self.project, self.stem):
-            return False
-        return watch.unchanged_since(self.project, self.stem, at)
+        return watch.unchanged_since(*self._session, at)
 
     def _listed(self, identity: FileIdentity) -> Stat:
         record = _renders(self.ctx).known(self.path, identity)
-        noted = self._moved_leaf() is not None or self.ctx.sessions.noted(self.project, self.stem)
-        if record is None or noted:
+        if record is None or self._noted():
             return Stat(0, identity.mtime_ns, exact=False)  # a listing renders nothing
         return Stat(record.transcript_size, identity.mtime_ns)
 
@@ -359,7 +376,7 @@ class TranscriptFile(FileNode):
         if opened_for_writing(flags):
             raise WriteRejected(errno.EACCES, f"{self.display_path()}: a transcript, read-only")
         identity = FileIdentity.of(self._stat())  # (the mode and owner: not asked)
-        loaded = await self._noted_session()
+        loaded = await self._noted_session() if self._noted() else None
         if loaded is not None:
             data = await self.ctx.sessions.render(loaded, "transcript.md")
             return BytesHandle(data, version=(loaded.file_state, loaded.version))
@@ -388,8 +405,18 @@ async def transcript_record(
     ``renders``: the workers of another rendering than ``ctx.renders``' (the pages)."""
     if renders is None:
         renders = _renders(ctx)
+    return _known_record(renders, path, identity) or await _unknown_record(renders, path, identity)
+
+
+def _known_record(renders: Prerenderer, path: Path, identity: FileIdentity) -> CachedRender | None:
+    """`transcript_record` when it is remembered (no await: a warm open's case)."""
     renders.read_ahead_after(path)
-    record = renders.known(path, identity) or await renders.validated(path, identity)
+    return renders.known(path, identity)
+
+
+async def _unknown_record(renders: Prerenderer, path: Path, identity: FileIdentity) -> CachedRender:
+    """`transcript_record` when it is not remembered: validated or rendered."""
+    record = await renders.validated(path, identity)
     if record is not None:
         return record
     return (await _outcome(renders, path)).record
@@ -413,7 +440,9 @@ async def open_transcript(
     the bytes from a worker when there is no usable cache file."""
     if renders is None:
         renders = _renders(ctx)
-    record = await transcript_record(ctx, path, identity, renders)
+    record = _known_record(renders, path, identity) or await _unknown_record(
+        renders, path, identity
+    )
     handle = _open_cache_file(record)
     if handle is not None:
         return handle
@@ -441,8 +470,9 @@ class CacheFileHandle(OpenFile):
 
     size: int  # the transcript's, fixed at open like a snapshot's
 
-    def __init__(self, fd: int, record: CachedRender) -> None:
+    def __init__(self, fd: int, record: CachedRender, validated: FileIdentity) -> None:
         self.fd = fd
+        self.validated = validated  # the cache file's: `release` keeps the descriptor for it
         self.offset = record.data_offset
         self.size = record.transcript_size
         self.version = record.identity
@@ -457,7 +487,7 @@ class CacheFileHandle(OpenFile):
         return await trio.to_thread.run_sync(os.pread, self.fd, size, self.offset + offset)
 
     async def release(self) -> None:
-        os.close(self.fd)
+        _IDLE_CACHE_FILES.give_back(self.validated, self.fd)
 
 
 def _read_if_cached(fd: int, size: int, offset: int) -> bytes | None:
@@ -477,19 +507,27 @@ def _read_if_cached(fd: int, size: int, offset: int) -> bytes | None:
 _RWF_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
 
 
+#: The cache files' descriptors between a release and the next open of the same file
+#: (a warm ``grep -r`` opens every transcript again: no walk of the path each time).
+_IDLE_CACHE_FILES = IdleFiles()
+
+
 def _open_cache_file(record: CachedRender) -> CacheFileHandle | None:
     """A handle on the record's cache file, if it is still the very file validated
     (not replaced, truncated or scribbled on since: its own identity is unchanged)."""
     if record.stored is None:
         return None
     path, validated = record.stored
+    fd = _IDLE_CACHE_FILES.take(validated)
+    if fd is not None:
+        return CacheFileHandle(fd, record, validated)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
     try:
         if FileIdentity.of(os.fstat(fd)) == validated:
-            return CacheFileHandle(fd, record)
+            return CacheFileHandle(fd, record, validated)
     except OSError:
         pass
     os.close(fd)
