@@ -37,6 +37,7 @@ from sessionfs.fs.agent_command import (
 from sessionfs.fs.agent_mounts import AgentMounts, BranchingOptions
 from sessionfs.fs.agent_runs import AgentRuns
 from sessionfs.fs.cache_cleaner import CLEAN_INTERVAL_SECONDS, keep_render_cache_clean
+from sessionfs.fs.idle_files import close_idle_files
 from sessionfs.fs.memory import (
     process_rss_bound,
     release_free_memory,
@@ -298,6 +299,7 @@ async def _serve(
         for runs in every_runs:
             await nursery.start(runs.serve)
         nursery.start_soon(_unmount_on_signal, every_runs)
+        nursery.start_soon(close_idle_files)  # kept cache-file descriptors swept
         if background is not None:
             nursery.start_soon(background)
         agent_contexts = (

@@ -12,8 +12,9 @@ scribbled on in place since is not used, nor one removed or replaced since, whos
 link count is 0: the next open finds the cache dir as it is, and renders again into
 it where the file is gone).
 Bounded: at most `KEPT` descriptors of files of `KEPT_BYTES` in all, none kept idle
-longer than `IDLE_SECONDS` once the mount is used again (a removed cache file's disk
-space is held no longer). Event loop only (the open and release handlers): no locks.
+longer than `IDLE_SECONDS` (a removed cache file's disk space is held no longer: the
+daemon sweeps them, `close_idle_files`). Event loop only (the open and release handlers,
+the sweep): no locks.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ import os
 import time
 from collections import OrderedDict
 
+import trio
+
 from core.file_identity import FileIdentity
 
-__all__ = ["IDLE_SECONDS", "KEPT", "KEPT_BYTES", "IdleFiles"]
+__all__ = ["CACHE_FILES", "IDLE_SECONDS", "KEPT", "KEPT_BYTES", "IdleFiles", "close_idle_files"]
 
 #: The most descriptors kept: the transcripts a warm grep of a few dozen projects
 #: opens. A grep of more files than this finds none kept (each is opened as before).
@@ -86,6 +89,13 @@ class IdleFiles:
         self._bytes += validated.size
         while len(idle) > self.kept or self._bytes > self.kept_bytes:
             self._close_oldest()
+        self.close_idle(now)
+
+    def close_idle(self, now: float | None = None) -> None:
+        """Close the descriptors unused for `idle_seconds` (the least recent first)."""
+        if now is None:
+            now = time.monotonic()
+        idle = self._idle
         while idle and now - next(iter(idle.values()))[1] >= self.idle_seconds:
             self._close_oldest()
 
@@ -99,3 +109,20 @@ class IdleFiles:
         while self._idle:
             os.close(self._idle.popitem(last=False)[1][0])
         self._bytes = 0
+
+
+#: The transcripts' cache files (`sessionfs.fs.nodes.transcripts`): one table for the
+#: daemon (the key is a file's device and inode, whichever mount opened it).
+CACHE_FILES = IdleFiles()
+
+
+async def close_idle_files(files: IdleFiles = CACHE_FILES) -> None:
+    """Until cancelled, close what ``files`` kept idle too long, and all of it when
+    cancelled (the mount is gone): a mount nobody uses holds no descriptor, nor the
+    space of a cache file removed meanwhile, for longer than ``IDLE_SECONDS`` or so."""
+    try:
+        while True:
+            await trio.sleep(files.idle_seconds / 2)
+            files.close_idle()
+    finally:
+        files.close_all()

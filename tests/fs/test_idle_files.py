@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 
 import pytest
+import trio
+import trio.testing
 
 from core.file_identity import FileIdentity
 from sessionfs.fs import idle_files
@@ -100,3 +102,33 @@ def test_the_least_recent_go_past_the_count_the_bytes_and_the_idle_time(
     assert not is_open(big) and len(idle) == 1
     idle.close_all()
     assert not is_open(late) and len(idle) == 0
+
+
+def test_the_daemons_sweep_closes_idle_descriptors_and_all_of_them_when_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mount nobody uses any more holds no descriptor past the idle time (nor the
+    space of a cache file removed meanwhile), and none once it is unmounted."""
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    monkeypatch.setattr(idle_files.time, "monotonic", clock.current_time)
+    idle = IdleFiles(idle_seconds=30.0)
+    fd, identity = opened(tmp_path / "a")
+    idle.give_back(identity, fd)
+    (tmp_path / "a").unlink()  # removed while kept: its space is held until closed
+    seen: list[bool] = []
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(idle_files.close_idle_files, idle)
+            await trio.sleep(10)  # not idle long enough yet
+            seen.append(is_open(fd))
+            await trio.sleep(30)  # past the idle time: a sweep closed it
+            seen.append(is_open(fd))
+            fd2, identity2 = opened(tmp_path / "b")
+            idle.give_back(identity2, fd2)
+            nursery.cancel_scope.cancel()  # unmounted: everything closed
+        seen.append(is_open(fd2))
+
+    trio.run(main, clock=clock)
+    assert seen == [True, False, False]
+    assert len(idle) == 0

@@ -25,7 +25,7 @@ from pathlib import Path
 import trio
 
 from core.session_stat import session_stat
-from sessionfs.fs.idle_files import IdleFiles
+from sessionfs.fs.idle_files import CACHE_FILES
 from sessionfs.fs.nodes.base import (
     RENDERED,
     STATIC,
@@ -487,7 +487,7 @@ class CacheFileHandle(OpenFile):
         return await trio.to_thread.run_sync(os.pread, self.fd, size, self.offset + offset)
 
     async def release(self) -> None:
-        _IDLE_CACHE_FILES.give_back(self.validated, self.fd)
+        CACHE_FILES.give_back(self.validated, self.fd)
 
 
 def _read_if_cached(fd: int, size: int, offset: int) -> bytes | None:
@@ -507,18 +507,13 @@ def _read_if_cached(fd: int, size: int, offset: int) -> bytes | None:
 _RWF_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
 
 
-#: The cache files' descriptors between a release and the next open of the same file
-#: (a warm ``grep -r`` opens every transcript again: no walk of the path each time).
-_IDLE_CACHE_FILES = IdleFiles()
-
-
 def _open_cache_file(record: CachedRender) -> CacheFileHandle | None:
     """A handle on the record's cache file, if it is still the very file validated
     (not replaced, truncated or scribbled on since: its own identity is unchanged)."""
     if record.stored is None:
         return None
     path, validated = record.stored
-    fd = _IDLE_CACHE_FILES.take(validated)
+    fd = CACHE_FILES.take(validated)
     if fd is not None:
         return CacheFileHandle(fd, record, validated)
     try:
