@@ -86,6 +86,8 @@ def test_the_projects_are_reused_while_the_sessions_root_is_unchanged(tmp_path: 
 
 def test_an_index_listing_projects_its_own_way_never_reuses_them(tmp_path: Path) -> None:
     class Merged(AgentIndex):  # as another agent's index or one merging an archive
+        session_paths_fixed = True
+
         def projects(self) -> list[str]:
             return sorted({*super().projects(), "--elsewhere--"})
 
