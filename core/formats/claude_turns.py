@@ -223,9 +223,7 @@ class Turns:
         found_results.sort()  # file order
         return _Turn("assistant", members, results=found_results, model=model)
 
-    def _user_turn(
-        self, index: int, line: _UserLine, placed: set[tuple[int, int]]
-    ) -> _Turn | None:
+    def _user_turn(self, index: int, line: _UserLine, placed: set[tuple[int, int]]) -> _Turn | None:
         if not line.has_message:
             return None
         if line.length is None:

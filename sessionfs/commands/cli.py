@@ -129,9 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(file:///ABS/DIR or s3://BUCKET[/PREFIX]; default: the local archive that "
         "`sessionfs sync` writes, when it exists)",
     )
-    mount.add_argument(
-        "--no-archive", action="store_true", help="show no archived session"
-    )
+    mount.add_argument("--no-archive", action="store_true", help="show no archived session")
     mount.add_argument(
         "--machine",
         metavar="NAME",

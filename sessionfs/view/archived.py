@@ -59,9 +59,7 @@ class ArchivedCatalog:
     """An agent's live files, then the archive's sessions the live dir does not have;
     and each file's older generations (`generations_of`)."""
 
-    def __init__(
-        self, live: AgentCatalog, archived: AgentCatalog, generations_root: Path
-    ) -> None:
+    def __init__(self, live: AgentCatalog, archived: AgentCatalog, generations_root: Path) -> None:
         self.live, self.archived = live, archived
         self.agent = live.agent
         self.root = live.root

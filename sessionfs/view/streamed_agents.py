@@ -49,9 +49,7 @@ __all__ = [
 ]
 
 
-def open_in_place(
-    agent: str, path: str | Path, decompress_dir: str | None = None
-) -> SessionSource:
+def open_in_place(agent: str, path: str | Path, decompress_dir: str | None = None) -> SessionSource:
     """``agent``'s session file ``path`` opened as the daemon opens it, its lines read
     from the file whatever its size (never read whole); a compressed file's from its
     text decompressed into ``decompress_dir`` (`core.formats.lines.decompressing_into`;

@@ -67,11 +67,18 @@ def test_custom_message_branch_summary_and_invisible_entries():
     messages = build_session_context(entries)["messages"]
     assert [m["role"] for m in messages] == ["user", "custom", "branchSummary"]
     assert messages[1] == {
-        "role": "custom", "customType": "note", "content": "c", "display": True,
-        "details": None, "attribution": None, "timestamp": iso_to_ms(T),
+        "role": "custom",
+        "customType": "note",
+        "content": "c",
+        "display": True,
+        "details": None,
+        "attribution": None,
+        "timestamp": iso_to_ms(T),
     }
     assert messages[2] == {
-        "role": "branchSummary", "summary": "went elsewhere", "fromId": "a",
+        "role": "branchSummary",
+        "summary": "went elsewhere",
+        "fromId": "a",
         "timestamp": iso_to_ms(T),
     }
 
@@ -81,19 +88,30 @@ def test_latest_compaction_keeps_tail_from_first_kept_entry():
     entries += [
         entry("k1", "d", "compaction", summary="S1", firstKeptEntryId="b", tokensBefore=5),
         msg("e", "k1", text="e"),
-        entry("k2", "e", "compaction", summary="S2", shortSummary="s2", firstKeptEntryId="d",
-              tokensBefore=9),
+        entry(
+            "k2",
+            "e",
+            "compaction",
+            summary="S2",
+            shortSummary="s2",
+            firstKeptEntryId="d",
+            tokensBefore=9,
+        ),
         msg("f", "k2", text="f"),
     ]
     messages = build_session_context(entries)["messages"]
     assert messages[0] == {
-        "role": "compactionSummary", "summary": "S2", "shortSummary": "s2", "tokensBefore": 9,
+        "role": "compactionSummary",
+        "summary": "S2",
+        "shortSummary": "s2",
+        "tokensBefore": 9,
         "timestamp": iso_to_ms(T),
     }
     assert [m["content"] for m in messages[1:]] == ["d", "e", "f"]
     # At a leaf before the second compaction only the first counts.
-    assert [m.get("content", m.get("summary")) for m in build_session_context(entries, "e")[
-        "messages"]] == ["S1", "b", "c", "d", "e"]
+    assert [
+        m.get("content", m.get("summary")) for m in build_session_context(entries, "e")["messages"]
+    ] == ["S1", "b", "c", "d", "e"]
 
 
 def test_compaction_whose_first_kept_entry_is_not_on_the_path_keeps_nothing_before():

@@ -43,11 +43,18 @@ def reference_message(entry: Entry) -> dict[str, Any] | None:
         return entry["message"] if isinstance(entry.get("message"), dict) else None
     if kind == "custom_message":
         keys = ("customType", "content", "display", "details", "attribution")
-        return {"role": "custom", **{k: entry.get(k) for k in keys},
-                "timestamp": iso_to_ms(entry.get("timestamp"))}
+        return {
+            "role": "custom",
+            **{k: entry.get(k) for k in keys},
+            "timestamp": iso_to_ms(entry.get("timestamp")),
+        }
     if kind == "branch_summary" and entry.get("summary"):
-        return {"role": "branchSummary", "summary": entry["summary"],
-                "fromId": entry.get("fromId"), "timestamp": iso_to_ms(entry.get("timestamp"))}
+        return {
+            "role": "branchSummary",
+            "summary": entry["summary"],
+            "fromId": entry.get("fromId"),
+            "timestamp": iso_to_ms(entry.get("timestamp")),
+        }
     return None
 
 
@@ -62,10 +69,17 @@ def remote_payload(entry: Entry) -> dict[str, Any] | None:
 
 
 def reference_state(path: list[Entry]) -> dict[str, Any]:
-    state: dict[str, Any] = {"thinkingLevel": "off", "models": {}, "mode": "none",
-                             "modeData": None, "serviceTier": None, "activeContextName": None,
-                             "activeContextTenant": None, "selectedMCPToolNames": [],
-                             "hasPersistedMCPToolSelection": False}
+    state: dict[str, Any] = {
+        "thinkingLevel": "off",
+        "models": {},
+        "mode": "none",
+        "modeData": None,
+        "serviceTier": None,
+        "activeContextName": None,
+        "activeContextTenant": None,
+        "selectedMCPToolNames": [],
+        "hasPersistedMCPToolSelection": False,
+    }
     rules: list[str] = []
     for e in path:
         kind = e.get("type")
@@ -73,8 +87,10 @@ def reference_state(path: list[Entry]) -> dict[str, Any]:
             state["thinkingLevel"] = e.get("thinkingLevel") or "off"
         elif kind == "model_change":
             model = e.get("model")
-            if not isinstance(model, str) and isinstance(e.get("provider"), str) and isinstance(
-                e.get("modelId"), str
+            if (
+                not isinstance(model, str)
+                and isinstance(e.get("provider"), str)
+                and isinstance(e.get("modelId"), str)
             ):
                 model = f"{e['provider']}/{e['modelId']}"
             if isinstance(model, str):
@@ -110,9 +126,13 @@ def reference_pairs(path: list[Entry]) -> list[tuple[Entry, dict[str, Any]]]:
         start = ids.index(c.get("firstKeptEntryId")) if c.get("firstKeptEntryId") in ids else at
         if remote_payload(c) is not None:
             start = at
-        summary = {"role": "compactionSummary", "summary": c.get("summary", ""),
-                   "shortSummary": c.get("shortSummary"), "tokensBefore": c.get("tokensBefore"),
-                   "timestamp": iso_to_ms(c.get("timestamp"))}
+        summary = {
+            "role": "compactionSummary",
+            "summary": c.get("summary", ""),
+            "shortSummary": c.get("shortSummary"),
+            "tokensBefore": c.get("tokensBefore"),
+            "timestamp": iso_to_ms(c.get("timestamp")),
+        }
         if remote_payload(c) is not None:
             summary["providerPayload"] = remote_payload(c)
         visible, pairs = path[start:at] + path[at + 1 :], [(c, summary)]
@@ -213,8 +233,15 @@ def test_path_to_root_matches_the_reference(entries: list[Entry], leaf: str) -> 
 
 
 def test_a_long_cycle_still_ends_and_keeps_every_entry_once() -> None:
-    ring = [{"type": "message", "id": f"{i}", "parentId": f"{(i - 1) % 1000}",
-             "message": {"role": "user", "content": str(i)}} for i in range(1000)]
+    ring = [
+        {
+            "type": "message",
+            "id": f"{i}",
+            "parentId": f"{(i - 1) % 1000}",
+            "message": {"role": "user", "content": str(i)},
+        }
+        for i in range(1000)
+    ]
     by_id = {e["id"]: e for e in ring}
     path = path_to_root("999", by_id)
     assert [e["id"] for e in path] == [str(i) for i in range(1000)]
@@ -223,14 +250,20 @@ def test_a_long_cycle_still_ends_and_keeps_every_entry_once() -> None:
 
 def test_the_default_model_is_the_latest_of_assistants_and_changes_in_key_order() -> None:
     def chain(*bodies: Entry) -> list[Entry]:
-        return [{"id": f"{i}", "parentId": f"{i - 1}" if i else None, "timestamp": T, **b}
-                for i, b in enumerate(bodies)]
+        return [
+            {"id": f"{i}", "parentId": f"{i - 1}" if i else None, "timestamp": T, **b}
+            for i, b in enumerate(bodies)
+        ]
 
     said = {"type": "message", "message": {"role": "assistant", "provider": "a", "model": "1"}}
     user = {"type": "message", "message": {"role": "user", "content": "u"}}
     cases = [
-        chain(said, {"type": "model_change", "model": "x/2"}, {"type": "model_change",
-              "model": "s/3", "role": "smol"}, user),
+        chain(
+            said,
+            {"type": "model_change", "model": "x/2"},
+            {"type": "model_change", "model": "s/3", "role": "smol"},
+            user,
+        ),
         chain({"type": "model_change", "model": "s/3", "role": "smol"}, said, user),
         chain(said, {"type": "model_change", "model": "s/3", "role": "smol"}, said, user),
         chain({"type": "model_change", "model": "x/2"}, said, {"type": "model_change"}),

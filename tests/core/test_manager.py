@@ -493,7 +493,6 @@ def test_unknown_types_and_fields_survive_a_round_trip(tmp_path: Path) -> None:
     assert file_objects(path)[:3] == lines
 
 
-
 def append_foreign_line(path: str, entry_id: str, parent: str) -> None:
     """A message line another process (an agent) appends to the file."""
     foreign = {
@@ -505,6 +504,7 @@ def append_foreign_line(path: str, entry_id: str, parent: str) -> None:
     }
     with open(path, "ab") as fh:
         fh.write(core.dumps_line(foreign))
+
 
 def test_catch_up_reads_lines_appended_by_another_writer(tmp_path: Path) -> None:
     m = SessionManager.create("/w", agent_session_dir(tmp_path))
@@ -528,7 +528,6 @@ def test_catch_up_reads_lines_appended_by_another_writer(tmp_path: Path) -> None
     other.set_session_name("replaced", "user")
     assert m.catch_up() == -1
     assert m.get_header()["title"] == "replaced"
-
 
 
 def test_a_catch_up_refusing_waits_stops_at_a_changed_file_before_reading(

@@ -15,8 +15,13 @@ def v1_session():
         {"type": "message", "timestamp": "t1", "message": {"role": "user", "content": "a"}},
         {"type": "message", "timestamp": "t2", "message": {"role": "assistant", "content": []}},
         {"type": "message", "timestamp": "t3", "message": {"role": "hookMessage", "content": "h"}},
-        {"type": "compaction", "timestamp": "t4", "summary": "s", "firstKeptEntryIndex": 2,
-         "tokensBefore": 10},
+        {
+            "type": "compaction",
+            "timestamp": "t4",
+            "summary": "s",
+            "firstKeptEntryIndex": 2,
+            "tokensBefore": 10,
+        },
         {"type": "brand_new_type", "timestamp": "t5", "payload": {"x": [1]}},
     ]
 
@@ -60,8 +65,7 @@ def test_migration_is_idempotent_and_current_files_untouched():
 def test_v2_only_renames_roles():
     entries = [
         {"type": "session", "version": 2, "id": "s"},
-        {"type": "message", "id": "aaaaaaaa", "parentId": None,
-         "message": {"role": "hookMessage"}},
+        {"type": "message", "id": "aaaaaaaa", "parentId": None, "message": {"role": "hookMessage"}},
     ]
     assert migrate_session_entries(entries) is True
     assert entries[1]["id"] == "aaaaaaaa" and entries[1]["message"]["role"] == "custom"

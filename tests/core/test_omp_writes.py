@@ -258,7 +258,6 @@ def test_a_guest_takes_omps_lock_only_for_a_file_omp_may_publish(tmp_path: Path,
     assert b'"guest"' in path.read_bytes() and not os.path.exists(lock_path_for(str(path)))
 
 
-
 def test_omps_lock_and_sidecar_are_seen_as_names_even_dangling(tmp_path: Path) -> None:
     # Checked before every guest append, without following links (as lexists does): a
     # lock or sidecar that is a dangling symlink still says omp publishes the file.
@@ -272,6 +271,7 @@ def test_omps_lock_and_sidecar_are_seen_as_names_even_dangling(tmp_path: Path) -
     os.unlink(lock)
     os.unlink(f"{lock}.os")
     assert not omp_has_published(path) and not is_locked(path)
+
 
 def test_the_lock_file_holds_our_pid_while_held(tmp_path: Path) -> None:
     target = tmp_path / "s.jsonl"

@@ -74,8 +74,10 @@ def test_line_count_follows_truncated_content():
 def image_entry(data: str) -> dict:
     return {
         "type": "message",
-        "message": {"role": "user", "content": [{"type": "image", "data": data,
-                                                 "mimeType": "image/png"}]},
+        "message": {
+            "role": "user",
+            "content": [{"type": "image", "data": data, "mimeType": "image/png"}],
+        },
     }
 
 
@@ -132,12 +134,16 @@ def test_only_message_entries_are_resolved(tmp_path):
     assert other["data"]["data"] == ref
 
 
-@given(st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=8), children, max_size=4),
-    max_leaves=30,
-))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.dictionaries(st.text(max_size=8), children, max_size=4)
+        ),
+        max_leaves=30,
+    )
+)
 def test_small_values_persist_unchanged(value):
     def strip(v):
         if isinstance(v, dict):

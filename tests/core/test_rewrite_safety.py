@@ -464,7 +464,6 @@ def test_our_own_descriptor_on_the_file_does_not_hold_the_carry_up(
     assert "giving up" not in caplog.text
 
 
-
 def _leases_on(file: Path) -> list[str]:
     """The lines of /proc/locks that are leases on ``file``'s inode."""
     inode = f":{os.stat(file).st_ino} "

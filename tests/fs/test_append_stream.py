@@ -39,9 +39,7 @@ def texts(session_file: Path) -> list[str]:
     return found
 
 
-def test_each_write_is_on_disk_when_it_returns(
-    tmp_path: Path, mount_factory: MountFactory
-) -> None:
+def test_each_write_is_on_disk_when_it_returns(tmp_path: Path, mount_factory: MountFactory) -> None:
     agent_dir, file = make_agent(tmp_path)
     d = session_dir(mount_factory(agent_dir), file)
     before = disk_ids(file)
@@ -104,7 +102,7 @@ def test_a_shell_feeds_a_session_through_one_open_file(
     d = session_dir(mount_factory(agent_dir), file)
     script = (
         'exec 3>>"$1/append/feed.stream"\n'
-        'for word in alpha beta gamma; do\n'
+        "for word in alpha beta gamma; do\n"
         '  printf \'{"role":"user","content":"%s"}\\n\' "$word" >&3\n'
         "done\n"
         "exec 3>&-\n"

@@ -37,9 +37,7 @@ def test_the_cleaning_pass_waits_for_a_quiet_moment_and_runs_niced(
     async def scenario() -> None:
         async with trio.open_nursery() as nursery:
             foreground.started()  # a request is being served as the mount comes up
-            nursery.start_soon(
-                cache_cleaner.keep_render_cache_clean, renders, 3600.0, foreground
-            )
+            nursery.start_soon(cache_cleaner.keep_render_cache_clean, renders, 3600.0, foreground)
             await trio.sleep(0.4)
             assert passes == [], "the cleaning pass ran while a request was served"
             foreground.finished()

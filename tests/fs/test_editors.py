@@ -292,9 +292,7 @@ def test_scratch_files_are_private_and_bounded(session: Session) -> None:
     assert session.mount.alive()
 
 
-def test_scratch_files_are_gone_at_unmount(
-    session: Session, mount_factory: MountFactory
-) -> None:
+def test_scratch_files_are_gone_at_unmount(session: Session, mount_factory: MountFactory) -> None:
     (session.dir / "notes").write_text("held in memory only")
     assert "notes" in os.listdir(session.dir)
     session.mount.unmount()

@@ -20,6 +20,7 @@ from support.write_setup import drop, errno_of
 
 pytestmark = pytest.mark.fuse
 
+
 def browse_everything(mount: Mount) -> None:
     """What a curious user does: list it all, read every file, follow the links."""
     assert run("ls", "-laR", mount.path)

@@ -895,6 +895,8 @@ class OpencodeAgent(RealAgent):
 
     def database(self) -> Path:
         return self.agent_dir / "opencode.db"
+
+
 class GeminiFamilyAgent(RealAgent):
     """Gemini CLI and its fork Qwen Code: their dir is ``~/.<name>`` (``agent_dir``),
     their settings ``~/.<name>/settings.json``: the auth type `auth_type`, no update

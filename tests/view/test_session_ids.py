@@ -21,8 +21,6 @@ PER_PROJECT = 50
 LONG_AGO = 1_000_000_000  # seconds since the epoch: any dir this old is settled
 
 
-
-
 def settle(root: Path) -> None:
     """Date every dir under (and including) ``root`` long ago, as an agent dir whose
     dirs last changed a while back (freshly made dirs are listed again each sweep)."""

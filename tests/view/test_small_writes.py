@@ -43,7 +43,6 @@ async def parsed(cache: SessionCache, file: Path) -> LoadedSession:
     return session
 
 
-
 async def move_leaf(cache: SessionCache, session: LoadedSession, entry_id: str) -> None:
     """``ln -sfn entries/<entry_id>.json leaf``'s write: memory only."""
     await cache.write(
@@ -52,6 +51,7 @@ async def move_leaf(cache: SessionCache, session: LoadedSession, entry_id: str) 
         leaf="moved",
         memory_only=True,
     )
+
 
 def thread_hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the functions run in worker threads from now on, in order."""
