@@ -19,6 +19,7 @@ test: setup
 
 lint: setup
 	.venv/bin/ruff check core sessionfs tests bench contrib
+	.venv/bin/ruff format --check core sessionfs tests bench contrib
 	.venv/bin/mypy
 
 bench: setup
