@@ -28,6 +28,7 @@ worker thread (`sessionfs.view.session_cache`).
 from __future__ import annotations
 
 import errno
+import io
 import math
 import os
 import stat
@@ -42,7 +43,7 @@ from core import NotASessionError, SessionManager
 from core.formats.base import SessionSource
 from core.formats.jsonl_source import JsonlSession
 from core.formats.xcsh import XcshSession
-from core.formats.xcsh_file import CompactSession, NotCompact, read_file
+from core.formats.xcsh_file import CompactSession, FileLines, NotCompact, read_file
 from core.formats.xcsh_parsed import PARSED_SIZE_FACTOR, ManagerSource
 from core.session_stat import session_stat
 from core.session_tail import FileTail, IndexedEntries, ScannedEntries, read_file_tail
@@ -56,6 +57,7 @@ from sessionfs.view.names import appended_entry_file_names, entry_file_names
 from sessionfs.view.refusal import READ_ONLY_REASON, WriteRejected
 from sessionfs.view.renderings import parses_entries, render_source
 from sessionfs.view.session_ref import SessionRef
+from sessionfs.view.streamed_render import StreamIndex, write_streamed
 
 if TYPE_CHECKING:
     import trio
@@ -115,6 +117,14 @@ ENTRY_LISTING_BYTES_PER_ENTRY = 16
 #: 200,000-entry (49 MB) session would hold 65 MB of rendered files for one ``ls``
 #: (issue 26 point 6).
 LISTED_FILES_KEPT_FRACTION = 4
+#: A session file over this fraction of the largest the cache renders
+#: (``whole_read_limit``: over 26 MB with ``--cache-mb 256``) gets its ``context.json``
+#: written a message at a time (`sessionfs.view.streamed_render`), into memory, instead
+#: of from every entry parsed at once: a session of many short entries costs 8-9 times
+#: its file parsed (a 49 MB one of 200,000 entries took the daemon to 442 MB for its
+#: first ``context.json``, over ``--cache-mb`` + 100; streamed: ~300 MB, the same bytes,
+#: issue 26 point 6). A smaller file is rendered from its parse (faster per byte).
+STREAMED_CONTEXT_FRACTION = 2
 #: "not known without work" (see `LoadedSession.cached_leaf_name`)
 UNKNOWN = object()
 #: ``warm`` for a load about to list ``entries/``: the build of the index, which parses
@@ -368,10 +378,11 @@ class LoadedSession:
             raise NotASessionError(f"{self.ref.path}: {exc.strerror}") from None
         listing = warm == ENTRY_LISTING
         files = _EntryFiles(self._keeps_listed_files(st.st_size)) if listing else None
+        streamed = warm == "context.json" and self._streams_context(st.st_size)
+        builder = StreamIndex if streamed else CompactSession
         try:
-            compact, entries = CompactSession.build(
-                data, st, keep_entries=warm is not None and not listing, visit=files
-            )
+            keep = warm is not None and not listing and not streamed
+            compact, entries = builder.build(data, st, keep_entries=keep, visit=files)
         except NotCompact as exc:
             if exc.not_a_session:
                 raise NotASessionError(f"{self.ref.path} is not a session file") from None
@@ -381,6 +392,8 @@ class LoadedSession:
         self._hold(source, st)
         if files is not None:
             self._entry_listing = self._listing_of(files)
+        elif isinstance(compact, StreamIndex):
+            self._keep_rendering("context.json", _streamed_context(compact))
         elif warm is not None and entries is not None:
             with source.parsed_once(entries):  # parsed already: rendered from them
                 self.rendered(warm)
@@ -878,16 +891,50 @@ class LoadedSession:
         if data is None:
             source = self._held()
             images = BlobFiles(self.blobs_dir, self.access) if self.blobs_dir else None
-            if parses_entries(what):
+            streamed = self._streamed_index(source) if what == "context.json" else None
+            if streamed is not None:
+                data = _streamed_context(streamed)
+            elif parses_entries(what):
                 with source.parsed_once():
                     data = render_source(source, what, images, self.links)
             else:  # header.json's archive note needs the file it was read from
                 data = render_source(source, what, images, self.links, self.ref.path)
             if is_branch_page(what):
                 self._forget_branch_pages(keep=BRANCH_PAGES_KEPT - 1)
-            self._renders[what] = data
-            self._cached_bytes += len(data)
+            self._keep_rendering(what, data)
         return data
+
+    def _keep_rendering(self, what: str, data: bytes) -> None:
+        self._renders[what] = data
+        self._cached_bytes += len(data)
+
+    def _streams_context(self, file_size: int) -> bool:
+        """Whether ``context.json`` of a file this big is written a message at a time
+        (`STREAMED_CONTEXT_FRACTION`)."""
+        limit = self.whole_read_limit
+        return limit is not None and file_size > limit // STREAMED_CONTEXT_FRACTION
+
+    def _streamed_index(self, source: SessionSource) -> StreamIndex | None:
+        """The index ``context.json`` is written from a message at a time, built from
+        the bytes the compact session ``source`` holds (no read of the file: the
+        rendering is of the version held), when it is to be (`_streams_context`);
+        ``None``: rendered from the parse (a parsed session, a small file, bytes grown
+        by appends since)."""
+        if not isinstance(source, XcshSession) or not isinstance(source.index, CompactSession):
+            return None
+        held = source.index
+        if not isinstance(held.data, bytes | FileLines):
+            return None  # grown by appends: the build reads bytes or the file's lines
+        if not self._streams_context(len(held.data)):
+            return None
+        # What the build reads of a stat: the inode (the catch-ups' check).
+        st = os.stat_result((0, held.inode, 0, 0, 0, 0, len(held.data), 0, 0, 0))
+        try:
+            index, _ = StreamIndex.build(held.data, st, keep_entries=False)
+        except NotCompact:
+            return None
+        assert isinstance(index, StreamIndex)  # (the classmethod builds its own class)
+        return index
 
     def _forget_branch_pages(self, keep: int) -> None:
         """Keep only the ``keep`` newest branch pages: a session has a page per tip,
@@ -910,3 +957,13 @@ class LoadedSession:
         for listed in self.listings.values():
             rows += len(listed) * getattr(listed, "bytes_per_row", LISTING_BYTES_PER_ROW)
         return held + self._cached_bytes + table + rows
+
+
+def _streamed_context(index: StreamIndex) -> bytes:
+    """``context.json`` of the session ``index`` was built from, written a message at a
+    time into memory (the same bytes as `render_source`'s); its stand-ins are let go
+    (the index stays as compact as `CompactSession`'s)."""
+    out = io.BytesIO()
+    write_streamed(index, "context.json", out)
+    index.drop_stand_ins()
+    return out.getvalue()

@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, BinaryIO, cast, overload
 
 from core.context import build_session_context, messages_with_sources
@@ -81,14 +82,21 @@ def write_streamed(
     path_entries, by_id = session.path_stand_ins()
     leaf = session.leaf_id
     # The messages and the entry behind each: a stand-in names the line to parse.
-    turns = PathTurns(session, *messages_with_sources(path_entries, leaf, by_id))
+    messages, sources = messages_with_sources(path_entries, leaf, by_id)
     pieces: Iterator[bytes]
     if what == "context.json":
         context = build_session_context(path_entries, leaf, by_id)
         del path_entries, by_id
-        write_context_json(context, turns.messages, out)
+        lines = [cast(Entry, source).get(_AT) for source in sources]
+        del sources
+        write_context_json(
+            context,
+            lambda: map(partial(_real, session), messages, lines),
+            out,
+        )
         return
     del path_entries, by_id
+    turns = PathTurns(session, messages, sources)
     if what == "transcript.md":
         title = session.header.get("title")
         pieces = render.transcript_md_sections(
@@ -165,12 +173,22 @@ class StreamIndex(CompactSession):
     #: the file it was built from (`open_index`)
     path: str = ""
     _shared_messages: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
+    #: False once `drop_stand_ins` let them go (entries added since get none)
+    _keeps_stand_ins: bool = True
 
     def _add(self, start: int, end: int, entry: dict[str, Any]) -> dict[str, Any]:
         position = len(self.ids)
         super()._add(start, end, entry)
-        self.stand_ins.append(self._stand_in(entry, position))
+        if self._keeps_stand_ins:
+            self.stand_ins.append(self._stand_in(entry, position))
         return entry
+
+    def drop_stand_ins(self) -> None:
+        """Let the stand-ins go (what is left is a `CompactSession`, which a session
+        held after its rendering keeps): `path_stand_ins` is not asked again."""
+        self.stand_ins = []
+        self._shared_messages = {}
+        self._keeps_stand_ins = False
 
     def path_stand_ins(self) -> tuple[list[Entry], dict[str, Entry]]:
         """The stand-ins from the root to the leaf, and them by id: all core's walk
