@@ -214,7 +214,7 @@ def build_operations(
     renders = Prerenderer(
         index.sessions_root,
         agent_cache_dir(opts.cache_dir, opts.agent_dir) / "renders",
-        stream_over=cache.largest_renderable(),
+        stream_over=cache.largest_parsed_to_render(),
     )
     ctx = MountContext(
         index=index,
