@@ -125,6 +125,12 @@ LISTED_FILES_KEPT_FRACTION = 4
 #: first ``context.json``, over ``--cache-mb`` + 100; streamed: ~300 MB, the same bytes,
 #: issue 26 point 6). A smaller file is rendered from its parse (faster per byte).
 STREAMED_CONTEXT_FRACTION = 2
+#: Renderings of a session file that big made entry by entry, outside
+#: `SessionSource.parsed_once` (each entry parsed in turn and let go): the same bytes,
+#: without every entry parsed at once (442-451 MB for that session's first read).
+_RENDERED_ENTRY_BY_ENTRY = frozenset({"tree.txt", "stats.json"})
+#: The renderings of such a file made without every entry parsed at once.
+_RENDERED_LEAN = _RENDERED_ENTRY_BY_ENTRY | {"context.json"}
 #: "not known without work" (see `LoadedSession.cached_leaf_name`)
 UNKNOWN = object()
 #: ``warm`` for a load about to list ``entries/``: the build of the index, which parses
@@ -378,10 +384,12 @@ class LoadedSession:
             raise NotASessionError(f"{self.ref.path}: {exc.strerror}") from None
         listing = warm == ENTRY_LISTING
         files = _EntryFiles(self._keeps_listed_files(st.st_size)) if listing else None
-        streamed = warm == "context.json" and self._streams_context(st.st_size)
+        lean = warm in _RENDERED_LEAN and self._streams_context(st.st_size)
+        streamed = warm == "context.json" and lean
         builder = StreamIndex if streamed else CompactSession
         try:
-            keep = warm is not None and not listing and not streamed
+            # (a rendering made entry by entry is made by `load` after this)
+            keep = warm is not None and not listing and not lean
             compact, entries = builder.build(data, st, keep_entries=keep, visit=files)
         except NotCompact as exc:
             if exc.not_a_session:
@@ -894,6 +902,8 @@ class LoadedSession:
             streamed = self._streamed_index(source) if what == "context.json" else None
             if streamed is not None:
                 data = _streamed_context(streamed)
+            elif what in _RENDERED_ENTRY_BY_ENTRY and self._streams_context(self._held_size()):
+                data = render_source(source, what, images, self.links)
             elif parses_entries(what):
                 with source.parsed_once():
                     data = render_source(source, what, images, self.links)
@@ -907,6 +917,9 @@ class LoadedSession:
     def _keep_rendering(self, what: str, data: bytes) -> None:
         self._renders[what] = data
         self._cached_bytes += len(data)
+
+    def _held_size(self) -> int:
+        return self.file_state[1] or self.ref.size
 
     def _streams_context(self, file_size: int) -> bool:
         """Whether ``context.json`` of a file this big is written a message at a time
