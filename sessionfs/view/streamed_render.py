@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, BinaryIO, cast, overload
 
-from core.context import build_session_context, messages_with_sources
+from core.context import context_with_sources, messages_with_sources
 from core.formats.base import TranscriptMessage
 from core.formats.xcsh import XcshSession
 from core.formats.xcsh_file import CompactSession, NotCompact, read_file
@@ -61,8 +61,8 @@ _AT = object()
 #: What core's context rules read of a message (`core.context._latest_assistant`,
 #: ``_is_user_request``).
 _MESSAGE_FIELDS = ("role", "provider", "model")
-#: What they read of an entry whose message is a stand-in.
-_ENTRY_FIELDS = ("type", "id", "parentId", "timestamp")
+#: What they read of an entry whose message is a stand-in: its type, id, parentId and
+#: timestamp (`StreamIndex._stand_in`).
 
 #: an entry, or a stand-in (whose `_AT` key is not a string)
 Entry = dict[Any, Any]
@@ -81,22 +81,23 @@ def write_streamed(
     ``images``: where ``transcript.html`` reads the blobs it inlines."""
     path_entries, by_id = session.path_stand_ins()
     leaf = session.leaf_id
-    # The messages and the entry behind each: a stand-in names the line to parse.
-    messages, sources = messages_with_sources(path_entries, leaf, by_id)
     pieces: Iterator[bytes]
     if what == "context.json":
-        context = build_session_context(path_entries, leaf, by_id)
+        # The context and the entry behind each message, from one walk: a stand-in
+        # names the line its message is parsed from.
+        context, sources = context_with_sources(path_entries, leaf, by_id)
         del path_entries, by_id
+        messages = context["messages"]
         lines = [cast(Entry, source).get(_AT) for source in sources]
         del sources
         write_context_json(
-            context,
+            {**context, "messages": []},
             lambda: map(partial(_real, session), messages, lines),
             out,
         )
         return
+    turns = PathTurns(session, *messages_with_sources(path_entries, leaf, by_id))
     del path_entries, by_id
-    turns = PathTurns(session, messages, sources)
     if what == "transcript.md":
         title = session.header.get("title")
         pieces = render.transcript_md_sections(
@@ -199,11 +200,14 @@ class StreamIndex(CompactSession):
     def _stand_in(self, entry: Entry, position: int) -> Entry:
         if entry.get("type") != "message":
             return entry  # state, compactions, summaries: read whole by core's rules
-        held = (self.ids[position], self.parents[position], self.timestamps[position])
+        # (Each key tested apart, not in a loop: this runs once an entry of the file.)
         stand_in: Entry = {"type": "message", _AT: position}
-        for key, value in zip(_ENTRY_FIELDS[1:], held, strict=True):
-            if key in entry:
-                stand_in[key] = value
+        if "id" in entry:
+            stand_in["id"] = self.ids[position]
+        if "parentId" in entry:
+            stand_in["parentId"] = self.parents[position]
+        if "timestamp" in entry:
+            stand_in["timestamp"] = self.timestamps[position]
         if "message" in entry:
             stand_in["message"] = self._message(entry["message"])
         return stand_in
@@ -211,11 +215,16 @@ class StreamIndex(CompactSession):
     def _message(self, message: Any) -> dict[str, Any] | None:
         if not isinstance(message, dict):
             return None  # not a dict: shows nothing either way
-        kept = {key: message[key] for key in _MESSAGE_FIELDS if key in message}
+        get = message.get
+        fields = (get("role", _AT), get("provider", _AT), get("model", _AT))
         try:
-            return self._shared_messages.setdefault(tuple(kept.items()), kept)
+            shared = self._shared_messages.get(fields)
         except TypeError:  # an unhashable role or model: its own
-            return kept
+            return {key: message[key] for key in _MESSAGE_FIELDS if key in message}
+        if shared is None:
+            shared = {key: message[key] for key in _MESSAGE_FIELDS if key in message}
+            self._shared_messages[fields] = shared
+        return shared
 
 
 def _real(session: CompactSession, message: Mapping[str, Any], at: int | None) -> Any:
