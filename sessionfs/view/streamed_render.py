@@ -94,6 +94,7 @@ def write_streamed(
             {**context, "messages": []},
             lambda: map(partial(_real, session), messages, lines),
             out,
+            chunk=_chunk_for(session, lines),
         )
         return
     turns = PathTurns(session, *messages_with_sources(path_entries, leaf, by_id))
@@ -225,6 +226,20 @@ class StreamIndex(CompactSession):
             shared = {key: message[key] for key in _MESSAGE_FIELDS if key in message}
             self._shared_messages[fields] = shared
         return shared
+
+
+#: Messages written at a time (`write_context_json`'s ``chunk``), at most ...
+CHUNK_MESSAGES = 256
+#: ... and as many as their lines together are at most this long (the longest line of
+#: the path counted for each): what is held at a time stays small.
+CHUNK_BYTES = 64 * 1024
+
+
+def _chunk_for(session: CompactSession, lines: list[int | None]) -> int:
+    """How many of the messages on ``lines`` `write_context_json` holds at a time."""
+    starts, ends = session.starts, session.ends
+    longest = max((ends[at] - starts[at] for at in lines if at is not None), default=1)
+    return max(1, min(CHUNK_MESSAGES, CHUNK_BYTES // max(longest, 1)))
 
 
 def _real(session: CompactSession, message: Mapping[str, Any], at: int | None) -> Any:
