@@ -43,7 +43,7 @@ from core import NotASessionError, SessionManager
 from core.formats.base import SessionSource
 from core.formats.jsonl_source import JsonlSession
 from core.formats.xcsh import XcshSession
-from core.formats.xcsh_file import CompactSession, FileLines, NotCompact, read_file
+from core.formats.xcsh_file import CompactSession, NotCompact, read_file
 from core.formats.xcsh_parsed import PARSED_SIZE_FACTOR, ManagerSource
 from core.session_stat import session_stat
 from core.session_tail import FileTail, IndexedEntries, ScannedEntries, read_file_tail
@@ -928,26 +928,16 @@ class LoadedSession:
         return limit is not None and file_size > limit // STREAMED_CONTEXT_FRACTION
 
     def _streamed_index(self, source: SessionSource) -> StreamIndex | None:
-        """The index ``context.json`` is written from a message at a time, built from
-        the bytes the compact session ``source`` holds (no read of the file: the
-        rendering is of the version held), when it is to be (`_streams_context`);
-        ``None``: rendered from the parse (a parsed session, a small file, bytes grown
-        by appends since)."""
+        """The index ``context.json`` is written from a message at a time: the compact
+        session ``source``'s own, with stand-ins made from the bytes it holds (the
+        version held, no second index of the file), when it is to be
+        (`_streams_context`); ``None``: rendered from the parse (a parsed session, a
+        small file)."""
         if not isinstance(source, XcshSession) or not isinstance(source.index, CompactSession):
             return None
-        held = source.index
-        if not isinstance(held.data, bytes | FileLines):
-            return None  # grown by appends: the build reads bytes or the file's lines
-        if not self._streams_context(len(held.data)):
+        if not self._streams_context(len(source.index.data)):
             return None
-        # What the build reads of a stat: the inode (the catch-ups' check).
-        st = os.stat_result((0, held.inode, 0, 0, 0, 0, len(held.data), 0, 0, 0))
-        try:
-            index, _ = StreamIndex.build(held.data, st, keep_entries=False)
-        except NotCompact:
-            return None
-        assert isinstance(index, StreamIndex)  # (the classmethod builds its own class)
-        return index
+        return StreamIndex.over(source.index)
 
     def _forget_branch_pages(self, keep: int) -> None:
         """Keep only the ``keep`` newest branch pages: a session has a page per tip,

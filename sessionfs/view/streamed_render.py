@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import partial
 from typing import Any, BinaryIO, cast, overload
 
@@ -184,6 +184,16 @@ class StreamIndex(CompactSession):
         if self._keeps_stand_ins:
             self.stand_ins.append(self._stand_in(entry, position))
         return entry
+
+    @classmethod
+    def over(cls, held: CompactSession) -> StreamIndex:
+        """The index ``held`` (its arrays shared, not copied: neither changes them) with
+        each entry's stand-in, made parsing its line again: a session held compact
+        renders without a second index of the file beside its own."""
+        shared = {f.name: getattr(held, f.name) for f in fields(CompactSession) if f.init}
+        index = cls(**shared)
+        index.stand_ins = [index._stand_in(e, at) for at, e in enumerate(held.iter_entries())]
+        return index
 
     def drop_stand_ins(self) -> None:
         """Let the stand-ins go (what is left is a `CompactSession`, which a session
