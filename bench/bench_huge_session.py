@@ -10,7 +10,8 @@ taken in a fresh daemon once its search index is up to date:
 * ``--renderings``: the first ``cat`` of each of `RENDERINGS` (the render caches
   emptied, a fresh daemon each), its time, the peak RSS of the daemon and of its render
   workers during it, the daemon's RSS a while after (``malloc_trim``) and a hash of
-  the bytes (for old against new: ``--checkout DIR`` runs another checkout's daemon).
+  the bytes (for old against new: ``--checkout DIR`` runs another checkout's daemon);
+  and `AFTER_LISTING`'s first read after an ``ls entries/``.
 
 The baseline column is one ``orjson`` parse of every line of the file (what any
 reader of the whole file pays once); the targets are the issue's absolute ones.
@@ -116,8 +117,10 @@ def first_path_listing(
     return PathListing(ls_s, ls_cpu, ls_l_s, ls_l_cpu, peak)
 
 
-#: The renderings `first_reads` reads, each once in a fresh daemon.
+#: The renderings `first_reads` reads, each once in a fresh daemon ...
 RENDERINGS = ("context.json", "transcript.md", "transcript.html", "tree.txt", "stats.json")
+#: ... and those it reads again after an ``ls entries/`` (the session then held compact).
+AFTER_LISTING = ("context.json",)
 #: How long after a read the daemon's RSS is read again (its trim runs within a second).
 SETTLED_SECONDS = 3.0
 #: The render workers' caches under the cache dir (the search index there is kept).
@@ -144,13 +147,15 @@ def first_reads(
     """`FirstRead` of each of `RENDERINGS`, each in a fresh daemon of ``checkout`` once
     its search index is up to date, with the render caches emptied before."""
     reads = []
-    for name in RENDERINGS:
+    for name, listed in [(n, False) for n in RENDERINGS] + [(n, True) for n in AFTER_LISTING]:
         for rendered in (c for agent in cache.glob("agent-*") for c in agent.iterdir()):
             if rendered.name in RENDER_CACHES:
                 shutil.rmtree(rendered)
         with mounted(mount_args, mnt, cwd=checkout) as daemon:
             time.sleep(INDEX_SETTLE_SECONDS)
             wait_for_search(mnt, 300)
+            if listed:
+                ls_seconds("ls", session_dir / "entries")
             sampler = _Sampler(daemon.pid)
             try:
                 sampler.reset()
@@ -162,7 +167,8 @@ def first_reads(
             time.sleep(SETTLED_SECONDS)
             after = proc_status_mb(daemon.pid, "VmRSS") or 0.0
         digest = hashlib.sha256(data).hexdigest()[:16]
-        reads.append(FirstRead(name, seconds, peak, after, workers, digest))
+        label = f"{name} after ls entries/" if listed else name
+        reads.append(FirstRead(label, seconds, peak, after, workers, digest))
     return reads
 
 
