@@ -142,3 +142,26 @@ def test_a_lean_first_read_peaks_at_a_fraction_of_the_whole_parse(
     assert whole > 8 * size, (what, whole, size)
     assert lean < 0.75 * whole, (what, lean, whole, size)
     assert lean < 7 * size, (what, lean, size)
+
+
+@pytest.mark.parametrize("what", LEAN)
+def test_a_lean_rendering_after_another_process_appended_is_of_the_file_now(
+    tmp_path: Path, what: str
+) -> None:
+    path = a_long_session(tmp_path)
+    session = loaded(path, lean_limit(path))
+    session.load()
+    session.rendered(what)
+    leaf = orjson.loads(path.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[1])["id"]
+    line = {
+        "type": "message",
+        "id": "appended",
+        "parentId": leaf,
+        "timestamp": "2026-01-02T00:00:00.000Z",
+        "message": {"role": "user", "content": "appended by another process"},
+    }
+    with open(path, "ab") as f:
+        f.write(orjson.dumps(line) + b"\n")
+    assert session.refresh() == 1  # caught up in place (the held bytes grown)
+    assert session.rendered(what) == from_the_parse(path, what)
+    assert b"appended by another process" in from_the_parse(path, "context.json")
