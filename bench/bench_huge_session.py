@@ -13,6 +13,11 @@ taken in a fresh daemon once its search index is up to date:
   the kernel's ``statx`` and ``getxattr`` of every file), the daemon's RSS peak;
 * a ``stat`` of every entry file by name with no listing before, in a fresh daemon:
   a lookup each, what any command costs once the kernel holds no dentry of them.
+* ``--renderings``: the first ``cat`` of each of `RENDERINGS` (the render caches
+  emptied, a fresh daemon each), its time, the peak RSS of the daemon and of its render
+  workers during it, the daemon's RSS a while after (``malloc_trim``) and a hash of
+  the bytes (for old against new: ``--checkout DIR`` runs another checkout's daemon);
+  and `AFTER_LISTING`'s first read after an ``ls entries/``.
 
 The baseline column is one ``orjson`` parse of every line of the file (what any
 reader of the whole file pays once); the targets are the issue's absolute ones.
@@ -23,6 +28,7 @@ reader of the whole file pays once); the targets are the issue's absolute ones.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import resource
 import shutil
@@ -35,6 +41,7 @@ from pathlib import Path
 
 import orjson
 
+from bench.bench_huge_file import _Sampler
 from bench.bench_scale import proc_cpu_seconds, proc_status_mb, wait_for_search
 from bench.common import REPO, Row, mounted, print_table, sessionfs_args, timed
 
@@ -241,12 +248,88 @@ def stat_by_name(
     return FirstListing(wall, cpu, own, peak)
 
 
+#: The renderings `first_reads` reads, each once in a fresh daemon ...
+RENDERINGS = ("context.json", "transcript.md", "transcript.html", "tree.txt", "stats.json")
+#: ... and those it reads again after an ``ls entries/`` (the session then held compact).
+AFTER_LISTING = ("context.json",)
+#: How long after a read the daemon's RSS is read again (its trim runs within a second).
+SETTLED_SECONDS = 3.0
+#: The render workers' caches under the cache dir (the search index there is kept).
+RENDER_CACHES = ("renders", "pages", "contexts")
+
+
+@dataclass
+class FirstRead:
+    """A fresh daemon's first ``cat`` of one rendering of the session."""
+
+    name: str
+    seconds: float
+    #: the daemon's peak (VmHWM) and its RSS `SETTLED_SECONDS` after the read (MB)
+    daemon_peak_mb: float
+    daemon_after_mb: float
+    #: the render workers' largest RSS seen during the read (MB; 0: none ran)
+    workers_peak_mb: float
+    digest: str
+
+
+def first_reads(
+    mount_args: list[str], mnt: Path, session_dir: Path, cache: Path, checkout: Path = REPO
+) -> list[FirstRead]:
+    """`FirstRead` of each of `RENDERINGS`, each in a fresh daemon of ``checkout`` once
+    its search index is up to date, with the render caches emptied before."""
+    reads = []
+    for name, listed in [(n, False) for n in RENDERINGS] + [(n, True) for n in AFTER_LISTING]:
+        for rendered in (c for agent in cache.glob("agent-*") for c in agent.iterdir()):
+            if rendered.name in RENDER_CACHES:
+                shutil.rmtree(rendered)
+        with mounted(mount_args, mnt, cwd=checkout) as daemon:
+            time.sleep(INDEX_SETTLE_SECONDS)
+            wait_for_search(mnt, 300)
+            if listed:
+                ls_seconds("ls", session_dir / "entries")
+            sampler = _Sampler(daemon.pid)
+            try:
+                sampler.reset()
+                seconds, data = timed((session_dir / name).read_bytes)
+                workers = sampler.workers_max
+            finally:
+                sampler.stop()
+            peak = proc_status_mb(daemon.pid, "VmHWM") or 0.0
+            time.sleep(SETTLED_SECONDS)
+            after = proc_status_mb(daemon.pid, "VmRSS") or 0.0
+        digest = hashlib.sha256(data).hexdigest()[:16]
+        label = f"{name} after ls entries/" if listed else name
+        reads.append(FirstRead(label, seconds, peak, after, workers, digest))
+    return reads
+
+
+def rendering_rows(reads: list[FirstRead], bound: int) -> list[Row]:
+    return [
+        Row(
+            f"first cat {r.name} (sha256 {r.digest})",
+            f"{r.seconds:.2f} s",
+            f"peak {r.daemon_peak_mb:.0f} MB, after {r.daemon_after_mb:.0f}, "
+            f"workers {r.workers_peak_mb:.0f}",
+            max(r.daemon_peak_mb, r.workers_peak_mb) / bound,
+            f"<= {bound} MB",
+            max(r.daemon_peak_mb, r.workers_peak_mb) <= bound,
+        )
+        for r in reads
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", type=int, default=200_000)
     parser.add_argument("--work", type=Path, default=None, help="default: a temp dir")
     parser.add_argument(
         "--rounds", type=int, default=2, help="fresh daemons for ls and for ls -l (default 2)"
+    )
+    parser.add_argument(
+        "--renderings", action="store_true", help="only the first reads of RENDERINGS"
+    )
+    parser.add_argument(
+        "--checkout", type=Path, default=REPO, help="the checkout whose daemon runs"
     )
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="sessionfs-huge-"))
@@ -269,9 +352,20 @@ def main(argv: list[str] | None = None) -> int:
     session_dir = mnt / "sessions" / PROJECT_DIR / session_file.stem
 
     parse_s, _ = timed(lambda: [orjson.loads(x) for x in pristine.splitlines()])
-    with mounted(mount_args, mnt):
+    with mounted(mount_args, mnt, cwd=args.checkout):
         time.sleep(INDEX_SETTLE_SECONDS)  # the search index's first build
         wait_for_search(mnt, 300)  # a loaded machine takes longer than the settle
+    bound = CACHE_MB + 100
+    if args.renderings:
+        reads = first_reads(mount_args, mnt, session_dir, cache, args.checkout)
+        print_table(
+            f"First reads of one session of {args.entries:,} entries ({size_mb:.0f} MB), "
+            f"--cache-mb {CACHE_MB}, {args.checkout.resolve().name}",
+            rendering_rows(reads, bound),
+        )
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+        return 0
 
     rows: list[Row] = []
     with mounted(mount_args, mnt) as daemon:
@@ -294,7 +388,6 @@ def main(argv: list[str] | None = None) -> int:
             ls_s <= FIRST_LS_TARGET_S,
         )
     )
-    bound = CACHE_MB + 100
     rows.append(
         Row(
             "daemon RSS peak / now after it",

@@ -555,8 +555,20 @@ def messages_with_sources(
 ) -> tuple[list[dict[str, Any]], list[Entry]]:
     """``build_session_context(...)["messages"]`` and ``context_sources(...)`` from one
     walk of the path (a transcript needs both)."""
+    context, sources = context_with_sources(entries, leaf_id, by_id)
+    return context["messages"], sources
+
+
+def context_with_sources(
+    entries: Sequence[Entry],
+    leaf_id: str | Unset | None = UNSET,
+    by_id: Mapping[str, Entry] | None = None,
+) -> tuple[dict[str, Any], list[Entry]]:
+    """``build_session_context(...)`` and ``context_sources(...)`` from one walk of the
+    path (a context written a message at a time needs both)."""
     sources: list[Entry] = []
+    context = empty_context()
     walked = _walk(entries, leaf_id, by_id)
-    if walked is None:
-        return [], sources
-    return _gather(walked, empty_context(), sources), sources
+    if walked is not None:
+        context["messages"] = _gather(walked, context, sources)
+    return context, sources

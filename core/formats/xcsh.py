@@ -30,11 +30,13 @@ from core.formats.grown_bytes import GrownBytes
 from core.formats.xcsh_file import CompactSession, FileLines, read_file
 from core.persist import blob_refs_in
 from core.safe_open import PathArg
-from core.tree import build_tree, leaf_count, tree_depth, usage_totals
+from core.tree import add_usage, build_tree, empty_usage, leaf_count, tree_depth, usage_totals
 
 __all__ = ["XcshIndex", "XcshReads", "XcshSession", "by_id_of", "session_stats"]
 
 Entry = dict[str, Any]
+#: A message without a ``role`` (its stats stand-in has none either).
+_NO_ROLE = object()
 
 
 class XcshIndex(Protocol):
@@ -53,6 +55,8 @@ class XcshIndex(Protocol):
     def ids(self) -> Sequence[Any]: ...
     @property
     def parents(self) -> Sequence[Any]: ...
+    @property
+    def timestamps(self) -> Sequence[Any]: ...
     @property
     def index_of_id(self) -> Mapping[str, int]: ...
     @property
@@ -252,6 +256,10 @@ class XcshSession(XcshReads):
         #: inside `parsed_once`: every entry, and by id once asked
         self._scratch: list[Entry] | None = None
         self._scratch_by_id: dict[str, Entry] | None = None
+        #: outside it, the entry `entry_view` parsed last, and its position: a
+        #: rendering made entry by entry (``tree.txt`` asks an entry's kind, then its
+        #: text) parses each once and holds one
+        self._viewed: tuple[int, Entry] | None = None
 
     @contextmanager
     def parsed_once(self, entries: list[Entry] | None = None) -> Iterator[None]:
@@ -287,8 +295,44 @@ class XcshSession(XcshReads):
         return self.index.parents[index]
 
     def stats(self) -> dict[str, Any]:
-        entries, by_id = self._parsed()  # one parse for the stats and their usage
-        return session_stats(entries, self.index.leaf_id, by_id, usage_totals(entries))
+        if self._scratch is not None:
+            entries, by_id = self._parsed()  # one parse for the stats and their usage
+            return session_stats(entries, self.index.leaf_id, by_id, usage_totals(entries))
+        # Outside `parsed_once`: each entry parsed in turn, its usage added, and what
+        # the counts and the tree read of it kept (`_stats_stand_in`), so what is held
+        # is a small dict an entry, not every entry (issue 26 point 6).
+        usage = empty_usage()
+        kept: list[Entry] = []
+        roles: dict[Any, dict[str, Any]] = {}
+        for position, entry in enumerate(self.index.iter_entries()):
+            add_usage(usage, entry)
+            kept.append(self._stats_stand_in(position, entry, roles))
+        return session_stats(kept, self.index.leaf_id, by_id_of(kept), usage)
+
+    def _stats_stand_in(
+        self, position: int, entry: Entry, roles: dict[Any, dict[str, Any]]
+    ) -> Entry:
+        """What `session_stats` reads of ``entry`` (at ``position``): its type, id,
+        parentId and time (the index's own strings), and of a message its role (one
+        dict per role)."""
+        kept: Entry = {}
+        index = self.index
+        for key, value in (
+            ("type", entry.get("type")),
+            ("id", index.ids[position]),
+            ("parentId", index.parents[position]),
+            ("timestamp", index.timestamps[position]),
+        ):
+            if key in entry:
+                kept[key] = value
+        message = entry.get("message")
+        if isinstance(message, dict):
+            role = message.get("role", _NO_ROLE)
+            try:
+                kept["message"] = roles.setdefault(role, {} if role is _NO_ROLE else {"role": role})
+            except TypeError:  # an unhashable role: its own
+                kept["message"] = {"role": role}
+        return kept
 
     def catch_up(self) -> bool:
         """(`SessionSource.catch_up`) `NotCompact` when the file was replaced by one
@@ -299,6 +343,7 @@ class XcshSession(XcshReads):
         elif added == 0:
             return False
         self.reread = added is None
+        self._viewed = None  # (a reread index may have another entry there)
         self._changed()
         return True
 
@@ -315,7 +360,14 @@ class XcshSession(XcshReads):
         return self.index.entry(index)
 
     def entry_view(self, index: int) -> Entry:
-        return self._scratch[index] if self._scratch is not None else self.index.entry(index)
+        if self._scratch is not None:
+            return self._scratch[index]
+        viewed = self._viewed
+        if viewed is not None and viewed[0] == index:
+            return viewed[1]
+        entry = self.index.entry(index)
+        self._viewed = (index, entry)
+        return entry
 
     def entry_views(self) -> Iterator[Entry]:
         return iter(self._scratch) if self._scratch is not None else self.index.iter_entries()

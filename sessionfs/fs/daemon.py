@@ -216,7 +216,8 @@ def build_operations(
     renders = Prerenderer(
         index.sessions_root,
         agent_cache_dir(opts.cache_dir, opts.agent_dir) / "renders",
-        stream_over=cache.largest_renderable(),
+        stream_over=cache.largest_parsed_to_render(),
+        siblings_over=cache.largest_renderable(),
     )
     ctx = MountContext(
         index=index,

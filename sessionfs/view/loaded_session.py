@@ -28,6 +28,7 @@ worker thread (`sessionfs.view.session_cache`).
 from __future__ import annotations
 
 import errno
+import io
 import math
 import os
 import stat
@@ -56,6 +57,7 @@ from sessionfs.view.names import appended_entry_file_names, entry_file_names
 from sessionfs.view.refusal import READ_ONLY_REASON, WriteRejected
 from sessionfs.view.renderings import parses_entries, render_source
 from sessionfs.view.session_ref import SessionRef
+from sessionfs.view.streamed_render import StreamIndex, write_streamed
 
 if TYPE_CHECKING:
     import trio
@@ -115,6 +117,20 @@ ENTRY_LISTING_BYTES_PER_ENTRY = 16
 #: 200,000-entry (49 MB) session would hold 65 MB of rendered files for one ``ls``
 #: (issue 26 point 6).
 LISTED_FILES_KEPT_FRACTION = 4
+#: A session file over this fraction of the largest the cache renders
+#: (``whole_read_limit``: over 26 MB with ``--cache-mb 256``) gets its ``context.json``
+#: written a message at a time (`sessionfs.view.streamed_render`), into memory, instead
+#: of from every entry parsed at once: a session of many short entries costs 8-9 times
+#: its file parsed (a 49 MB one of 200,000 entries took the daemon to 442 MB for its
+#: first ``context.json``, over ``--cache-mb`` + 100; streamed: ~300 MB, the same bytes,
+#: issue 26 point 6). A smaller file is rendered from its parse (faster per byte).
+STREAMED_CONTEXT_FRACTION = 2
+#: Renderings of a session file that big made entry by entry, outside
+#: `SessionSource.parsed_once` (each entry parsed in turn and let go): the same bytes,
+#: without every entry parsed at once (442-451 MB for that session's first read).
+_RENDERED_ENTRY_BY_ENTRY = frozenset({"tree.txt", "stats.json"})
+#: The renderings of such a file made without every entry parsed at once.
+_RENDERED_LEAN = _RENDERED_ENTRY_BY_ENTRY | {"context.json"}
 #: "not known without work" (see `LoadedSession.cached_leaf_name`)
 UNKNOWN = object()
 #: ``warm`` for a load about to list ``entries/``: the build of the index, which parses
@@ -368,10 +384,13 @@ class LoadedSession:
             raise NotASessionError(f"{self.ref.path}: {exc.strerror}") from None
         listing = warm == ENTRY_LISTING
         files = _EntryFiles(self._keeps_listed_files(st.st_size)) if listing else None
+        lean = warm in _RENDERED_LEAN and self._streams_context(st.st_size)
+        streamed = warm == "context.json" and lean
+        builder = StreamIndex if streamed else CompactSession
         try:
-            compact, entries = CompactSession.build(
-                data, st, keep_entries=warm is not None and not listing, visit=files
-            )
+            # (a rendering made entry by entry is made by `load` after this)
+            keep = warm is not None and not listing and not lean
+            compact, entries = builder.build(data, st, keep_entries=keep, visit=files)
         except NotCompact as exc:
             if exc.not_a_session:
                 raise NotASessionError(f"{self.ref.path} is not a session file") from None
@@ -381,6 +400,8 @@ class LoadedSession:
         self._hold(source, st)
         if files is not None:
             self._entry_listing = self._listing_of(files)
+        elif isinstance(compact, StreamIndex):
+            self._keep_rendering("context.json", _streamed_context(compact))
         elif warm is not None and entries is not None:
             with source.parsed_once(entries):  # parsed already: rendered from them
                 self.rendered(warm)
@@ -896,16 +917,45 @@ class LoadedSession:
         if data is None:
             source = self._held()
             images = BlobFiles(self.blobs_dir, self.access) if self.blobs_dir else None
-            if parses_entries(what):
+            streamed = self._streamed_index(source) if what == "context.json" else None
+            if streamed is not None:
+                data = _streamed_context(streamed)
+            elif what in _RENDERED_ENTRY_BY_ENTRY and self._streams_context(self._held_size()):
+                data = render_source(source, what, images, self.links)
+            elif parses_entries(what):
                 with source.parsed_once():
                     data = render_source(source, what, images, self.links)
             else:  # header.json's archive note needs the file it was read from
                 data = render_source(source, what, images, self.links, self.ref.path)
             if is_branch_page(what):
                 self._forget_branch_pages(keep=BRANCH_PAGES_KEPT - 1)
-            self._renders[what] = data
-            self._cached_bytes += len(data)
+            self._keep_rendering(what, data)
         return data
+
+    def _keep_rendering(self, what: str, data: bytes) -> None:
+        self._renders[what] = data
+        self._cached_bytes += len(data)
+
+    def _held_size(self) -> int:
+        return self.file_state[1] or self.ref.size
+
+    def _streams_context(self, file_size: int) -> bool:
+        """Whether ``context.json`` of a file this big is written a message at a time
+        (`STREAMED_CONTEXT_FRACTION`)."""
+        limit = self.whole_read_limit
+        return limit is not None and file_size > limit // STREAMED_CONTEXT_FRACTION
+
+    def _streamed_index(self, source: SessionSource) -> StreamIndex | None:
+        """The index ``context.json`` is written from a message at a time: the compact
+        session ``source``'s own, with stand-ins made from the bytes it holds (the
+        version held, no second index of the file), when it is to be
+        (`_streams_context`); ``None``: rendered from the parse (a parsed session, a
+        small file)."""
+        if not isinstance(source, XcshSession) or not isinstance(source.index, CompactSession):
+            return None
+        if not self._streams_context(len(source.index.data)):
+            return None
+        return StreamIndex.over(source.index)
 
     def _forget_branch_pages(self, keep: int) -> None:
         """Keep only the ``keep`` newest branch pages: a session has a page per tip,
@@ -928,3 +978,13 @@ class LoadedSession:
         for listed in self.listings.values():
             rows += len(listed) * getattr(listed, "bytes_per_row", LISTING_BYTES_PER_ROW)
         return held + self._cached_bytes + table + rows
+
+
+def _streamed_context(index: StreamIndex) -> bytes:
+    """``context.json`` of the session ``index`` was built from, written a message at a
+    time into memory (the same bytes as `render_source`'s); its stand-ins are let go
+    (the index stays as compact as `CompactSession`'s)."""
+    out = io.BytesIO()
+    write_streamed(index, "context.json", out)
+    index.drop_stand_ins()
+    return out.getvalue()

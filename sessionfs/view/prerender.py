@@ -110,6 +110,7 @@ class Prerenderer:
         blobs_dir: Path | None = None,
         pool_from: Prerenderer | None = None,
         stream_over: int | None = None,
+        siblings_over: int | None = None,
     ) -> None:
         self.sessions_root = sessions_root
         #: which agent's format the session files are in (`render_transcript`)
@@ -120,8 +121,11 @@ class Prerenderer:
         self.blobs_dir = blobs_dir
         self.pool_from = pool_from
         #: session files bigger than this (bytes) are rendered a message at a time,
-        #: into the cache file (`_render_streamed`): the daemon's `largest_renderable`
+        #: into the cache file (`_render_streamed`): `SessionCache.largest_parsed_to_render`
         self.stream_over = stream_over
+        #: a streamed job writes the other streamed renderings too only for files
+        #: bigger than this (`render_transcript`): the daemon's `largest_renderable`
+        self.siblings_over = siblings_over
         #: the renderings of these session files with a cache dir, of this one and of
         #: its siblings (one dict shared by them): a streamed rendering's job writes
         #: the others from the same index (`_render_streamed`)
@@ -167,6 +171,7 @@ class Prerenderer:
             blobs_dir=blobs_dir,
             pool_from=self,
             stream_over=self.stream_over,
+            siblings_over=self.siblings_over,
         )
 
     # -- what the nodes ask --------------------------------------------------------
@@ -382,6 +387,7 @@ class Prerenderer:
                 blobs_dir,
                 self.stream_over,
                 self._streamed_siblings() if job.asked else (),
+                self.siblings_over,
             )
         except RuntimeError as exc:  # the pool is shut down (unmounting)
             self._finish(job, None, exc)

@@ -88,6 +88,7 @@ def render_transcript(
     blobs_dir: str | None = None,
     stream_over: int | None = None,
     also_streamed: tuple[StreamedSibling, ...] = (),
+    siblings_over: int | None = None,
 ) -> RenderOutcome:
     """In a worker: the transcript of the session file ``path`` (written by ``agent``)
     from its cache file when valid, else rendered (and stored). Raises `RenderFailed`
@@ -96,7 +97,9 @@ def render_transcript(
     files). A file bigger than ``stream_over`` bytes is rendered into its cache file
     piece by piece where it can be (`_render_streamed`): the bytes are then never
     handed back, whatever ``want_bytes`` says; ``also_streamed``: the other renderings
-    written then from the same index, into their own cache dirs."""
+    written then from the same index, into their own cache dirs, when the file is
+    bigger than ``siblings_over`` too (a smaller one's are left to their own jobs:
+    each first read pays for its own rendering, not for three)."""
     cache = RenderCache(Path(cache_root), what) if cache_root is not None else None
     try:
         before = FileIdentity.of(session_stat(path))
@@ -112,6 +115,8 @@ def render_transcript(
             return RenderOutcome(found[0], found[1], rendered=False)
     if stream_over is not None and before.size > stream_over:
         asked = (what, cache, blobs_dir)
+        if siblings_over is not None and before.size <= siblings_over:
+            also_streamed = ()
         streamed = _render_streamed(path, key, before, agent, asked, also_streamed)
         if streamed is not None:
             return streamed

@@ -32,6 +32,7 @@ from sessionfs.view.cache_counts import CacheCounts
 from sessionfs.view.loaded_session import (
     ENTRY_LISTING,
     FRESH_INTERVAL,
+    STREAMED_CONTEXT_FRACTION,
     LoadedSession,
     parses_entries,
 )
@@ -441,6 +442,16 @@ class SessionCache:
         if self.render_limit is not None:
             return self.render_limit
         return (self.budget + RENDER_HEADROOM) // RENDER_PEAK_FACTOR
+
+    def largest_parsed_to_render(self) -> int:
+        """The largest session file (bytes) a render worker renders from its whole
+        parse; a bigger one's ``transcript.md``, ``transcript.html`` and
+        ``context.json`` are written a message at a time (as the daemon writes
+        ``context.json`` past the same size: `STREAMED_CONTEXT_FRACTION`). A parse
+        costs up to 9 times a file of many short entries, a worker's own baseline
+        aside (a 200,000-entry 49 MB one took a worker to 477 MB for its
+        ``transcript.md``, issue 26 point 6)."""
+        return self.largest_renderable() // STREAMED_CONTEXT_FRACTION
 
     def _check_renderable(self, session: LoadedSession, what: str) -> None:
         """`WriteRejected` (``EFBIG``, kept for ``ctl``) when rendering ``what`` would

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from functools import partial
+from itertools import islice
 from typing import Any, BinaryIO, NamedTuple
 
 import orjson
@@ -33,8 +35,9 @@ from sessionfs.view.render import PRETTY_GROWTH_LIMIT, PRETTY_SLACK, TOO_DEEP
 
 __all__ = ["write_context_json"]
 
-#: The indentation of a list item inside the context's top level object (pretty form).
-_ITEM_INDENT = b"\n    "
+#: What a list's item lines get added to sit inside the context's top level object
+#: (pretty form): a list encoded alone indents them by two, the context by four.
+_CHUNK_INDENT = b"\n  "
 Encode = Callable[[Any], bytes]
 
 
@@ -96,6 +99,7 @@ def _write_document(
     encode: Encode,
     pretty: bool,
     measure: Encode | None = None,
+    chunk: int = 1,
 ) -> _Written:
     """Write the context with ``messages`` as its ``messages`` list, each part encoded
     by ``encode`` (pretty: indented as inside the whole). ``measure``: the compact
@@ -117,29 +121,55 @@ def _write_document(
 
     put(opening)
     items = 0
-    for message in messages:
+    it = iter(messages)
+    while taken := list(islice(it, chunk)):
         # One encoding held at a time, let go as soon as it is copied: orjson's bytes of
         # a long string take ~9 times its length until they go (66 MB for a tool
-        # output of 7 MB), so measured first, and the indented copy kept, not both.
+        # output of 7 MB), so measured first, and the indented copy kept, not both;
+        # the comma goes out on its own (no third copy to join them).
         if measure is not None:
-            compact += len(measure(message)) + (1 if items else 0)
-        item = encode(message)
+            compact += _compact_length(taken, measure) + (1 if items else 0)
+        encoded = _items(taken, encode, pretty)
         if pretty:
-            item = item.replace(b"\n", _ITEM_INDENT)
-            put(b"," + _ITEM_INDENT if items else _ITEM_INDENT)
-            put(item)
-        else:
-            put(b"," + item if items else item)
-        del item
-        items += 1
+            encoded = encoded.replace(b"\n", _CHUNK_INDENT)
+        if items:
+            put(b",")
+        put(encoded)
+        del encoded
+        items += len(taken)
     if pretty and items:
         put(b"\n  ")
     put(rest[len(opening) :] + b"\n")
     return _Written(written, added, compact if measure is not None else None)
 
 
+def _items(chunk: list[Any], encode: Encode, pretty: bool) -> bytes:
+    """The items of ``chunk`` encoded as a list's, without its brackets: pretty, each
+    on its own line indented by two (the list's own level). One encoding call for the
+    chunk; when that fails (a list adds a level of nesting: orjson's depth limit may
+    be met in the chunk only), one a message, which fails as the document's would."""
+    try:
+        return encode(chunk)[1 : -2 if pretty else -1]
+    except (TypeError, RecursionError, ValueError):
+        if pretty:
+            return b",".join(b"\n  " + encode(m).replace(b"\n", b"\n  ") for m in chunk)
+        return b",".join(encode(m) for m in chunk)
+
+
+def _compact_length(chunk: list[Any], measure: Encode) -> int:
+    """The length of ``chunk``'s items in the compact form, with the commas between."""
+    try:
+        return len(measure(chunk)) - 2
+    except (TypeError, RecursionError, ValueError):
+        return sum(len(measure(m)) for m in chunk) + len(chunk) - 1
+
+
 def _write_form(
-    context: dict[str, Any], messages: Callable[[], Iterable[Any]], out: Sink, pretty: bool
+    context: dict[str, Any],
+    messages: Callable[[], Iterable[Any]],
+    out: Sink,
+    pretty: bool,
+    chunk: int = 1,
 ) -> _Written:
     """The document in one form: orjson's encoding, or Python's (ASCII) for the whole
     when orjson cannot encode a value (`core.jsonl._dumps`). The pretty one made by
@@ -150,10 +180,10 @@ def _write_form(
     else:
         fast, slow, measure = _orjson_compact, _python_compact, None
     try:
-        return _write_document(context, messages(), out, fast, pretty, measure)
+        return _write_document(context, messages(), out, fast, pretty, measure, chunk)
     except TypeError:
         _rewind(out, start)
-        return _write_document(context, messages(), out, slow, pretty)
+        return _write_document(context, messages(), out, slow, pretty, chunk=chunk)
 
 
 def _rewind(out: Sink, start: int) -> None:
@@ -162,13 +192,20 @@ def _rewind(out: Sink, start: int) -> None:
 
 
 def write_context_json(
-    context: dict[str, Any], messages: Callable[[], Iterable[Any]], out: BinaryIO
+    context: dict[str, Any],
+    messages: Callable[[], Iterable[Any]],
+    out: BinaryIO,
+    chunk: int = 1,
 ) -> None:
     """Write ``render.context_json`` of ``context`` (its ``messages`` replaced by what
-    ``messages()`` yields; called again for each pass) to ``out`` from where it is."""
+    ``messages()`` yields; called again for each pass) to ``out`` from where it is.
+    ``chunk``: how many messages are held and encoded at a time (one encoding call for
+    them: the Python around a call a message was a third of the time to write a
+    context of 200,000 short messages); the caller knows how big they can be."""
     start = out.tell()
+    form = partial(_write_form, chunk=chunk)
     try:
-        length, added, compact = _write_form(context, messages, out, pretty=True)
+        length, added, compact = form(context, messages, out, pretty=True)
         compact_at_least = length - added  # all indentation adds is spaces and newlines
         if (
             length <= PRETTY_SLACK
@@ -177,7 +214,7 @@ def write_context_json(
             return
         if compact is None:  # Python's encoding: its compact form is counted apart
             try:
-                compact = _write_form(context, messages, _Counted(), pretty=False).length
+                compact = form(context, messages, _Counted(), pretty=False).length
             except (RecursionError, ValueError):
                 compact = len(TOO_DEEP)
         if length <= PRETTY_GROWTH_LIMIT * compact + PRETTY_SLACK:
@@ -186,7 +223,7 @@ def write_context_json(
         pass
     _rewind(out, start)
     try:
-        _write_form(context, messages, out, pretty=False)
+        form(context, messages, out, pretty=False)
     except (RecursionError, ValueError):
         _rewind(out, start)
         out.write(TOO_DEEP)

@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from functools import partial
 from typing import Any, BinaryIO, cast, overload
 
-from core.context import build_session_context, messages_with_sources
+from core.context import context_with_sources, messages_with_sources
 from core.formats.base import TranscriptMessage
 from core.formats.xcsh import XcshSession
 from core.formats.xcsh_file import CompactSession, NotCompact, read_file
@@ -60,8 +61,8 @@ _AT = object()
 #: What core's context rules read of a message (`core.context._latest_assistant`,
 #: ``_is_user_request``).
 _MESSAGE_FIELDS = ("role", "provider", "model")
-#: What they read of an entry whose message is a stand-in.
-_ENTRY_FIELDS = ("type", "id", "parentId", "timestamp")
+#: What they read of an entry whose message is a stand-in: its type, id, parentId and
+#: timestamp (`StreamIndex._stand_in`).
 
 #: an entry, or a stand-in (whose `_AT` key is not a string)
 Entry = dict[Any, Any]
@@ -80,14 +81,23 @@ def write_streamed(
     ``images``: where ``transcript.html`` reads the blobs it inlines."""
     path_entries, by_id = session.path_stand_ins()
     leaf = session.leaf_id
-    # The messages and the entry behind each: a stand-in names the line to parse.
-    turns = PathTurns(session, *messages_with_sources(path_entries, leaf, by_id))
     pieces: Iterator[bytes]
     if what == "context.json":
-        context = build_session_context(path_entries, leaf, by_id)
+        # The context and the entry behind each message, from one walk: a stand-in
+        # names the line its message is parsed from.
+        context, sources = context_with_sources(path_entries, leaf, by_id)
         del path_entries, by_id
-        write_context_json(context, turns.messages, out)
+        messages = context["messages"]
+        lines = [cast(Entry, source).get(_AT) for source in sources]
+        del sources
+        write_context_json(
+            {**context, "messages": []},
+            lambda: map(partial(_real, session), messages, lines),
+            out,
+            chunk=_chunk_for(session, lines),
+        )
         return
+    turns = PathTurns(session, *messages_with_sources(path_entries, leaf, by_id))
     del path_entries, by_id
     if what == "transcript.md":
         title = session.header.get("title")
@@ -165,12 +175,32 @@ class StreamIndex(CompactSession):
     #: the file it was built from (`open_index`)
     path: str = ""
     _shared_messages: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
+    #: False once `drop_stand_ins` let them go (entries added since get none)
+    _keeps_stand_ins: bool = True
 
     def _add(self, start: int, end: int, entry: dict[str, Any]) -> dict[str, Any]:
         position = len(self.ids)
         super()._add(start, end, entry)
-        self.stand_ins.append(self._stand_in(entry, position))
+        if self._keeps_stand_ins:
+            self.stand_ins.append(self._stand_in(entry, position))
         return entry
+
+    @classmethod
+    def over(cls, held: CompactSession) -> StreamIndex:
+        """The index ``held`` (its arrays shared, not copied: neither changes them) with
+        each entry's stand-in, made parsing its line again: a session held compact
+        renders without a second index of the file beside its own."""
+        shared = {f.name: getattr(held, f.name) for f in fields(CompactSession) if f.init}
+        index = cls(**shared)
+        index.stand_ins = [index._stand_in(e, at) for at, e in enumerate(held.iter_entries())]
+        return index
+
+    def drop_stand_ins(self) -> None:
+        """Let the stand-ins go (what is left is a `CompactSession`, which a session
+        held after its rendering keeps): `path_stand_ins` is not asked again."""
+        self.stand_ins = []
+        self._shared_messages = {}
+        self._keeps_stand_ins = False
 
     def path_stand_ins(self) -> tuple[list[Entry], dict[str, Entry]]:
         """The stand-ins from the root to the leaf, and them by id: all core's walk
@@ -181,11 +211,14 @@ class StreamIndex(CompactSession):
     def _stand_in(self, entry: Entry, position: int) -> Entry:
         if entry.get("type") != "message":
             return entry  # state, compactions, summaries: read whole by core's rules
-        held = (self.ids[position], self.parents[position], self.timestamps[position])
+        # (Each key tested apart, not in a loop: this runs once an entry of the file.)
         stand_in: Entry = {"type": "message", _AT: position}
-        for key, value in zip(_ENTRY_FIELDS[1:], held, strict=True):
-            if key in entry:
-                stand_in[key] = value
+        if "id" in entry:
+            stand_in["id"] = self.ids[position]
+        if "parentId" in entry:
+            stand_in["parentId"] = self.parents[position]
+        if "timestamp" in entry:
+            stand_in["timestamp"] = self.timestamps[position]
         if "message" in entry:
             stand_in["message"] = self._message(entry["message"])
         return stand_in
@@ -193,11 +226,30 @@ class StreamIndex(CompactSession):
     def _message(self, message: Any) -> dict[str, Any] | None:
         if not isinstance(message, dict):
             return None  # not a dict: shows nothing either way
-        kept = {key: message[key] for key in _MESSAGE_FIELDS if key in message}
+        get = message.get
+        fields = (get("role", _AT), get("provider", _AT), get("model", _AT))
         try:
-            return self._shared_messages.setdefault(tuple(kept.items()), kept)
+            shared = self._shared_messages.get(fields)
         except TypeError:  # an unhashable role or model: its own
-            return kept
+            return {key: message[key] for key in _MESSAGE_FIELDS if key in message}
+        if shared is None:
+            shared = {key: message[key] for key in _MESSAGE_FIELDS if key in message}
+            self._shared_messages[fields] = shared
+        return shared
+
+
+#: Messages written at a time (`write_context_json`'s ``chunk``), at most ...
+CHUNK_MESSAGES = 256
+#: ... and as many as their lines together are at most this long (the longest line of
+#: the path counted for each): what is held at a time stays small.
+CHUNK_BYTES = 64 * 1024
+
+
+def _chunk_for(session: CompactSession, lines: list[int | None]) -> int:
+    """How many of the messages on ``lines`` `write_context_json` holds at a time."""
+    starts, ends = session.starts, session.ends
+    longest = max((ends[at] - starts[at] for at in lines if at is not None), default=1)
+    return max(1, min(CHUNK_MESSAGES, CHUNK_BYTES // max(longest, 1)))
 
 
 def _real(session: CompactSession, message: Mapping[str, Any], at: int | None) -> Any:

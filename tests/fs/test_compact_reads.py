@@ -115,6 +115,27 @@ def test_a_session_larger_than_the_cache_is_served_whole(
     assert len(os.listdir(session_dir / "path")) == 3000
 
 
+def test_renderings_of_a_session_near_the_limit_are_made_lean_with_the_same_bytes(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    # With --cache-mb 1 the daemon renders files up to ~10.8 MB, and a file over half
+    # that without every entry parsed at once (issue 26 point 6): context.json a
+    # message at a time into memory, tree.txt and stats.json entry by entry; the render
+    # workers stream transcript.md and transcript.html into the cache dir, each its
+    # own job. Each is the first read of a fresh daemon (the load renders it).
+    file = write_big_session(tmp_path, 7000)
+    assert 6 * 2**20 < file.stat().st_size < 10 * 2**20
+    expected = parsed(file)
+    for i, what in enumerate(
+        ("context.json", "tree.txt", "stats.json", "transcript.md", "transcript.html")
+    ):
+        mount = mount_factory(tmp_path / "agent", "--cache-mb", "1", name=f"mnt{i}")
+        assert cat(mount.path / "sessions" / "--work--" / "big" / what) == expected.rendered(
+            what
+        ), what
+        mount.unmount()
+
+
 def test_renderings_beyond_the_documented_limit_are_refused_and_entries_still_served(
     tmp_path: Path, mount_factory: MountFactory
 ) -> None:

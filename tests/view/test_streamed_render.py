@@ -112,16 +112,30 @@ def nested(depth: int) -> list[Any]:
         [nested(200)] * 40,  # indentation past the growth limit: the compact form
         ["x" * 10_000, 3, None],
         [*[nested(200)] * 40, "lone \udc80"],  # both: the compact form counted apart
+        # about orjson's depth limit: a chunk (a list) is one level deeper than its items
+        [{"a": 1}, nested(252), nested(253), "b"],
     ],
-    ids=["empty", "plain", "surrogate", "deep", "growth", "scalars", "surrogate-growth"],
+    ids=[
+        "empty",
+        "plain",
+        "surrogate",
+        "deep",
+        "growth",
+        "scalars",
+        "surrogate-growth",
+        "depth-limit",
+    ],
 )
-def test_context_json_written_a_message_at_a_time_is_pretty_json(messages: list[Any]) -> None:
+@pytest.mark.parametrize("chunk", [1, 3, 256])
+def test_context_json_written_a_message_at_a_time_is_pretty_json(
+    messages: list[Any], chunk: int
+) -> None:
     context = empty_context()
     context["messages"] = messages
     context["models"] = {"default": "anthropic/claude"}
     out = io.BytesIO()
     out.write(b"kept")  # written from where the file is
-    write_context_json(context, lambda: iter(messages), out)
+    write_context_json(context, lambda: iter(messages), out, chunk=chunk)
     assert out.getvalue() == b"kept" + context_json(context)
 
 
