@@ -14,11 +14,26 @@ import os
 from collections.abc import Iterator
 from typing import BinaryIO, Final
 
-__all__ = ["ZSTD_CHUNK", "ZSTD_SUFFIX", "NotZstdData", "read_chunks", "zstd_chunks"]
+__all__ = [
+    "ASSUMED_RATIO",
+    "ZSTD_CHUNK",
+    "ZSTD_SUFFIX",
+    "NotZstdData",
+    "read_chunks",
+    "text_size",
+    "zstd_chunks",
+]
 
 ZSTD_SUFFIX: Final = ".zst"
 #: decompressed bytes asked of the stream per read
 ZSTD_CHUNK: Final = 1 << 20
+#: How many times its compressed size a file's text is taken to be when its frame
+#: header does not say (JSONL compresses 10-20 times: the high end, so that a file
+#: whose size is not known is rather streamed than held)
+ASSUMED_RATIO: Final = 20
+#: a zstd frame's first bytes, and how many bytes its header takes at most
+_FRAME_MAGIC: Final = b"\x28\xb5\x2f\xfd"
+_FRAME_HEADER_MAX: Final = 18
 
 
 class NotZstdData(OSError):
@@ -39,6 +54,33 @@ def read_chunks(raw: BinaryIO, size: int = ZSTD_CHUNK) -> Iterator[bytes]:
                 yield chunk
         except zstandard.ZstdError as exc:
             raise NotZstdData(exc) from None
+
+
+def text_size(path: str | os.PathLike[str], compressed_size: int) -> int:
+    """How big the text of the ``.zst`` file ``path`` (``compressed_size`` bytes) is,
+    without decompressing it: the content size its frame header gives, else (not
+    given, the file holds more than that frame, not a frame header at all, unreadable)
+    ``compressed_size`` times `ASSUMED_RATIO`. For deciding how to read it, not a
+    promise: a file made to expand more than that is not caught."""
+    assumed = compressed_size * ASSUMED_RATIO
+    try:
+        with open(path, "rb") as raw:
+            head = raw.read(_FRAME_HEADER_MAX)
+    except OSError:
+        return assumed  # (its reading says why)
+    if not head.startswith(_FRAME_MAGIC):  # a skippable frame first, or not zstd data
+        return assumed
+    import zstandard
+
+    try:
+        declared = zstandard.frame_content_size(head)
+    except zstandard.ZstdError:
+        return assumed
+    # A frame's compressed bytes are at most its text's, stored raw, and a little more
+    # (3 bytes a block of 128 KB, the header, a checksum): past that, more frames follow.
+    if declared < 0 or compressed_size > declared + declared // 1024 + 1024:
+        return max(declared, assumed)
+    return declared
 
 
 def zstd_chunks(fd: int) -> Iterator[bytes]:

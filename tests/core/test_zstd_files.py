@@ -1,0 +1,56 @@
+"""How big a ``.zst`` file's text is, told without decompressing it
+(`core.zstd_files.text_size`): its frame header's content size where it gives it and
+the file is that frame alone, else `ASSUMED_RATIO` times the compressed size. A render
+worker streams a compressed rollout by it (tests/view/test_streamed_agents.py)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import zstandard
+
+from core.zstd_files import ASSUMED_RATIO, text_size
+
+TEXT = b"".join(
+    b'{"type":"message","n":%d,"text":"the same words again"}\n' % n for n in range(5000)
+)
+
+
+def written(path: Path, data: bytes) -> tuple[Path, int]:
+    path.write_bytes(data)
+    return path, len(data)
+
+
+def test_the_header_says_the_size_of_one_frame(tmp_path: Path) -> None:
+    path, size = written(tmp_path / "a.jsonl.zst", zstandard.ZstdCompressor().compress(TEXT))
+    assert size * ASSUMED_RATIO < len(TEXT)  # (the header, not the ratio)
+    assert text_size(path, size) == len(TEXT)
+
+
+def test_a_size_not_said_is_taken_at_the_ratio(tmp_path: Path) -> None:
+    unsaid = zstandard.ZstdCompressor(write_content_size=False).compress(TEXT)
+    path, size = written(tmp_path / "a.jsonl.zst", unsaid)
+    assert zstandard.frame_content_size(unsaid) == -1
+    assert text_size(path, size) == size * ASSUMED_RATIO
+
+
+def test_frames_after_the_first_are_not_taken_at_its_word(tmp_path: Path) -> None:
+    """The header says the first frame's size only: a small first frame, then a big
+    one (of bytes that do not compress: more than the first frame's text and its
+    frame's overhead) -- the ratio."""
+    first = zstandard.ZstdCompressor().compress(b"{}\n")
+    raw = zstandard.ZstdCompressor().compress(random.Random(0).randbytes(8000))
+    path, size = written(tmp_path / "a.jsonl.zst", first + raw)
+    assert text_size(path, size) == size * ASSUMED_RATIO
+
+
+def test_a_skippable_frame_first_or_no_zstd_data_is_taken_at_the_ratio(tmp_path: Path) -> None:
+    """A skippable frame's header reads as content size 0: never trusted as the text's."""
+    skippable = b"\x50\x2a\x4d\x18" + (4).to_bytes(4, "little") + b"skip"
+    framed = skippable + zstandard.ZstdCompressor().compress(TEXT)
+    assert zstandard.frame_content_size(framed) == 0
+    for name, data in [("skip", framed), ("junk", b"not zstd data at all"), ("empty", b"")]:
+        path, size = written(tmp_path / f"{name}.jsonl.zst", data)
+        assert text_size(path, size) == size * ASSUMED_RATIO, name
+    assert text_size(tmp_path / "gone.jsonl.zst", 10) == 10 * ASSUMED_RATIO
