@@ -26,6 +26,7 @@ from support.traced_memory import traced
 from core.formats.claude import ClaudeSession
 from core.formats.claude_turns import Turns
 from core.formats.codex import CodexSession
+from core.zstd_files import ASSUMED_RATIO
 from sessionfs.view import render_worker
 from sessionfs.view.agent_sources import open_agent_file
 from sessionfs.view.prerender import render_transcript
@@ -271,6 +272,51 @@ def test_a_worker_streams_a_compressed_rollout_into_the_cache(
     assert found.data == whole.data and whole.data and not found.rendered
     files = [p for p in cache.rglob("*") if p.is_file()]
     assert len(files) == 1, files  # the rendering only: no copy of the text stays
+
+
+def rendered_in_memory(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths a worker renders in memory from now on (it still does)."""
+    seen: list[str] = []
+    render = render_worker._render
+
+    def noted(path: Path, *args: Any) -> Any:
+        seen.append(str(path))
+        return render(path, *args)
+
+    monkeypatch.setattr(render_worker, "_render", noted)
+    return seen
+
+
+@pytest.mark.parametrize("header_says_its_size", [True, False])
+def test_a_small_compressed_rollout_of_a_big_text_is_streamed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, header_says_its_size: bool
+) -> None:
+    """What a rendering in memory holds grows with the text, not with the ``.zst``
+    (JSONL compresses 10-20 times, this one ~70): a worker streams a rollout whose
+    text is over the limit though its compressed file is far under it, as the frame
+    header says its text's size, or, when it does not, as `ASSUMED_RATIO` times the
+    compressed size is over it; the same bytes as in memory. At the limit it is
+    rendered in memory as before."""
+    plain = a_long_codex_session(tmp_path / "rollout-long.jsonl")
+    text = plain.read_bytes()
+    compressor = zstandard.ZstdCompressor(write_content_size=header_says_its_size)
+    path = plain.with_name(plain.name + ".zst")
+    path.write_bytes(compressor.compress(text))
+    plain.unlink()
+    size = path.stat().st_size
+    assert size * ASSUMED_RATIO < len(text)  # (a ratio the header alone can tell)
+    whole = render_transcript(str(path), "k", None, True, agent="codex")
+    text_size = len(text) if header_says_its_size else size * ASSUMED_RATIO
+    in_memory = rendered_in_memory(monkeypatch)
+    cache = tmp_path / "cache"
+    over = render_transcript(
+        str(path), "k", str(cache), False, agent="codex", stream_over=text_size - 1
+    )
+    assert over.rendered and in_memory == []
+    found = render_transcript(str(path), "k", str(cache), True, agent="codex")
+    assert found.data == whole.data and whole.data and not found.rendered
+    at_limit = render_transcript(str(path), "k", None, True, agent="codex", stream_over=text_size)
+    assert at_limit.data == whole.data and in_memory == [str(path)]
 
 
 @pytest.mark.parametrize(
