@@ -130,22 +130,23 @@ def test_claude_code_appends_and_the_streamed_renderings_follow(
 
 
 def mounted_codex(
-    tmp_path: Path, mount_factory: MountFactory, archived: bool = False
+    tmp_path: Path, mount_factory: MountFactory, archived: bool = False, small: bool = False
 ) -> tuple[Path, Path, Path]:
     """A long Codex rollout over the render limit (``archived``: as a ``.jsonl.zst``,
-    whose text compresses so well that the limit is set below its compressed size),
+    whose text compresses so well that the limit is set below its compressed size;
+    ``small``: above it, twice the compressed size, the text still ~35 times over it),
     mounted: (the rollout, its dir in the mount, the cache dir)."""
     home = tmp_path / "home"
     demo = load_demo_agents()
     path = demo.rollout_path(home / ".codex", 1_780_000_000.0, CODEX_SESSION_ID, archived)
     file = a_long_codex_session(path)
-    limit = RENDER_LIMIT
+    limit, text_size = RENDER_LIMIT, file.stat().st_size
     if archived:
         plain, file = file, file.with_name(file.name + ".zst")
         file.write_bytes(zstandard.ZstdCompressor().compress(plain.read_bytes()))
         plain.unlink()
-        limit = file.stat().st_size // 2
-    assert file.stat().st_size > 2 * limit
+        limit = file.stat().st_size * 2 if small else file.stat().st_size // 2
+    assert text_size > 2 * limit
     agent = tmp_path / "xcsh"
     (agent / "sessions").mkdir(parents=True)
     env = {**home_env(home), RENDER_LIMIT_ENV: str(limit)}
@@ -177,13 +178,15 @@ def test_a_codex_rollout_too_big_to_render_in_memory_is_read_the_same_way(
     assert [p for p in cache.glob("*/contexts/*") if not p.name.startswith(".")]
 
 
+@pytest.mark.parametrize("small", [False, True], ids=["over", "text-over"])
 def test_an_archived_codex_rollout_too_big_to_render_in_memory_is_streamed_too(
-    tmp_path: Path, mount_factory: MountFactory
+    tmp_path: Path, mount_factory: MountFactory, small: bool
 ) -> None:
-    """A ``.jsonl.zst`` over the limit: a worker decompresses its text once into a file
-    of the cache dir that has no name (0600, gone after the job) and writes the three
-    renderings from it, as for a plain rollout; nothing of the text stays behind."""
-    file, session, cache = mounted_codex(tmp_path, mount_factory, archived=True)
+    """A ``.jsonl.zst`` over the limit, or whose text is (``small``: its compressed
+    file under it): a worker decompresses its text once into a file of the cache dir
+    that has no name (0600, gone after the job) and writes the three renderings from
+    it, as for a plain rollout; nothing of the text stays behind."""
+    file, session, cache = mounted_codex(tmp_path, mount_factory, archived=True, small=small)
     transcript = codex_in_memory(file, "transcript.md")
     assert run("tail", "-n", "3", str(session / "transcript.md")) == b"\n".join(
         transcript.split(b"\n")[-4:]
