@@ -643,8 +643,6 @@ class SessionFsOperations(pyfuse3.Operations):
         else:
             child = await parent.lookup(text)
         if child is None:
-            if parent.absent_timeout:
-                return _absent_entry(parent.absent_timeout)
             raise pyfuse3.FUSEError(errno.ENOENT)
         attrs = await self._reply_entry(self._as_seen_by(child, ctx))
         if child.released_with_session:

@@ -17,7 +17,7 @@ from sessionfs.fs.nodes.base import (
     refuse,
 )
 from sessionfs.view.access import NO_ACCESS
-from sessionfs.view.archived_index import ArchivedAgentIndex, archived_reason
+from sessionfs.view.archived_index import archived_reason
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.session_cache import Appends, LeafEffect, NotASession
@@ -81,12 +81,7 @@ class InSession:
     def read_only_reason(self) -> str | None:
         """The tree's reason (another agent's sessions), else, with an archive, why a
         session only the archive holds takes no write (one lstat: the live file's)."""
-        if self.ctx.read_only_reason:
-            return self.ctx.read_only_reason
-        index = self.ctx.index
-        if not isinstance(index, ArchivedAgentIndex):  # no archive: no session key needed
-            return None
-        return archived_reason(index, *self.session_key)
+        return self.ctx.read_only_reason or archived_reason(self.ctx.index, *self.session_key)
 
     async def permissions(self) -> Permissions:
         """Follow the session file's mode and owner: a ``0600`` file shows no
