@@ -218,7 +218,7 @@ def xcsh_session(
     arguments and the session's dir in the mount."""
     agent = work / "agent"
     session_file = agent / "sessions" / PROJECT_DIR / f"2026-01-01T00-00-00-000Z_{SESSION_ID}.jsonl"
-    made = f"made-{megabytes}mb{_variant(compactions)}"
+    made = f"made-xcsh-{megabytes}mb{_variant(compactions)}"
     _write_once(
         work / made, session_file, partial(write_session, session_file, megabytes, compactions)
     )
@@ -354,7 +354,8 @@ def _write_once(made: Path, session_file: Path, write: Callable[[], None]) -> No
     if made.exists() and session_file.exists():
         return
     started = time.perf_counter()
-    for marker in made.parent.glob("made-*"):
+    variant = made.name.split("-", 2)[1]  # xcsh, claude or codex: its own session file
+    for marker in made.parent.glob(f"made-{variant}-*"):
         marker.unlink()
     write()
     made.write_text("")

@@ -163,7 +163,13 @@ def first_listing(
 
 
 def long_listing_rows(
-    mount_args: list[str], mnt: Path, entries: Path, count: int, rounds: int, bound_mb: int
+    mount_args: list[str],
+    mnt: Path,
+    entries: Path,
+    count: int,
+    rounds: int,
+    bound_mb: int,
+    checkout: Path = REPO,
 ) -> list[Row]:
     """The first ``ls -l entries/`` against the first ``ls entries/``, each in a fresh
     daemon, alternated (``ls`` first in even rounds) over ``rounds``: medians."""
@@ -175,7 +181,7 @@ def long_listing_rows(
             (long, ["ls", "-l", entries], count + 1),  # and its "total" line
         ]
         for into, argv, expected in steps if round_ % 2 == 0 else steps[::-1]:
-            listing = first_listing(mount_args, mnt, argv, expected)
+            listing = first_listing(mount_args, mnt, argv, expected, checkout)
             into.append(listing)
             print(
                 f"  round {round_}, {' '.join(map(str, argv[:-1]))}: {listing.wall_s:.2f} s,"
@@ -368,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     rows: list[Row] = []
-    with mounted(mount_args, mnt) as daemon:
+    with mounted(mount_args, mnt, cwd=args.checkout) as daemon:
         time.sleep(INDEX_SETTLE_SECONDS)
         ls_s, listed = timed(
             lambda: subprocess.run(
@@ -401,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
 
     message = work / "msg.json"
     message.write_bytes(orjson.dumps({"role": "user", "content": "hello from the bench"}))
-    with mounted(mount_args, mnt):
+    with mounted(mount_args, mnt, cwd=args.checkout):
         time.sleep(INDEX_SETTLE_SECONDS)
         wait_for_search(mnt, 300)
         append_s, _ = timed(
@@ -425,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
             append_s <= FIRST_APPEND_TARGET_S,
         )
     )
-    path = first_path_listing(mount_args, mnt, session_dir / "path", args.entries)
+    path = first_path_listing(mount_args, mnt, session_dir / "path", args.entries, args.checkout)
     rows.append(
         Row(
             "first ls path/ (daemon CPU)",
@@ -457,9 +463,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     rows += long_listing_rows(
-        mount_args, mnt, session_dir / "entries", args.entries, args.rounds, bound
+        mount_args, mnt, session_dir / "entries", args.entries, args.rounds, bound, args.checkout
     )
-    by_name = stat_by_name(mount_args, mnt, session_dir / "entries", args.entries)
+    by_name = stat_by_name(mount_args, mnt, session_dir / "entries", args.entries, args.checkout)
     rows.append(
         Row(
             "stat of each entry by name, no listing (daemon CPU)",
