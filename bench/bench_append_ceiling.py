@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.ab_writes import mounted_from
 from bench.bench_writes import minimal_append_filesystem, mount_appends
+from bench.entries_walk import process_cpu_seconds
 
 ROUNDS = int(os.environ.get("SESSIONFS_CEILING_ROUNDS", "5"))
 FILES = int(os.environ.get("SESSIONFS_CEILING_FILES", "200"))
@@ -36,18 +37,16 @@ AIM = 0.8
 
 
 def daemon_cpu_seconds(mountpoint: Path) -> float:
-    """User + system CPU time so far of the daemon serving ``mountpoint`` (the process
-    whose command line names it), all its threads."""
-    target = str(mountpoint)
+    """CPU time so far of the daemon serving ``mountpoint`` (the process whose command
+    line names it), all its threads, ended ones included, in ns where the kernel
+    allows (`bench.entries_walk.process_cpu_seconds`)."""
+    target = str(mountpoint).encode()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            if target.encode() not in args:
-                continue
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            if target in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                return process_cpu_seconds(int(pid))
         except OSError:
             continue
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     raise LookupError(f"no daemon serves {mountpoint}")
 
 

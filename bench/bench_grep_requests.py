@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -34,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import corpus, timed_requests
 from bench.bench_scale import wait_for_search
 from bench.common import mounted
-from bench.grep_ceiling import copy_out, grep_command, process_cpu_seconds
+from bench.grep_ceiling import copy_out, daemon_cpu_seconds, grep_command
 
 WARM_GREPS = 3
 
@@ -63,8 +64,12 @@ def main(argv: list[str]) -> int:
             command += ["--no-agents", "--cache-dir", str(cache)]
             daemon = stack.enter_context(mounted(command, mnt, cwd=checkout.resolve()))
             sides[f"{n}: {checkout}"] = (mnt, daemon.pid, times)
+        tree: Path | None = None
         for n, (mnt, _, _) in enumerate(sides.values()):  # the same copy through each
+            if tree is not None:
+                shutil.rmtree(tree)  # only the last copy is served
             tree = copy_out(mnt, root / f"tree{n}")
+        assert tree is not None
         bare, times = root / "bare", root / "bare.json"
         command = [sys.executable, script, str(times), "bare-tree", str(bare), str(tree)]
         daemon = stack.enter_context(mounted([*command, "--answer-flush"], bare))
@@ -82,12 +87,12 @@ def main(argv: list[str]) -> int:
             os.kill(pid, signal.SIGUSR1)  # what was timed so far is dropped
         time.sleep(0.2)
         names = list(sides)
-        cpu = {name: process_cpu_seconds(sides[name][1]) for name in names}
+        cpu = {name: daemon_cpu_seconds(sides[name][1]) for name in names}
         walls: dict[str, list[float]] = {name: [] for name in names}
         for turn in range(args.greps):
             for name in names if turn % 2 == 0 else names[::-1]:
                 walls[name].append(_grep(kind, word, sides[name][0]))
-        cpu = {name: process_cpu_seconds(sides[name][1]) - cpu[name] for name in names}
+        cpu = {name: daemon_cpu_seconds(sides[name][1]) - cpu[name] for name in names}
         stack.close()  # unmounted: each daemon has written its times
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         print(f"{args.greps} warm greps ({args.kind}) each, alternated; load average {load}")

@@ -53,6 +53,7 @@ from bench import bench_mount, corpus
 from bench.ab_reads import mounted_from
 from bench.bench_scale import wait_for_search
 from bench.common import mounted
+from bench.entries_walk import process_cpu_seconds
 
 TIMEOUT = 600.0
 #: The bare fs serving the same bytes: the arguments each is served with.
@@ -87,13 +88,6 @@ def page_cache_kb() -> int:
     raise RuntimeError("no Cached in /proc/meminfo")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process, all its threads (those ended too), in clock
-    ticks (10 ms)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def reaped_children_cpu_seconds(pid: int) -> float:
     """User + system CPU of a process's children that ended and were waited for
     (clock ticks): a render worker that exited during a round."""
@@ -111,18 +105,6 @@ def children_cpu_seconds(pid: int) -> float:
                 with contextlib.suppress(OSError):
                     total += process_cpu_seconds(int(child)) + children_cpu_seconds(int(child))
     return total
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """A process's CPU time, every thread's, those that ended included, in ns where
-    the kernel lets another process read its CPU clock (Linux does: the clock id of
-    ``clock_getcpuclockid``), else in clock ticks. A warm grep costs a daemon a few
-    ms, less than a clock tick, and trio's worker threads come and go (the threads'
-    own schedstat missed those that ended during a round)."""
-    try:
-        return time.clock_gettime_ns(((~pid) << 3) | 2) / 1e9  # CPUCLOCK_SCHED of the process
-    except OSError:
-        return cpu_seconds(pid)
 
 
 def daemon_cpu_seconds(pid: int) -> float:
