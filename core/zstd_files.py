@@ -14,6 +14,8 @@ import os
 from collections.abc import Iterator
 from typing import BinaryIO, Final
 
+from core.safe_open import open_regular
+
 __all__ = [
     "ASSUMED_RATIO",
     "ZSTD_CHUNK",
@@ -64,10 +66,10 @@ def text_size(path: str | os.PathLike[str], compressed_size: int) -> int:
     promise: a file made to expand more than that is not caught."""
     assumed = compressed_size * ASSUMED_RATIO
     try:
-        with open(path, "rb") as raw:
+        with open_regular(path) as raw:  # another agent's file: never a FIFO's wait
             head = raw.read(_FRAME_HEADER_MAX)
-    except OSError:
-        return assumed  # (its reading says why)
+    except OSError:  # (NotRegularFileError included: its reading says why)
+        return assumed
     if not head.startswith(_FRAME_MAGIC):  # a skippable frame first, or not zstd data
         return assumed
     import zstandard

@@ -5,6 +5,7 @@ worker streams a compressed rollout by it (tests/view/test_streamed_agents.py)."
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
@@ -54,3 +55,13 @@ def test_a_skippable_frame_first_or_no_zstd_data_is_taken_at_the_ratio(tmp_path:
         path, size = written(tmp_path / f"{name}.jsonl.zst", data)
         assert text_size(path, size) == size * ASSUMED_RATIO, name
     assert text_size(tmp_path / "gone.jsonl.zst", 10) == 10 * ASSUMED_RATIO
+
+
+def test_a_fifo_named_like_a_rollout_is_taken_at_the_ratio_without_waiting(
+    tmp_path: Path,
+) -> None:
+    """Another agent's dir is untrusted: a FIFO named ``*.jsonl.zst`` (no writer ever
+    comes) is not opened for a read that would wait forever."""
+    fifo = tmp_path / "x.jsonl.zst"
+    os.mkfifo(fifo)
+    assert text_size(fifo, 10) == 10 * ASSUMED_RATIO
