@@ -27,6 +27,7 @@ __all__ = [
     "lines_length",
     "load_entries_from_file",
     "loads",
+    "loads_refused_by_orjson",
     "parse_jsonl_lenient",
     "parse_jsonl_report",
     "parse_object_line",
@@ -42,11 +43,17 @@ def loads(data: bytes | str) -> Any:
     try:
         return _orjson_loads(data)
     except orjson.JSONDecodeError:
-        # orjson rejects some valid JSON (big integers, lone surrogate escapes).
-        try:
-            return json.loads(data)
-        except _JSON_ERRORS as exc:
-            raise ValueError(f"invalid JSON: {exc}") from None
+        return loads_refused_by_orjson(data)
+
+
+def loads_refused_by_orjson(data: bytes | str) -> Any:
+    """`loads` of a document orjson already refused: orjson rejects some valid JSON
+    (big integers, lone surrogate escapes), which the standard library reads; raises
+    ``ValueError`` when it is not JSON."""
+    try:
+        return json.loads(data)
+    except _JSON_ERRORS as exc:
+        raise ValueError(f"invalid JSON: {exc}") from None
 
 
 def _dumps(obj: Any, option: int, indent: int | None) -> bytes:

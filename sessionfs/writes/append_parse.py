@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from core.jsonl import loads
+from core.jsonl import loads, loads_refused_by_orjson
 from sessionfs.view.refusal import WriteRejected
 
 __all__ = [
@@ -442,7 +442,7 @@ def parse_append(
     if not text.strip():
         raise _invalid("the file is empty: write one JSON object or JSON Lines")
     try:
-        whole = loads(data)
+        whole = loads_refused_by_orjson(data)  # (orjson refused it just above)
     except ValueError:
         pass  # not one JSON document: read it as JSON Lines below
     else:
