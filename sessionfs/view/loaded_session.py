@@ -985,6 +985,8 @@ def _streamed_context(index: StreamIndex) -> bytes:
     time into memory (the same bytes as `render_source`'s); its stand-ins are let go
     (the index stays as compact as `CompactSession`'s)."""
     out = io.BytesIO()
-    write_streamed(index, "context.json", out)
-    index.drop_stand_ins()
+    try:
+        write_streamed(index, "context.json", out)
+    finally:  # also when it failed (a file read where it is, shrunk meanwhile): the
+        index.drop_stand_ins()  # held index would keep a stand-in an entry otherwise
     return out.getvalue()
