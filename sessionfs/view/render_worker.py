@@ -176,7 +176,7 @@ def _render_streamed(
     if agent not in STREAMED_AGENTS or what not in STREAMED:
         return None
     try:
-        index = open_streamed(agent, path, _decompress_dir(cache))
+        index = open_streamed(agent, path, _decompress_dir(cache, path))
     except NotStreamable:
         return None
     except (NotASessionError, OSError) as exc:
@@ -209,11 +209,11 @@ def _render_streamed(
     return RenderOutcome(stored, None, rendered=True)
 
 
-def _decompress_dir(cache: RenderCache | None) -> str | None:
+def _decompress_dir(cache: RenderCache | None, path: str) -> str | None:
     """Where a compressed session file's text is decompressed to be streamed: the
     cache dir (a file without a name there, 0600, gone after the job); ``None``: none
-    (it is then rendered in memory, read whole)."""
-    if cache is None:
+    (it is then rendered in memory, read whole), or ``path`` is not compressed."""
+    if cache is None or not path.endswith(ZSTD_SUFFIX):
         return None
     try:
         make_private_dirs(cache.root)
