@@ -22,7 +22,6 @@ that are rows of a database, how its connector reads them (`RowSessions`).
 
 from __future__ import annotations
 
-import itertools
 import os
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -53,7 +52,6 @@ __all__ = [
     "collect_strings",
     "dir_entries",
     "file_names",
-    "first_content_line",
     "numbered_lines",
     "text_row",
 ]
@@ -321,19 +319,6 @@ def numbered_lines(lines: Lines) -> Iterator[tuple[int, int, bytes]]:
         number += 1 + max(0, at - expected)
         expected = at + len(line) + 1
         yield number, at, line
-
-
-def first_content_line(lines: Lines) -> tuple[tuple[int, bytes] | None, Lines]:
-    """The first line that is not blank (``None``: none yet), and all the lines again
-    from the start: what a format that tells files apart by their first line reads
-    (lines of spaces are handed out too, for their numbers: `numbered_lines`)."""
-    stream = iter(lines)
-    skipped: list[tuple[int, bytes]] = []
-    for at, line in stream:
-        if not line.isspace():
-            return (at, line), itertools.chain(skipped, [(at, line)], stream)
-        skipped.append((at, line))
-    return None, iter(skipped)
 
 
 def _codex_numbered_rows(lines: Lines) -> Iterator[Row]:

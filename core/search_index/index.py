@@ -593,10 +593,11 @@ class SearchIndex:
             if compressed
             else ChunkedLines.of_file(fd, start, st.st_size)
         )
+        file_format = self.file_format.of_file(key)  # (the file's name decides)
         if whole or state is None:
-            mode, rows = self.file_format.of_file(key).whole_file_rows(lines)
+            mode, rows = file_format.whole_file_rows(lines)
         else:
-            mode, rows = state.mode, self.file_format.appended_rows(lines)
+            mode, rows = state.mode, file_format.appended_rows(lines)
         if self.between_rows is not None:
             rows = _calling_between(rows, self.between_rows)
         if whole and state is not None:
