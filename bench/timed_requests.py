@@ -16,7 +16,10 @@ the append path, so the interval is the handler's own work). ``sessionfs`` runs 
 as ``python -m`` would), so one copy of this script times an old checkout and a new
 one alike; ``sessionfs-reads`` times the requests of a read (`READ_REQUESTS`) instead,
 and ``bare-tree`` the bare pyfuse3 fs serving a dir's tree (`bench_mount.serve_bare`)
-the same way. ``SIGUSR1`` drops what was timed so far (a bench's warm-up).
+the same way (a read's handlers do yield: ``read`` may ``pread`` in a worker thread,
+``open`` wait for a render; their figures are the event loop thread's CPU during the
+call, without a worker's and with whatever else the loop ran meanwhile). ``SIGUSR1``
+drops what was timed so far (a bench's warm-up).
 """
 
 from __future__ import annotations
