@@ -27,7 +27,6 @@ import argparse
 import random
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
@@ -36,10 +35,11 @@ from typing import Any
 
 import orjson
 
-from bench.bench_scale import RssSampler, proc_status_mb
+from bench.bench_scale import proc_status_mb
 from bench.claude_corpus import session_lines
 from bench.common import REPO, mounted, sessionfs_args
 from bench.corpus import COMMON_WORD, SessionBuilder, TextPools, _make_images
+from bench.worker_rss import WorkersRssSampler
 
 CACHE_MB = 256
 #: What one entry of the generated session weighs on average (measured), to aim at
@@ -52,7 +52,6 @@ CODEX_AVERAGE_ENTRY_BYTES = 4_390
 CODEX_SESSION_ID = "0199b000-0000-7000-8000-00000000b16f"
 #: Compactions spread over the session (a long session is compacted again and again).
 COMPACTIONS = 6
-SAMPLE_SECONDS = 0.1
 STEP_TIMEOUT = 900.0
 SESSION_ID = "5e55f11e-0000-4000-8000-00000000b16f"
 PROJECT_DIR = "--srv-huge--"
@@ -129,44 +128,6 @@ def write_claude_session(path: Path, megabytes: int, compactions: int = COMPACTI
             out.write(orjson.dumps(line) + b"\n")
 
 
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (the workers are started from any thread)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
-
-
-class _Sampler(RssSampler):
-    """`RssSampler` of the daemon (``current_max``), and the peak VmRSS of its
-    children (the render workers) beside it, every 100 ms."""
-
-    def __init__(self, pid: int) -> None:
-        self.workers_max = 0.0
-        super().__init__(pid)
-        self._workers = threading.Thread(target=self._sample_workers, daemon=True)
-        self._workers.start()
-
-    def _sample_workers(self) -> None:
-        while not self._stop.wait(SAMPLE_SECONDS):
-            for child in _children(self.pid):
-                rss = proc_status_mb(child, "VmRSS") or 0.0
-                self.workers_max = max(self.workers_max, rss)
-
-    def reset(self) -> None:
-        self.current_max = proc_status_mb(self.pid, "VmRSS") or 0.0
-        self.workers_max = 0.0
-
-    def stop(self) -> None:
-        super().stop()
-        self._workers.join(timeout=2)
-
-
 def _shell(command: str, cwd: Path) -> tuple[float, str]:
     start = time.perf_counter()
     done = subprocess.run(
@@ -195,7 +156,9 @@ STEPS = (
 )
 
 
-def run_steps(session_dir: Path, sampler: _Sampler) -> list[tuple[str, float, str, float, float]]:
+def run_steps(
+    session_dir: Path, sampler: WorkersRssSampler
+) -> list[tuple[str, float, str, float, float]]:
     """Each of `STEPS`: (name, seconds, output, daemon's max RSS, workers' max RSS)."""
     rows = []
     for name, command in STEPS:
@@ -399,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         load_before = f.read().split()[:3]
     with mounted(mount_args, mnt, cwd=args.checkout) as daemon:
         session_dir = next(mnt.glob(str(session_dir.relative_to(mnt))), session_dir)
-        sampler = _Sampler(daemon.pid)
+        sampler = WorkersRssSampler(daemon.pid)
         try:
             rows = run_steps(session_dir, sampler)
         finally:

@@ -41,9 +41,9 @@ from pathlib import Path
 
 import orjson
 
-from bench.bench_huge_file import _Sampler
 from bench.bench_scale import proc_cpu_seconds, proc_status_mb, wait_for_search
 from bench.common import REPO, Row, mounted, print_table, sessionfs_args, timed
+from bench.worker_rss import WorkersRssSampler
 
 SESSION_ID = "c265bade-a0ed-585f-695d-50f310b4fef7"
 PROJECT_DIR = "--work-project-00--"
@@ -293,7 +293,7 @@ def first_reads(
             wait_for_search(mnt, 300)
             if listed:
                 ls_seconds("ls", session_dir / "entries")
-            sampler = _Sampler(daemon.pid)
+            sampler = WorkersRssSampler(daemon.pid)
             try:
                 sampler.reset()
                 seconds, data = timed((session_dir / name).read_bytes)
