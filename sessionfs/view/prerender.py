@@ -303,6 +303,12 @@ class Prerenderer:
         now = time.monotonic()
         if now - listed.head_since >= AHEAD_TRUSTED_SECONDS:
             listed.head_since = now
+            if now - listed.ahead_since >= AHEAD_TRUSTED_SECONDS:
+                # What read-ahead asks for now is the window `read_ahead_after` would
+                # ask for at the first session's open: recorded, that open asks only for
+                # the one session after it. (A window trusted still is another read
+                # going on in this listing: kept, it is the one its next open goes on.)
+                listed.ahead_since, listed.ahead_start, listed.ahead_stop = now, 0, READ_AHEAD
             self.read_ahead(paths[:READ_AHEAD])
 
     def read_ahead_after(self, path: Path) -> None:

@@ -177,6 +177,39 @@ def test_the_daemon_validates_a_kept_cache_file_without_a_worker(tmp_path: Path)
     trio.run(scenario)
 
 
+def test_the_first_open_after_a_listing_asks_only_for_what_the_listing_did_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing's read-ahead asks for its first sessions; the open of the first one
+    then asks for the one session after that window, not the window again (each
+    session asked for is checked again: in a job, being checked, or its record
+    trusted or stat'ed); a listing while another read of it goes on (its window
+    trusted still) leaves that read's window as it was."""
+    from sessionfs.view import prerender
+
+    clock = [100.0]
+    monkeypatch.setattr(prerender.time, "monotonic", lambda: clock[0])
+    renders = Prerenderer(tmp_path / "sessions", None)
+    asks: list[list[Path]] = []
+    monkeypatch.setattr(renders, "read_ahead", lambda paths: asks.append(list(paths)))
+    paths = [tmp_path / "sessions" / "p" / f"s{i:02}.jsonl" for i in range(40)]
+    ahead = prerender.READ_AHEAD
+    try:
+        renders.listed(paths)
+        renders.read_ahead_after(paths[0])
+        renders.read_ahead_after(paths[1])
+        assert asks == [paths[:ahead], [paths[ahead]], [paths[ahead + 1]]]
+        asks.clear()
+        renders.read_ahead_after(paths[20])  # a read further on
+        clock[0] += prerender.AHEAD_TRUSTED_SECONDS
+        renders.read_ahead_after(paths[21])  # (trusted no longer: its whole window)
+        renders.listed(paths)  # the head's trust ran out too: asked for again,
+        renders.read_ahead_after(paths[22])  # and the read further on goes on
+        assert asks == [paths[21:29], paths[22:30], paths[:ahead], [paths[30]]]
+    finally:
+        renders.close()
+
+
 def test_a_sequential_read_asks_read_ahead_for_each_session_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -198,7 +231,7 @@ def test_a_sequential_read_asks_read_ahead_for_each_session_once(
         asked.clear()
         for path in paths[:10]:
             renders.read_ahead_after(path)
-        assert asked == paths[1 : 10 + ahead]  # each once, in order
+        assert asked == paths[ahead : 10 + ahead]  # each once, in order
         asked.clear()
         renders.read_ahead_after(paths[3])  # back: all asked for lately
         assert asked == []
