@@ -328,6 +328,17 @@ class LoadedSession:
         return self.file_state[2] or self.ref.mtime_ns
 
     @property
+    def file_size(self) -> int:
+        """The session file's size (bytes) as last seen: the ``st_size`` of the stat
+        the version held came with (before any, the listing's: `SessionRef.size`).
+        The one measure every size threshold here compares (`whole_read_limit` and
+        its fractions, `TAIL_APPENDS_ABOVE_BYTES`, ``parse_budget``), as `read_file`
+        and the render workers do: not the bytes held, which leave out a torn last
+        line after a catch-up, so that a load, a later rendering and an append decide
+        alike for the same file."""
+        return self.file_state[1] or self.ref.size
+
+    @property
     def access(self) -> FileAccess:
         """The session file's permission bits and owner as last seen."""
         return self.file_access if self.file_access is not None else self.ref.access
@@ -382,9 +393,10 @@ class LoadedSession:
             data, st = read_file(self.ref.path, self.whole_read_limit)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
             raise NotASessionError(f"{self.ref.path}: {exc.strerror}") from None
+        self._seen_now(st)  # (first: the sizes below are of this file, `file_size`)
         listing = warm == ENTRY_LISTING
-        files = _EntryFiles(self._keeps_listed_files(st.st_size)) if listing else None
-        lean = warm in _RENDERED_LEAN and self._streams_context(st.st_size)
+        files = _EntryFiles(self._keeps_listed_files()) if listing else None
+        lean = warm in _RENDERED_LEAN and self._streams_context()
         streamed = warm == "context.json" and lean
         builder = StreamIndex if streamed else CompactSession
         try:
@@ -448,7 +460,7 @@ class LoadedSession:
         parsed = self.manager
         if parsed is not None:  # (the usual case: every small session's append)
             return parsed
-        size = self.file_state[1] or self.ref.size
+        size = self.file_size
         if (
             self.opener is not None
             or self.pinned_leaf is not None
@@ -850,15 +862,15 @@ class LoadedSession:
         only when the session is small (`LISTED_FILES_KEPT_FRACTION`)."""
         if self._entry_listing is None:
             source = self._held()
-            files = _EntryFiles(self._keeps_listed_files(self.file_state[1]))
+            files = _EntryFiles(self._keeps_listed_files())
             for entry in source.entry_views():
                 files(entry)
             self._entry_listing = self._listing_of(files)
         return self._entry_listing
 
-    def _keeps_listed_files(self, file_size: int) -> bool:
+    def _keeps_listed_files(self) -> bool:
         limit = self.whole_read_limit
-        return limit is None or file_size <= limit // LISTED_FILES_KEPT_FRACTION
+        return limit is None or self.file_size <= limit // LISTED_FILES_KEPT_FRACTION
 
     def _listing_of(self, files: _EntryFiles) -> EntryListing:
         """The listing of the entry files ``files`` measured (every entry of the source
@@ -872,7 +884,7 @@ class LoadedSession:
 
     def _over_read_limit(self) -> bool:
         limit = self.whole_read_limit
-        return limit is not None and self.file_state[1] > limit
+        return limit is not None and self.file_size > limit
 
     def listed_entry_file(self, name: str) -> tuple[int, int] | None:
         """The size and mtime (ns) of entry file ``name`` if the ``entries/`` listing
@@ -920,7 +932,7 @@ class LoadedSession:
             streamed = self._streamed_index(source) if what == "context.json" else None
             if streamed is not None:
                 data = _streamed_context(streamed)
-            elif what in _RENDERED_ENTRY_BY_ENTRY and self._streams_context(self._held_size()):
+            elif what in _RENDERED_ENTRY_BY_ENTRY and self._streams_context():
                 data = render_source(source, what, images, self.links)
             elif parses_entries(what):
                 with source.parsed_once():
@@ -936,14 +948,11 @@ class LoadedSession:
         self._renders[what] = data
         self._cached_bytes += len(data)
 
-    def _held_size(self) -> int:
-        return self.file_state[1] or self.ref.size
-
-    def _streams_context(self, file_size: int) -> bool:
-        """Whether ``context.json`` of a file this big is written a message at a time
-        (`STREAMED_CONTEXT_FRACTION`)."""
+    def _streams_context(self) -> bool:
+        """Whether ``context.json`` of the file is written a message at a time, and
+        `_RENDERED_ENTRY_BY_ENTRY` made so (`STREAMED_CONTEXT_FRACTION`)."""
         limit = self.whole_read_limit
-        return limit is not None and file_size > limit // STREAMED_CONTEXT_FRACTION
+        return limit is not None and self.file_size > limit // STREAMED_CONTEXT_FRACTION
 
     def _streamed_index(self, source: SessionSource) -> StreamIndex | None:
         """The index ``context.json`` is written from a message at a time: the compact
@@ -953,7 +962,7 @@ class LoadedSession:
         small file)."""
         if not isinstance(source, XcshSession) or not isinstance(source.index, CompactSession):
             return None
-        if not self._streams_context(len(source.index.data)):
+        if not self._streams_context():
             return None
         return StreamIndex.over(source.index)
 

@@ -9,7 +9,10 @@ and at a later one (the session held compact), and the peak is a fraction of it.
 from __future__ import annotations
 
 import tracemalloc
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -17,6 +20,7 @@ from support.fixture_paths import fixture_files
 from support.long_sessions import Chain, a_long_session
 
 from core import SessionManager
+from core.formats.xcsh import XcshSession
 from sessionfs.view.loaded_session import STREAMED_CONTEXT_FRACTION, LoadedSession
 from sessionfs.view.session_ref import SessionRef
 
@@ -165,3 +169,64 @@ def test_a_lean_rendering_after_another_process_appended_is_of_the_file_now(
     assert session.refresh() == 1  # caught up in place (the held bytes grown)
     assert session.rendered(what) == from_the_parse(path, what)
     assert b"appended by another process" in from_the_parse(path, "context.json")
+
+
+def made_lean(monkeypatch: pytest.MonkeyPatch, what: str, render: Callable[[], object]) -> bool:
+    """Whether ``render`` made ``what`` lean: ``context.json`` written a message at a
+    time, ``tree.txt`` with no parse of every entry at once."""
+    from sessionfs.view import loaded_session
+
+    streamed: list[str] = []
+    parses: list[int] = []
+    write = loaded_session.write_streamed
+    parsed_once = XcshSession.parsed_once
+
+    def counted_write(index: Any, what: str, out: Any) -> None:
+        streamed.append(what)
+        write(index, what, out)
+
+    def counted_parse(source: XcshSession, entries: Any = None) -> Any:
+        parses.append(1)
+        return parsed_once(source, entries)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(loaded_session, "write_streamed", counted_write)
+        patched.setattr(XcshSession, "parsed_once", counted_parse)
+        render()
+    return bool(streamed) if what == "context.json" else not parses
+
+
+def test_a_file_at_the_lean_size_decides_alike_at_every_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One measure of the file's size (its ``st_size``) for `STREAMED_CONTEXT_FRACTION`
+    everywhere: a file one byte over half the read limit has ``context.json`` and
+    ``tree.txt`` made lean at its load and at a later read, also once another process
+    appended a line and the start of another (the bytes held then leave that torn
+    line out: measured by them, ``context.json`` was made from the parse and
+    ``tree.txt`` lean); a file at it, neither."""
+    path = a_long_session(tmp_path)
+    leaf = orjson.loads(path.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[1])["id"]
+    line = orjson.dumps({"type": "message", "id": "appended", "parentId": leaf, "message": {}})
+    torn = b'{"type": "message", "id": "being written'
+    before = path.read_bytes()
+    whole = before + line + b"\n" + torn
+    path.write_bytes(whole)
+    size = len(whole)
+    for limit, lean in ((2 * size, False), (2 * (size - 1), True)):
+        decided = []
+        for what in ("context.json", "tree.txt"):
+            first = loaded(path, limit)  # the first read: the load renders it
+            decided.append(made_lean(monkeypatch, what, partial(first.load, warm=what)))
+        later = loaded(path, limit)  # held compact (a listing, a stat), then read
+        later.load()
+        for what in ("context.json", "tree.txt"):
+            decided.append(made_lean(monkeypatch, what, partial(later.rendered, what)))
+        path.write_bytes(before)  # held from before the append, then caught up
+        caught_up = loaded(path, limit)
+        caught_up.load()
+        path.write_bytes(whole)  # (the same inode, grown)
+        assert caught_up.refresh() == 1 and caught_up.file_size == size
+        for what in ("context.json", "tree.txt"):
+            decided.append(made_lean(monkeypatch, what, partial(caught_up.rendered, what)))
+        assert decided == [lean] * 6, (limit, size, decided)
