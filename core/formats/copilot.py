@@ -113,6 +113,8 @@ class CopilotSession(JsonlSession[_CopilotLine]):
     ``workspace.yaml``'s fields (default: read from beside ``events.jsonl``)."""
 
     agent = "copilot"
+    #: measured 567 bytes a line (`JsonlSession.LINE_INDEX_BYTES`), and some room
+    LINE_INDEX_BYTES = 620
 
     def __init__(self, path: PathArg, workspace: dict[str, str] | None = None) -> None:
         path = Path(path)

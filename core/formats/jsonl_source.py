@@ -56,7 +56,11 @@ class JsonlSession(SessionSource, Generic[Record]):
     (`_record`) and keeps what its renderings need (`_reset_state`)."""
 
     #: what the index costs per line besides its bytes (a slotted record, its
-    #: strings, a dict row), for the cache's budget
+    #: strings, a dict row), for the cache's budget. Each reader sets its own, as
+    #: measured by `bench/line_index_bytes.py` (tracemalloc over 100,000 lines shaped
+    #: as its agent writes them: what the open and a look at the leaf hold, less the
+    #: file's bytes held; 336 to 846 bytes a line) with ~10% more for longer ids and
+    #: values; this default is for a reader not measured yet.
     LINE_INDEX_BYTES: ClassVar[int] = 640
 
     def __init__(self, path: PathArg) -> None:

@@ -129,7 +129,9 @@ def test_streaming_holds_a_fraction_of_what_rendering_in_memory_does(tmp_path: P
         # The reader's records, then the turns' positions and one turn's content (the
         # page also builds its tree and entry names): a few hundred bytes a line, where
         # the rendering in memory holds every turn (lines of 2.4 KB here, more in life).
-        assert held < ClaudeSession.LINE_INDEX_BYTES * lines, (what, held, lines)
+        # (Measured ~460-490 bytes a line held; the bound is this test's own, not the
+        # cache's accounting figure, `ClaudeSession.LINE_INDEX_BYTES`.)
+        assert held < 700 * lines, (what, held, lines)
         assert peak < 700 * lines, (what, peak, held, lines)
         assert whole > 2 * size, (what, whole, size)
 
