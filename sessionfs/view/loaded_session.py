@@ -48,6 +48,7 @@ from core.formats.xcsh_parsed import PARSED_SIZE_FACTOR, ManagerSource
 from core.session_stat import session_stat
 from core.session_tail import FileTail, IndexedEntries, ScannedEntries, read_file_tail
 from core.storage import FileSessionStorage, PathArg, StorageStat
+from core.zstd_files import file_text_size
 from sessionfs.view import render
 from sessionfs.view.access import FileAccess
 from sessionfs.view.agent_notes import SessionLinks
@@ -850,7 +851,7 @@ class LoadedSession:
         only when the session is small (`LISTED_FILES_KEPT_FRACTION`)."""
         if self._entry_listing is None:
             source = self._held()
-            files = _EntryFiles(self._keeps_listed_files(self.file_state[1]))
+            files = _EntryFiles(self._keeps_listed_files(self.text_size()))
             for entry in source.entry_views():
                 files(entry)
             self._entry_listing = self._listing_of(files)
@@ -872,7 +873,7 @@ class LoadedSession:
 
     def _over_read_limit(self) -> bool:
         limit = self.whole_read_limit
-        return limit is not None and self.file_state[1] > limit
+        return limit is not None and self.text_size() > limit
 
     def listed_entry_file(self, name: str) -> tuple[int, int] | None:
         """The size and mtime (ns) of entry file ``name`` if the ``entries/`` listing
@@ -920,7 +921,7 @@ class LoadedSession:
             streamed = self._streamed_index(source) if what == "context.json" else None
             if streamed is not None:
                 data = _streamed_context(streamed)
-            elif what in _RENDERED_ENTRY_BY_ENTRY and self._streams_context(self._held_size()):
+            elif what in _RENDERED_ENTRY_BY_ENTRY and self._streams_context(self.text_size()):
                 data = render_source(source, what, images, self.links)
             elif parses_entries(what):
                 with source.parsed_once():
@@ -936,8 +937,14 @@ class LoadedSession:
         self._renders[what] = data
         self._cached_bytes += len(data)
 
-    def _held_size(self) -> int:
-        return self.file_state[1] or self.ref.size
+    def text_size(self) -> int:
+        """How big the session file's text is as last seen: its size, or a compressed
+        one's text's (`core.zstd_files.file_text_size`, remembered per file state):
+        what holding its entries or rendering it grows with, whatever it takes on
+        disk."""
+        if not self.file_state[1]:
+            return self.ref.text_size()
+        return file_text_size(self.ref.path, self.file_state[1], self.file_state)
 
     def _streams_context(self, file_size: int) -> bool:
         """Whether ``context.json`` of a file this big is written a message at a time
