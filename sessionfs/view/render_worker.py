@@ -185,8 +185,10 @@ def _render_streamed(
     if stored is None and _changed_since(path, before):  # (the write was cut short)
         raise RenderFailed(f"{path}: changed while it was rendered")
     if stored is None:
+        size = file_text_size(path, before.size, before)  # (remembered: no second read)
+        held = "the session file" if size == before.size else "the session file's text"
         raise TooBigToHold(
-            f"{what}: the session file is {before.size // 2**20} MB, too big to render in "
+            f"{what}: {held} is {size // 2**20} MB, too big to render in "
             "memory, and its rendering cannot be written to the cache dir (full, or "
             "not writable)"
         )
