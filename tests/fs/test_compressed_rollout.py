@@ -20,7 +20,7 @@ import pytest
 import zstandard
 from support.long_codex_sessions import CWD
 from support.long_codex_sessions import SESSION_ID as CODEX_SESSION_ID
-from support.mount import Mount, MountFactory
+from support.mount import Mount, MountFactory, run
 from support.other_agents import home_env, load_demo_agents
 
 from sessionfs.view.agent_sources import open_agent_file
@@ -37,12 +37,6 @@ CALLS = 250
 #: of the text: generous (~18 MB measured for 64 MB); read whole, the text is held
 #: twice at once (decompressed into a buffer, then copied), ~320 MB measured.
 GROWTH_FRACTION = 1.0
-
-
-def run(*argv: str) -> bytes:
-    done = subprocess.run(argv, capture_output=True, timeout=300, check=False)
-    assert done.returncode == 0, (argv, done.stderr)
-    return done.stdout
 
 
 def status_mb(pid: int, key: str) -> float:
@@ -104,11 +98,11 @@ def unnamed_copies(pid: int, cache: Path) -> list[str]:
     return found
 
 
-def entry_files(session: Path) -> dict[str, bytes]:
+def entry_files(session: Path) -> dict[str, str]:
     """Every third entry file's bytes, by name, and the first and last ones'."""
-    names = run("ls", str(session / "entries")).decode().split()
+    names = run("ls", session / "entries").split()
     chosen = sorted({*names[::3], names[0], names[-1]})
-    return {name: run("cat", str(session / "entries" / name)) for name in chosen}
+    return {name: run("cat", session / "entries" / name) for name in chosen}
 
 
 @pytest.mark.parametrize("header_says_its_size", [True, False], ids=["header", "no-size"])
@@ -123,15 +117,17 @@ def test_a_small_zst_of_a_big_text_is_not_read_whole_by_the_daemon(
     assert len(text) > 100 * compressed and len(text) > 50 * limit
     mount, session = mounted(tmp_path, mount_factory, home, "mnt", limit)
     pid = mount.process.pid
-    assert run("ls", str(session.parent)).split() == [CODEX_SESSION_ID.encode()]
+    assert run("ls", session.parent).split() == [CODEX_SESSION_ID]
     before_mb = status_mb(pid, "VmRSS")
 
     served = entry_files(session)
     assert len(served) > CALLS // 2
     copies = unnamed_copies(pid, tmp_path / "mnt.cache")
     assert len(copies) == 1, copies  # the text, decompressed where it is read from
-    context = run("cat", str(session / "context.json"))
-    transcript_tail = run("tail", "-c", "300", str(session / "transcript.md"))
+    context = run("cat", session / "context.json").encode("utf-8", "surrogateescape")
+    transcript_tail = run("tail", "-c", "300", session / "transcript.md").encode(
+        "utf-8", "surrogateescape"
+    )
     written = [p for p in (tmp_path / "mnt.cache").glob("*/contexts/*") if p.is_file()]
     assert [p for p in written if not p.name.startswith(".")], written  # by a worker
     with pytest.raises(subprocess.CalledProcessError) as refused:
