@@ -21,7 +21,7 @@ main``; the same ``--work`` reuses the session file): old and new alternated.
 *.jsonl.zst``, its text's size in its zstd header): a small file of a big text.
 ``--codex --codex-turns N``: the rollout is the tests' long one
 (``tests/support/long_codex_sessions.py``: compactions, rollbacks, N turns a part;
-11,000 make 352,013 lines, 223 MB, 1.7 MB compressed) instead of the corpus's.
+11,000 make 352,022 lines, 223 MB, 1.7 MB compressed) instead of the corpus's.
 
     .venv/bin/python -m bench.bench_huge_file [--mb 500] [--work DIR] [--cache-mb 256]
 """

@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
-from collections.abc import Hashable, Iterator
+from collections.abc import Iterator
 from typing import BinaryIO, Final
 
 from core.safe_open import open_regular
@@ -89,21 +89,22 @@ def text_size(path: str | os.PathLike[str], compressed_size: int) -> int:
     return declared
 
 
-def file_text_size(path: str | os.PathLike[str], size: int, state: Hashable) -> int:
-    """How big the text of the session file ``path`` (``size`` bytes on disk) is: what
-    reading it whole, holding or rendering it costs grows with. ``size`` itself for a
-    plain file (no look at the file); a ``.zst``'s `text_size`, its header read once
-    per ``state`` (what tells this state of the file from another one with ``size``:
-    its inode and mtime) and remembered: the daemon asks on every ``stat`` of a
-    rendering whether it is too big to make in memory."""
+def file_text_size(path: str | os.PathLike[str], size: int, mtime_ns: int) -> int:
+    """How big the text of the session file ``path`` (``size`` bytes on disk, modified
+    at ``mtime_ns``) is: what reading it whole, holding or rendering it costs grows
+    with. ``size`` itself for a plain file (no look at the file); a ``.zst``'s
+    `text_size`, its header read once per state of the file (its size and mtime: an
+    archive is written once, not changed in place) and remembered, whoever asks: the
+    daemon asks on every ``stat`` of a rendering whether it is too big to make in
+    memory."""
     name = os.fspath(path)
     if not name.endswith(ZSTD_SUFFIX):
         return size
-    return _remembered_text_size(name, size, state)
+    return _remembered_text_size(name, size, mtime_ns)
 
 
 @functools.lru_cache(maxsize=_TEXT_SIZES_REMEMBERED)  # (thread-safe: any thread asks)
-def _remembered_text_size(path: str, size: int, state: Hashable) -> int:
+def _remembered_text_size(path: str, size: int, mtime_ns: int) -> int:
     return text_size(path, size)
 
 

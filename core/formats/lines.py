@@ -125,7 +125,7 @@ class LineFile:
             self._identity = (st.st_ino, st.st_size, st.st_mtime_ns)
             limit = _whole_read_limit[0]
             # (a compressed file's text: what reading it whole would hold)
-            size = file_text_size(self.path, st.st_size, self._identity)
+            size = file_text_size(self.path, st.st_size, st.st_mtime_ns)
             if limit is not None and size > limit:
                 if not self.compressed:
                     return self._take_in_place(f.fileno(), st.st_size)

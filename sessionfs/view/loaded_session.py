@@ -944,7 +944,7 @@ class LoadedSession:
         disk."""
         if not self.file_state[1]:
             return self.ref.text_size()
-        return file_text_size(self.ref.path, self.file_state[1], self.file_state)
+        return file_text_size(self.ref.path, self.file_state[1], self.file_state[2])
 
     def _streams_context(self, file_size: int) -> bool:
         """Whether ``context.json`` of a file this big is written a message at a time

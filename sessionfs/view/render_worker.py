@@ -115,7 +115,7 @@ def render_transcript(
         found = cache.load(key, before)
         if found is not None:
             return RenderOutcome(found[0], found[1], rendered=False)
-    size = file_text_size(path, before.size, before)  # a compressed file's: its text's
+    size = file_text_size(path, before.size, before.mtime_ns)  # a compressed file's: its text's
     if stream_over is not None and size > stream_over:
         asked = (what, cache, blobs_dir)
         if siblings_over is not None and size <= siblings_over:
@@ -185,7 +185,7 @@ def _render_streamed(
     if stored is None and _changed_since(path, before):  # (the write was cut short)
         raise RenderFailed(f"{path}: changed while it was rendered")
     if stored is None:
-        size = file_text_size(path, before.size, before)  # (remembered: no second read)
+        size = file_text_size(path, before.size, before.mtime_ns)  # (remembered: no second read)
         held = "the session file" if size == before.size else "the session file's text"
         raise TooBigToHold(
             f"{what}: {held} is {size // 2**20} MB, too big to render in "

@@ -310,8 +310,9 @@ class ContextFile(TranscriptFile):
         found = super().unloaded_file()
         if found is None:
             return None
-        path, identity = found  # a compressed file by its text (read once per identity)
-        if file_text_size(path, identity.size, identity) <= self.ctx.sessions.largest_renderable():
+        path, identity = found  # a compressed file by its text (its header read once)
+        text_size = file_text_size(path, identity.size, identity.mtime_ns)
+        if text_size <= self.ctx.sessions.largest_renderable():
             return None
         return found
 
