@@ -124,9 +124,8 @@ class LineFile:
             self.data, self.consumed, self.line_count = b"", 0, 0
             self._identity = (st.st_ino, st.st_size, st.st_mtime_ns)
             limit = _whole_read_limit[0]
-            # (a compressed file's text: what reading it whole would hold)
-            size = file_text_size(self.path, st.st_size, st.st_mtime_ns)
-            if limit is not None and size > limit:
+            # (a compressed file by its text: what reading it whole would hold)
+            if limit is not None and file_text_size(self.path, st.st_size, st.st_mtime_ns) > limit:
                 if not self.compressed:
                     return self._take_in_place(f.fileno(), st.st_size)
                 if _decompress_dir[0] is not None:
