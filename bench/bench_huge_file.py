@@ -17,6 +17,11 @@ every step works (no ``EFBIG``).
 ``--claude`` / ``--codex``: the same session as Claude Code or Codex writes it, under
 ``agents/``. ``--checkout DIR`` runs the daemon of another checkout (``git worktree add /tmp/old
 main``; the same ``--work`` reuses the session file): old and new alternated.
+``--codex --zst``: the rollout archived as Codex compresses it (``archived_sessions/
+*.jsonl.zst``, its text's size in its zstd header): a small file of a big text.
+``--codex --codex-turns N``: the rollout is the tests' long one
+(``tests/support/long_codex_sessions.py``: compactions, rollbacks, N turns a part;
+11,000 make 352,022 lines, 223 MB, 1.7 MB compressed) instead of the corpus's.
 
     .venv/bin/python -m bench.bench_huge_file [--mb 500] [--work DIR] [--cache-mb 256]
 """
@@ -25,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -40,6 +47,10 @@ from bench.claude_corpus import session_lines
 from bench.common import REPO, mounted, sessionfs_args
 from bench.corpus import COMMON_WORD, SessionBuilder, TextPools, _make_images
 from bench.worker_rss import WorkersRssSampler
+from core.zstd_files import ZSTD_SUFFIX, read_chunks
+
+# The tests' long rollout (`--codex-turns`) is made by their support modules.
+sys.path.append(str(REPO / "tests"))
 
 CACHE_MB = 256
 #: What one entry of the generated session weighs on average (measured), to aim at
@@ -157,11 +168,13 @@ STEPS = (
 
 
 def run_steps(
-    session_dir: Path, sampler: WorkersRssSampler
+    session_dir: Path, sampler: WorkersRssSampler, word: str = COMMON_WORD
 ) -> list[tuple[str, float, str, float, float]]:
-    """Each of `STEPS`: (name, seconds, output, daemon's max RSS, workers' max RSS)."""
+    """Each of `STEPS` (``word`` the one grepped): (name, seconds, output, daemon's max
+    RSS, workers' max RSS)."""
     rows = []
     for name, command in STEPS:
+        command = command.replace(COMMON_WORD, word)
         sampler.reset()
         seconds, out = _shell(command, session_dir)
         hwm = proc_status_mb(sampler.pid, "VmHWM") or 0.0
@@ -267,23 +280,77 @@ def _codex_line(
 
 
 def codex_session(
-    work: Path, megabytes: int, cache_mb: int, compactions: int = COMPACTIONS
+    work: Path,
+    megabytes: int,
+    cache_mb: int,
+    compactions: int = COMPACTIONS,
+    rollout: tuple[int | None, bool] = (None, False),
 ) -> tuple[list[str], Path]:
     """A Codex home with the same session as one rollout (`write_codex_session`),
-    shown under ``agents/codex/by-id/``."""
+    shown under ``agents/codex/by-id/``. ``rollout``: the tests' long rollout of that
+    many turns a part instead (`_long_codex_session`), and whether it is archived
+    compressed (`_compressed_rollout`)."""
+    turns, zst = rollout
     codex = work / "codex"
-    session_file = (
-        codex
-        / "sessions"
-        / "2026"
-        / "01"
-        / "01"
-        / f"rollout-2026-01-01T00-00-00-{CODEX_SESSION_ID}.jsonl"
-    )
-    made = f"made-codex-{megabytes}mb{_variant(compactions)}"
-    write = partial(write_codex_session, session_file, megabytes, compactions)
+    session_id = CODEX_SESSION_ID if turns is None else _long_codex_session_id()
+    name = f"rollout-2026-01-01T00-00-00-{session_id}.jsonl"
+    session_file = codex / "sessions" / "2026" / "01" / "01" / name
+    if turns is None:
+        made = f"made-codex-{megabytes}mb{_variant(compactions)}"
+        write = partial(write_codex_session, session_file, megabytes, compactions)
+    else:
+        made = f"made-codex-{turns}turns"
+        write = partial(_long_codex_session, session_file, turns)
+    if zst:
+        archived = codex / "archived_sessions" / (name + ZSTD_SUFFIX)
+        made, write = f"{made}-zst", partial(_compressed_rollout, write, session_file, archived)
+        session_file = archived
+    write = partial(_anew, codex, write)
     args = _other_agent(work, ("codex", codex), (made, session_file, write), cache_mb)
-    return args, work / "mnt" / "agents" / "codex" / "by-id" / CODEX_SESSION_ID
+    return args, work / "mnt" / "agents" / "codex" / "by-id" / session_id
+
+
+def _anew(home: Path, write: Callable[[], None]) -> None:
+    """``write()`` into an emptied ``home``: no rollout of another variant stays beside
+    (a live rollout of the same id would shadow an archived one)."""
+    shutil.rmtree(home, ignore_errors=True)
+    write()
+
+
+def _long_codex_session_id() -> str:
+    from support.long_codex_sessions import SESSION_ID  # (tests/ is on sys.path: above)
+
+    return SESSION_ID
+
+
+def _grepped_word(codex_turns: int | None) -> str:
+    """The word ``grep -c`` counts: the corpus's common word, or the tests' long
+    rollout's probe."""
+    if codex_turns is None:
+        return COMMON_WORD
+    from support.long_sessions import PROBE
+
+    return PROBE
+
+
+def _long_codex_session(path: Path, turns: int) -> None:
+    """The tests' long rollout (`--codex-turns`), ``turns`` turns a part."""
+    from support.long_codex_sessions import a_long_codex_session
+
+    a_long_codex_session(path, turns)
+
+
+def _compressed_rollout(write: Callable[[], None], plain: Path, archived: Path) -> None:
+    """``write()`` the rollout at ``plain``, then archive it as Codex does: compressed
+    into ``archived`` (one frame, its text's size in its header), ``plain`` removed."""
+    import zstandard
+
+    write()
+    archived.parent.mkdir(parents=True, exist_ok=True)
+    with open(plain, "rb") as source, open(archived, "wb") as out:
+        size = plain.stat().st_size
+        zstandard.ZstdCompressor().copy_stream(source, out, size=size)
+    plain.unlink()
 
 
 def _other_agent(
@@ -326,10 +393,17 @@ def _write_once(made: Path, session_file: Path, write: Callable[[], None]) -> No
 
 
 def _describe(session_file: Path, cache_mb: int) -> None:
-    with open(session_file, "rb") as f:
-        lines = sum(1 for _ in f)
     size_mb = session_file.stat().st_size / 1e6
-    print(f"session file: {size_mb:.0f} MB, {lines} lines; --cache-mb {cache_mb}", flush=True)
+    with open(session_file, "rb") as f:
+        if session_file.name.endswith(ZSTD_SUFFIX):
+            text = lines = 0
+            for chunk in read_chunks(f):
+                text, lines = text + len(chunk), lines + chunk.count(b"\n")
+            what = f"{size_mb:.1f} MB compressed, its text {text / 1e6:.0f} MB"
+        else:
+            lines = sum(1 for _ in f)
+            what = f"{size_mb:.0f} MB"
+    print(f"session file: {what}, {lines} lines; --cache-mb {cache_mb}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -348,11 +422,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--codex", action="store_true", help="the same session as a Codex rollout")
     parser.add_argument(
+        "--zst", action="store_true", help="--codex: the rollout archived, zstd-compressed"
+    )
+    parser.add_argument(
+        "--codex-turns",
+        type=int,
+        default=None,
+        help="--codex: the tests' long rollout of this many turns a part (not the corpus's)",
+    )
+    parser.add_argument(
         "--checkout", type=Path, default=REPO, help="the checkout whose daemon is run"
     )
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="sessionfs-hugefile-"))
-    make = claude_session if args.claude else codex_session if args.codex else xcsh_session
+    if args.codex:
+        rollout = (args.codex_turns, args.zst)
+        make: Callable[..., tuple[list[str], Path]] = partial(codex_session, rollout=rollout)
+    else:
+        make = claude_session if args.claude else xcsh_session
     mount_args, session_dir = make(work, args.mb, args.cache_mb, args.compactions)
     for stale in (work / "cache").glob("agent-*/*/*"):
         if stale.parent.name in ("renders", "contexts", "pages"):
@@ -364,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         session_dir = next(mnt.glob(str(session_dir.relative_to(mnt))), session_dir)
         sampler = WorkersRssSampler(daemon.pid)
         try:
-            rows = run_steps(session_dir, sampler)
+            rows = run_steps(session_dir, sampler, _grepped_word(args.codex_turns))
         finally:
             sampler.stop()
         hwm = proc_status_mb(daemon.pid, "VmHWM") or 0.0

@@ -10,6 +10,7 @@ imported on first use: only archived Codex sessions need it.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 from collections.abc import Iterator
 from typing import BinaryIO, Final
@@ -21,6 +22,7 @@ __all__ = [
     "ZSTD_CHUNK",
     "ZSTD_SUFFIX",
     "NotZstdData",
+    "file_text_size",
     "read_chunks",
     "text_size",
     "zstd_chunks",
@@ -33,6 +35,8 @@ ZSTD_CHUNK: Final = 1 << 20
 #: header does not say (JSONL compresses 10-20 times: the high end, so that a file
 #: whose size is not known is rather streamed than held)
 ASSUMED_RATIO: Final = 20
+#: how many files' `file_text_size` is remembered (a header read each, once)
+_TEXT_SIZES_REMEMBERED: Final = 1024
 #: a zstd frame's first bytes, and how many bytes its header takes at most
 _FRAME_MAGIC: Final = b"\x28\xb5\x2f\xfd"
 _FRAME_HEADER_MAX: Final = 18
@@ -83,6 +87,25 @@ def text_size(path: str | os.PathLike[str], compressed_size: int) -> int:
     if declared < 0 or compressed_size > declared + declared // 1024 + 1024:
         return max(declared, assumed)
     return declared
+
+
+def file_text_size(path: str | os.PathLike[str], size: int, mtime_ns: int) -> int:
+    """How big the text of the session file ``path`` (``size`` bytes on disk, modified
+    at ``mtime_ns``) is: what reading it whole, holding or rendering it costs grows
+    with. ``size`` itself for a plain file (no look at the file); a ``.zst``'s
+    `text_size`, its header read once per state of the file (its size and mtime: an
+    archive is written once, not changed in place) and remembered, whoever asks: the
+    daemon asks on every ``stat`` of a rendering whether it is too big to make in
+    memory."""
+    name = os.fspath(path)
+    if not name.endswith(ZSTD_SUFFIX):
+        return size
+    return _remembered_text_size(name, size, mtime_ns)
+
+
+@functools.lru_cache(maxsize=_TEXT_SIZES_REMEMBERED)  # (thread-safe: any thread asks)
+def _remembered_text_size(path: str, size: int, mtime_ns: int) -> int:
+    return text_size(path, size)
 
 
 def zstd_chunks(fd: int) -> Iterator[bytes]:

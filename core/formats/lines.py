@@ -14,11 +14,13 @@ by chunk: the compressed file is never read whole and no second copy of the text
 made. Such a file is not expected to grow: any change reads it again.
 
 A plain file bigger than `set_whole_read_limit`'s limit (the daemon sets it from its
-cache budget) is not read into memory at all: its lines are indexed a megabyte at a
+cache budget; a compressed one's text bigger than it, `core.zstd_files.file_text_size`)
+is not read into memory at all: its lines are indexed a megabyte at a
 time and each is read from the file when asked (`core.formats.xcsh_file.FileLines`,
 ``pread``), so a 200 MB session of another agent costs its per-line index, not its
 size (issue 26 point 6). A compressed one over the limit is read so too when a dir
-to decompress it into is set (`decompressing_into`: a render worker's cache dir): it
+to decompress it into is set (`decompressing_into`: a render worker's cache dir, the
+daemon's): it
 is decompressed once, a chunk at a time, into a file of that dir that has no name
 (``O_TMPFILE``, 0600: sessions hold secrets), gone when the reading is.
 """
@@ -34,8 +36,9 @@ from typing import Any, BinaryIO
 from core.formats.grown_bytes import GrownBytes, grow
 from core.formats.xcsh_file import FileLines
 from core.jsonl import lines_length, parse_object_line
+from core.private_files import make_private_dirs
 from core.safe_open import PathArg, open_regular
-from core.zstd_files import ZSTD_CHUNK, ZSTD_SUFFIX, read_chunks
+from core.zstd_files import ZSTD_CHUNK, ZSTD_SUFFIX, file_text_size, read_chunks
 
 __all__ = [
     "ZSTD_SUFFIX",
@@ -121,7 +124,8 @@ class LineFile:
             self.data, self.consumed, self.line_count = b"", 0, 0
             self._identity = (st.st_ino, st.st_size, st.st_mtime_ns)
             limit = _whole_read_limit[0]
-            if limit is not None and st.st_size > limit:
+            # (a compressed file by its text: what reading it whole would hold)
+            if limit is not None and file_text_size(self.path, st.st_size, st.st_mtime_ns) > limit:
                 if not self.compressed:
                     return self._take_in_place(f.fileno(), st.st_size)
                 if _decompress_dir[0] is not None:
@@ -133,7 +137,9 @@ class LineFile:
         """`_take_in_place` of the decompressed text of ``raw``, written a chunk at a
         time into a file of ``directory`` without a name (module docstring): the
         reading holds it open (`FileLines` keeps its own descriptor), and when that
-        goes, so does the file."""
+        goes, so does the file. The dir is made if it is not there (a cache dir
+        cleaned meanwhile)."""
+        make_private_dirs(directory)
         with tempfile.TemporaryFile(dir=directory) as copy:  # O_TMPFILE, 0600
             for chunk in read_chunks(raw):
                 copy.write(chunk)

@@ -31,7 +31,7 @@ from pathlib import Path
 import trio
 
 from core.agent_homes import AgentHome
-from core.formats.lines import set_whole_read_limit
+from core.formats.lines import decompressing_into, set_whole_read_limit
 from sessionfs.fs.agent_branching import BRANCHING_AGENTS, BranchingCommand, branching_command
 from sessionfs.fs.agent_runs import AgentRuns
 from sessionfs.fs.nodes.agents import AGENTS
@@ -113,8 +113,11 @@ class AgentMounts:
             )
             cache.refusal_listeners.append(_root_ctl_notice(root, agent))
             # A file too big to render is not read into memory either: its lines are
-            # read from the file when asked (the same for every agent: one budget).
+            # read from the file when asked (the same for every agent: one budget); a
+            # compressed one's text so big, from a copy in the cache dir that has no
+            # name (private, gone with the session's reading: `core.formats.lines`).
             set_whole_read_limit(cache.largest_renderable())
+            decompressing_into(str(cache_dir))
             renders_dir = own_cache / "renders"
             renders = Prerenderer(
                 home.root, renders_dir, agent=agent, stream_over=cache.largest_renderable()

@@ -48,6 +48,7 @@ from core.formats.xcsh_parsed import PARSED_SIZE_FACTOR, ManagerSource
 from core.session_stat import session_stat
 from core.session_tail import FileTail, IndexedEntries, ScannedEntries, read_file_tail
 from core.storage import FileSessionStorage, PathArg, StorageStat
+from core.zstd_files import file_text_size
 from sessionfs.view import render
 from sessionfs.view.access import FileAccess
 from sessionfs.view.agent_notes import SessionLinks
@@ -328,15 +329,20 @@ class LoadedSession:
         return self.file_state[2] or self.ref.mtime_ns
 
     @property
-    def file_size(self) -> int:
-        """The session file's size (bytes) as last seen: the ``st_size`` of the stat
-        the version held came with (before any, the listing's: `SessionRef.size`).
-        The one measure every size threshold here compares (`whole_read_limit` and
-        its fractions, `TAIL_APPENDS_ABOVE_BYTES`, ``parse_budget``), as `read_file`
-        and the render workers do: not the bytes held, which leave out a torn last
-        line after a catch-up, so that a load, a later rendering and an append decide
-        alike for the same file."""
-        return self.file_state[1] or self.ref.size
+    def text_size(self) -> int:
+        """How big the session file's text is as last seen (bytes): the ``st_size`` of
+        the stat the version held came with (before any, the listing's:
+        `SessionRef.size`), or for a compressed file its text's size
+        (`core.zstd_files.file_text_size`, remembered per file state): what holding
+        its entries or rendering it grows with, whatever it takes on disk. The one
+        measure every size threshold here compares (`whole_read_limit` and its
+        fractions, `TAIL_APPENDS_ABOVE_BYTES`, ``parse_budget``), as `read_file` and
+        the render workers do: not the bytes held, which leave out a torn last line
+        after a catch-up, so that a load, a later rendering and an append decide alike
+        for the same file."""
+        if not self.file_state[1]:
+            return self.ref.text_size()
+        return file_text_size(self.ref.path, self.file_state[1], self.file_state[2])
 
     @property
     def access(self) -> FileAccess:
@@ -393,7 +399,7 @@ class LoadedSession:
             data, st = read_file(self.ref.path, self.whole_read_limit)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
             raise NotASessionError(f"{self.ref.path}: {exc.strerror}") from None
-        self._seen_now(st)  # (first: the sizes below are of this file, `file_size`)
+        self._seen_now(st)  # (first: the sizes below are of this file, `text_size`)
         listing = warm == ENTRY_LISTING
         files = _EntryFiles(self._keeps_listed_files()) if listing else None
         lean = warm in _RENDERED_LEAN and self._streams_context()
@@ -460,7 +466,7 @@ class LoadedSession:
         parsed = self.manager
         if parsed is not None:  # (the usual case: every small session's append)
             return parsed
-        size = self.file_size
+        size = self.text_size
         if (
             self.opener is not None
             or self.pinned_leaf is not None
@@ -870,7 +876,7 @@ class LoadedSession:
 
     def _keeps_listed_files(self) -> bool:
         limit = self.whole_read_limit
-        return limit is None or self.file_size <= limit // LISTED_FILES_KEPT_FRACTION
+        return limit is None or self.text_size <= limit // LISTED_FILES_KEPT_FRACTION
 
     def _listing_of(self, files: _EntryFiles) -> EntryListing:
         """The listing of the entry files ``files`` measured (every entry of the source
@@ -884,7 +890,7 @@ class LoadedSession:
 
     def _over_read_limit(self) -> bool:
         limit = self.whole_read_limit
-        return limit is not None and self.file_size > limit
+        return limit is not None and self.text_size > limit
 
     def listed_entry_file(self, name: str) -> tuple[int, int] | None:
         """The size and mtime (ns) of entry file ``name`` if the ``entries/`` listing
@@ -952,7 +958,7 @@ class LoadedSession:
         """Whether ``context.json`` of the file is written a message at a time, and
         `_RENDERED_ENTRY_BY_ENTRY` made so (`STREAMED_CONTEXT_FRACTION`)."""
         limit = self.whole_read_limit
-        return limit is not None and self.file_size > limit // STREAMED_CONTEXT_FRACTION
+        return limit is not None and self.text_size > limit // STREAMED_CONTEXT_FRACTION
 
     def _streamed_index(self, source: SessionSource) -> StreamIndex | None:
         """The index ``context.json`` is written from a message at a time: the compact

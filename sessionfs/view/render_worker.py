@@ -26,7 +26,7 @@ from core.formats.base import SessionSource
 from core.formats.lines import set_whole_read_limit
 from core.private_files import make_private_dirs
 from core.session_stat import session_stat
-from core.zstd_files import ZSTD_SUFFIX, text_size
+from core.zstd_files import ZSTD_SUFFIX, file_text_size
 from sessionfs.view.access import FileAccess
 from sessionfs.view.html_images import BlobFiles
 from sessionfs.view.loaded_session import LoadedSession
@@ -96,7 +96,7 @@ def render_transcript(
     for a non-session. ``what``: the rendering (``transcript.html`` for the pages,
     with images inlined from ``blobs_dir``, ``context.json`` for the contexts of big
     files). A file bigger than ``stream_over`` bytes (a compressed one's text:
-    `_text_size`) is rendered into its cache file
+    `core.zstd_files.file_text_size`) is rendered into its cache file
     piece by piece where it can be (`_render_streamed`): the bytes are then never
     handed back, whatever ``want_bytes`` says; ``also_streamed``: the other renderings
     written then from the same index, into their own cache dirs, when the file is
@@ -115,7 +115,7 @@ def render_transcript(
         found = cache.load(key, before)
         if found is not None:
             return RenderOutcome(found[0], found[1], rendered=False)
-    size = _text_size(path, before.size)
+    size = file_text_size(path, before.size, before.mtime_ns)  # a compressed file's: its text's
     if stream_over is not None and size > stream_over:
         asked = (what, cache, blobs_dir)
         if siblings_over is not None and size <= siblings_over:
@@ -137,14 +137,6 @@ def render_transcript(
     if stored is None:
         return RenderOutcome(CachedRender(before, sizes, body=what), transcript, rendered=True)
     return RenderOutcome(stored, transcript if want_bytes else None, rendered=True)
-
-
-def _text_size(path: str, size: int) -> int:
-    """The size of the text of the session file ``path`` (``size`` bytes): a compressed
-    one's as its header says, or as big as it likely is (`core.zstd_files.text_size`).
-    What a rendering in memory holds grows with the text, not with the file: a small
-    ``.jsonl.zst`` may hold hundreds of MB."""
-    return text_size(path, size) if path.endswith(ZSTD_SUFFIX) else size
 
 
 #: A rendering the job that streams another also writes: (what, its cache dir, the
@@ -193,8 +185,10 @@ def _render_streamed(
     if stored is None and _changed_since(path, before):  # (the write was cut short)
         raise RenderFailed(f"{path}: changed while it was rendered")
     if stored is None:
+        size = file_text_size(path, before.size, before.mtime_ns)  # (remembered: no second read)
+        held = "the session file" if size == before.size else "the session file's text"
         raise TooBigToHold(
-            f"{what}: the session file is {before.size // 2**20} MB, too big to render in "
+            f"{what}: {held} is {size // 2**20} MB, too big to render in "
             "memory, and its rendering cannot be written to the cache dir (full, or "
             "not writable)"
         )

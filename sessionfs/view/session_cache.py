@@ -26,6 +26,7 @@ import trio
 
 from core import NotASessionError, SessionManager
 from core.errors import GuestWriteWouldWait
+from core.zstd_files import ZSTD_SUFFIX
 from sessionfs.view.agent_index import NEEDS_IO, AgentIndex, SessionRef
 from sessionfs.view.agent_notes import AgentNotes, ForkLink, LeafChoice
 from sessionfs.view.cache_counts import CacheCounts
@@ -264,15 +265,15 @@ class SessionCache:
         limit = self.largest_renderable()
         known = self.index.session_if_known(project, stem)
         heavy = warm is not None and warm != ENTRY_LISTING and parses_entries(warm)
-        if heavy and isinstance(known, SessionRef) and known.size <= limit:
-            self._make_room_to_render(None, known.size)
+        if heavy and isinstance(known, SessionRef) and (text := known.text_size()) <= limit:
+            self._make_room_to_render(None, text)
 
         def load() -> LoadedSession:
             ref = self.index.session(project, stem)
             if ref is None:
                 raise NotASession(f"{project}/{stem}")
             # Too big to render: loaded (compact) without it; `render` says why.
-            warming = warm if ref.size <= limit or not heavy else None
+            warming = warm if ref.text_size() <= limit or not heavy else None
             session = self.new_session(ref)
             session.whole_read_limit = limit  # bigger: not renderable, nor read whole
             session.parse_budget = self.budget  # a burst of appends parses within it
@@ -431,7 +432,7 @@ class SessionCache:
             return cached
         if parses_entries(what) and session.manager is None:  # a parse of the file is coming
             self._check_renderable(session, what)
-            self._make_room_to_render(session, session.file_state[1] or session.ref.size)
+            self._make_room_to_render(session, session.text_size)
         return await self.run(session, lambda: session.rendered(what))
 
     def largest_renderable(self) -> int:
@@ -458,14 +459,16 @@ class SessionCache:
         parse a file so big that the daemon would go past its memory bound; the
         session's entries are still served one by one (they need no rendering of the
         whole). A session held parsed (a write needed it) renders without a parse and
-        is not asked."""
-        size = session.file_state[1] or session.ref.size
+        is not asked. A compressed file is judged by its text's size (a small
+        ``.jsonl.zst`` may hold hundreds of MB)."""
+        size = session.text_size
         limit = self.largest_renderable()
         if size <= limit:
             return
+        held = "its text" if session.ref.path.name.endswith(ZSTD_SUFFIX) else "the session file"
         exc = WriteRejected(
             errno.EFBIG,
-            f"{what}: the session file is {size / _MB:.0f} MB; with --cache-mb "
+            f"{what}: {held} is {size / _MB:.0f} MB; with --cache-mb "
             f"{self.budget / _MB:.0f} a rendering parses at most {limit / _MB:.0f} MB "
             f"({_STILL_SERVED}; a bigger --cache-mb raises the limit)",
         )

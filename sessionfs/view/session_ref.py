@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.zstd_files import file_text_size
 from sessionfs.view.access import FileAccess
 
 __all__ = ["SessionRef"]
@@ -43,3 +44,9 @@ class SessionRef:
     def name(self) -> str:
         """Its dir's name in the mount: the file name without ``.jsonl``."""
         return self.stem.rsplit("/", 1)[-1]
+
+    def text_size(self) -> int:
+        """How big the file's text was when listed: its size, or a compressed one's
+        text's (`core.zstd_files.file_text_size`): what reading or rendering it in
+        memory would hold."""
+        return file_text_size(self.path, self.size, self.mtime_ns)

@@ -1,7 +1,9 @@
 """How big a ``.zst`` file's text is, told without decompressing it
 (`core.zstd_files.text_size`): its frame header's content size where it gives it and
 the file is that frame alone, else `ASSUMED_RATIO` times the compressed size. A render
-worker streams a compressed rollout by it (tests/view/test_streamed_agents.py)."""
+worker streams a compressed rollout by it (tests/view/test_streamed_agents.py), and the
+daemon judges every session file by it (`file_text_size`: a plain file's size, a
+``.zst``'s header read once per state of the file; tests/fs/test_compressed_rollout.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import zstandard
 
-from core.zstd_files import ASSUMED_RATIO, text_size
+from core.zstd_files import ASSUMED_RATIO, file_text_size, text_size
 
 TEXT = b"".join(
     b'{"type":"message","n":%d,"text":"the same words again"}\n' % n for n in range(5000)
@@ -65,3 +67,20 @@ def test_a_fifo_named_like_a_rollout_is_taken_at_the_ratio_without_waiting(
     fifo = tmp_path / "x.jsonl.zst"
     os.mkfifo(fifo)
     assert text_size(fifo, 10) == 10 * ASSUMED_RATIO
+
+
+def test_a_plain_file_is_its_size_without_a_look_at_it(tmp_path: Path) -> None:
+    assert file_text_size(tmp_path / "not-there.jsonl", 123, 1) == 123
+
+
+def test_a_compressed_files_text_size_is_read_once_per_state(tmp_path: Path) -> None:
+    """The daemon asks at every ``stat`` of a rendering: the header is read once for a
+    state of the file (its size and mtime), and again for a new one."""
+    path, size = written(tmp_path / "a.jsonl.zst", zstandard.ZstdCompressor().compress(TEXT))
+    mtime_ns = path.stat().st_mtime_ns
+    assert file_text_size(path, size, mtime_ns) == len(TEXT)
+    shorter = TEXT[: len(TEXT) // 2]
+    path.write_bytes(zstandard.ZstdCompressor().compress(shorter))
+    assert file_text_size(path, size, mtime_ns) == len(TEXT)  # remembered: no read
+    now = path.stat()
+    assert file_text_size(path, now.st_size, now.st_mtime_ns) == len(shorter)

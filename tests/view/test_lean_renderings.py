@@ -226,7 +226,7 @@ def test_a_file_at_the_lean_size_decides_alike_at_every_read(
         caught_up = loaded(path, limit)
         caught_up.load()
         path.write_bytes(whole)  # (the same inode, grown)
-        assert caught_up.refresh() == 1 and caught_up.file_size == size
+        assert caught_up.refresh() == 1 and caught_up.text_size == size
         for what in ("context.json", "tree.txt"):
             decided.append(made_lean(monkeypatch, what, partial(caught_up.rendered, what)))
         assert decided == [lean] * 6, (limit, size, decided)

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, TypeVar
 import trio
 
 from core.session_stat import session_stat
+from core.zstd_files import file_text_size
 from sessionfs.fs.nodes.artifacts import ArtifactsDir, has_artifacts_dir
 from sessionfs.fs.nodes.base import (
     DROPBOX,
@@ -307,7 +308,11 @@ class ContextFile(TranscriptFile):
 
     def unloaded_file(self) -> tuple[Path, FileIdentity] | None:
         found = super().unloaded_file()
-        if found is None or found[1].size <= self.ctx.sessions.largest_renderable():
+        if found is None:
+            return None
+        path, identity = found  # a compressed file by its text (its header read once)
+        text_size = file_text_size(path, identity.size, identity.mtime_ns)
+        if text_size <= self.ctx.sessions.largest_renderable():
             return None
         return found
 

@@ -1,6 +1,6 @@
 """``LineFile``: complete lines only, appended lines read once, replaced files
 reloaded, ``.zst`` decompressed as a stream; a file over the whole-read limit read
-where it is, with the same lines."""
+where it is, with the same lines (a ``.zst`` by its text's size, not its own)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,13 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from core.formats.lines import LineFile, read_zstd_prefix, set_whole_read_limit
-from core.zstd_files import NotZstdData
+from core.formats.lines import (
+    LineFile,
+    decompressing_into,
+    read_zstd_prefix,
+    set_whole_read_limit,
+)
+from core.zstd_files import ASSUMED_RATIO, NotZstdData
 
 
 def _numbers_and_objects(lines: list) -> list[tuple[int, object]]:
@@ -116,3 +121,38 @@ def test_a_file_over_the_limit_is_indexed_in_chunks_and_not_held(tmp_path: Path)
         ]
     finally:
         set_whole_read_limit(None)
+
+
+@pytest.mark.parametrize("header_says_its_size", [True, False])
+def test_a_small_zst_of_a_text_over_the_limit_is_not_read_whole(
+    tmp_path: Path, header_says_its_size: bool
+) -> None:
+    """Judged by its text (the header's content size, else `ASSUMED_RATIO` times the
+    compressed size), not by the few KB it takes on disk: decompressed into a file
+    without a name of the dir set (made when missing), read where it is; the same
+    lines as read whole. Without a dir set it is read whole, as before."""
+    text = b"".join(b'{"n":%d,"t":"the same words again"}\n' % i for i in range(20000))
+    path = tmp_path / "s.jsonl.zst"
+    path.write_bytes(
+        zstandard.ZstdCompressor(write_content_size=header_says_its_size).compress(text)
+    )
+    limit = path.stat().st_size * ASSUMED_RATIO // 2  # the file far under it, the text over
+    assert len(text) > limit
+    whole = LineFile(path)
+    expected = [(line.number, line.start, line.end, line.obj) for line in whole.load()]
+    spill = tmp_path / "cache" / "not-made-yet"
+    set_whole_read_limit(limit)
+    held_dir = decompressing_into(str(spill))
+    try:
+        held = LineFile(path)
+        lines = [(line.number, line.start, line.end, line.obj) for line in held.load()]
+        assert lines == expected
+        assert held.memory_cost() == 0 < whole.memory_cost() == len(text)
+        assert os.fstat(held.data.fd).st_nlink == 0  # type: ignore[union-attr]
+        assert spill.is_dir() and list(spill.iterdir()) == []
+        decompressing_into(None)
+        again = LineFile(path)
+        assert len(list(again.load())) == len(expected) and again.memory_cost() == len(text)
+    finally:
+        set_whole_read_limit(None)
+        decompressing_into(held_dir)
