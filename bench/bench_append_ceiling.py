@@ -6,7 +6,8 @@ checkout given (default: this one) mounts its own copy of `bench_writes`' agent 
 in each of `ROUNDS` rounds every side, the ceiling included, gets `FILES` files written
 with a shell's system calls (`bench_writes.mount_appends`), `SLICE` at a time, the
 order rotating from turn to turn, so all see the same load. Per side: the median over the rounds of
-(the ceiling's time / the side's time) -- aim: at least 0.8 -- with the load average.
+(the ceiling's time / the side's time) -- aim: at least 0.8 -- with the load average,
+the daemon's CPU a file and how it splits over the daemon's threads.
 
     python -m bench.bench_append_ceiling [CHECKOUT ...]   # e.g. an old worktree, then .
 """
@@ -36,18 +37,47 @@ SLICE = 10
 AIM = 0.8
 
 
-def daemon_cpu_seconds(mountpoint: Path) -> float:
-    """CPU time so far of the daemon serving ``mountpoint`` (the process whose command
-    line names it), all its threads, ended ones included, in ns where the kernel
-    allows (`bench.entries_walk.process_cpu_seconds`)."""
+def daemon_pid(mountpoint: Path) -> int:
+    """The process serving ``mountpoint`` (the one whose command line names it)."""
     target = str(mountpoint).encode()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             if target in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
-                return process_cpu_seconds(int(pid))
+                return int(pid)
         except OSError:
             continue
     raise LookupError(f"no daemon serves {mountpoint}")
+
+
+def daemon_cpu_seconds(mountpoint: Path) -> float:
+    """CPU time so far of the daemon serving ``mountpoint``, all its threads, ended ones
+    included, in ns where the kernel allows (`bench.entries_walk.process_cpu_seconds`)."""
+    return process_cpu_seconds(daemon_pid(mountpoint))
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, float]:
+    """CPU time so far of each live thread of ``pid``, by thread id, in ns (the first
+    figure of its ``schedstat``: another process's thread clocks cannot be read)."""
+    times = {}
+    for tid in map(int, os.listdir(f"/proc/{pid}/task")):
+        with contextlib.suppress(OSError, ValueError):  # ended meanwhile
+            ns = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0]
+            times[tid] = int(ns) / 1e9
+    return times
+
+
+def by_thread(pid: int, before: dict[int, float], after: dict[int, float], total: float) -> str:
+    """Where a daemon's CPU went between two `thread_cpu_seconds`, in µs a file: its
+    main thread (the event loop: pyfuse3 and trio), its other threads alive at the end
+    (the invalidator, trio's workers), and threads that ended meanwhile (the search
+    indexer's: one per update) -- ``total`` (the process's CPU a file) less the others."""
+    spent = {tid: after[tid] - before.get(tid, 0.0) for tid in after}
+    per_file = {tid: seconds / (ROUNDS * FILES) * 1e6 for tid, seconds in spent.items()}
+    main = per_file.pop(pid, 0.0)
+    others = sorted(per_file.values(), reverse=True)
+    ended = total * 1e6 - main - sum(others)
+    shown = ", ".join(f"{us:.1f}" for us in others[:3] if us >= 0.05) or "-"
+    return f"event loop {main:.0f}, other threads {shown}, ended threads {ended:.1f} us a file"
 
 
 def main(argv: list[str]) -> int:
@@ -74,7 +104,9 @@ def main(argv: list[str]) -> int:
             name: next(p for p in (d, *d.parents) if os.path.ismount(p))
             for name, d in mountpoints.items()
         }
-        cpu_before = {name: daemon_cpu_seconds(m) for name, m in mountpoints.items()}
+        pids = {name: daemon_pid(m) for name, m in mountpoints.items()}
+        cpu_before = {name: process_cpu_seconds(pid) for name, pid in pids.items()}
+        threads_before = {name: thread_cpu_seconds(pid) for name, pid in pids.items()}
         loads = []
         for round_ in range(ROUNDS):
             took = dict.fromkeys(names, 0.0)
@@ -87,9 +119,14 @@ def main(argv: list[str]) -> int:
             for name in names:
                 seconds[name].append(took[name])
             loads.append(round(os.getloadavg()[0], 1))
+        threads_after = {name: thread_cpu_seconds(pid) for name, pid in pids.items()}
         cpu = {
-            name: (daemon_cpu_seconds(m) - cpu_before[name]) / (ROUNDS * FILES)
-            for name, m in mountpoints.items()
+            name: (process_cpu_seconds(pid) - cpu_before[name]) / (ROUNDS * FILES)
+            for name, pid in pids.items()
+        }
+        threads = {
+            name: by_thread(pid, threads_before[name], threads_after[name], cpu[name])
+            for name, pid in pids.items()
         }
     ceiling = seconds["ceiling"]
     print(f"{FILES} files per side and round, {ROUNDS} rounds, load average {loads}")
@@ -106,6 +143,8 @@ def main(argv: list[str]) -> int:
             f"{statistics.median(ratios):.2f} ({', '.join(f'{r:.2f}' for r in ratios)}) "
             f"aim >= {AIM} {mark}; daemon CPU {cpu[name] * 1e6:,.0f} us a file"
         )
+    for name in names:
+        print(f"  {name} by thread: {threads[name]}")
     return 0
 
 
