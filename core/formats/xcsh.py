@@ -85,7 +85,7 @@ def session_stats(
 ) -> dict[str, Any]:
     """An xcsh session's ``stats.json`` object from its entries parsed, by core's own
     tree (`build_tree`) and path (`path_to_root`): the definition `XcshReads.stats`
-    computes without them (tests/core/formats/test_xcsh_stats.py holds the two
+    computes without them (tests/view/test_xcsh_stats.py holds the two
     equal)."""
     by_type = Counter(str(e.get("type", "?")) for e in entries)
     by_role = Counter(
