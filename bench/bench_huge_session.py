@@ -14,11 +14,11 @@ taken in a fresh daemon once its search index is up to date:
 * a ``stat`` of every entry file by name with no listing before, in a fresh daemon:
   a lookup each, what any command costs once the kernel holds no dentry of them.
 * ``--renderings``: the first ``cat`` of each of `RENDERINGS` (``--only NAME``: of
-  those named; the render caches
-  emptied, a fresh daemon each), its time, the peak RSS of the daemon and of its render
-  workers during it, the daemon's RSS a while after (``malloc_trim``) and a hash of
-  the bytes (for old against new: ``--checkout DIR`` runs another checkout's daemon);
-  and `AFTER_LISTING`'s first read after an ``ls entries/``.
+  those named; the render caches emptied, a fresh daemon each), its time, the peak RSS
+  of the daemon and of its render workers during it, the daemon's RSS a while after
+  (``malloc_trim``) and a hash of the bytes (for old against new: ``--checkout DIR``
+  runs another checkout's daemon); and `AFTER_LISTING`'s first read after an
+  ``ls entries/``.
 
 The baseline column is one ``orjson`` parse of every line of the file (what any
 reader of the whole file pays once); the targets are the issue's absolute ones.
