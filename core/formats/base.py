@@ -227,7 +227,7 @@ class Forest:
         return None if parent == ROOT else parent
 
     def tip_count(self) -> int:
-        """Entries without children: a family's start is where the next one starts."""
+        """Entries without children (an empty family: it starts where the next does)."""
         starts = self.children.starts
         return sum(1 for begin, end in pairwise(starts) if begin == end)
 

@@ -400,7 +400,7 @@ class CompactSession:
         """Positions of the entries from the root down to ``leaf_id``: core's own walk
         (`path_to_root`: up each ``parentId`` to the last entry of that id, stopping
         at one without a string parent, at an unknown id, or at an entry met before),
-        over the index's arrays (no stand-in an entry: tests/view/test_compact_session.py
+        over the index's arrays (no stand-in an entry: tests/view/test_xcsh_stats.py
         holds it to core's walk)."""
         index_of_id, parents = self.index_of_id, self.parents
         met = bytearray(len(parents))
