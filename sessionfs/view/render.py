@@ -458,7 +458,8 @@ def source_tree_text(source: SessionSource) -> bytes:
         label = labels.get(source.entry_name(index))
         return f"{line} [{label}]" if label else line
 
-    return _tree_lines(source.children_indexes(None), source.children_indexes, describe)
+    forest = source.forest()  # (its families read where they lie: no copy of each)
+    return _tree_lines(forest.roots, forest.children.__getitem__, describe)
 
 
 # --- stats.json ---------------------------------------------------------------------
