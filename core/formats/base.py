@@ -43,7 +43,7 @@ import base64
 import binascii
 from abc import ABC, abstractmethod
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
@@ -523,6 +523,17 @@ class SessionSource(ABC):
             role = self.entry_role(index)
             if role is not None:
                 by_role[role] = by_role.get(role, 0) + 1
+        return self._stats_with(by_type, by_role, self.leaf_name(), self.usage())
+
+    def _stats_with(
+        self,
+        by_type: Mapping[str, int],
+        by_role: Mapping[str, int],
+        leaf_name: str | None,
+        usage: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        """``stats.json`` of what the entries counted, the tree's figures from the
+        `forest` (its arrays: nothing made per entry)."""
         forest = self.forest()
         return {
             "entries": len(self),
@@ -531,9 +542,9 @@ class SessionSource(ABC):
             "leafCount": forest.tip_count(),
             "roots": len(forest.roots),
             "depth": forest.depth(),
-            "leafId": self.leaf_name(),
+            "leafId": leaf_name,
             "pathLength": len(self.path_indexes()),
-            "usage": self.usage(),
+            "usage": usage,
         } | ({"malformedLines": self.malformed_lines} if self.reports_malformed_lines else {})
 
     def _changed(self) -> None:

@@ -178,11 +178,12 @@ class XcshReads(SessionSource):
         return usage_totals(self._parsed()[0])
 
     def stats(self) -> dict[str, Any]:
-        """`session_stats`'s object, the tree's figures from the `forest` (three arrays)
-        and the rest from one pass over the entries (`entry_views`: each parsed in turn
-        and let go, unless `parsed_once` holds them), with no object per entry kept
-        to the end: a 200,000-entry session's tree of entries, or of stand-ins for
-        them, took ~130 MB more (issue 26 point 6)."""
+        """`session_stats`'s object, the tree's figures from the `forest` (three
+        arrays: `SessionSource._stats_with`) and the rest from one pass over the
+        entries (`entry_views`: each parsed in turn and let go, unless `parsed_once`
+        holds them), with no object per entry kept to the end: a 200,000-entry
+        session's tree of entries, or of stand-ins for them, took ~130 MB more
+        (issue 26 point 6)."""
         by_type: Counter[str] = Counter()
         by_role: Counter[str] = Counter()
         usage = self._usage_known()
@@ -196,18 +197,8 @@ class XcshReads(SessionSource):
                     by_role[str(message.get("role", "?"))] += 1
             if adding is not None:
                 add_usage(adding, entry)
-        forest = self.forest()
-        return {
-            "entries": len(self),
-            "byType": dict(sorted(by_type.items())),
-            "byRole": dict(sorted(by_role.items())),
-            "leafCount": forest.tip_count(),
-            "roots": len(forest.roots),
-            "depth": forest.depth(),
-            "leafId": self._leaf_id(),
-            "pathLength": len(self.path_indexes()),
-            "usage": dict(usage) if usage is not None else adding,
-        }
+        total = dict(usage) if usage is not None else adding
+        return self._stats_with(by_type, by_role, self._leaf_id(), total)
 
     def _usage_known(self) -> Mapping[str, Any] | None:
         """``usage`` when it is known without adding up the entries (``None``: `stats`
