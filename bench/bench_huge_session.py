@@ -13,11 +13,12 @@ taken in a fresh daemon once its search index is up to date:
   the kernel's ``statx`` and ``getxattr`` of every file), the daemon's RSS peak;
 * a ``stat`` of every entry file by name with no listing before, in a fresh daemon:
   a lookup each, what any command costs once the kernel holds no dentry of them.
-* ``--renderings``: the first ``cat`` of each of `RENDERINGS` (the render caches
-  emptied, a fresh daemon each), its time, the peak RSS of the daemon and of its render
-  workers during it, the daemon's RSS a while after (``malloc_trim``) and a hash of
-  the bytes (for old against new: ``--checkout DIR`` runs another checkout's daemon);
-  and `AFTER_LISTING`'s first read after an ``ls entries/``.
+* ``--renderings``: the first ``cat`` of each of `RENDERINGS` (``--only NAME``: of
+  those named; the render caches emptied, a fresh daemon each), its time, the peak RSS
+  of the daemon and of its render workers during it, the daemon's RSS a while after
+  (``malloc_trim``) and a hash of the bytes (for old against new: ``--checkout DIR``
+  runs another checkout's daemon); and `AFTER_LISTING`'s first read after an
+  ``ls entries/``.
 
 The baseline column is one ``orjson`` parse of every line of the file (what any
 reader of the whole file pays once); the targets are the issue's absolute ones.
@@ -279,12 +280,19 @@ class FirstRead:
 
 
 def first_reads(
-    mount_args: list[str], mnt: Path, session_dir: Path, cache: Path, checkout: Path = REPO
+    mount_args: list[str],
+    mnt: Path,
+    session_dir: Path,
+    cache: Path,
+    checkout: Path = REPO,
+    only: tuple[str, ...] = RENDERINGS,
 ) -> list[FirstRead]:
-    """`FirstRead` of each of `RENDERINGS`, each in a fresh daemon of ``checkout`` once
-    its search index is up to date, with the render caches emptied before."""
+    """`FirstRead` of each of `RENDERINGS` (those in ``only``), each in a fresh daemon
+    of ``checkout`` once its search index is up to date, with the render caches emptied
+    before."""
     reads = []
-    for name, listed in [(n, False) for n in RENDERINGS] + [(n, True) for n in AFTER_LISTING]:
+    wanted = [(n, False) for n in RENDERINGS] + [(n, True) for n in AFTER_LISTING]
+    for name, listed in [(n, listed) for n, listed in wanted if n in only]:
         for rendered in (c for agent in cache.glob("agent-*") for c in agent.iterdir()):
             if rendered.name in RENDER_CACHES:
                 shutil.rmtree(rendered)
@@ -337,6 +345,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--checkout", type=Path, default=REPO, help="the checkout whose daemon runs"
     )
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=RENDERINGS,
+        help="with --renderings: read only this one (repeat for more; default: all)",
+    )
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="sessionfs-huge-"))
     agent = work / "agent"
@@ -363,7 +377,8 @@ def main(argv: list[str] | None = None) -> int:
         wait_for_search(mnt, 300)  # a loaded machine takes longer than the settle
     bound = CACHE_MB + 100
     if args.renderings:
-        reads = first_reads(mount_args, mnt, session_dir, cache, args.checkout)
+        only = tuple(args.only or RENDERINGS)
+        reads = first_reads(mount_args, mnt, session_dir, cache, args.checkout, only)
         print_table(
             f"First reads of one session of {args.entries:,} entries ({size_mb:.0f} MB), "
             f"--cache-mb {CACHE_MB}, {args.checkout.resolve().name}",

@@ -43,15 +43,17 @@ import base64
 import binascii
 from abc import ABC, abstractmethod
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
-from typing import Any, Final, overload
+from typing import Any, Final, TypeVar, overload
 
 __all__ = [
     "AGENTS",
+    "ROOT",
     "AgentName",
+    "ByIndex",
     "Forest",
     "SessionSource",
     "TranscriptMessage",
@@ -65,6 +67,7 @@ AgentName = str
 AGENTS: Final[tuple[AgentName, ...]] = ("xcsh", "claude", "codex")
 
 Entry = dict[str, Any]
+_T = TypeVar("_T")
 
 
 @dataclass(slots=True)
@@ -112,6 +115,36 @@ def _base64_size(text: str) -> int:
     return len(stripped) // 4 * 3 - len(stripped) + len(stripped.rstrip("="))
 
 
+#: `Forest.parent_of` of a root
+ROOT: Final = -1
+
+
+class ByIndex(Sequence[_T]):
+    """A sequence of ``count`` values computed when read (``value(index)``): what
+    `Forest` reads of each entry, without a list of them all."""
+
+    def __init__(self, count: int, value: Callable[[int], _T]) -> None:
+        self._count = count
+        self._value = value
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> _T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[_T]: ...
+    def __getitem__(self, index: int | slice) -> _T | list[_T]:
+        if isinstance(index, slice):
+            return [self._value(at) for at in range(self._count)[index]]
+        if not 0 <= index < self._count:
+            raise IndexError(index)
+        return self._value(index)
+
+    def __iter__(self) -> Iterator[_T]:
+        return map(self._value, range(self._count))
+
+
 class Forest:
     """The tree of a session's entries from their tree parents (index or ``None``):
     children oldest first (stable by file order on equal or missing times), roots in
@@ -119,13 +152,16 @@ class Forest:
     root), so every entry appears exactly once -- the rules of ``core.tree.build_tree``
     over indexes.
 
-    Held as three arrays of ints (`Children`, `Parents`): 24 bytes an entry, where a
+    Held as three arrays of ints (`Children`, `parent_of`): 24 bytes an entry, where a
     list of children and int objects per entry cost ~130 (a Codex rollout of 350,000
-    lines, issue 26 point 6)."""
+    lines, issue 26 point 6); its making holds no object per entry either."""
 
     def __init__(self, parents: Sequence[int | None], times: Sequence[int | None]) -> None:
+        """``parents``: each entry's tree parent (read once, in order); ``times``: each
+        entry's time in ms, read only for entries that have siblings (both may be
+        computed on access: `SessionSource.forest` passes `ByIndex`)."""
         count = len(parents)
-        parent_of = array("q", [-1]) * count  # -1: a root
+        parent_of = array("q", [ROOT]) * count
         roots: list[int] = []
         for index, parent in enumerate(parents):
             if parent is None or parent == index or not 0 <= parent < count:
@@ -138,15 +174,15 @@ class Forest:
             for index in range(count):
                 if reached[index]:
                     continue
-                parent_of[index] = -1  # a cycle: cut here, a root
+                parent_of[index] = ROOT  # a cycle: cut here, a root
                 roots.append(index)
                 self._reach([index], children, parent_of, reached, cut=True)
             children = Children.of(parent_of)  # without the links cut
         children.sort_families(times)
         self.children = children
         self.roots = roots
-        self.parent_of = Parents(parent_of)
-        self._parent_of = parent_of
+        #: each entry's parent, `ROOT` for a root (`parent` reads it as ``None``)
+        self.parent_of = parent_of
 
     @staticmethod
     def _reach(
@@ -185,20 +221,24 @@ class Forest:
                 stack.extend((kid, depth + 1) for kid in kids[begin:end])
         return deepest
 
+    def parent(self, index: int) -> int | None:
+        """Entry ``index``'s parent (``None``: a root)."""
+        parent = self.parent_of[index]
+        return None if parent == ROOT else parent
+
     def tip_count(self) -> int:
-        """Entries without children: those no entry names as parent."""
-        parents = set(self._parent_of)
-        parents.discard(-1)
-        return len(self._parent_of) - len(parents)
+        """Entries without children (an empty family: it starts where the next does)."""
+        starts = self.children.starts
+        return sum(1 for begin, end in pairwise(starts) if begin == end)
 
     def path_to(self, index: int | None) -> list[int]:
         """Indexes from the root down to ``index`` (``[]`` for ``None``)."""
         path: list[int] = []
         if index is None:
             return path
-        parent_of = self._parent_of
+        parent_of = self.parent_of
         current = index
-        while current >= 0:
+        while current != ROOT:
             path.append(current)
             current = parent_of[current]
         path.reverse()
@@ -220,12 +260,18 @@ class Children(Sequence[list[int]]):
         count = len(parent_of)
         sizes = array("q", [0]) * (count + 1)
         for parent in parent_of:
-            sizes[parent + 1] += 1  # (a root's -1 counts at 0, set to 0 next)
+            sizes[parent + 1] += 1  # (a root's ROOT counts at 0, set to 0 next)
         sizes[0] = 0
         starts = array("q", accumulate(sizes))
-        # Entries by parent, file order kept within a family (a stable sort), roots first.
-        by_parent = sorted(range(count), key=parent_of.__getitem__)
-        return cls(starts, array("q", by_parent[count - starts[count] :]))
+        # Each entry put at its family's next free place, in file order (a counting
+        # sort: no list of every index, as a sort by parent would make).
+        free = starts[:-1]
+        kids = array("q", bytes(8 * starts[count]))
+        for index, parent in enumerate(parent_of):
+            if parent != ROOT:
+                kids[free[parent]] = index
+                free[parent] += 1
+        return cls(starts, kids)
 
     def sort_families(self, times: Sequence[int | None]) -> None:
         """Each family oldest first (stable: file order on equal or missing times)."""
@@ -255,26 +301,6 @@ class Children(Sequence[list[int]]):
     def __iter__(self) -> Iterator[list[int]]:
         for index in range(len(self)):
             yield self[index]
-
-
-class Parents(Sequence[int | None]):
-    """Each entry's parent (`Forest.parent_of`; ``None``: a root) over an array."""
-
-    def __init__(self, parent_of: array[int]) -> None:
-        self._parent_of = parent_of
-
-    def __len__(self) -> int:
-        return len(self._parent_of)
-
-    @overload
-    def __getitem__(self, index: int) -> int | None: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[int | None]: ...
-    def __getitem__(self, index: int | slice) -> int | list[int | None] | None:
-        if isinstance(index, slice):
-            return [None if p < 0 else p for p in self._parent_of[index]]
-        parent = self._parent_of[index]
-        return None if parent < 0 else parent
 
 
 def _order(time_ms: int | None) -> float:
@@ -467,9 +493,9 @@ class SessionSource(ABC):
         """The whole tree (built once per version)."""
         if self._forest is None:
             count = len(self)
+            # (read as the forest is made: no list of every entry's parent and time)
             self._forest = Forest(
-                [self.parent_index(i) for i in range(count)],
-                [self.entry_time_ms(i) for i in range(count)],
+                ByIndex(count, self.parent_index), ByIndex(count, self.entry_time_ms)
             )
         return self._forest
 
@@ -497,6 +523,17 @@ class SessionSource(ABC):
             role = self.entry_role(index)
             if role is not None:
                 by_role[role] = by_role.get(role, 0) + 1
+        return self._stats_with(by_type, by_role, self.leaf_name(), self.usage())
+
+    def _stats_with(
+        self,
+        by_type: Mapping[str, int],
+        by_role: Mapping[str, int],
+        leaf_name: str | None,
+        usage: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        """``stats.json`` of what the entries counted, the tree's figures from the
+        `forest` (its arrays: nothing made per entry)."""
         forest = self.forest()
         return {
             "entries": len(self),
@@ -505,9 +542,9 @@ class SessionSource(ABC):
             "leafCount": forest.tip_count(),
             "roots": len(forest.roots),
             "depth": forest.depth(),
-            "leafId": self.leaf_name(),
+            "leafId": leaf_name,
             "pathLength": len(self.path_indexes()),
-            "usage": self.usage(),
+            "usage": usage,
         } | ({"malformedLines": self.malformed_lines} if self.reports_malformed_lines else {})
 
     def _changed(self) -> None:

@@ -35,8 +35,6 @@ from core.tree import add_usage, build_tree, empty_usage, leaf_count, tree_depth
 __all__ = ["XcshIndex", "XcshReads", "XcshSession", "by_id_of", "session_stats"]
 
 Entry = dict[str, Any]
-#: A message without a ``role`` (its stats stand-in has none either).
-_NO_ROLE = object()
 
 
 class XcshIndex(Protocol):
@@ -85,7 +83,10 @@ def session_stats(
     by_id: Mapping[str, Entry],
     usage: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
-    """An xcsh session's ``stats.json`` object (the one place it is computed)."""
+    """An xcsh session's ``stats.json`` object from its entries parsed, by core's own
+    tree (`build_tree`) and path (`path_to_root`): the definition `XcshReads.stats`
+    computes without them (tests/view/test_xcsh_stats.py holds the two
+    equal)."""
     by_type = Counter(str(e.get("type", "?")) for e in entries)
     by_role = Counter(
         str(e["message"].get("role", "?"))
@@ -177,8 +178,32 @@ class XcshReads(SessionSource):
         return usage_totals(self._parsed()[0])
 
     def stats(self) -> dict[str, Any]:
-        entries, by_id = self._parsed()
-        return session_stats(entries, self._leaf_id(), by_id, self.usage())
+        """`session_stats`'s object, the tree's figures from the `forest` (three
+        arrays: `SessionSource._stats_with`) and the rest from one pass over the
+        entries (`entry_views`: each parsed in turn and let go, unless `parsed_once`
+        holds them), with no object per entry kept to the end: a 200,000-entry
+        session's tree of entries, or of stand-ins for them, took ~130 MB more
+        (issue 26 point 6)."""
+        by_type: Counter[str] = Counter()
+        by_role: Counter[str] = Counter()
+        usage = self._usage_known()
+        adding = empty_usage() if usage is None else None
+        for entry in self.entry_views():
+            kind = entry.get("type", "?")
+            by_type[str(kind)] += 1
+            if kind == "message":
+                message = entry.get("message")
+                if isinstance(message, dict):
+                    by_role[str(message.get("role", "?"))] += 1
+            if adding is not None:
+                add_usage(adding, entry)
+        total = dict(usage) if usage is not None else adding
+        return self._stats_with(by_type, by_role, self._leaf_id(), total)
+
+    def _usage_known(self) -> Mapping[str, Any] | None:
+        """``usage`` when it is known without adding up the entries (``None``: `stats`
+        adds it up in its pass)."""
+        return None
 
     @property
     def malformed_lines(self) -> int:
@@ -293,46 +318,6 @@ class XcshSession(XcshReads):
 
     def _parent_id(self, index: int) -> object:
         return self.index.parents[index]
-
-    def stats(self) -> dict[str, Any]:
-        if self._scratch is not None:
-            entries, by_id = self._parsed()  # one parse for the stats and their usage
-            return session_stats(entries, self.index.leaf_id, by_id, usage_totals(entries))
-        # Outside `parsed_once`: each entry parsed in turn, its usage added, and what
-        # the counts and the tree read of it kept (`_stats_stand_in`), so what is held
-        # is a small dict an entry, not every entry (issue 26 point 6).
-        usage = empty_usage()
-        kept: list[Entry] = []
-        roles: dict[Any, dict[str, Any]] = {}
-        for position, entry in enumerate(self.index.iter_entries()):
-            add_usage(usage, entry)
-            kept.append(self._stats_stand_in(position, entry, roles))
-        return session_stats(kept, self.index.leaf_id, by_id_of(kept), usage)
-
-    def _stats_stand_in(
-        self, position: int, entry: Entry, roles: dict[Any, dict[str, Any]]
-    ) -> Entry:
-        """What `session_stats` reads of ``entry`` (at ``position``): its type, id,
-        parentId and time (the index's own strings), and of a message its role (one
-        dict per role)."""
-        kept: Entry = {}
-        index = self.index
-        for key, value in (
-            ("type", entry.get("type")),
-            ("id", index.ids[position]),
-            ("parentId", index.parents[position]),
-            ("timestamp", index.timestamps[position]),
-        ):
-            if key in entry:
-                kept[key] = value
-        message = entry.get("message")
-        if isinstance(message, dict):
-            role = message.get("role", _NO_ROLE)
-            try:
-                kept["message"] = roles.setdefault(role, {} if role is _NO_ROLE else {"role": role})
-            except TypeError:  # an unhashable role: its own
-                kept["message"] = {"role": role}
-        return kept
 
     def catch_up(self) -> bool:
         """(`SessionSource.catch_up`) `NotCompact` when the file was replaced by one

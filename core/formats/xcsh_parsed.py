@@ -88,6 +88,9 @@ class ManagerSource(XcshReads):
     def usage(self) -> dict[str, Any]:
         return dict(self.manager.get_usage_statistics())
 
+    def _usage_known(self) -> dict[str, Any]:
+        return self.usage()  # (the manager keeps its totals)
+
     def catch_up(self) -> bool:
         found = self.manager.catch_up()  # > 0: entries appended; < 0: read again whole
         if found:

@@ -56,7 +56,7 @@ def tip_indexes(source: SessionSource) -> list[int]:
     return [
         index
         for index, kids in enumerate(forest.children)
-        if not kids and forest.parent_of[index] is not None
+        if not kids and forest.parent(index) is not None
     ]
 
 

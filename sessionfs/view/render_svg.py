@@ -77,7 +77,7 @@ def tree_svg(source: SessionSource) -> bytes:
         x = LEFT + INDENT * min(level, TREE_MAX_INDENT)
         y = ROW * row + ROW / 2 + 8
         where[index] = (x, y)
-        parent = forest.parent_of[index]
+        parent = forest.parent(index)
         if parent is not None and parent in where:
             px, py = where[parent]
             path = (

@@ -25,6 +25,8 @@ from sessionfs.view.loaded_session import STREAMED_CONTEXT_FRACTION, LoadedSessi
 from sessionfs.view.session_ref import SessionRef
 
 LEAN = ("context.json", "tree.txt", "stats.json")
+#: A lean first read's traced peak at most, in times the file (short entries).
+LEAN_PEAK_TIMES_THE_FILE = {"context.json": 7, "tree.txt": 4, "stats.json": 3.5}
 
 
 def loaded(path: Path, read_limit: int | None) -> LoadedSession:
@@ -139,13 +141,15 @@ def test_a_lean_first_read_peaks_at_a_fraction_of_the_whole_parse(
     assert size > 3_000_000
     whole = first_read_peak(path, what, None)
     lean = first_read_peak(path, what, lean_limit(path))
-    # Every entry parsed at once costs ~9-10 times a file of short entries; made
+    # Every entry parsed at once costs ~7-10 times a file of short entries; made
     # lean, what is held is the file, its index (a few hundred bytes an entry), the
-    # rendering, and per entry a small stand-in at most (stats.json: core's tree of
-    # them too). Measured: 4.8-6.6 times the file, 0.51-0.67 of the whole parse.
-    assert whole > 8 * size, (what, whole, size)
+    # rendering, and for context.json a small stand-in an entry. Measured: whole
+    # 7.3-9.1 times the file; lean context.json 5.6, tree.txt 3.2 (its lines encoded a
+    # piece at a time), stats.json 2.7 (the file and its index: the stats' own work
+    # is the forest's arrays, no object an entry).
+    assert whole > 6 * size, (what, whole, size)
     assert lean < 0.75 * whole, (what, lean, whole, size)
-    assert lean < 7 * size, (what, lean, size)
+    assert lean < LEAN_PEAK_TIMES_THE_FILE[what] * size, (what, lean, size)
 
 
 @pytest.mark.parametrize("what", LEAN)

@@ -90,9 +90,9 @@ def test_forest_as_arrays_keeps_core_tree_rules(rows: list[tuple[int | None, int
         kids = [int(kid["entry"]["id"]) for kid in node["children"]]
         assert forest.children[index] == kids
         for kid in kids:
-            assert forest.parent_of[kid] == index
+            assert forest.parent(kid) == index
         if int(node["entry"]["id"]) in forest.roots:
-            assert forest.parent_of[index] is None
+            assert forest.parent(index) is None
         stack.extend(node["children"])
         seen += 1
     assert seen == len(rows) == len(forest.children) == len(forest.parent_of)
