@@ -6,8 +6,8 @@ text (the frame header's content size, else 20 times the compressed size:
 ``entries/`` are read from an unnamed copy of the text in the cache dir, never from
 the text held in memory; its ``context.json`` is written by a render worker a message
 at a time; ``stats.json`` is ``EFBIG`` with the reason in ``ctl``. The bytes are those
-a mount that reads the text whole serves, and the daemon's peak RSS does not grow
-with the text."""
+a mount whose render limit is over the text serves (it reads the text whole: no copy
+in its cache dir), and the daemon's peak RSS does not grow with the text."""
 
 from __future__ import annotations
 
@@ -71,15 +71,15 @@ def archived_rollout(home: Path, header_says_its_size: bool) -> tuple[Path, byte
 
 
 def mounted(
-    tmp_path: Path, mount_factory: MountFactory, home: Path, name: str, limit: int | None
+    tmp_path: Path, mount_factory: MountFactory, home: Path, name: str, limit: int
 ) -> tuple[Mount, Path]:
-    """A mount of ``home``'s Codex dir (``limit``: the render limit; ``None``: the
-    default, over the text: read whole); (the mount, the rollout's dir in it)."""
+    """A mount of ``home``'s Codex dir (``limit``: the render limit, which is also
+    the whole-read limit: a text over it is decompressed into the cache dir, one under
+    it read whole); (the mount, the rollout's dir in it)."""
     agent = tmp_path / "xcsh"
     (agent / "sessions").mkdir(parents=True, exist_ok=True)
     env = home_env(home)
-    if limit is not None:
-        env[RENDER_LIMIT_ENV] = str(limit)
+    env[RENDER_LIMIT_ENV] = str(limit)
     cache = tmp_path / f"{name}.cache"
     mount = mount_factory(agent, "--agents", "codex", "--cache-dir", str(cache), name=name, env=env)
     return mount, mount.path / "agents" / "codex" / "by-id" / CODEX_SESSION_ID
@@ -140,11 +140,14 @@ def test_a_small_zst_of_a_big_text_is_not_read_whole_by_the_daemon(
     grown_mb = status_mb(pid, "VmHWM") - before_mb
     assert grown_mb < GROWTH_FRACTION * len(text) / 2**20, (grown_mb, len(text) >> 20)
 
-    # The same bytes as a mount that reads the text whole and renders in memory.
+    # The same bytes as a mount that reads the text whole and renders in memory (its
+    # limit over the text, and over 20 times the compressed size: the default 53 MB
+    # is under this text, and would decompress it into the cache dir too).
     source = open_agent_file("codex", path)
     assert context == render_source(source, "context.json", path=path)
     assert transcript_tail == render_source(source, "transcript.md", path=path)[-300:]
     del source
-    _whole, reference = mounted(tmp_path, mount_factory, home, "whole", None)
+    whole, reference = mounted(tmp_path, mount_factory, home, "whole", 2 * len(text))
     assert entry_files(reference) == served
+    assert unnamed_copies(whole.process.pid, tmp_path / "whole.cache") == []
     assert path.read_bytes() == on_disk
