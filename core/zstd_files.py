@@ -68,12 +68,19 @@ def text_size(path: str | os.PathLike[str], compressed_size: int) -> int:
     given, the file holds more than that frame, not a frame header at all, unreadable)
     ``compressed_size`` times `ASSUMED_RATIO`. For deciding how to read it, not a
     promise: a file made to expand more than that is not caught."""
-    assumed = compressed_size * ASSUMED_RATIO
     try:
-        with open_regular(path) as raw:  # another agent's file: never a FIFO's wait
-            head = raw.read(_FRAME_HEADER_MAX)
+        return _header_text_size(path, compressed_size)
     except OSError:  # (NotRegularFileError included: its reading says why)
-        return assumed
+        return compressed_size * ASSUMED_RATIO
+
+
+def _header_text_size(path: str | os.PathLike[str], compressed_size: int) -> int:
+    """`text_size`, or ``OSError`` when the file cannot be read (gone, not a regular
+    file, or a passing failure such as ``EMFILE``: a guess then, not the file's
+    answer, so not one to remember)."""
+    assumed = compressed_size * ASSUMED_RATIO
+    with open_regular(path) as raw:  # another agent's file: never a FIFO's wait
+        head = raw.read(_FRAME_HEADER_MAX)
     if not head.startswith(_FRAME_MAGIC):  # a skippable frame first, or not zstd data
         return assumed
     import zstandard
@@ -96,16 +103,20 @@ def file_text_size(path: str | os.PathLike[str], size: int, mtime_ns: int) -> in
     `text_size`, its header read once per state of the file (its size and mtime: an
     archive is written once, not changed in place) and remembered, whoever asks: the
     daemon asks on every ``stat`` of a rendering whether it is too big to make in
-    memory."""
+    memory. A header that could not be read gives `ASSUMED_RATIO` times ``size``,
+    not remembered: the next ask reads it again."""
     name = os.fspath(path)
     if not name.endswith(ZSTD_SUFFIX):
         return size
-    return _remembered_text_size(name, size, mtime_ns)
+    try:
+        return _remembered_text_size(name, size, mtime_ns)
+    except OSError:
+        return size * ASSUMED_RATIO
 
 
 @functools.lru_cache(maxsize=_TEXT_SIZES_REMEMBERED)  # (thread-safe: any thread asks)
 def _remembered_text_size(path: str, size: int, mtime_ns: int) -> int:
-    return text_size(path, size)
+    return _header_text_size(path, size)  # (an OSError is raised, so not remembered)
 
 
 def zstd_chunks(fd: int) -> Iterator[bytes]:
