@@ -20,13 +20,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal, NoReturn, TypeVar
 
 import trio
 
 from core import NotASessionError, SessionManager
 from core.errors import GuestWriteWouldWait
-from core.zstd_files import ZSTD_SUFFIX
+from core.zstd_files import ZSTD_SUFFIX, TextPastItsBound
 from sessionfs.view.agent_index import NEEDS_IO, AgentIndex, SessionRef
 from sessionfs.view.agent_notes import AgentNotes, ForkLink, LeafChoice
 from sessionfs.view.cache_counts import CacheCounts
@@ -146,6 +146,21 @@ class _Changing:
                 listener(session, False)
         if exc is None:
             session.last_error = None
+
+
+class _LoadRefused(Exception):
+    """A load refused (`SessionCache._load`'s thread to the event loop): the session
+    and why."""
+
+    def __init__(self, session: LoadedSession, exc: WriteRejected) -> None:
+        super().__init__(exc.reason)
+        self.session, self.exc = session, exc
+
+
+def _text_refusal(session: LoadedSession, exc: TextPastItsBound) -> WriteRejected:
+    """A compressed file that decompresses past its bound (`core.zstd_files`),
+    as a refusal naming the file."""
+    return WriteRejected(errno.EFBIG, f"{session.ref.path.name}: {exc.strerror}")
 
 
 class SessionCache:
@@ -293,9 +308,14 @@ class SessionCache:
             except NotASessionError as exc:  # e.g. replaced by junk since it was listed
                 self.last_skip = str(exc) or str(ref.path)
                 raise NotASession(str(ref.path)) from exc
+            except TextPastItsBound as exc:  # untrusted: a decompression bomb, or corrupt
+                raise _LoadRefused(session, _text_refusal(session, exc)) from None
             return session
 
-        session = await trio.to_thread.run_sync(load)
+        try:
+            session = await trio.to_thread.run_sync(load)
+        except _LoadRefused as refused:
+            self._refuse(refused.session, refused.exc)
         self._sessions[(project, stem)] = session
         if session.is_loaded:
             self.counts.loaded(session.key)
@@ -415,6 +435,8 @@ class SessionCache:
             cost_before = 0 if reloading else session.memory_cost()
             try:
                 result = await trio.to_thread.run_sync(readable)
+            except TextPastItsBound as exc:  # (read again since it was listed)
+                self._refuse(session, _text_refusal(session, exc))
             except NotASessionError as exc:  # reloaded, and unreadable now (a locked store)
                 self.last_skip = str(exc) or str(session.ref.path)
                 self.drop(session)
@@ -472,6 +494,11 @@ class SessionCache:
             f"{self.budget / _MB:.0f} a rendering parses at most {limit / _MB:.0f} MB "
             f"({_STILL_SERVED}; a bigger --cache-mb raises the limit)",
         )
+        self._refuse(session, exc)
+
+    def _refuse(self, session: LoadedSession, exc: WriteRejected) -> NoReturn:
+        """Raise ``exc`` for ``session``, kept for its ``ctl`` and the listeners' (the
+        root ``ctl``, for another agent's)."""
         session.record_refusal(exc)
         for listener in self.refusal_listeners:
             listener(session, exc)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 import subprocess
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from support.mount import Mount, MountFactory, run
 from support.other_agents import home_env, load_demo_agents
 from support.proc_status import status_mb
 
+from core.zstd_files import file_text_info
 from sessionfs.view.agent_sources import open_agent_file
 from sessionfs.view.renderings import render_source
 from sessionfs.view.session_cache import RENDER_LIMIT_ENV
@@ -145,3 +147,47 @@ def test_a_small_zst_of_a_big_text_is_not_read_whole_by_the_daemon(
     assert entry_files(reference) == served
     assert unnamed_copies(whole.process.pid, tmp_path / "whole.cache") == []
     assert path.read_bytes() == on_disk
+
+
+def test_a_zst_that_decompresses_past_what_its_header_says_is_refused(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """Another agent's archive, untrusted: a first frame that says its size (a short
+    rollout, its outputs random: they compress some 2 times), then a frame of a few KB
+    that decompresses to 64 MB (blank lines), hidden in what the first frame's overhead
+    may be. The daemon's copy into its cache dir stops at the size the header says:
+    ``ls entries/`` is ``EFBIG``, the root ``ctl`` says why, nothing stays in the cache
+    dir, and the daemon goes on serving."""
+    home = tmp_path / "home"
+    demo = load_demo_agents()
+    lines = demo.CodexLines(1_780_000_000.0)
+    lines.session_meta(CODEX_SESSION_ID, CWD)
+    lines.turn_context(CWD)
+    rng = random.Random(0)
+    for i in range(20):
+        lines.message("user", f"prompt {i}")
+        lines.call(f"call_{i}", "shell", {"command": ["cat", "x"]}, rng.randbytes(1000).hex())
+    plain = demo.rollout_path(home / ".codex", 1_780_000_000.0, CODEX_SESSION_ID, True)
+    said = demo.write_lines(plain, lines.lines).read_bytes()
+    path = plain.with_name(plain.name + ".zst")
+    bomb = zstandard.ZstdCompressor().compress(b"\n" * 64 * 2**20)
+    path.write_bytes(zstandard.ZstdCompressor().compress(said) + bomb)
+    plain.unlink()
+    st = path.stat()
+    text = file_text_info(path, st.st_size, st.st_mtime_ns)
+    assert text.said and text.size == len(said) < st.st_size * 64  # the header believed
+    mount, session = mounted(tmp_path, mount_factory, home, "mnt", len(said) // 2)
+    assert run("ls", session.parent).split() == [CODEX_SESSION_ID]
+
+    with pytest.raises(subprocess.CalledProcessError) as refused:
+        subprocess.run(
+            ["ls", str(session / "entries")], capture_output=True, check=True, timeout=60
+        )
+    assert os.strerror(errno.EFBIG).encode() in refused.value.stderr
+    root_ctl = (mount.path / "ctl").read_text()
+    why = f"text is more than the {len(said):,} bytes its frame header says (corrupt)"
+    assert f"{CODEX_SESSION_ID}/{path.name}: the compressed session file's {why}" in root_ctl
+    cache = tmp_path / "mnt.cache"
+    assert unnamed_copies(mount.process.pid, cache) == []
+    assert [p for p in cache.iterdir() if p.is_file()] == []
+    assert run("ls", mount.path / "agents").split() and mount.alive()
