@@ -280,8 +280,14 @@ class SessionCache:
         limit = self.largest_renderable()
         known = self.index.session_if_known(project, stem)
         heavy = warm is not None and warm != ENTRY_LISTING and parses_entries(warm)
-        if heavy and isinstance(known, SessionRef) and (text := known.text_size()) <= limit:
-            self._make_room_to_render(None, text)
+        # (the text's size as the listing learnt it: no header read on the event loop)
+        text = (
+            known.text_if_known(known.size, known.mtime_ns)
+            if isinstance(known, SessionRef)
+            else None
+        )
+        if heavy and text is not None and text.size <= limit:
+            self._make_room_to_render(None, text.size)
 
         def load() -> LoadedSession:
             ref = self.index.session(project, stem)
