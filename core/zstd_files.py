@@ -30,6 +30,7 @@ __all__ = [
     "file_text_size",
     "read_chunks",
     "text_size",
+    "text_size_words",
     "zstd_chunks",
 ]
 
@@ -182,6 +183,16 @@ def file_text_info(path: str | os.PathLike[str], size: int, mtime_ns: int) -> Te
 @functools.lru_cache(maxsize=_TEXT_SIZES_REMEMBERED)  # (thread-safe: any thread asks)
 def _remembered_text_size(path: str, size: int, mtime_ns: int) -> TextSize:
     return _header_text_size(path, size)  # (an OSError is raised, so not remembered)
+
+
+def text_size_words(path: str | os.PathLike[str], text: TextSize) -> str:
+    """How a refusal says how big the session file ``path`` is (``text``: its
+    `file_text_info`): a compressed one (by its suffix) by its text, "about" that
+    when the size is `ASSUMED_RATIO`'s guess rather than its header's."""
+    size = f"{text.size / 2**20:.0f} MB"
+    if not os.fspath(path).endswith(ZSTD_SUFFIX):
+        return f"the session file is {size}"
+    return f"the compressed session file's text is {'' if text.said else 'about '}{size}"
 
 
 def zstd_chunks(fd: int) -> Iterator[bytes]:

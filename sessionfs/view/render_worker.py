@@ -26,7 +26,7 @@ from core.formats.base import SessionSource
 from core.formats.lines import set_whole_read_limit
 from core.private_files import make_private_dirs
 from core.session_stat import session_stat
-from core.zstd_files import ZSTD_SUFFIX, file_text_size
+from core.zstd_files import ZSTD_SUFFIX, file_text_info, file_text_size, text_size_words
 from sessionfs.view.access import FileAccess
 from sessionfs.view.html_images import BlobFiles
 from sessionfs.view.loaded_session import LoadedSession
@@ -185,10 +185,9 @@ def _render_streamed(
     if stored is None and _changed_since(path, before):  # (the write was cut short)
         raise RenderFailed(f"{path}: changed while it was rendered")
     if stored is None:
-        size = file_text_size(path, before.size, before.mtime_ns)  # (remembered: no second read)
-        held = "the session file" if size == before.size else "the session file's text"
+        text = file_text_info(path, before.size, before.mtime_ns)  # (remembered: no second read)
         raise TooBigToHold(
-            f"{what}: {held} is {size // 2**20} MB, too big to render in "
+            f"{what}: {text_size_words(path, text)}, too big to render in "
             "memory, and its rendering cannot be written to the cache dir (full, or "
             "not writable)"
         )

@@ -26,7 +26,7 @@ import trio
 
 from core import NotASessionError, SessionManager
 from core.errors import GuestWriteWouldWait
-from core.zstd_files import ZSTD_SUFFIX, TextPastItsBound
+from core.zstd_files import TextPastItsBound, text_size_words
 from sessionfs.view.agent_index import NEEDS_IO, AgentIndex, SessionRef
 from sessionfs.view.agent_notes import AgentNotes, ForkLink, LeafChoice
 from sessionfs.view.cache_counts import CacheCounts
@@ -489,14 +489,13 @@ class SessionCache:
         whole). A session held parsed (a write needed it) renders without a parse and
         is not asked. A compressed file is judged by its text's size (a small
         ``.jsonl.zst`` may hold hundreds of MB)."""
-        size = session.text_size
+        text = session.text_info
         limit = self.largest_renderable()
-        if size <= limit:
+        if text.size <= limit:
             return
-        held = "its text" if session.ref.path.name.endswith(ZSTD_SUFFIX) else "the session file"
         exc = WriteRejected(
             errno.EFBIG,
-            f"{what}: {held} is {size / _MB:.0f} MB; with --cache-mb "
+            f"{what}: {text_size_words(session.ref.path, text)}; with --cache-mb "
             f"{self.budget / _MB:.0f} a rendering parses at most {limit / _MB:.0f} MB "
             f"({_STILL_SERVED}; a bigger --cache-mb raises the limit)",
         )

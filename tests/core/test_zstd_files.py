@@ -18,7 +18,13 @@ import zstandard
 
 import core.zstd_files
 from core.safe_open import open_regular
-from core.zstd_files import ASSUMED_RATIO, file_text_size, text_size
+from core.zstd_files import (
+    ASSUMED_RATIO,
+    TextSize,
+    file_text_size,
+    text_size,
+    text_size_words,
+)
 
 TEXT = b"".join(
     b'{"type":"message","n":%d,"text":"the same words again"}\n' % n for n in range(5000)
@@ -109,3 +115,15 @@ def test_a_header_that_could_not_be_read_is_guessed_and_not_remembered(
     assert file_text_size(path, size, mtime_ns) == size * ASSUMED_RATIO
     assert not failures
     assert file_text_size(path, size, mtime_ns) == len(TEXT)
+
+
+def test_a_refusal_says_a_compressed_files_text_and_about_when_guessed() -> None:
+    """Decided by the suffix, as every refusal of a rendering says it: a plain file by
+    its size; a ``.zst`` by its text, "about" when not its header's."""
+    mb = 2**20
+    plain = text_size_words("s.jsonl", TextSize(64 * mb, True, 64 * mb))
+    assert plain == "the session file is 64 MB"
+    said = text_size_words("s.jsonl.zst", TextSize(64 * mb, True, mb))
+    assert said == "the compressed session file's text is 64 MB"
+    guessed = text_size_words("s.jsonl.zst", TextSize(20 * mb, False, mb))
+    assert guessed == "the compressed session file's text is about 20 MB"

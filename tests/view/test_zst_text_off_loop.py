@@ -23,6 +23,7 @@ from support.other_agents import load_demo_agents
 import core.zstd_files
 from core.agent_homes import AgentHome
 from core.safe_open import open_regular
+from core.zstd_files import ASSUMED_RATIO
 from sessionfs.view.agent_sources import catalog_for, open_agent_file
 from sessionfs.view.loaded_session import LoadedSession
 from sessionfs.view.other_agent_index import OtherAgentIndex
@@ -31,9 +32,9 @@ from sessionfs.view.session_cache import SessionCache
 from sessionfs.view.session_ref import SessionRef
 
 
-def archived_rollout(codex: Path) -> tuple[Path, int]:
+def archived_rollout(codex: Path, said: bool) -> tuple[Path, int]:
     """A Codex rollout compressed into ``archived_sessions/`` (its header giving its
-    text's size); (its path, its text's size)."""
+    text's size or not: ``said``); (its path, its text's size)."""
     demo = load_demo_agents()
     lines = demo.CodexLines(1_780_000_000.0)
     lines.session_meta(CODEX_SESSION_ID, CWD)
@@ -43,17 +44,21 @@ def archived_rollout(codex: Path) -> tuple[Path, int]:
     plain = demo.rollout_path(codex, 1_780_000_000.0, CODEX_SESSION_ID, True)
     text = demo.write_lines(plain, lines.lines).read_bytes()
     path = plain.with_name(plain.name + ".zst")
-    path.write_bytes(zstandard.ZstdCompressor().compress(text))
+    path.write_bytes(zstandard.ZstdCompressor(write_content_size=said).compress(text))
     plain.unlink()
     return path, len(text)
 
 
+@pytest.mark.parametrize("said", [True, False], ids=["header", "no-size"])
 def test_the_event_loop_reads_no_header_and_the_text_size_decides(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, said: bool
 ) -> None:
-    path, text_size = archived_rollout(tmp_path / "codex")
+    """(Its size not said, the refusal says "about" the 20x guess.)"""
+    path, text_size = archived_rollout(tmp_path / "codex", said)
     compressed = path.stat().st_size
     assert text_size > 4 * compressed
+    if not said:
+        text_size = compressed * ASSUMED_RATIO
     index = OtherAgentIndex(catalog_for(AgentHome("codex", tmp_path / "codex")))
     cache = SessionCache(
         index,
@@ -85,13 +90,14 @@ def test_the_event_loop_reads_no_header_and_the_text_size_decides(
         assert isinstance(known, SessionRef) and known.text is not None
         st = path.stat()
         assert known.text_if_known(st.st_size, st.st_mtime_ns) == known.text
-        assert known.text.size == text_size and known.text.said
+        assert known.text.size == text_size and known.text.said == said
         session = await cache.get(*key, warm="stats.json")
         assert session.text_size == text_size
         with pytest.raises(WriteRejected) as refused:
             await cache.render(session, "stats.json")
         assert refused.value.errno == errno.EFBIG
-        assert f"stats.json: its text is {text_size / 2**20:.0f} MB" in refused.value.reason
+        words = f"text is {'' if said else 'about '}{text_size / 2**20:.0f} MB"
+        assert f"stats.json: the compressed session file's {words}" in refused.value.reason
 
     trio.run(scenario)
     assert "the event loop" not in opened
