@@ -26,7 +26,13 @@ from core.formats.base import SessionSource
 from core.formats.lines import set_whole_read_limit
 from core.private_files import make_private_dirs
 from core.session_stat import session_stat
-from core.zstd_files import ZSTD_SUFFIX, file_text_info, file_text_size, text_size_words
+from core.zstd_files import (
+    ZSTD_SUFFIX,
+    TextPastItsBound,
+    file_text_info,
+    file_text_size,
+    text_size_words,
+)
 from sessionfs.view.access import FileAccess
 from sessionfs.view.html_images import BlobFiles
 from sessionfs.view.loaded_session import LoadedSession
@@ -171,6 +177,8 @@ def _render_streamed(
         index = open_streamed(agent, path, _decompress_dir(cache, path))
     except NotStreamable:
         return None
+    except TextPastItsBound as exc:  # a session still: too big, not gone (EFBIG)
+        raise TooBigToHold(f"{what}: {exc.strerror}") from None
     except (NotASessionError, OSError) as exc:
         raise RenderFailed(f"{path}: {exc}") from None
     try:
@@ -258,6 +266,8 @@ def _render(
     session = LoadedSession(ref=ref, opener=opener, blobs_dir=blobs)
     try:
         session.load(warm=what)
+    except TextPastItsBound as exc:  # (as `_render_streamed`)
+        raise TooBigToHold(f"{what}: {exc.strerror}") from None
     except (NotASessionError, OSError) as exc:
         raise RenderFailed(f"{path}: {exc}") from None
     body = session.rendered(what)

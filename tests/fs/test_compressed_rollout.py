@@ -158,8 +158,9 @@ def test_a_zst_that_decompresses_past_what_its_header_says_is_refused(
     rollout, its outputs random: they compress some 2 times), then a frame of a few KB
     that decompresses to 64 MB (blank lines), hidden in what the first frame's overhead
     may be. The daemon's copy into its cache dir stops at the size the header says:
-    ``ls entries/`` is ``EFBIG``, the root ``ctl`` says why, nothing stays in the cache
-    dir, and the daemon goes on serving."""
+    ``ls entries/`` is ``EFBIG``, the root ``ctl`` says why; the render workers' copies
+    stop so too (``context.json``, ``transcript.md`` ``EFBIG``); nothing stays in the
+    cache dir, and the daemon goes on serving."""
     home = tmp_path / "home"
     demo = load_demo_agents()
     lines = demo.CodexLines(1_780_000_000.0)
@@ -189,6 +190,12 @@ def test_a_zst_that_decompresses_past_what_its_header_says_is_refused(
     root_ctl = (mount.path / "ctl").read_text()
     why = f"text is more than the {len(said):,} bytes its frame header says (corrupt)"
     assert f"{CODEX_SESSION_ID}/{path.name}: the compressed session file's {why}" in root_ctl
+    for rendering in ("context.json", "transcript.md"):  # (a render worker's: the same)
+        with pytest.raises(subprocess.CalledProcessError) as refused:
+            subprocess.run(
+                ["cat", str(session / rendering)], capture_output=True, check=True, timeout=60
+            )
+        assert os.strerror(errno.EFBIG).encode() in refused.value.stderr, rendering
     cache = tmp_path / "mnt.cache"
     assert unnamed_copies(mount.process.pid, cache) == []
     assert [p for p in cache.iterdir() if p.is_file()] == []
