@@ -6,7 +6,9 @@ Each reader opens a file of ``--lines`` lines shaped as its agent writes them (3
 uuids, a millisecond timestamp each, a response's blocks on lines of their own, tool
 calls and results), once read whole and once read where it is (no bytes held); the
 index's bytes are what tracemalloc holds after the open and a first look at the leaf,
-less the file's bytes held. Prints bytes a line for each.
+less the file's bytes held. Prints bytes a line for each. Gemini's older whole-file
+``.json`` document (`GeminiDocumentSession`: each record's bytes held apart, as one
+entry) is measured too, from the same records, less those bytes.
 
     .venv/bin/python -m bench.line_index_bytes [--lines 100000]
 """
@@ -29,7 +31,7 @@ from core.formats.claude import ClaudeSession
 from core.formats.codex import CodexSession
 from core.formats.copilot import CopilotSession
 from core.formats.cursor import CursorTranscriptSession
-from core.formats.gemini import GeminiSession
+from core.formats.gemini import GeminiDocumentSession, GeminiSession
 from core.formats.jsonl_source import JsonlSession
 from core.formats.lines import set_whole_read_limit
 from core.formats.qwen import QwenSession
@@ -213,9 +215,21 @@ def held_per_line(path: Path, reader: Callable[[Path], SessionSource]) -> tuple[
         held = tracemalloc.get_traced_memory()[0]
     finally:
         tracemalloc.stop()
-    assert isinstance(source, JsonlSession)
+    if isinstance(source, GeminiDocumentSession):
+        file_bytes = sum(len(raw) for raw in source._raw)  # (its records' bytes, apart)
+    else:
+        assert isinstance(source, JsonlSession)
+        file_bytes = source._file.memory_cost()
     lines = len(source)
-    return (held - source._file.memory_cost()) / lines, lines
+    return (held - file_bytes) / lines, lines
+
+
+def gemini_document(path: Path, count: int) -> Path:
+    """`gemini_lines` as the older whole-file document: the header's fields and its
+    ``messages``."""
+    header, *messages = gemini_lines(count)
+    path.write_bytes(orjson.dumps(header | {"messages": messages}))
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -240,6 +254,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"LINE_INDEX_BYTES {reader.LINE_INDEX_BYTES}"
             )
             path.unlink()
+        document = gemini_document(Path(work) / "gemini.json", args.lines)
+        held, count = held_per_line(document, GeminiDocumentSession)
+        print(
+            f"gemini document {count:,} records ({document.stat().st_size / 1e6:.0f} MB): "
+            f"{held:.0f} bytes a record; LINE_INDEX_BYTES "
+            f"{GeminiDocumentSession.LINE_INDEX_BYTES}"
+        )
     return 0
 
 

@@ -13,18 +13,24 @@ import errno
 import functools
 import os
 from collections.abc import Iterator
-from typing import BinaryIO, Final
+from typing import BinaryIO, Final, NamedTuple
 
 from core.safe_open import open_regular
 
 __all__ = [
     "ASSUMED_RATIO",
+    "MOST_RATIO",
+    "MOST_UNSAID",
     "ZSTD_CHUNK",
     "ZSTD_SUFFIX",
     "NotZstdData",
+    "TextPastItsBound",
+    "TextSize",
+    "file_text_info",
     "file_text_size",
     "read_chunks",
     "text_size",
+    "text_size_words",
     "zstd_chunks",
 ]
 
@@ -35,6 +41,15 @@ ZSTD_CHUNK: Final = 1 << 20
 #: header does not say (JSONL compresses 10-20 times: the high end, so that a file
 #: whose size is not known is rather streamed than held)
 ASSUMED_RATIO: Final = 20
+#: The most a file's text is let grow to when decompressed, as a multiple of its
+#: compressed size, and at least `MOST_UNSAID` bytes (`TextSize.most`): an archive is
+#: another agent's file, and a few KB made to expand without end would fill the disk
+#: the daemon decompresses it to (or its memory). JSONL compresses 5-20 times, logs
+#: read again and again some 100 times (tests/fs/test_compressed_rollout.py's); 1,000
+#: is ten times that, and the floor lets any archive of up to 1 MB hold a 1 GB text,
+#: twice the biggest sessions seen.
+MOST_RATIO: Final = 1000
+MOST_UNSAID: Final = 1 << 30
 #: how many files' `file_text_size` is remembered (a header read each, once)
 _TEXT_SIZES_REMEMBERED: Final = 1024
 #: a zstd frame's first bytes, and how many bytes its header takes at most
@@ -49,14 +64,60 @@ class NotZstdData(OSError):
         super().__init__(errno.EBADMSG, f"not zstd data: {detail}")
 
 
-def read_chunks(raw: BinaryIO, size: int = ZSTD_CHUNK) -> Iterator[bytes]:
+class TextSize(NamedTuple):
+    """How big a session file's text is (`file_text_info`), and how sure that is."""
+
+    #: its size (bytes): a plain file's own, a ``.zst``'s as its frame header says or
+    #: as guessed
+    size: int
+    #: the size is the file's or its header's, not `ASSUMED_RATIO`'s guess
+    said: bool
+    #: the file's size on disk (a ``.zst``'s compressed size)
+    compressed: int
+
+    @property
+    def most(self) -> int:
+        """The most its decompression may yield (`read_chunks`): what its header says
+        (a frame that decompresses to more is corrupt; libzstd checks that only at the
+        frame's end, after the bytes are out), and never more than `MOST_RATIO` times
+        its compressed size or `MOST_UNSAID`, whichever is more (a header may lie big
+        too). A file whose first frame says its size and whose next ones hide in that
+        frame's overhead (`text_size`) is refused: not something an agent writes."""
+        ceiling = max(self.compressed * MOST_RATIO, MOST_UNSAID)
+        return min(self.size, ceiling) if self.said else ceiling
+
+
+class TextPastItsBound(OSError):
+    """A ``.zst`` file that decompresses to more than `TextSize.most` (``EFBIG``):
+    corrupt, or made to fill the disk or memory it is decompressed into."""
+
+    def __init__(self, text: TextSize) -> None:
+        if text.said and text.most == text.size:
+            why = f"more than the {text.size:,} bytes its frame header says (corrupt)"
+        else:
+            why = (
+                f"more than {text.most / 2**20:,.0f} MB ({MOST_RATIO} times its "
+                f"{text.compressed:,} bytes, or {MOST_UNSAID >> 30} GB): no session "
+                "compresses so well; a decompression bomb"
+            )
+        super().__init__(errno.EFBIG, f"the compressed session file's text is {why}: not read")
+
+
+def read_chunks(
+    raw: BinaryIO, size: int = ZSTD_CHUNK, text: TextSize | None = None
+) -> Iterator[bytes]:
     """The decompressed text of ``raw`` (every frame, one after another), at most
-    ``size`` bytes a chunk, from where ``raw`` stands."""
+    ``size`` bytes a chunk, from where ``raw`` stands; with ``text`` (the file's
+    `file_text_info`), `TextPastItsBound` once it yields more than ``text.most``."""
     import zstandard
 
+    out = 0
     with zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as stream:
         try:
             while chunk := stream.read(size):
+                out += len(chunk)
+                if text is not None and out > text.most:
+                    raise TextPastItsBound(text)
                 yield chunk
         except zstandard.ZstdError as exc:
             raise NotZstdData(exc) from None
@@ -68,12 +129,19 @@ def text_size(path: str | os.PathLike[str], compressed_size: int) -> int:
     given, the file holds more than that frame, not a frame header at all, unreadable)
     ``compressed_size`` times `ASSUMED_RATIO`. For deciding how to read it, not a
     promise: a file made to expand more than that is not caught."""
-    assumed = compressed_size * ASSUMED_RATIO
     try:
-        with open_regular(path) as raw:  # another agent's file: never a FIFO's wait
-            head = raw.read(_FRAME_HEADER_MAX)
+        return _header_text_size(path, compressed_size).size
     except OSError:  # (NotRegularFileError included: its reading says why)
-        return assumed
+        return compressed_size * ASSUMED_RATIO
+
+
+def _header_text_size(path: str | os.PathLike[str], compressed_size: int) -> TextSize:
+    """`text_size`, or ``OSError`` when the file cannot be read (gone, not a regular
+    file, or a passing failure such as ``EMFILE``: a guess then, not the file's
+    answer, so not one to remember)."""
+    assumed = TextSize(compressed_size * ASSUMED_RATIO, False, compressed_size)
+    with open_regular(path) as raw:  # another agent's file: never a FIFO's wait
+        head = raw.read(_FRAME_HEADER_MAX)
     if not head.startswith(_FRAME_MAGIC):  # a skippable frame first, or not zstd data
         return assumed
     import zstandard
@@ -85,8 +153,8 @@ def text_size(path: str | os.PathLike[str], compressed_size: int) -> int:
     # A frame's compressed bytes are at most its text's, stored raw, and a little more
     # (3 bytes a block of 128 KB, the header, a checksum): past that, more frames follow.
     if declared < 0 or compressed_size > declared + declared // 1024 + 1024:
-        return max(declared, assumed)
-    return declared
+        return assumed._replace(size=max(declared, assumed.size))
+    return TextSize(declared, True, compressed_size)
 
 
 def file_text_size(path: str | os.PathLike[str], size: int, mtime_ns: int) -> int:
@@ -96,16 +164,35 @@ def file_text_size(path: str | os.PathLike[str], size: int, mtime_ns: int) -> in
     `text_size`, its header read once per state of the file (its size and mtime: an
     archive is written once, not changed in place) and remembered, whoever asks: the
     daemon asks on every ``stat`` of a rendering whether it is too big to make in
-    memory."""
+    memory. A header that could not be read gives `ASSUMED_RATIO` times ``size``,
+    not remembered: the next ask reads it again."""
+    return file_text_info(path, size, mtime_ns).size
+
+
+def file_text_info(path: str | os.PathLike[str], size: int, mtime_ns: int) -> TextSize:
+    """`file_text_size`, and whether it is said or guessed (`TextSize`)."""
     name = os.fspath(path)
     if not name.endswith(ZSTD_SUFFIX):
-        return size
-    return _remembered_text_size(name, size, mtime_ns)
+        return TextSize(size, True, size)
+    try:
+        return _remembered_text_size(name, size, mtime_ns)
+    except OSError:
+        return TextSize(size * ASSUMED_RATIO, False, size)
 
 
 @functools.lru_cache(maxsize=_TEXT_SIZES_REMEMBERED)  # (thread-safe: any thread asks)
-def _remembered_text_size(path: str, size: int, mtime_ns: int) -> int:
-    return text_size(path, size)
+def _remembered_text_size(path: str, size: int, mtime_ns: int) -> TextSize:
+    return _header_text_size(path, size)  # (an OSError is raised, so not remembered)
+
+
+def text_size_words(path: str | os.PathLike[str], text: TextSize) -> str:
+    """How a refusal says how big the session file ``path`` is (``text``: its
+    `file_text_info`): a compressed one (by its suffix) by its text, "about" that
+    when the size is `ASSUMED_RATIO`'s guess rather than its header's."""
+    size = f"{text.size / 2**20:.0f} MB"
+    if not os.fspath(path).endswith(ZSTD_SUFFIX):
+        return f"the session file is {size}"
+    return f"the compressed session file's text is {'' if text.said else 'about '}{size}"
 
 
 def zstd_chunks(fd: int) -> Iterator[bytes]:

@@ -109,8 +109,6 @@ class _GeminiRecords(SessionSource):
     """What both readers show from their records (``_lines``: one `_GeminiLine` each)."""
 
     agent = "gemini"
-    #: measured 785 bytes a line (`JsonlSession.LINE_INDEX_BYTES`), and some room
-    LINE_INDEX_BYTES: ClassVar[int] = 870
     _lines: list[_GeminiLine]
     path: Path
 
@@ -240,6 +238,9 @@ class _GeminiRecords(SessionSource):
 class GeminiSession(_GeminiRecords, JsonlSession[_GeminiLine]):
     """One Gemini CLI ``.jsonl`` session file, read-only (module docstring)."""
 
+    #: measured 785 bytes a line (`JsonlSession.LINE_INDEX_BYTES`), and some room
+    LINE_INDEX_BYTES: ClassVar[int] = 870
+
     def _reset_state(self) -> None:
         self._start()
 
@@ -254,6 +255,12 @@ class GeminiDocumentSession(_GeminiRecords):
     message one entry, stored compactly. A document that does not parse (half
     written), is not an object or is over `DOCUMENT_LIMIT` shows no entries, counted as
     one malformed line, and its header says why (``unreadable``)."""
+
+    #: what a record costs besides its bytes (its line record, the tree's and the
+    #: stats' share, the bytes object): measured 710 bytes a record by
+    #: `bench/line_index_bytes.py` (its own reader, not the ``.jsonl`` one's figure),
+    #: and some room
+    LINE_INDEX_BYTES: ClassVar[int] = 790
 
     def __init__(self, path: PathArg) -> None:
         super().__init__()
@@ -288,7 +295,9 @@ class GeminiDocumentSession(_GeminiRecords):
         )
         for number, obj in enumerate(records, start=1):
             kind = KIND_HEADER if number == 1 else record_kind(obj)
-            raw = orjson.dumps(obj)
+            # In a buffer of its length: orjson hands back its output in the 4 KiB at
+            # least it reserved, which each record held (`sessionfs.view.render.exact_bytes`)
+            raw = memoryview(orjson.dumps(obj)).tobytes()
             self._note(kind, obj)
             self._lines.append(self._new_line(number, kind, obj, (0, len(raw))))
             self._raw.append(raw)

@@ -48,7 +48,7 @@ from core.formats.xcsh_parsed import PARSED_SIZE_FACTOR, ManagerSource
 from core.session_stat import session_stat
 from core.session_tail import FileTail, IndexedEntries, ScannedEntries, read_file_tail
 from core.storage import FileSessionStorage, PathArg, StorageStat
-from core.zstd_files import file_text_size
+from core.zstd_files import TextSize, file_text_info
 from sessionfs.view import render
 from sessionfs.view.access import FileAccess
 from sessionfs.view.agent_notes import SessionLinks
@@ -239,6 +239,9 @@ class LoadedSession:
     #: they changed since the last ``refresh``, which reports it as a full change
     #: (the kernel caches entry attributes for long: they must all be dropped)
     mode_changed: bool = False
+    #: the text size of the file in a state (`text_info`), learnt where that state was
+    #: noted: in a worker thread, off the event loop that asks
+    _text: tuple[tuple[int, int, int], TextSize] | None = field(default=None, repr=False)
     #: `lock`, made at its first use
     _lock: trio.Lock | None = field(default=None, repr=False)
     _renders: dict[str, bytes] = field(default_factory=dict)
@@ -340,9 +343,31 @@ class LoadedSession:
         the render workers do: not the bytes held, which leave out a torn last line
         after a catch-up, so that a load, a later rendering and an append decide alike
         for the same file."""
-        if not self.file_state[1]:
-            return self.ref.text_size()
-        return file_text_size(self.ref.path, self.file_state[1], self.file_state[2])
+        return self.text_info.size
+
+    @property
+    def text_info(self) -> TextSize:
+        """`text_size`, and whether it is said or guessed (`core.zstd_files.TextSize`):
+        for the file as last seen, learnt when it was seen (`_note_state`, a worker
+        thread's), so that the event loop asking reads no header."""
+        state = self.file_state
+        if not state[1]:
+            return self.ref.text_info()
+        if self._text is not None and self._text[0] == state:
+            return self._text[1]
+        return self._text_of(state)  # (a state set otherwise: a test's)
+
+    def _note_state(self, state: tuple[int, int, int]) -> None:
+        """The file is as ``state`` says now (a worker thread's call): its text size
+        learnt now too (`text_info`)."""
+        self.file_state = state
+        if self._text is None or self._text[0] != state:
+            self._text = (state, self._text_of(state))
+
+    def _text_of(self, state: tuple[int, int, int]) -> TextSize:
+        _ino, size, mtime_ns = state
+        known = self.ref.text_if_known(size, mtime_ns)  # (the listing's: no look)
+        return known if known is not None else file_text_info(self.ref.path, size, mtime_ns)
 
     @property
     def access(self) -> FileAccess:
@@ -371,7 +396,7 @@ class LoadedSession:
         state = self._saw(st)
         if state != self.file_state:
             self._forget_renders()
-        self.file_state = state
+        self._note_state(state)
         self.checked_at = time.monotonic()
 
     # -- loading -------------------------------------------------------------------------
@@ -564,7 +589,7 @@ class LoadedSession:
             except NotCompact:  # replaced meanwhile by a file not held compact
                 self.source = None
         if st is not None:  # (first: an entry without a time shows the file's mtime)
-            self.file_state = self._saw(st)
+            self._note_state(self._saw(st))
             self.checked_at = time.monotonic()
         if appended_from is not None:
             self._entries_appended(appended_from)
@@ -673,7 +698,7 @@ class LoadedSession:
                 self.source.choose_leaf(None)
         elif changed < 0:
             self.apply_pin()
-        self.file_state = state
+        self._note_state(state)
         if changed > 0:
             self._entries_appended(count)
         elif changed < 0:
@@ -713,7 +738,7 @@ class LoadedSession:
             self.listings = {}
         if st is None:
             return
-        self.file_state = self._saw(st)
+        self._note_state(self._saw(st))
         self.checked_at = time.monotonic()
 
     def unchanged_on_disk(self) -> bool:

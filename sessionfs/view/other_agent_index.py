@@ -12,6 +12,7 @@ Each scan is a stat per file and the first KiB of each session file.
 
 from __future__ import annotations
 
+import os
 import stat
 import threading
 import time
@@ -22,6 +23,7 @@ from typing import Protocol
 
 from core.formats.agent_format import ListedSession
 from core.session_stat import session_stat
+from core.zstd_files import ZSTD_SUFFIX, TextSize, file_text_info
 from sessionfs.view import session_keys
 from sessionfs.view.agent_index import NEEDS_IO, AgentIndex, ProjectListing
 from sessionfs.view.session_ref import SessionRef
@@ -53,6 +55,20 @@ class _Scan:
     by_key: dict[tuple[str, str], SessionRef] = field(default_factory=dict)
     by_path: dict[Path, SessionRef] = field(default_factory=dict)
     project_mtime: dict[str, int] = field(default_factory=dict)
+
+
+def _text_of(path: Path, st: os.stat_result, before: SessionRef | None) -> TextSize | None:
+    """A ``.zst``'s text size (`SessionRef.text`), learnt in the scan's thread: the
+    last scan's for the same state of the file, else its header read now (remembered,
+    `core.zstd_files.file_text_info`; more than it remembers would each be read
+    again). None for a plain file: its size is its text's, no look needed."""
+    if not path.name.endswith(ZSTD_SUFFIX):
+        return None
+    if before is not None and before.text is not None:
+        known = before.text_if_known(st.st_size, st.st_mtime_ns)
+        if known is not None:
+            return known
+    return file_text_info(path, st.st_size, st.st_mtime_ns)
 
 
 class OtherAgentIndex(AgentIndex):
@@ -102,6 +118,7 @@ class OtherAgentIndex(AgentIndex):
 
     def _scan_now(self) -> _Scan:
         scan = _Scan(at=time.monotonic())
+        before = self._scan.by_path if self._scan is not None else {}
         for listed in self.catalog.scan():
             if not session_keys.is_valid_name(listed.project):
                 continue
@@ -119,6 +136,7 @@ class OtherAgentIndex(AgentIndex):
                 st.st_mtime_ns,
                 st.st_size,
                 stat.S_IMODE(st.st_mode),
+                text=_text_of(listed.path, st, before.get(listed.path)),
             )
             scan.by_key[(ref.project, ref.stem)] = ref
             scan.by_path[ref.path] = ref

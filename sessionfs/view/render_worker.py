@@ -26,7 +26,13 @@ from core.formats.base import SessionSource
 from core.formats.lines import set_whole_read_limit
 from core.private_files import make_private_dirs
 from core.session_stat import session_stat
-from core.zstd_files import ZSTD_SUFFIX, file_text_size
+from core.zstd_files import (
+    ZSTD_SUFFIX,
+    TextPastItsBound,
+    file_text_info,
+    file_text_size,
+    text_size_words,
+)
 from sessionfs.view.access import FileAccess
 from sessionfs.view.html_images import BlobFiles
 from sessionfs.view.loaded_session import LoadedSession
@@ -171,6 +177,8 @@ def _render_streamed(
         index = open_streamed(agent, path, _decompress_dir(cache, path))
     except NotStreamable:
         return None
+    except TextPastItsBound as exc:  # a session still: too big, not gone (EFBIG)
+        raise TooBigToHold(f"{what}: {exc.strerror}") from None
     except (NotASessionError, OSError) as exc:
         raise RenderFailed(f"{path}: {exc}") from None
     try:
@@ -185,10 +193,9 @@ def _render_streamed(
     if stored is None and _changed_since(path, before):  # (the write was cut short)
         raise RenderFailed(f"{path}: changed while it was rendered")
     if stored is None:
-        size = file_text_size(path, before.size, before.mtime_ns)  # (remembered: no second read)
-        held = "the session file" if size == before.size else "the session file's text"
+        text = file_text_info(path, before.size, before.mtime_ns)  # (remembered: no second read)
         raise TooBigToHold(
-            f"{what}: {held} is {size // 2**20} MB, too big to render in "
+            f"{what}: {text_size_words(path, text)}, too big to render in "
             "memory, and its rendering cannot be written to the cache dir (full, or "
             "not writable)"
         )
@@ -259,6 +266,8 @@ def _render(
     session = LoadedSession(ref=ref, opener=opener, blobs_dir=blobs)
     try:
         session.load(warm=what)
+    except TextPastItsBound as exc:  # (as `_render_streamed`)
+        raise TooBigToHold(f"{what}: {exc.strerror}") from None
     except (NotASessionError, OSError) as exc:
         raise RenderFailed(f"{path}: {exc}") from None
     body = session.rendered(what)

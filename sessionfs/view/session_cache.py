@@ -20,13 +20,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal, NoReturn, TypeVar
 
 import trio
 
 from core import NotASessionError, SessionManager
 from core.errors import GuestWriteWouldWait
-from core.zstd_files import ZSTD_SUFFIX
+from core.zstd_files import TextPastItsBound, text_size_words
 from sessionfs.view.agent_index import NEEDS_IO, AgentIndex, SessionRef
 from sessionfs.view.agent_notes import AgentNotes, ForkLink, LeafChoice
 from sessionfs.view.cache_counts import CacheCounts
@@ -148,6 +148,21 @@ class _Changing:
             session.last_error = None
 
 
+class _LoadRefused(Exception):
+    """A load refused (`SessionCache._load`'s thread to the event loop): the session
+    and why."""
+
+    def __init__(self, session: LoadedSession, exc: WriteRejected) -> None:
+        super().__init__(exc.reason)
+        self.session, self.exc = session, exc
+
+
+def _text_refusal(session: LoadedSession, exc: TextPastItsBound) -> WriteRejected:
+    """A compressed file that decompresses past its bound (`core.zstd_files`),
+    as a refusal naming the file."""
+    return WriteRejected(errno.EFBIG, f"{session.ref.path.name}: {exc.strerror}")
+
+
 class SessionCache:
     """Loaded sessions, LRU-bounded by an estimate of their memory (async API)."""
 
@@ -265,8 +280,14 @@ class SessionCache:
         limit = self.largest_renderable()
         known = self.index.session_if_known(project, stem)
         heavy = warm is not None and warm != ENTRY_LISTING and parses_entries(warm)
-        if heavy and isinstance(known, SessionRef) and (text := known.text_size()) <= limit:
-            self._make_room_to_render(None, text)
+        # (the text's size as the listing learnt it: no header read on the event loop)
+        text = (
+            known.text_if_known(known.size, known.mtime_ns)
+            if isinstance(known, SessionRef)
+            else None
+        )
+        if heavy and text is not None and text.size <= limit:
+            self._make_room_to_render(None, text.size)
 
         def load() -> LoadedSession:
             ref = self.index.session(project, stem)
@@ -293,9 +314,14 @@ class SessionCache:
             except NotASessionError as exc:  # e.g. replaced by junk since it was listed
                 self.last_skip = str(exc) or str(ref.path)
                 raise NotASession(str(ref.path)) from exc
+            except TextPastItsBound as exc:  # untrusted: a decompression bomb, or corrupt
+                raise _LoadRefused(session, _text_refusal(session, exc)) from None
             return session
 
-        session = await trio.to_thread.run_sync(load)
+        try:
+            session = await trio.to_thread.run_sync(load)
+        except _LoadRefused as refused:
+            self._refuse(refused.session, refused.exc)
         self._sessions[(project, stem)] = session
         if session.is_loaded:
             self.counts.loaded(session.key)
@@ -415,6 +441,8 @@ class SessionCache:
             cost_before = 0 if reloading else session.memory_cost()
             try:
                 result = await trio.to_thread.run_sync(readable)
+            except TextPastItsBound as exc:  # (read again since it was listed)
+                self._refuse(session, _text_refusal(session, exc))
             except NotASessionError as exc:  # reloaded, and unreadable now (a locked store)
                 self.last_skip = str(exc) or str(session.ref.path)
                 self.drop(session)
@@ -461,17 +489,21 @@ class SessionCache:
         whole). A session held parsed (a write needed it) renders without a parse and
         is not asked. A compressed file is judged by its text's size (a small
         ``.jsonl.zst`` may hold hundreds of MB)."""
-        size = session.text_size
+        text = session.text_info
         limit = self.largest_renderable()
-        if size <= limit:
+        if text.size <= limit:
             return
-        held = "its text" if session.ref.path.name.endswith(ZSTD_SUFFIX) else "the session file"
         exc = WriteRejected(
             errno.EFBIG,
-            f"{what}: {held} is {size / _MB:.0f} MB; with --cache-mb "
+            f"{what}: {text_size_words(session.ref.path, text)}; with --cache-mb "
             f"{self.budget / _MB:.0f} a rendering parses at most {limit / _MB:.0f} MB "
             f"({_STILL_SERVED}; a bigger --cache-mb raises the limit)",
         )
+        self._refuse(session, exc)
+
+    def _refuse(self, session: LoadedSession, exc: WriteRejected) -> NoReturn:
+        """Raise ``exc`` for ``session``, kept for its ``ctl`` and the listeners' (the
+        root ``ctl``, for another agent's)."""
         session.record_refusal(exc)
         for listener in self.refusal_listeners:
             listener(session, exc)

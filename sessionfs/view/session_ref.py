@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.zstd_files import file_text_size
+from core.zstd_files import ZSTD_SUFFIX, TextSize, file_text_info
 from sessionfs.view.access import FileAccess
 
 __all__ = ["SessionRef"]
@@ -31,6 +31,9 @@ class SessionRef:
     #: the file's owner and group: the session dir shows them as its own
     uid: int = field(default_factory=os.getuid)
     gid: int = field(default_factory=os.getgid)
+    #: a ``.jsonl.zst``'s text size as the listing learnt it, in its thread (its header
+    #: read there: the event loop asks `text_if_known`); None: not learnt
+    text: TextSize | None = None
 
     @property
     def access(self) -> FileAccess:
@@ -49,4 +52,20 @@ class SessionRef:
         """How big the file's text was when listed: its size, or a compressed one's
         text's (`core.zstd_files.file_text_size`): what reading or rendering it in
         memory would hold."""
-        return file_text_size(self.path, self.size, self.mtime_ns)
+        return self.text_info().size
+
+    def text_info(self) -> TextSize:
+        """`text_size`, and whether it is said or guessed: `text` when the listing
+        learnt it, else from the file's header (a thread's call, for a ``.zst``)."""
+        known = self.text_if_known(self.size, self.mtime_ns)
+        return known if known is not None else file_text_info(self.path, self.size, self.mtime_ns)
+
+    def text_if_known(self, size: int, mtime_ns: int) -> TextSize | None:
+        """The text size of the file when it is ``size`` bytes modified at
+        ``mtime_ns``, without a look at it (the event loop asks): a plain file's own
+        size; a ``.zst``'s as the listing learnt it for that state; else None."""
+        if not self.path.name.endswith(ZSTD_SUFFIX):
+            return TextSize(size, True, size)
+        if self.text is not None and (size, mtime_ns) == (self.size, self.mtime_ns):
+            return self.text
+        return None

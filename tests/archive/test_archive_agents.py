@@ -127,3 +127,26 @@ def test_an_unchanged_pass_opens_no_file(tmp_path: Path, monkeypatch: pytest.Mon
         assert opened == [trees.codex_subagent]
     finally:
         state.close()
+
+
+def test_a_compressed_rollout_past_what_its_header_says_is_skipped_saying_why(
+    tmp_path: Path,
+) -> None:
+    """Another agent's file, untrusted: an archived rollout whose first frame says its
+    size, then a frame of 2 KB that decompresses to 64 MB (hidden in what the first
+    frame's overhead may be) is not decompressed past the size said into the temp
+    dir: the sync skips it, saying why, and archives the others."""
+    trees = fake_home(tmp_path)
+    said = b"".join(b'{"n":%d,"t":"%s"}\n' % (i, os.urandom(40).hex().encode()) for i in range(500))
+    bomb = zstandard.ZstdCompressor().compress(b"\n" * 64 * 2**20)
+    crafted = trees.codex_archived.with_name(
+        "rollout-2025-01-03T00-00-00-0199b000-0000-7000-8000-00000000b0mb.jsonl.zst"
+    )
+    crafted.write_bytes(zstandard.ZstdCompressor().compress(said) + bomb)
+    done = sync(trees.home)
+    assert done.returncode == 0, done.stderr
+    assert f"{crafted}" in done.stderr and "frame header says (corrupt)" in done.stderr
+    mirrored = tree_bytes(mirror_of(default_archive(trees.home), tmp_path / "c").machine_dir("box"))
+    assert not [name for name in mirrored if "b0mb" in name]
+    stem = trees.codex_archived.name.removesuffix(".jsonl.zst")
+    assert [name for name in mirrored if stem in name]  # the others archived

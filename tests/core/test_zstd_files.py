@@ -7,13 +7,24 @@ daemon judges every session file by it (`file_text_size`: a plain file's size, a
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 from pathlib import Path
+from typing import Any
 
+import pytest
 import zstandard
 
-from core.zstd_files import ASSUMED_RATIO, file_text_size, text_size
+import core.zstd_files
+from core.safe_open import open_regular
+from core.zstd_files import (
+    ASSUMED_RATIO,
+    TextSize,
+    file_text_size,
+    text_size,
+    text_size_words,
+)
 
 TEXT = b"".join(
     b'{"type":"message","n":%d,"text":"the same words again"}\n' % n for n in range(5000)
@@ -84,3 +95,35 @@ def test_a_compressed_files_text_size_is_read_once_per_state(tmp_path: Path) -> 
     assert file_text_size(path, size, mtime_ns) == len(TEXT)  # remembered: no read
     now = path.stat()
     assert file_text_size(path, now.st_size, now.st_mtime_ns) == len(shorter)
+
+
+def test_a_header_that_could_not_be_read_is_guessed_and_not_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A passing failure (``EMFILE``: the daemon out of descriptors for a moment) gives
+    the ratio's guess that once; the next ask reads the header."""
+    path, size = written(tmp_path / "a.jsonl.zst", zstandard.ZstdCompressor().compress(TEXT))
+    mtime_ns = path.stat().st_mtime_ns
+    failures = [OSError(errno.EMFILE, "Too many open files")]
+
+    def failing_once(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return open_regular(*args, **kwargs)
+
+    monkeypatch.setattr(core.zstd_files, "open_regular", failing_once)
+    assert file_text_size(path, size, mtime_ns) == size * ASSUMED_RATIO
+    assert not failures
+    assert file_text_size(path, size, mtime_ns) == len(TEXT)
+
+
+def test_a_refusal_says_a_compressed_files_text_and_about_when_guessed() -> None:
+    """Decided by the suffix, as every refusal of a rendering says it: a plain file by
+    its size; a ``.zst`` by its text, "about" when not its header's."""
+    mb = 2**20
+    plain = text_size_words("s.jsonl", TextSize(64 * mb, True, 64 * mb))
+    assert plain == "the session file is 64 MB"
+    said = text_size_words("s.jsonl.zst", TextSize(64 * mb, True, mb))
+    assert said == "the compressed session file's text is 64 MB"
+    guessed = text_size_words("s.jsonl.zst", TextSize(20 * mb, False, mb))
+    assert guessed == "the compressed session file's text is about 20 MB"

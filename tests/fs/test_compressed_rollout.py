@@ -6,13 +6,14 @@ text (the frame header's content size, else 20 times the compressed size:
 ``entries/`` are read from an unnamed copy of the text in the cache dir, never from
 the text held in memory; its ``context.json`` is written by a render worker a message
 at a time; ``stats.json`` is ``EFBIG`` with the reason in ``ctl``. The bytes are those
-a mount that reads the text whole serves, and the daemon's peak RSS does not grow
-with the text."""
+a mount whose render limit is over the text serves (it reads the text whole: no copy
+in its cache dir), and the daemon's peak RSS does not grow with the text."""
 
 from __future__ import annotations
 
 import errno
 import os
+import random
 import subprocess
 from pathlib import Path
 
@@ -22,7 +23,9 @@ from support.long_codex_sessions import CWD
 from support.long_codex_sessions import SESSION_ID as CODEX_SESSION_ID
 from support.mount import Mount, MountFactory, run
 from support.other_agents import home_env, load_demo_agents
+from support.proc_status import status_mb
 
+from core.zstd_files import file_text_info
 from sessionfs.view.agent_sources import open_agent_file
 from sessionfs.view.renderings import render_source
 from sessionfs.view.session_cache import RENDER_LIMIT_ENV
@@ -37,13 +40,6 @@ CALLS = 250
 #: of the text: generous (~18 MB measured for 64 MB); read whole, the text is held
 #: twice at once (decompressed into a buffer, then copied), ~320 MB measured.
 GROWTH_FRACTION = 1.0
-
-
-def status_mb(pid: int, key: str) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError(f"no {key} in /proc/{pid}/status")
 
 
 def archived_rollout(home: Path, header_says_its_size: bool) -> tuple[Path, bytes]:
@@ -71,15 +67,15 @@ def archived_rollout(home: Path, header_says_its_size: bool) -> tuple[Path, byte
 
 
 def mounted(
-    tmp_path: Path, mount_factory: MountFactory, home: Path, name: str, limit: int | None
+    tmp_path: Path, mount_factory: MountFactory, home: Path, name: str, limit: int
 ) -> tuple[Mount, Path]:
-    """A mount of ``home``'s Codex dir (``limit``: the render limit; ``None``: the
-    default, over the text: read whole); (the mount, the rollout's dir in it)."""
+    """A mount of ``home``'s Codex dir (``limit``: the render limit, which is also
+    the whole-read limit: a text over it is decompressed into the cache dir, one under
+    it read whole); (the mount, the rollout's dir in it)."""
     agent = tmp_path / "xcsh"
     (agent / "sessions").mkdir(parents=True, exist_ok=True)
     env = home_env(home)
-    if limit is not None:
-        env[RENDER_LIMIT_ENV] = str(limit)
+    env[RENDER_LIMIT_ENV] = str(limit)
     cache = tmp_path / f"{name}.cache"
     mount = mount_factory(agent, "--agents", "codex", "--cache-dir", str(cache), name=name, env=env)
     return mount, mount.path / "agents" / "codex" / "by-id" / CODEX_SESSION_ID
@@ -136,15 +132,71 @@ def test_a_small_zst_of_a_big_text_is_not_read_whole_by_the_daemon(
         )
     assert os.strerror(errno.EFBIG).encode() in refused.value.stderr
     root_ctl = (mount.path / "ctl").read_text()
-    assert f"{CODEX_SESSION_ID}/stats.json: its text is" in root_ctl, root_ctl
+    about = "" if header_says_its_size else "about "  # (not said: the 20x guess)
+    said = f"stats.json: the compressed session file's text is {about}"
+    assert f"{CODEX_SESSION_ID}/{said}" in root_ctl, root_ctl
     grown_mb = status_mb(pid, "VmHWM") - before_mb
     assert grown_mb < GROWTH_FRACTION * len(text) / 2**20, (grown_mb, len(text) >> 20)
 
-    # The same bytes as a mount that reads the text whole and renders in memory.
+    # The same bytes as a mount that reads the text whole and renders in memory (its
+    # limit over the text, and over 20 times the compressed size: the default 53 MB
+    # is under this text, and would decompress it into the cache dir too).
     source = open_agent_file("codex", path)
     assert context == render_source(source, "context.json", path=path)
     assert transcript_tail == render_source(source, "transcript.md", path=path)[-300:]
     del source
-    _whole, reference = mounted(tmp_path, mount_factory, home, "whole", None)
+    whole, reference = mounted(tmp_path, mount_factory, home, "whole", 2 * len(text))
     assert entry_files(reference) == served
+    assert unnamed_copies(whole.process.pid, tmp_path / "whole.cache") == []
     assert path.read_bytes() == on_disk
+
+
+def test_a_zst_that_decompresses_past_what_its_header_says_is_refused(
+    tmp_path: Path, mount_factory: MountFactory
+) -> None:
+    """Another agent's archive, untrusted: a first frame that says its size (a short
+    rollout, its outputs random: they compress some 2 times), then a frame of a few KB
+    that decompresses to 64 MB (blank lines), hidden in what the first frame's overhead
+    may be. The daemon's copy into its cache dir stops at the size the header says:
+    ``ls entries/`` is ``EFBIG``, the root ``ctl`` says why; the render workers' copies
+    stop so too (``context.json``, ``transcript.md`` ``EFBIG``); nothing stays in the
+    cache dir, and the daemon goes on serving."""
+    home = tmp_path / "home"
+    demo = load_demo_agents()
+    lines = demo.CodexLines(1_780_000_000.0)
+    lines.session_meta(CODEX_SESSION_ID, CWD)
+    lines.turn_context(CWD)
+    rng = random.Random(0)
+    for i in range(20):
+        lines.message("user", f"prompt {i}")
+        lines.call(f"call_{i}", "shell", {"command": ["cat", "x"]}, rng.randbytes(1000).hex())
+    plain = demo.rollout_path(home / ".codex", 1_780_000_000.0, CODEX_SESSION_ID, True)
+    said = demo.write_lines(plain, lines.lines).read_bytes()
+    path = plain.with_name(plain.name + ".zst")
+    bomb = zstandard.ZstdCompressor().compress(b"\n" * 64 * 2**20)
+    path.write_bytes(zstandard.ZstdCompressor().compress(said) + bomb)
+    plain.unlink()
+    st = path.stat()
+    text = file_text_info(path, st.st_size, st.st_mtime_ns)
+    assert text.said and text.size == len(said) < st.st_size * 64  # the header believed
+    mount, session = mounted(tmp_path, mount_factory, home, "mnt", len(said) // 2)
+    assert run("ls", session.parent).split() == [CODEX_SESSION_ID]
+
+    with pytest.raises(subprocess.CalledProcessError) as refused:
+        subprocess.run(
+            ["ls", str(session / "entries")], capture_output=True, check=True, timeout=60
+        )
+    assert os.strerror(errno.EFBIG).encode() in refused.value.stderr
+    root_ctl = (mount.path / "ctl").read_text()
+    why = f"text is more than the {len(said):,} bytes its frame header says (corrupt)"
+    assert f"{CODEX_SESSION_ID}/{path.name}: the compressed session file's {why}" in root_ctl
+    for rendering in ("context.json", "transcript.md"):  # (a render worker's: the same)
+        with pytest.raises(subprocess.CalledProcessError) as refused:
+            subprocess.run(
+                ["cat", str(session / rendering)], capture_output=True, check=True, timeout=60
+            )
+        assert os.strerror(errno.EFBIG).encode() in refused.value.stderr, rendering
+    cache = tmp_path / "mnt.cache"
+    assert unnamed_copies(mount.process.pid, cache) == []
+    assert [p for p in cache.iterdir() if p.is_file()] == []
+    assert run("ls", mount.path / "agents").split() and mount.alive()

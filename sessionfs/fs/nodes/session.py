@@ -14,7 +14,7 @@ from typing import Any, ClassVar, TypeVar
 import trio
 
 from core.session_stat import session_stat
-from core.zstd_files import file_text_size
+from core.zstd_files import ZSTD_SUFFIX
 from sessionfs.fs.nodes.artifacts import ArtifactsDir, has_artifacts_dir
 from sessionfs.fs.nodes.base import (
     DROPBOX,
@@ -310,9 +310,20 @@ class ContextFile(TranscriptFile):
         found = super().unloaded_file()
         if found is None:
             return None
-        path, identity = found  # a compressed file by its text (its header read once)
-        text_size = file_text_size(path, identity.size, identity.mtime_ns)
-        if text_size <= self.ctx.sessions.largest_renderable():
+        path, identity = found
+        size = identity.size
+        if path.name.endswith(ZSTD_SUFFIX):
+            # A compressed file by its text, as the listing learnt it (in its thread:
+            # this is the event loop, asked at every stat); not learnt for the file as
+            # it is now (changed since), the loaded path answers, in a thread.
+            ref = self.ctx.index.session_if_known(self.project, self.stem)
+            text = None
+            if isinstance(ref, SessionRef):
+                text = ref.text_if_known(identity.size, identity.mtime_ns)
+            if text is None:
+                return None
+            size = text.size
+        if size <= self.ctx.sessions.largest_renderable():
             return None
         return found
 

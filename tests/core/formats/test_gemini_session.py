@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from support import gemini_cli as gc
+from support.traced_memory import traced
 
 from core.formats import gemini as gemini_module
 from core.formats.gemini import GeminiDocumentSession, GeminiSession, open_gemini_session
@@ -161,6 +162,21 @@ def test_half_written_or_too_big_document(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(gemini_module, "DOCUMENT_LIMIT", 10)
     big = GeminiDocumentSession(gc.write_document(tmp_path / "session-big.json", []))
     assert len(big) == 0 and "not parsed" in big.header()["unreadable"]
+
+
+def test_a_document_costs_no_more_than_it_counts(tmp_path: Path) -> None:
+    """What an older document's reader holds (tracemalloc) is within its
+    `memory_cost`, which the session cache budgets by: each record's bytes in a
+    buffer of their length (orjson's own held 4 KiB each: ~4,500 bytes a record held,
+    870 counted) and `GeminiDocumentSession.LINE_INDEX_BYTES` a record besides."""
+    messages = []
+    for i in range(2000):
+        messages.append(gc.user(f"u{i}", f"prompt {i}", i))
+        messages.append(gc.gemini(f"g{i}", f"answer {i}", i, tokens=gc.tokens(3, 1)))
+    file = gc.write_document(tmp_path / "session-old.json", messages)
+    document, held, _ = traced(lambda: GeminiDocumentSession(file))
+    assert len(document) == len(messages) + 1
+    assert held <= document.memory_cost(), (held / len(document), document.memory_cost())
 
 
 def test_listing_projects_documents_and_sub_agents(tmp_path: Path) -> None:

@@ -6,19 +6,29 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zstandard
 
+import core.formats.lines
+import core.zstd_files
 from core.formats.lines import (
     LineFile,
     decompressing_into,
     read_zstd_prefix,
     set_whole_read_limit,
 )
-from core.zstd_files import ASSUMED_RATIO, NotZstdData
+from core.zstd_files import (
+    ASSUMED_RATIO,
+    NotZstdData,
+    TextPastItsBound,
+    file_text_info,
+    read_chunks,
+)
 
 
 def _numbers_and_objects(lines: list) -> list[tuple[int, object]]:
@@ -156,3 +166,57 @@ def test_a_small_zst_of_a_text_over_the_limit_is_not_read_whole(
     finally:
         set_whole_read_limit(None)
         decompressing_into(held_dir)
+
+
+@pytest.mark.parametrize("into", ["a dir", "memory"])
+@pytest.mark.parametrize("header", ["lying", "unsaid"])
+def test_a_zst_that_expands_past_its_bound_is_refused_and_nothing_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, header: str, into: str
+) -> None:
+    """Another agent's file, untrusted: a first frame that says its size (200 KB of
+    lines that compress some 2 times), then one of 16 MB that compresses to a few KB,
+    hidden in what the first frame's overhead may be, so the header is taken at its
+    word; or (``unsaid``) a frame that says no size, past the ceiling (made 1 MB
+    here: `MOST_UNSAID`, and `MOST_RATIO` 2). Decompressed into the dir set or read
+    whole, the copy stops at the bound with ``EFBIG`` saying why, and nothing is left
+    in the dir."""
+    rng = random.Random(0)
+    said = b"".join(
+        b'{"n":%d,"t":"%s"}\n' % (i, rng.randbytes(40).hex().encode()) for i in range(2000)
+    )
+    bomb = b'{"type":"filler","text":"again and again"}\n' * (16 * 2**20 // 42)
+    if header == "lying":
+        data = zstandard.ZstdCompressor().compress(said) + zstandard.ZstdCompressor().compress(bomb)
+        most = len(said)
+    else:
+        monkeypatch.setattr(core.zstd_files, "MOST_RATIO", 2)
+        monkeypatch.setattr(core.zstd_files, "MOST_UNSAID", 2**20)
+        data = zstandard.ZstdCompressor(write_content_size=False).compress(said + bomb)
+        most = 2**20
+    path = tmp_path / "s.jsonl.zst"
+    path.write_bytes(data)
+    st = path.stat()
+    text = file_text_info(path, st.st_size, st.st_mtime_ns)
+    assert text.most == most and text.said == (header == "lying")
+    out: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Iterator[bytes]:
+        for chunk in read_chunks(*args, **kwargs):
+            out.append(len(chunk))
+            yield chunk
+
+    monkeypatch.setattr(core.formats.lines, "read_chunks", counted)
+    spill = tmp_path / "cache"
+    set_whole_read_limit(0 if into == "a dir" else None)
+    held_dir = decompressing_into(str(spill))
+    try:
+        with pytest.raises(TextPastItsBound) as refused:
+            LineFile(path).load()
+    finally:
+        set_whole_read_limit(None)
+        decompressing_into(held_dir)
+    assert refused.value.errno == errno.EFBIG
+    why = "frame header says (corrupt)" if header == "lying" else "a decompression bomb"
+    assert why in str(refused.value), refused.value
+    assert sum(out) <= most  # what came out before the refusal: at most the bound
+    assert not spill.exists() or list(spill.iterdir()) == []
