@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "context_json",
+    "index_flags",
     "pretty_json",
     "pretty_json_size",
     "source_tree_text",
@@ -441,12 +442,19 @@ def tree_text(
     return _tree_lines(roots, lambda node: node["children"], describe)
 
 
+def index_flags(count: int, indexes: Iterable[int]) -> bytearray:
+    """A flag for each of ``count`` entries, set for ``indexes``: a byte an entry
+    rather than a set of ints (the path of a 200,000-entry chain is every entry)."""
+    flags = bytearray(count)
+    for index in indexes:
+        flags[index] = 1
+    return flags
+
+
 def source_tree_text(source: SessionSource) -> bytes:
     """``tree.txt`` of any agent's session (`SessionSource`): the same lines as
     `tree_text`, with the entry names ``entries/`` shows before encoding."""
-    on_path = bytearray(len(source))  # a flag an entry, not a set of them
-    for index in source.path_indexes():
-        on_path[index] = 1
+    on_path = index_flags(len(source), source.path_indexes())
     labels = source.labels()
 
     def describe(index: int) -> str:
