@@ -503,12 +503,6 @@ class SessionSource(ABC):
         """Root -> leaf, the entries ``path/`` shows (cycle-safe)."""
         return self.forest().path_to(self.leaf_index())
 
-    def children_indexes(self, index: int | None) -> list[int]:
-        """Children of entry ``index`` (``None``: the roots) in ``tree.txt`` order:
-        oldest first, file order on equal times; roots in file order."""
-        forest = self.forest()
-        return list(forest.roots if index is None else forest.children[index])
-
     def leaf_name(self) -> str | None:
         leaf = self.leaf_index()
         return None if leaf is None else self.entry_name(leaf)

@@ -23,16 +23,16 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any, Protocol
 
-from core.context import build_session_context, messages_with_sources, path_to_root
+from core.context import build_session_context, messages_with_sources
 from core.entry_text import describe_entry, kind_of
 from core.formats.base import SessionSource, TranscriptMessage
 from core.formats.grown_bytes import GrownBytes
 from core.formats.xcsh_file import CompactSession, FileLines, read_file
 from core.persist import blob_refs_in
 from core.safe_open import PathArg
-from core.tree import add_usage, build_tree, empty_usage, leaf_count, tree_depth, usage_totals
+from core.tree import add_usage, empty_usage, usage_totals
 
-__all__ = ["XcshIndex", "XcshReads", "XcshSession", "by_id_of", "session_stats"]
+__all__ = ["XcshIndex", "XcshReads", "XcshSession", "by_id_of"]
 
 Entry = dict[str, Any]
 
@@ -75,36 +75,6 @@ class XcshIndex(Protocol):
     def path_indexes(self, leaf_id: str | None) -> list[int]: ...
     def catch_up(self, path: PathArg) -> int | None: ...
     def memory_cost(self) -> int: ...
-
-
-def session_stats(
-    entries: Sequence[Entry],
-    leaf_id: str | None,
-    by_id: Mapping[str, Entry],
-    usage: Mapping[str, Any] | None,
-) -> dict[str, Any]:
-    """An xcsh session's ``stats.json`` object from its entries parsed, by core's own
-    tree (`build_tree`) and path (`path_to_root`): the definition `XcshReads.stats`
-    computes without them (tests/view/test_xcsh_stats.py holds the two
-    equal)."""
-    by_type = Counter(str(e.get("type", "?")) for e in entries)
-    by_role = Counter(
-        str(e["message"].get("role", "?"))
-        for e in entries
-        if e.get("type") == "message" and isinstance(e.get("message"), dict)
-    )
-    roots = build_tree(entries)
-    return {
-        "entries": len(entries),
-        "byType": dict(sorted(by_type.items())),
-        "byRole": dict(sorted(by_role.items())),
-        "leafCount": leaf_count(roots),
-        "roots": len(roots),
-        "depth": tree_depth(roots),
-        "leafId": leaf_id,
-        "pathLength": len(path_to_root(leaf_id, by_id)),
-        "usage": dict(usage) if usage is not None else None,
-    }
 
 
 def _compact_index(path: PathArg, whole_up_to: int | None = None) -> XcshIndex:
@@ -178,7 +148,9 @@ class XcshReads(SessionSource):
         return usage_totals(self._parsed()[0])
 
     def stats(self) -> dict[str, Any]:
-        """`session_stats`'s object, the tree's figures from the `forest` (three
+        """``stats.json``'s object (defined over the entries parsed by core's tree of
+        entries and ``path_to_root``: tests/support/stats_reference.py, held equal in
+        tests/view/test_xcsh_stats.py), the tree's figures from the `forest` (three
         arrays: `SessionSource._stats_with`) and the rest from one pass over the
         entries (`entry_views`: each parsed in turn and let go, unless `parsed_once`
         holds them), with no object per entry kept to the end: a 200,000-entry

@@ -1,5 +1,5 @@
-"""Renderings of core objects for people: pretty JSON, Markdown transcript, tree text,
-stats, ``key: value`` status. Pure functions over plain dicts; no FUSE, no I/O.
+"""Renderings of core objects for people: pretty JSON (``stats.json`` too), Markdown
+transcript, tree text, ``key: value`` status. Pure functions over plain dicts; no FUSE, no I/O.
 
 Every rendering returns the exact bytes a file shows, so ``st_size`` can be the
 length of the same bytes ``read`` returns.
@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from core.blobs import parse_blob_ref
 from core.context import path_to_root
 from core.entry_text import describe_entry, kind_of, one_line
-from core.formats.xcsh import session_stats
 from core.jsonl import dumps_line, dumps_pretty
 
 if TYPE_CHECKING:
@@ -31,7 +30,6 @@ __all__ = [
     "pretty_json",
     "pretty_json_size",
     "source_tree_text",
-    "stats_json",
     "status_text",
     "title_text",
     "transcript_md",
@@ -468,15 +466,3 @@ def source_tree_text(source: SessionSource) -> bytes:
 
     forest = source.forest()  # (its families read where they lie: no copy of each)
     return _tree_lines(forest.roots, forest.children.__getitem__, describe)
-
-
-# --- stats.json ---------------------------------------------------------------------
-
-
-def stats_json(
-    entries: Sequence[Entry],
-    leaf_id: str | None,
-    by_id: Mapping[str, Entry],
-    usage: Mapping[str, Any] | None,
-) -> bytes:
-    return pretty_json(session_stats(entries, leaf_id, by_id, usage))

@@ -1,7 +1,8 @@
 """``stats.json`` and ``tree.txt`` of an xcsh session made from the session's `Forest`
 (three arrays) and one pass over the entries (`XcshReads.stats`,
 `render.source_tree_text`) are the bytes core's definitions give from every entry
-parsed: `session_stats` (core's tree of entries, ``path_to_root``) and
+parsed: `support.stats_reference.session_stats` (core's tree of entries,
+``path_to_root``) and
 `render.tree_text` (``build_tree``) -- over random sessions with branches, parent
 cycles, orphans and entries without a parent or an id, repeated ids, labels set and
 cleared, compactions, odd types and roles, and lines that are no entry; read compact
@@ -19,10 +20,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from support.fixture_paths import fixture_files
+from support.stats_reference import session_stats
 
 from core import SessionManager
 from core.context import path_to_root
-from core.formats.xcsh import XcshReads, XcshSession, by_id_of, session_stats
+from core.formats.xcsh import XcshReads, XcshSession, by_id_of
 from core.formats.xcsh_file import CompactSession, read_file
 from core.formats.xcsh_parsed import ManagerSource
 from core.tree import build_tree, usage_totals

@@ -7,9 +7,10 @@ import base64
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.stats_reference import leaf_count, tree_depth
 
 from core.formats.base import Forest, image_marker
-from core.tree import build_tree, leaf_count, tree_depth
+from core.tree import build_tree
 
 
 def test_forest_matches_core_tree_rules() -> None:
