@@ -77,6 +77,19 @@ class XcshIndex(Protocol):
     def memory_cost(self) -> int: ...
 
 
+def _entry_type(entry: Mapping[str, Any]) -> str:
+    """What ``byType`` counts for an xcsh entry (`XcshReads.entry_type`)."""
+    return str(entry.get("type", "?"))
+
+
+def _entry_role(entry: Mapping[str, Any]) -> str | None:
+    """What ``byRole`` counts for an xcsh entry (`XcshReads.entry_role`)."""
+    message = entry.get("message")
+    if entry.get("type") == "message" and isinstance(message, dict):
+        return str(message.get("role", "?"))
+    return None
+
+
 def _compact_index(path: PathArg, whole_up_to: int | None = None) -> XcshIndex:
     return CompactSession.build(*read_file(path, whole_up_to), keep_entries=False)[0]
 
@@ -161,12 +174,10 @@ class XcshReads(SessionSource):
         usage = self._usage_known()
         adding = empty_usage() if usage is None else None
         for entry in self.entry_views():
-            kind = entry.get("type", "?")
-            by_type[str(kind)] += 1
-            if kind == "message":
-                message = entry.get("message")
-                if isinstance(message, dict):
-                    by_role[str(message.get("role", "?"))] += 1
+            by_type[_entry_type(entry)] += 1
+            role = _entry_role(entry)
+            if role is not None:
+                by_role[role] += 1
             if adding is not None:
                 add_usage(adding, entry)
         total = dict(usage) if usage is not None else adding
@@ -199,14 +210,10 @@ class XcshReads(SessionSource):
         return str(self._id(index))
 
     def entry_type(self, index: int) -> str:
-        return str(self.entry_view(index).get("type", "?"))
+        return _entry_type(self.entry_view(index))
 
     def entry_role(self, index: int) -> str | None:
-        entry = self.entry_view(index)
-        message = entry.get("message")
-        if entry.get("type") == "message" and isinstance(message, dict):
-            return str(message.get("role", "?"))
-        return None
+        return _entry_role(self.entry_view(index))
 
     def entry_kind(self, index: int) -> str:
         return kind_of(self.entry_view(index))
