@@ -266,7 +266,7 @@ class Children(Sequence[list[int]]):
         # Each entry put at its family's next free place, in file order (a counting
         # sort: no list of every index, as a sort by parent would make).
         free = starts[:-1]
-        kids = array("q", bytes(8 * starts[count]))
+        kids = array("q", [0]) * starts[count]
         for index, parent in enumerate(parent_of):
             if parent != ROOT:
                 kids[free[parent]] = index
