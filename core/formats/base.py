@@ -135,6 +135,8 @@ class _ByIndex(Sequence[_T]):
     def __getitem__(self, index: int | slice) -> _T | list[_T]:
         if isinstance(index, slice):
             return [self._value(at) for at in range(self._count)[index]]
+        if index < 0:  # from the end, as any sequence
+            index += self._count
         if not 0 <= index < self._count:
             raise IndexError(index)
         return self._value(index)
