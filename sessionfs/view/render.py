@@ -464,5 +464,7 @@ def source_tree_text(source: SessionSource) -> bytes:
         label = labels.get(source.entry_name(index))
         return f"{line} [{label}]" if label else line
 
-    forest = source.forest()  # (its families read where they lie: no copy of each)
+    # (each family copied out of the forest's array as it is reached: a list of one
+    # family at a time, none of every entry's children)
+    forest = source.forest()
     return _tree_lines(forest.roots, forest.children.__getitem__, describe)
