@@ -180,12 +180,13 @@ class XcshReads(SessionSource):
                 by_role[role] += 1
             if adding is not None:
                 add_usage(adding, entry)
-        total = dict(usage) if usage is not None else adding
+        total = usage if usage is not None else adding
         return self._stats_with(by_type, by_role, self._leaf_id(), total)
 
-    def _usage_known(self) -> Mapping[str, Any] | None:
-        """``usage`` when it is known without adding up the entries (``None``: `stats`
-        adds it up in its pass)."""
+    def _usage_known(self) -> dict[str, Any] | None:
+        """``usage`` when it is known without adding up the entries, a dict of the
+        caller's own (``stats.json`` keeps it); ``None``: `stats` adds it up in its
+        pass."""
         return None
 
     @property
