@@ -5,9 +5,11 @@ The session is held as its file's bytes plus a per-entry index --
 parsed from its line when asked). This module reads that index through `XcshIndex`
 and answers everything a session dir shows with core's own rules:
 ``build_session_context`` / ``context_sources`` for ``context.json`` and
-``transcript.md``, ``core.tree`` for the tree, stats and usage, ``core.entry_text``
-for ``tree.txt``'s words. The renderings are byte-for-byte those the mount made
-before (tests/core/formats/test_xcsh_session.py).
+``transcript.md``, ``core.tree`` for usage (and, through the index, labels),
+``core.entry_text`` for ``tree.txt``'s words. The tree and ``stats.json``'s figures of
+it come from `Forest` (`SessionSource.forest`, core.tree's rules over indexes), held
+to core's tree of entries by tests/view/test_xcsh_stats.py. The renderings are
+byte-for-byte those the mount made before (tests/core/formats/test_xcsh_session.py).
 
 Names: an entry's name is its ``id`` ('' for an entry without one; an id may repeat --
 the view's file names add ``~2``, ``~3``, as ``entries/`` always has); `index_of`
