@@ -79,17 +79,15 @@ class XcshIndex(Protocol):
     def memory_cost(self) -> int: ...
 
 
-def _entry_type(entry: Mapping[str, Any]) -> str:
-    """What ``byType`` counts for an xcsh entry (`XcshReads.entry_type`)."""
-    return str(entry.get("type", "?"))
-
-
-def _entry_role(entry: Mapping[str, Any]) -> str | None:
-    """What ``byRole`` counts for an xcsh entry (`XcshReads.entry_role`)."""
+def _type_and_role(entry: Mapping[str, Any]) -> tuple[str, str | None]:
+    """What ``byType`` and ``byRole`` count for an xcsh entry (`XcshReads.entry_type`,
+    `XcshReads.entry_role`; ``None``: no message); one call for both, as `stats`
+    reads them of every entry."""
+    kind = entry.get("type", "?")
     message = entry.get("message")
-    if entry.get("type") == "message" and isinstance(message, dict):
-        return str(message.get("role", "?"))
-    return None
+    if kind == "message" and isinstance(message, dict):
+        return "message", str(message.get("role", "?"))
+    return str(kind), None
 
 
 def _compact_index(path: PathArg, whole_up_to: int | None = None) -> XcshIndex:
@@ -176,8 +174,8 @@ class XcshReads(SessionSource):
         usage = self._usage_known()
         adding = empty_usage() if usage is None else None
         for entry in self.entry_views():
-            by_type[_entry_type(entry)] += 1
-            role = _entry_role(entry)
+            kind, role = _type_and_role(entry)
+            by_type[kind] += 1
             if role is not None:
                 by_role[role] += 1
             if adding is not None:
@@ -213,10 +211,10 @@ class XcshReads(SessionSource):
         return str(self._id(index))
 
     def entry_type(self, index: int) -> str:
-        return _entry_type(self.entry_view(index))
+        return _type_and_role(self.entry_view(index))[0]
 
     def entry_role(self, index: int) -> str | None:
-        return _entry_role(self.entry_view(index))
+        return _type_and_role(self.entry_view(index))[1]
 
     def entry_kind(self, index: int) -> str:
         return kind_of(self.entry_view(index))
