@@ -424,6 +424,10 @@ def tree_text(
     A chain stays at one depth and only forks indent (``+`` marks the first entry of
     each branch), so a 100,000-entry linear session is not 100,000 levels deep; the
     indentation is capped (`_indent`).
+
+    No view calls it: every session's ``tree.txt`` is `source_tree_text`. It is the
+    definition over core's tree of entries that one is held to
+    (tests/view/test_xcsh_stats.py), kept here beside the line making both share.
     """
     on_path = {id(e) for e in path_to_root(leaf_id, by_id)}
 
