@@ -468,7 +468,7 @@ class SessionManager:
 
     def get_usage_statistics(self) -> dict[str, float]:
         """Token and cost totals over every assistant message of the session, plus the
-        sub-agent usage `task` tool results report."""
+        sub-agent usage `task` tool results report (a new dict each call)."""
         with self.lock:
             return self._state.usage_statistics()
 

@@ -23,9 +23,7 @@ __all__ = [
     "empty_usage",
     "is_assistant_message",
     "last_id",
-    "leaf_count",
     "parent_of",
-    "tree_depth",
     "usage_totals",
 ]
 
@@ -208,28 +206,3 @@ def build_tree(entries: Sequence[Entry], labels: Mapping[str, str] | None = None
         if len(node["children"]) > 1:
             node["children"].sort(key=_timestamp_sort_key)
     return roots
-
-
-def tree_depth(roots: Sequence[TreeNode]) -> int:
-    """Entries on the longest root -> leaf path of the forest (0 when empty)."""
-    deepest = 0
-    stack = [(root, 1) for root in roots]
-    while stack:
-        node, depth = stack.pop()
-        deepest = max(deepest, depth)
-        stack.extend((kid, depth + 1) for kid in node["children"])
-    return deepest
-
-
-def leaf_count(roots: Sequence[TreeNode]) -> int:
-    """Nodes of the forest without children (the tips of its branches)."""
-    count = 0
-    stack = list(roots)
-    while stack:
-        node = stack.pop()
-        kids = node["children"]
-        if kids:
-            stack.extend(kids)
-        else:
-            count += 1
-    return count

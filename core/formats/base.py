@@ -51,9 +51,7 @@ from typing import Any, Final, TypeVar, overload
 
 __all__ = [
     "AGENTS",
-    "ROOT",
     "AgentName",
-    "ByIndex",
     "Forest",
     "SessionSource",
     "TranscriptMessage",
@@ -116,10 +114,10 @@ def _base64_size(text: str) -> int:
 
 
 #: `Forest.parent_of` of a root
-ROOT: Final = -1
+_ROOT: Final = -1
 
 
-class ByIndex(Sequence[_T]):
+class _ByIndex(Sequence[_T]):
     """A sequence of ``count`` values computed when read (``value(index)``): what
     `Forest` reads of each entry, without a list of them all."""
 
@@ -137,6 +135,8 @@ class ByIndex(Sequence[_T]):
     def __getitem__(self, index: int | slice) -> _T | list[_T]:
         if isinstance(index, slice):
             return [self._value(at) for at in range(self._count)[index]]
+        if index < 0:  # from the end, as any sequence
+            index += self._count
         if not 0 <= index < self._count:
             raise IndexError(index)
         return self._value(index)
@@ -159,9 +159,9 @@ class Forest:
     def __init__(self, parents: Sequence[int | None], times: Sequence[int | None]) -> None:
         """``parents``: each entry's tree parent (read once, in order); ``times``: each
         entry's time in ms, read only for entries that have siblings (both may be
-        computed on access: `SessionSource.forest` passes `ByIndex`)."""
+        computed on access: `SessionSource.forest` passes `_ByIndex`)."""
         count = len(parents)
-        parent_of = array("q", [ROOT]) * count
+        parent_of = array("q", [_ROOT]) * count
         roots: list[int] = []
         for index, parent in enumerate(parents):
             if parent is None or parent == index or not 0 <= parent < count:
@@ -174,14 +174,14 @@ class Forest:
             for index in range(count):
                 if reached[index]:
                     continue
-                parent_of[index] = ROOT  # a cycle: cut here, a root
+                parent_of[index] = _ROOT  # a cycle: cut here, a root
                 roots.append(index)
                 self._reach([index], children, parent_of, reached, cut=True)
             children = Children.of(parent_of)  # without the links cut
         children.sort_families(times)
         self.children = children
         self.roots = roots
-        #: each entry's parent, `ROOT` for a root (`parent` reads it as ``None``)
+        #: each entry's parent, -1 (`_ROOT`) for a root (`parent` reads it as ``None``)
         self.parent_of = parent_of
 
     @staticmethod
@@ -224,7 +224,7 @@ class Forest:
     def parent(self, index: int) -> int | None:
         """Entry ``index``'s parent (``None``: a root)."""
         parent = self.parent_of[index]
-        return None if parent == ROOT else parent
+        return None if parent == _ROOT else parent
 
     def tip_count(self) -> int:
         """Entries without children (an empty family: it starts where the next does)."""
@@ -238,7 +238,7 @@ class Forest:
             return path
         parent_of = self.parent_of
         current = index
-        while current != ROOT:
+        while current != _ROOT:
             path.append(current)
             current = parent_of[current]
         path.reverse()
@@ -260,15 +260,15 @@ class Children(Sequence[list[int]]):
         count = len(parent_of)
         sizes = array("q", [0]) * (count + 1)
         for parent in parent_of:
-            sizes[parent + 1] += 1  # (a root's ROOT counts at 0, set to 0 next)
+            sizes[parent + 1] += 1  # (a root's _ROOT counts at 0, set to 0 next)
         sizes[0] = 0
         starts = array("q", accumulate(sizes))
         # Each entry put at its family's next free place, in file order (a counting
         # sort: no list of every index, as a sort by parent would make).
         free = starts[:-1]
-        kids = array("q", bytes(8 * starts[count]))
+        kids = array("q", [0]) * starts[count]
         for index, parent in enumerate(parent_of):
-            if parent != ROOT:
+            if parent != _ROOT:
                 kids[free[parent]] = index
                 free[parent] += 1
         return cls(starts, kids)
@@ -495,19 +495,13 @@ class SessionSource(ABC):
             count = len(self)
             # (read as the forest is made: no list of every entry's parent and time)
             self._forest = Forest(
-                ByIndex(count, self.parent_index), ByIndex(count, self.entry_time_ms)
+                _ByIndex(count, self.parent_index), _ByIndex(count, self.entry_time_ms)
             )
         return self._forest
 
     def path_indexes(self) -> list[int]:
         """Root -> leaf, the entries ``path/`` shows (cycle-safe)."""
         return self.forest().path_to(self.leaf_index())
-
-    def children_indexes(self, index: int | None) -> list[int]:
-        """Children of entry ``index`` (``None``: the roots) in ``tree.txt`` order:
-        oldest first, file order on equal times; roots in file order."""
-        forest = self.forest()
-        return list(forest.roots if index is None else forest.children[index])
 
     def leaf_name(self) -> str | None:
         leaf = self.leaf_index()

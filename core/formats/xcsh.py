@@ -5,9 +5,11 @@ The session is held as its file's bytes plus a per-entry index --
 parsed from its line when asked). This module reads that index through `XcshIndex`
 and answers everything a session dir shows with core's own rules:
 ``build_session_context`` / ``context_sources`` for ``context.json`` and
-``transcript.md``, ``core.tree`` for the tree, stats and usage, ``core.entry_text``
-for ``tree.txt``'s words. The renderings are byte-for-byte those the mount made
-before (tests/core/formats/test_xcsh_session.py).
+``transcript.md``, ``core.tree`` for usage (and, through the index, labels),
+``core.entry_text`` for ``tree.txt``'s words. The tree and ``stats.json``'s figures of
+it come from `Forest` (`SessionSource.forest`, core.tree's rules over indexes), held
+to core's tree of entries by tests/view/test_xcsh_stats.py. The renderings are
+byte-for-byte those the mount made before (tests/core/formats/test_xcsh_session.py).
 
 Names: an entry's name is its ``id`` ('' for an entry without one; an id may repeat --
 the view's file names add ``~2``, ``~3``, as ``entries/`` always has); `index_of`
@@ -23,16 +25,16 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any, Protocol
 
-from core.context import build_session_context, messages_with_sources, path_to_root
+from core.context import build_session_context, messages_with_sources
 from core.entry_text import describe_entry, kind_of
 from core.formats.base import SessionSource, TranscriptMessage
 from core.formats.grown_bytes import GrownBytes
 from core.formats.xcsh_file import CompactSession, FileLines, read_file
 from core.persist import blob_refs_in
 from core.safe_open import PathArg
-from core.tree import add_usage, build_tree, empty_usage, leaf_count, tree_depth, usage_totals
+from core.tree import add_usage, empty_usage, usage_totals
 
-__all__ = ["XcshIndex", "XcshReads", "XcshSession", "by_id_of", "session_stats"]
+__all__ = ["XcshIndex", "XcshReads", "XcshSession", "by_id_of"]
 
 Entry = dict[str, Any]
 
@@ -77,34 +79,15 @@ class XcshIndex(Protocol):
     def memory_cost(self) -> int: ...
 
 
-def session_stats(
-    entries: Sequence[Entry],
-    leaf_id: str | None,
-    by_id: Mapping[str, Entry],
-    usage: Mapping[str, Any] | None,
-) -> dict[str, Any]:
-    """An xcsh session's ``stats.json`` object from its entries parsed, by core's own
-    tree (`build_tree`) and path (`path_to_root`): the definition `XcshReads.stats`
-    computes without them (tests/view/test_xcsh_stats.py holds the two
-    equal)."""
-    by_type = Counter(str(e.get("type", "?")) for e in entries)
-    by_role = Counter(
-        str(e["message"].get("role", "?"))
-        for e in entries
-        if e.get("type") == "message" and isinstance(e.get("message"), dict)
-    )
-    roots = build_tree(entries)
-    return {
-        "entries": len(entries),
-        "byType": dict(sorted(by_type.items())),
-        "byRole": dict(sorted(by_role.items())),
-        "leafCount": leaf_count(roots),
-        "roots": len(roots),
-        "depth": tree_depth(roots),
-        "leafId": leaf_id,
-        "pathLength": len(path_to_root(leaf_id, by_id)),
-        "usage": dict(usage) if usage is not None else None,
-    }
+def _type_and_role(entry: Mapping[str, Any]) -> tuple[str, str | None]:
+    """What ``byType`` and ``byRole`` count for an xcsh entry (`XcshReads.entry_type`,
+    `XcshReads.entry_role`; ``None``: no message); one call for both, as `stats`
+    reads them of every entry."""
+    kind = entry.get("type", "?")
+    message = entry.get("message")
+    if kind == "message" and isinstance(message, dict):
+        return "message", str(message.get("role", "?"))
+    return str(kind), None
 
 
 def _compact_index(path: PathArg, whole_up_to: int | None = None) -> XcshIndex:
@@ -178,7 +161,9 @@ class XcshReads(SessionSource):
         return usage_totals(self._parsed()[0])
 
     def stats(self) -> dict[str, Any]:
-        """`session_stats`'s object, the tree's figures from the `forest` (three
+        """``stats.json``'s object (defined over the entries parsed by core's tree of
+        entries and ``path_to_root``: tests/support/stats_reference.py, held equal in
+        tests/view/test_xcsh_stats.py), the tree's figures from the `forest` (three
         arrays: `SessionSource._stats_with`) and the rest from one pass over the
         entries (`entry_views`: each parsed in turn and let go, unless `parsed_once`
         holds them), with no object per entry kept to the end: a 200,000-entry
@@ -189,20 +174,19 @@ class XcshReads(SessionSource):
         usage = self._usage_known()
         adding = empty_usage() if usage is None else None
         for entry in self.entry_views():
-            kind = entry.get("type", "?")
-            by_type[str(kind)] += 1
-            if kind == "message":
-                message = entry.get("message")
-                if isinstance(message, dict):
-                    by_role[str(message.get("role", "?"))] += 1
+            kind, role = _type_and_role(entry)
+            by_type[kind] += 1
+            if role is not None:
+                by_role[role] += 1
             if adding is not None:
                 add_usage(adding, entry)
-        total = dict(usage) if usage is not None else adding
+        total = usage if usage is not None else adding
         return self._stats_with(by_type, by_role, self._leaf_id(), total)
 
-    def _usage_known(self) -> Mapping[str, Any] | None:
-        """``usage`` when it is known without adding up the entries (``None``: `stats`
-        adds it up in its pass)."""
+    def _usage_known(self) -> dict[str, Any] | None:
+        """``usage`` when it is known without adding up the entries, a dict of the
+        caller's own (``stats.json`` keeps it); ``None``: `stats` adds it up in its
+        pass."""
         return None
 
     @property
@@ -227,14 +211,10 @@ class XcshReads(SessionSource):
         return str(self._id(index))
 
     def entry_type(self, index: int) -> str:
-        return str(self.entry_view(index).get("type", "?"))
+        return _type_and_role(self.entry_view(index))[0]
 
     def entry_role(self, index: int) -> str | None:
-        entry = self.entry_view(index)
-        message = entry.get("message")
-        if entry.get("type") == "message" and isinstance(message, dict):
-            return str(message.get("role", "?"))
-        return None
+        return _type_and_role(self.entry_view(index))[1]
 
     def entry_kind(self, index: int) -> str:
         return kind_of(self.entry_view(index))

@@ -86,10 +86,11 @@ class ManagerSource(XcshReads):
         return self._held()[index].get("parentId")
 
     def usage(self) -> dict[str, Any]:
-        return dict(self.manager.get_usage_statistics())
+        # (the manager keeps its totals and hands out a copy of them: the one copy)
+        return self.manager.get_usage_statistics()
 
     def _usage_known(self) -> dict[str, Any]:
-        return self.usage()  # (the manager keeps its totals)
+        return self.usage()
 
     def catch_up(self) -> bool:
         found = self.manager.catch_up()  # > 0: entries appended; < 0: read again whole

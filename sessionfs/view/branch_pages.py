@@ -13,6 +13,7 @@ any static file server, with no query strings and nothing to run.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Final
 
 from core.formats.base import SessionSource
@@ -53,10 +54,12 @@ def tip_indexes(source: SessionSource) -> list[int]:
     """The entries that end a branch, in file order: no children, and a parent (a lone
     root -- a metadata line, a single message -- is no branch)."""
     forest = source.forest()
+    # (an empty family starts where the next does, as `Forest.tip_count` reads it: no
+    # list of each entry's children made to see it is empty)
     return [
         index
-        for index, kids in enumerate(forest.children)
-        if not kids and forest.parent(index) is not None
+        for index, (begin, end) in enumerate(pairwise(forest.children.starts))
+        if begin == end and forest.parent(index) is not None
     ]
 
 

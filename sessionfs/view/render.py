@@ -1,5 +1,5 @@
-"""Renderings of core objects for people: pretty JSON, Markdown transcript, tree text,
-stats, ``key: value`` status. Pure functions over plain dicts; no FUSE, no I/O.
+"""Renderings of core objects for people: pretty JSON (``stats.json`` too), Markdown
+transcript, tree text, ``key: value`` status. Pure functions over plain dicts; no FUSE, no I/O.
 
 Every rendering returns the exact bytes a file shows, so ``st_size`` can be the
 length of the same bytes ``read`` returns.
@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from core.blobs import parse_blob_ref
 from core.context import path_to_root
 from core.entry_text import describe_entry, kind_of, one_line
-from core.formats.xcsh import session_stats
 from core.jsonl import dumps_line, dumps_pretty
 
 if TYPE_CHECKING:
@@ -27,10 +26,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "context_json",
+    "index_flags",
     "pretty_json",
     "pretty_json_size",
     "source_tree_text",
-    "stats_json",
     "status_text",
     "title_text",
     "transcript_md",
@@ -425,6 +424,10 @@ def tree_text(
     A chain stays at one depth and only forks indent (``+`` marks the first entry of
     each branch), so a 100,000-entry linear session is not 100,000 levels deep; the
     indentation is capped (`_indent`).
+
+    No view calls it: every session's ``tree.txt`` is `source_tree_text`. It is the
+    definition over core's tree of entries that one is held to
+    (tests/view/test_xcsh_stats.py), kept here beside the line making both share.
     """
     on_path = {id(e) for e in path_to_root(leaf_id, by_id)}
 
@@ -441,12 +444,19 @@ def tree_text(
     return _tree_lines(roots, lambda node: node["children"], describe)
 
 
+def index_flags(count: int, indexes: Iterable[int]) -> bytearray:
+    """A flag for each of ``count`` entries, set for ``indexes``: a byte an entry
+    rather than a set of ints (the path of a 200,000-entry chain is every entry)."""
+    flags = bytearray(count)
+    for index in indexes:
+        flags[index] = 1
+    return flags
+
+
 def source_tree_text(source: SessionSource) -> bytes:
     """``tree.txt`` of any agent's session (`SessionSource`): the same lines as
     `tree_text`, with the entry names ``entries/`` shows before encoding."""
-    on_path = bytearray(len(source))  # a flag an entry, not a set of them
-    for index in source.path_indexes():
-        on_path[index] = 1
+    on_path = index_flags(len(source), source.path_indexes())
     labels = source.labels()
 
     def describe(index: int) -> str:
@@ -458,17 +468,7 @@ def source_tree_text(source: SessionSource) -> bytes:
         label = labels.get(source.entry_name(index))
         return f"{line} [{label}]" if label else line
 
-    forest = source.forest()  # (its families read where they lie: no copy of each)
+    # (each family copied out of the forest's array as it is reached: a list of one
+    # family at a time, none of every entry's children)
+    forest = source.forest()
     return _tree_lines(forest.roots, forest.children.__getitem__, describe)
-
-
-# --- stats.json ---------------------------------------------------------------------
-
-
-def stats_json(
-    entries: Sequence[Entry],
-    leaf_id: str | None,
-    by_id: Mapping[str, Entry],
-    usage: Mapping[str, Any] | None,
-) -> bytes:
-    return pretty_json(session_stats(entries, leaf_id, by_id, usage))

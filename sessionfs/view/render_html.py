@@ -25,7 +25,7 @@ import hashlib
 import html
 import re
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final, Protocol
 from urllib.parse import quote
 
@@ -39,7 +39,7 @@ from sessionfs.view.html_images import (
     sniff_image_type,
 )
 from sessionfs.view.names import entry_file_names_when_asked
-from sessionfs.view.render import pretty_json
+from sessionfs.view.render import index_flags, pretty_json
 
 __all__ = [
     "BRANCH_LINKS",
@@ -489,14 +489,6 @@ class _Forks:
         page.add("</ul></div>\n")
 
 
-def _members(count: int, indexes: Iterable[int]) -> bytearray:
-    """A flag for each of ``count`` entries, set for ``indexes``."""
-    flags = bytearray(count)
-    for index in indexes:
-        flags[index] = 1
-    return flags
-
-
 def transcript_html(
     source: SessionSource, tip: str | None = None, images: ImageSource | None = None
 ) -> bytes:
@@ -536,7 +528,7 @@ def transcript_html_pieces(
     page = _Page(source, names, "" if is_current else "../", images)
     forest = source.forest()
     path = forest.path_to(leaf)
-    on_current = _members(len(source), path if is_current else source.path_indexes())
+    on_current = index_flags(len(source), path if is_current else source.path_indexes())
     if turns is None:
         turns = source.transcript_messages() if is_current else source.transcript_messages_at(leaf)
     title = source.title()

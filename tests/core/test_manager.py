@@ -247,6 +247,8 @@ def test_usage_statistics_sum_assistant_usage() -> None:
         2,
     )
     assert stats["cost"] == pytest.approx(1.0)
+    stats["input"] = -1  # each call's dict is the caller's own (ManagerSource keeps it)
+    assert m.get_usage_statistics()["input"] == 20
 
 
 # ---------------------------------------------------------------------------- naming

@@ -348,6 +348,13 @@ def fork_rows() -> list[dict[str, Any]]:
     ]
 
 
+def test_branch_tips_have_no_children_and_a_parent(tmp_path: Path) -> None:
+    """A lone root (a single message, a metadata line) ends no branch."""
+    rows = [entry("solo", None, user("a lone root")), *fork_rows()]
+    source = XcshSession(write_session(tmp_path / "s.jsonl", rows))
+    assert [source.entry_name(i) for i in tip_indexes(source)] == ["a2", "a3"]
+
+
 def test_branch_points_link_the_other_branches_pages(tmp_path: Path) -> None:
     source = XcshSession(write_session(tmp_path / "s.jsonl", fork_rows()))
     assert [source.entry_name(i) for i in tip_indexes(source)] == ["a2", "a3"]

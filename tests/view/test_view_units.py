@@ -62,24 +62,29 @@ def chain(n: int) -> list[dict]:
     ]
 
 
+def session_bytes(entries: list[dict]) -> bytes:
+    header = {"type": "session", "version": 3, "id": "t", "timestamp": "2026-01-01T00:00:00Z"}
+    return b"".join(orjson.dumps(o) + b"\n" for o in [header, *entries])
+
+
 def tree_of(entries: list[dict]) -> tuple[list[dict], dict[str, dict]]:
     """core's ``get_tree`` of these entries and its entries by id (a browse-loaded
     in-memory file)."""
     storage = MemorySessionStorage()
-    header = {"type": "session", "version": 3, "id": "t", "timestamp": "2026-01-01T00:00:00Z"}
-    storage.write_bytes("/s.jsonl", b"".join(orjson.dumps(o) + b"\n" for o in [header, *entries]))
+    storage.write_bytes("/s.jsonl", session_bytes(entries))
     manager = SessionManager.open("/s.jsonl", storage=storage, browse=True, resolve_blobs=False)
     by_id = {e["id"]: e for e in manager.get_entries() if isinstance(e.get("id"), str)}
     return manager.get_tree(), by_id
 
 
-def test_tree_of_a_deep_chain_stays_flat_and_fast() -> None:
+def test_tree_of_a_deep_chain_stays_flat_and_fast(tmp_path: Path) -> None:
     entries = chain(100_000)
     roots, by_id = tree_of(entries)
     text = render.tree_text(roots, entries[-1]["id"], by_id)
     lines = text.decode().splitlines()
     assert len(lines) == 100_000 and all(line.startswith("* ") for line in lines)
-    stats = orjson.loads(render.stats_json(entries, entries[-1]["id"], by_id, None))
+    (tmp_path / "s.jsonl").write_bytes(session_bytes(entries))
+    stats = XcshSession(tmp_path / "s.jsonl").stats()
     assert stats["depth"] == 100_000 and stats["leafCount"] == 1
 
 

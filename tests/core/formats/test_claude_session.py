@@ -116,9 +116,9 @@ def test_leaf_is_newest_non_sidechain_tip_and_path(main_session: ClaudeSession) 
         "u1", "m1", "a1", "a2", "a3", "r1", "r2", "at1", "a5", "u3b", "a6b",
     ]  # fmt: skip
     a5 = s.index_of("a5")
-    assert _names(s, s.children_indexes(a5)) == ["sh1", "u3", "u3b"]  # oldest first
-    assert _names(s, s.children_indexes(s.index_of("a3"))) == ["r1", "a4"]
-    assert _names(s, s.children_indexes(None)) == [
+    assert _names(s, s.forest().children[a5]) == ["sh1", "u3", "u3b"]  # oldest first
+    assert _names(s, s.forest().children[s.index_of("a3")]) == ["r1", "a4"]
+    assert _names(s, s.forest().roots) == [
         "meta-1-summary", "meta-2-file-history-snapshot", "u1", "meta-22-ai-title",
         "meta-23-custom-title", "meta-25-mystery", "meta-26-custom-title", "meta-27-tag",
         "meta-28-last-prompt",
@@ -334,7 +334,7 @@ def test_compaction_new_root_path_follows_logical_parent(tmp_path: Path) -> None
     s = ClaudeSession(cc.write_jsonl(tmp_path / "c.jsonl", lines))
     assert s.leaf_name() == "a3"
     assert _names(s, s.path_indexes()) == ["u1", "a1", "u2", "a2", "cb", "cs", "u3", "a3"]
-    assert _names(s, s.children_indexes(None)) == [
+    assert _names(s, s.forest().roots) == [
         "u1", "meta-9-ai-title", "meta-10-summary", "meta-11-ai-title",
     ]  # fmt: skip
     assert s.context() == {

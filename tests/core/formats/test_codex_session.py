@@ -126,7 +126,7 @@ def test_entries_named_by_line_kind_and_payload_type(main_session: CodexSession)
     assert s.index_of("000017-future_kind") == 15
     assert s.leaf_name() == "000027-response_item-message"
     assert s.path_indexes() == list(range(26))
-    assert s.children_indexes(None) == [0] and s.children_indexes(3) == [4]
+    assert s.forest().roots == [0] and s.forest().children[3] == [4]
     assert s.entry_time_ms(0) == 1772442000000
 
 

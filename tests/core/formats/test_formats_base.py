@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import base64
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.stats_reference import leaf_count, tree_depth
 
-from core.formats.base import Forest, image_marker
-from core.tree import build_tree, leaf_count, tree_depth
+from core.formats.base import Forest, _ByIndex, image_marker
+from core.tree import build_tree
 
 
 def test_forest_matches_core_tree_rules() -> None:
@@ -42,6 +44,23 @@ def test_forest_matches_core_tree_rules() -> None:
 def test_forest_equal_times_keep_file_order() -> None:
     forest = Forest([None, 0, 0, 0], [1, 2, 2, None])
     assert forest.children[0] == [3, 1, 2]
+
+
+def test_values_by_index_read_as_a_sequence_from_either_end() -> None:
+    read: list[int] = []
+
+    def tens(index: int) -> int:
+        read.append(index)
+        return index * 10
+
+    values = _ByIndex(3, tens)
+    assert (len(values), values[0], values[2], values[-1], values[-3]) == (3, 0, 20, 20, 0)
+    assert values[::-1] == [20, 10, 0] and list(values) == [0, 10, 20]
+    assert values.index(20) == 2 and 10 in values
+    for outside in (3, -4):
+        with pytest.raises(IndexError):
+            values[outside]
+    assert read[:4] == [0, 2, 2, 0]  # computed when read, never held
 
 
 def test_image_marker_counts_decoded_bytes() -> None:

@@ -90,11 +90,12 @@ def test_source_contract(make: Callable[[Path], SessionSource], tmp_path: Path) 
     for child, parent in zip(path[1:], path, strict=False):
         assert source.parent_index(child) == parent
     seen: list[int] = []
-    stack = list(source.children_indexes(None))
+    forest = source.forest()
+    stack = list(forest.roots)
     while stack:
         index = stack.pop()
         seen.append(index)
-        stack.extend(source.children_indexes(index))
+        stack.extend(forest.children[index])
     assert sorted(seen) == list(range(count))
     stats = source.stats()
     assert stats["entries"] == count == sum(stats["byType"].values())

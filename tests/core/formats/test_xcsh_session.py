@@ -25,12 +25,13 @@ def xcsh_session(path: Path) -> XcshSession:
 def _tree_rows(source: SessionSource) -> list[tuple[str, str, str, int]]:
     """(name, kind, text, depth) of every entry in tree order."""
     rows = []
-    stack = [(i, 0) for i in reversed(source.children_indexes(None))]
+    forest = source.forest()
+    stack = [(i, 0) for i in reversed(forest.roots)]
     while stack:
         index, depth = stack.pop()
         text = " ".join(source.entry_text(index).split())[: render.TREE_TEXT_CHARS]
         rows.append((source.entry_name(index), source.entry_kind(index), text, depth))
-        stack.extend((kid, depth + 1) for kid in reversed(source.children_indexes(index)))
+        stack.extend((kid, depth + 1) for kid in reversed(forest.children[index]))
     return rows
 
 
