@@ -77,14 +77,15 @@ class TextSize(NamedTuple):
 
     @property
     def most(self) -> int:
-        """The most its decompression may yield (`read_chunks`): what its header says
-        (a frame that decompresses to more is corrupt; libzstd checks that only at the
-        frame's end, after the bytes are out), and never more than `MOST_RATIO` times
-        its compressed size or `MOST_UNSAID`, whichever is more (a header may lie big
-        too). A file whose first frame says its size and whose next ones hide in that
-        frame's overhead (`text_size`) is refused: not something an agent writes."""
-        ceiling = max(self.compressed * MOST_RATIO, MOST_UNSAID)
-        return min(self.size, ceiling) if self.said else ceiling
+        """The most its decompression may yield (`read_chunks`): `MOST_RATIO` times its
+        compressed size, or `MOST_UNSAID`, whichever is more, whatever its header says.
+        Not the header's own size: a file may hold several frames (``zstd -c >> f``,
+        pzstd), the first one's header gives only that frame's size, and one whose
+        first frame compresses well cannot be told from a single frame without
+        decompressing it (`text_size` takes it as one); refusing it would refuse an
+        honest archive. A single frame that yields more than it says is corrupt, and
+        libzstd stops at that frame's end."""
+        return max(self.compressed * MOST_RATIO, MOST_UNSAID)
 
 
 class TextPastItsBound(OSError):
@@ -92,14 +93,11 @@ class TextPastItsBound(OSError):
     corrupt, or made to fill the disk or memory it is decompressed into."""
 
     def __init__(self, text: TextSize) -> None:
-        if text.said and text.most == text.size:
-            why = f"more than the {text.size:,} bytes its frame header says (corrupt)"
-        else:
-            why = (
-                f"more than {text.most / 2**20:,.0f} MB ({MOST_RATIO} times its "
-                f"{text.compressed:,} bytes, or {MOST_UNSAID >> 30} GB): no session "
-                "compresses so well; a decompression bomb"
-            )
+        why = (
+            f"more than {text.most / 2**20:,.0f} MB ({MOST_RATIO} times its "
+            f"{text.compressed:,} bytes, or {MOST_UNSAID >> 30} GB): no session "
+            "compresses so well; a decompression bomb"
+        )
         super().__init__(errno.EFBIG, f"the compressed session file's text is {why}: not read")
 
 

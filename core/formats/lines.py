@@ -23,8 +23,8 @@ to decompress it into is set (`decompressing_into`: a render worker's cache dir,
 daemon's): it
 is decompressed once, a chunk at a time, into a file of that dir that has no name
 (``O_TMPFILE``, 0600: sessions hold secrets), gone when the reading is. Read whole or
-so, a compressed file's text stops at `core.zstd_files.TextSize.most` (the size its
-header says, else a ceiling): past it the read is refused (`TextPastItsBound`,
+so, a compressed file's text stops at `core.zstd_files.TextSize.most` (a ceiling of
+1,000 times its compressed size, at least 1 GB): past it the read is refused (`TextPastItsBound`,
 ``EFBIG``) and nothing of it is kept, so that a file made to expand without end fills
 neither the disk nor the memory.
 """

@@ -105,7 +105,7 @@ def open_archive_file(file: ArchiveFile) -> Iterator[BinaryIO]:
         return
     fd = os.open(file.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as raw, tempfile.TemporaryFile() as plain:
-        # Another agent's file: its text stops at what its header says, or a ceiling
+        # Another agent's file: its text stops at a ceiling (`TextSize.most`)
         # (`TextPastItsBound`, an OSError: the sync skips it, saying why), so that a
         # few KB made to expand without end do not fill the temp dir.
         st, text = os.fstat(fd), None

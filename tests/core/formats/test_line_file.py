@@ -169,35 +169,33 @@ def test_a_small_zst_of_a_text_over_the_limit_is_not_read_whole(
 
 
 @pytest.mark.parametrize("into", ["a dir", "memory"])
-@pytest.mark.parametrize("header", ["lying", "unsaid"])
+@pytest.mark.parametrize("header", ["first frame said", "unsaid"])
 def test_a_zst_that_expands_past_its_bound_is_refused_and_nothing_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, header: str, into: str
 ) -> None:
     """Another agent's file, untrusted: a first frame that says its size (200 KB of
-    lines that compress some 2 times), then one of 16 MB that compresses to a few KB,
-    hidden in what the first frame's overhead may be, so the header is taken at its
-    word; or (``unsaid``) a frame that says no size, past the ceiling (made 1 MB
-    here: `MOST_UNSAID`, and `MOST_RATIO` 2). Decompressed into the dir set or read
-    whole, the copy stops at the bound with ``EFBIG`` saying why, and nothing is left
-    in the dir."""
+    lines that compress some 2 times), then one of 16 MB that compresses to a few KB
+    (its size believed: `text_size`); or (``unsaid``) one frame that says no size.
+    Past the ceiling (made 1 MB here: `MOST_UNSAID`, and `MOST_RATIO` 2), whatever the
+    header says, decompressed into the dir set or read whole, the copy stops at the
+    bound with ``EFBIG`` saying why, and nothing is left in the dir."""
     rng = random.Random(0)
     said = b"".join(
         b'{"n":%d,"t":"%s"}\n' % (i, rng.randbytes(40).hex().encode()) for i in range(2000)
     )
     bomb = b'{"type":"filler","text":"again and again"}\n' * (16 * 2**20 // 42)
-    if header == "lying":
+    monkeypatch.setattr(core.zstd_files, "MOST_RATIO", 2)
+    monkeypatch.setattr(core.zstd_files, "MOST_UNSAID", 2**20)
+    if header == "first frame said":
         data = zstandard.ZstdCompressor().compress(said) + zstandard.ZstdCompressor().compress(bomb)
-        most = len(said)
     else:
-        monkeypatch.setattr(core.zstd_files, "MOST_RATIO", 2)
-        monkeypatch.setattr(core.zstd_files, "MOST_UNSAID", 2**20)
         data = zstandard.ZstdCompressor(write_content_size=False).compress(said + bomb)
-        most = 2**20
+    most = 2**20
     path = tmp_path / "s.jsonl.zst"
     path.write_bytes(data)
     st = path.stat()
     text = file_text_info(path, st.st_size, st.st_mtime_ns)
-    assert text.most == most and text.said == (header == "lying")
+    assert text.most == most and text.said == (header == "first frame said")
     out: list[int] = []
 
     def counted(*args: Any, **kwargs: Any) -> Iterator[bytes]:
@@ -216,7 +214,6 @@ def test_a_zst_that_expands_past_its_bound_is_refused_and_nothing_kept(
         set_whole_read_limit(None)
         decompressing_into(held_dir)
     assert refused.value.errno == errno.EFBIG
-    why = "frame header says (corrupt)" if header == "lying" else "a decompression bomb"
-    assert why in str(refused.value), refused.value
+    assert "a decompression bomb" in str(refused.value), refused.value
     assert sum(out) <= most  # what came out before the refusal: at most the bound
     assert not spill.exists() or list(spill.iterdir()) == []
