@@ -28,6 +28,7 @@ from support.waiting import eventually
 
 from sessionfs.view.agent_sources import open_agent_file
 from sessionfs.view.renderings import render_source
+from sessionfs.view.search_view import DB_NAME
 from sessionfs.view.session_cache import RENDER_LIMIT_ENV
 
 pytestmark = pytest.mark.fuse
@@ -204,4 +205,7 @@ def test_an_archived_codex_rollout_too_big_to_render_in_memory_is_streamed_too(
     size = len(transcript)
     for path in written:  # no copy of the text (~ the transcript's size) stays
         assert path.stat().st_mode & 0o777 == 0o600, path
-        assert path in streamed or path.stat().st_size < size // 4, path
+        # (The search index holds the text's words: its file and write-ahead log may
+        # pass a quarter of it, as seen under load, but never hold a whole copy.)
+        most = size if path.name.startswith(DB_NAME) else size // 4
+        assert path in streamed or path.stat().st_size < most, path
