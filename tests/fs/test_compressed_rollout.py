@@ -22,6 +22,7 @@ from support.long_codex_sessions import CWD
 from support.long_codex_sessions import SESSION_ID as CODEX_SESSION_ID
 from support.mount import Mount, MountFactory, run
 from support.other_agents import home_env, load_demo_agents
+from support.process_status import status_mb
 
 from sessionfs.view.agent_sources import open_agent_file
 from sessionfs.view.renderings import render_source
@@ -37,13 +38,6 @@ CALLS = 250
 #: of the text: generous (~18 MB measured for 64 MB); read whole, the text is held
 #: twice at once (decompressed into a buffer, then copied), ~320 MB measured.
 GROWTH_FRACTION = 1.0
-
-
-def status_mb(pid: int, key: str) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError(f"no {key} in /proc/{pid}/status")
 
 
 def archived_rollout(home: Path, header_says_its_size: bool) -> tuple[Path, bytes]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 from support.mount import MountFactory
+from support.process_status import status_mb
 
 pytestmark = pytest.mark.fuse
 
@@ -36,13 +37,6 @@ def write_session(path: Path, n: int) -> None:
         }
         lines.append(orjson.dumps(entry))
     path.write_bytes(b"\n".join(lines) + b"\n")
-
-
-def status_mb(pid: int, key: str) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError(f"no {key} in /proc/{pid}/status")
 
 
 def test_reading_many_sessions_keeps_the_daemon_under_its_cache_budget(

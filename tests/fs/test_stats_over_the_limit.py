@@ -18,6 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 from support.mount import MountFactory, isolated_env
+from support.process_status import status_mb
 
 from sessionfs.view.session_cache import RENDER_LIMIT_ENV
 
@@ -63,13 +64,6 @@ def write_session(path: Path) -> None:
         parent = f"{i:08x}"
     path.parent.mkdir(parents=True)
     path.write_bytes(b"\n".join(lines) + b"\n")
-
-
-def status_mb(pid: int, key: str) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError(f"no {key} in /proc/{pid}/status")
 
 
 def cat(path: Path) -> subprocess.CompletedProcess[bytes]:
