@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import weakref
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -390,11 +391,32 @@ class CompactSession:
     def iter_entries(self) -> Iterator[dict[str, Any]]:
         """Every entry parsed, one at a time (`entry` of each, in order; the lines of
         bytes held whole are parsed where they lie, as `_lines_in` does)."""
+        if isinstance(self.data, FileLines):
+            yield from self._entries_in_place(self.data)
+            return
         data = memoryview(self.data) if isinstance(self.data, bytes) else self.data
         for start, end in zip(self.starts, self.ends, strict=True):
             obj = parse_line(data[start:end])
             assert obj is not None  # indexed only because it parsed to an object
             yield obj
+
+    def _entries_in_place(self, data: FileLines) -> Iterator[dict[str, Any]]:
+        """`iter_entries` of a file read where it is: the lines of up to
+        `SCAN_CHUNK_BYTES` read at once (one ``pread`` a line cost a 350,000-entry
+        ``stats.json`` ~0.4 s of its ~1.4 s CPU); a longer line alone. The lines are
+        indexed in file order (a catch-up adds those after ``consumed``), so ``ends``
+        is sorted."""
+        starts, ends = self.starts, self.ends
+        count, first = len(starts), 0
+        while first < count:
+            base = starts[first]
+            after = max(bisect_right(ends, base + SCAN_CHUNK_BYTES, first + 1), first + 1)
+            chunk = memoryview(data[base : ends[after - 1]])
+            for index in range(first, after):
+                obj = parse_line(chunk[starts[index] - base : ends[index] - base])
+                assert obj is not None  # indexed only because it parsed to an object
+                yield obj
+            first = after
 
     def path_indexes(self, leaf_id: str | None) -> list[int]:
         """Positions of the entries from the root down to ``leaf_id``: core's own walk

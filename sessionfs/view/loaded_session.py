@@ -132,6 +132,12 @@ STREAMED_CONTEXT_FRACTION = 2
 _RENDERED_ENTRY_BY_ENTRY = frozenset({"tree.txt", "stats.json"})
 #: The renderings of such a file made without every entry parsed at once.
 _RENDERED_LEAN = _RENDERED_ENTRY_BY_ENTRY | {"context.json"}
+#: Renderings made in the daemon whatever the size of an xcsh file held compact, even
+#: one over the cache's render limit (read where it is, as ``entries/`` reads it):
+#: their memory beyond the index the session holds is a few arrays of ints an entry
+#: (the `Forest`) and one entry parsed at a time (`LoadedSession.rendered_from_index`).
+#: ``tree.txt`` is not one: its text (~75 bytes an entry) is held, twice while joined.
+MADE_FROM_THE_INDEX = frozenset({"stats.json"})
 #: "not known without work" (see `LoadedSession.cached_leaf_name`)
 UNKNOWN = object()
 #: ``warm`` for a load about to list ``entries/``: the build of the index, which parses
@@ -974,6 +980,22 @@ class LoadedSession:
                 self._forget_branch_pages(keep=BRANCH_PAGES_KEPT - 1)
             self._keep_rendering(what, data)
         return data
+
+    def rendered_from_index(self, what: str) -> bytes | None:
+        """``what`` (one of `MADE_FROM_THE_INDEX`) made from the compact index this
+        session holds, each entry read from the file and parsed in turn, whatever the
+        file's size; ``None`` when the session is not held so (parsed, another agent's:
+        the caller then judges the file's size)."""
+        source = self.source
+        if (
+            what not in MADE_FROM_THE_INDEX
+            or self.opener is not None
+            or not isinstance(source, XcshSession)
+            or not isinstance(source.index, CompactSession)
+            or not self._streams_context()  # (a small file: from its parse, faster)
+        ):
+            return None
+        return self.rendered(what)
 
     def _keep_rendering(self, what: str, data: bytes) -> None:
         self._renders[what] = data

@@ -33,6 +33,7 @@ from sessionfs.view.cache_counts import CacheCounts
 from sessionfs.view.loaded_session import (
     ENTRY_LISTING,
     FRESH_INTERVAL,
+    MADE_FROM_THE_INDEX,
     STREAMED_CONTEXT_FRACTION,
     LoadedSession,
     parses_entries,
@@ -109,7 +110,8 @@ RENDER_LIMIT_ENV = "SESSIONFS_RENDER_LIMIT_BYTES"
 
 #: What a session file too big to render still shows (the refusal says it).
 _STILL_SERVED = (
-    "entries/ and path/ still serve it entry by entry, and the render workers "
+    "entries/ and path/ still serve it entry by entry, an xcsh file's stats.json is "
+    "made from their index, and the render workers "
     "transcript.md, transcript.html (the page at its leaf) and, of an xcsh, Claude "
     "Code or Codex file, context.json; a branch page is made only in memory, so not for "
     "a file this big"
@@ -459,6 +461,12 @@ class SessionCache:
         if cached is not None:
             return cached
         if parses_entries(what) and session.manager is None:  # a parse of the file is coming
+            if what in MADE_FROM_THE_INDEX and session.text_size > self.largest_renderable():
+                # Not from a parse when the session is held compact: checked and made
+                # under one hold of its lock (loaded first if it was let go).
+                made = await self.run(session, lambda: session.rendered_from_index(what))
+                if made is not None:
+                    return made
             self._check_renderable(session, what)
             self._make_room_to_render(session, session.text_size)
         return await self.run(session, lambda: session.rendered(what))

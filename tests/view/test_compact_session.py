@@ -421,3 +421,28 @@ def test_appends_extend_the_entries_listing_instead_of_measuring_it_again(
     assert append(untimed) == 1  # the earlier ones still have times of their own
     assert append(user_entry("n5", "n4", "after it")) == 56  # n4's mtime moved
     assert session.entry_bytes(55) == compact_session(path).entry_bytes(55)
+
+
+@pytest.mark.parametrize("chunk", [7, 60, 400, 1 << 20])
+def test_entries_read_where_they_are_a_chunk_of_lines_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """`CompactSession.iter_entries` of a `FileLines` reads the lines of up to a scan
+    chunk at once (a longer line alone): every entry, as the bytes read whole give
+    them, also past lines the index skipped (blank, broken, a second header, a known
+    id caught up) and after a catch-up."""
+    monkeypatch.setattr(xcsh_file, "SCAN_CHUNK_BYTES", chunk)
+    path = odd_session(tmp_path)
+
+    in_place, _ = CompactSession.build(*read_file(path, whole_up_to=0))
+    whole, _ = CompactSession.build(*read_file(path))
+    assert isinstance(in_place.data, xcsh_file.FileLines) and isinstance(whole.data, bytes)
+    assert list(in_place.iter_entries()) == list(whole.iter_entries())
+    assert len(in_place) == 12
+    with open(path, "ab") as f:
+        f.write(b'x","parentId":"d","timestamp":"t","message":{"role":"user","content":"t"}}\n')
+        f.write(line(user_entry("a", "d", "known id: skipped")))
+        f.write(line(user_entry("e", "tornx", "new " * 50)))
+    assert in_place.catch_up(path) == whole.catch_up(path) == 2
+    assert list(in_place.iter_entries()) == list(whole.iter_entries())
+    assert [entry.get("id") for entry in in_place.iter_entries()][-2:] == ["tornx", "e"]

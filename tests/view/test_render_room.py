@@ -13,9 +13,10 @@ import trio
 
 from sessionfs.view import session_cache
 from sessionfs.view.agent_index import AgentIndex
-from sessionfs.view.loaded_session import TABLE_BYTES_PER_ENTRY
+from sessionfs.view.loaded_session import TABLE_BYTES_PER_ENTRY, LoadedSession
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.session_cache import RENDER_PEAK_FACTOR, SessionCache
+from sessionfs.view.session_ref import SessionRef
 
 
 def write_session(project: Path, name: str, entries: int) -> int:
@@ -85,5 +86,38 @@ def test_a_rendering_too_big_for_the_budget_is_refused_with_its_reason(
         assert "context.json: the session file is" in (session.last_error or "")
         assert await cache.render(session, "title") == b""  # the header alone: served
         assert session.entry_count() == 2000
+
+    trio.run(scenario)
+
+
+def test_stats_json_of_a_file_over_the_limit_is_made_from_the_index_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``stats.json`` needs no parse of the file (its forest and one pass over the
+    entries): served over the limit, also for a session let go before it, while
+    ``tree.txt`` (its text grows with the session) is still refused."""
+    project = tmp_path / "agent" / "sessions" / "p"
+    project.mkdir(parents=True)
+    size = write_session(project, "big", 2000)
+    monkeypatch.setenv(session_cache.RENDER_LIMIT_ENV, str(size // 4))
+    cache = SessionCache(AgentIndex(tmp_path / "agent"), budget_bytes=64 * 1024 * 1024)
+    parsed = LoadedSession(ref=SessionRef("p", "big", project / "big.jsonl", {}, 0, 0))
+    parsed.load()  # no limit: from the parse
+    expected = parsed.rendered("stats.json")
+
+    async def scenario() -> None:
+        session = await cache.get("p", "big")
+        assert session.manager is None  # held compact, its file read where it is
+        assert await cache.render(session, "stats.json") == expected
+        cache.drop(session)
+        again = await cache.get("p", "big")
+        again.dehydrate()  # let go before anything was rendered: loaded again to make it
+        assert again.source is None
+        assert await cache.render(again, "stats.json") == expected
+        assert again.last_error is None
+        with pytest.raises(WriteRejected) as refused:
+            await cache.render(again, "tree.txt")
+        assert refused.value.errno == errno.EFBIG
+        assert "tree.txt: the session file is" in (again.last_error or "")
 
     trio.run(scenario)
