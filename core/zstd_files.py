@@ -28,6 +28,7 @@ __all__ = [
     "TextSize",
     "file_text_info",
     "file_text_size",
+    "most_text",
     "read_chunks",
     "text_size",
     "text_size_words",
@@ -42,7 +43,7 @@ ZSTD_CHUNK: Final = 1 << 20
 #: whose size is not known is rather streamed than held)
 ASSUMED_RATIO: Final = 20
 #: The most a file's text is let grow to when decompressed, as a multiple of its
-#: compressed size, and at least `MOST_UNSAID` bytes (`TextSize.most`): an archive is
+#: compressed size, and at least `MOST_UNSAID` bytes (`most_text`): an archive is
 #: another agent's file, and a few KB made to expand without end would fill the disk
 #: the daemon decompresses it to (or its memory). JSONL compresses 5-20 times, logs
 #: read again and again some 100 times (tests/fs/test_compressed_rollout.py's); 1,000
@@ -75,47 +76,50 @@ class TextSize(NamedTuple):
     #: the file's size on disk (a ``.zst``'s compressed size)
     compressed: int
 
-    @property
-    def most(self) -> int:
-        """The most its decompression may yield (`read_chunks`): `MOST_RATIO` times its
-        compressed size, or `MOST_UNSAID`, whichever is more, whatever its header says.
-        Not the header's own size: a file may hold several frames (``zstd -c >> f``,
-        pzstd), the first one's header gives only that frame's size, and one whose
-        first frame compresses well cannot be told from a single frame without
-        decompressing it (`text_size` takes it as one); refusing it would refuse an
-        honest archive. A single frame that yields more than it says is corrupt, and
-        libzstd stops at that frame's end."""
-        return max(self.compressed * MOST_RATIO, MOST_UNSAID)
+
+def most_text(compressed: int) -> int:
+    """The most the decompression of a file of ``compressed`` bytes may yield
+    (`read_chunks`): `MOST_RATIO` times that, or `MOST_UNSAID`, whichever is more,
+    whatever its header says. Not the header's own size: a file may hold several
+    frames (``zstd -c >> f``, pzstd), the first one's header gives only that frame's
+    size, and one whose first frame compresses well cannot be told from a single
+    frame without decompressing it (`text_size` takes it as one); refusing it would
+    refuse an honest archive. A single frame that yields more than it says is
+    corrupt, and libzstd stops at that frame's end."""
+    return max(compressed * MOST_RATIO, MOST_UNSAID)
 
 
 class TextPastItsBound(OSError):
-    """A ``.zst`` file that decompresses to more than `TextSize.most` (``EFBIG``):
-    corrupt, or made to fill the disk or memory it is decompressed into."""
+    """A ``.zst`` file that decompresses to more than `most_text` of its size
+    (``EFBIG``): corrupt, or made to fill the disk or memory it is decompressed into."""
 
-    def __init__(self, text: TextSize) -> None:
+    def __init__(self, compressed: int) -> None:
         why = (
-            f"more than {text.most / 2**20:,.0f} MB ({MOST_RATIO} times its "
-            f"{text.compressed:,} bytes, or {MOST_UNSAID >> 30} GB): no session "
+            f"more than {most_text(compressed) / 2**20:,.0f} MB ({MOST_RATIO} times its "
+            f"{compressed:,} bytes, or {MOST_UNSAID >> 30} GB): no session "
             "compresses so well; a decompression bomb"
         )
         super().__init__(errno.EFBIG, f"the compressed session file's text is {why}: not read")
 
 
-def read_chunks(
-    raw: BinaryIO, size: int = ZSTD_CHUNK, text: TextSize | None = None
-) -> Iterator[bytes]:
+def read_chunks(raw: BinaryIO, size: int = ZSTD_CHUNK) -> Iterator[bytes]:
     """The decompressed text of ``raw`` (every frame, one after another), at most
-    ``size`` bytes a chunk, from where ``raw`` stands; with ``text`` (the file's
-    `file_text_info`), `TextPastItsBound` once it yields more than ``text.most``."""
+    ``size`` bytes a chunk, from where ``raw`` stands; `TextPastItsBound` once it
+    yields more than `most_text` of the file's size on disk. Every reader is bounded
+    so (the daemon's, its render workers', its search indexer's, the sync's): the
+    file is another agent's, and a few KB of it may expand without end. The bound is
+    taken from the open file itself (``fstat``), never from a size a caller passes
+    or its header says."""
     import zstandard
 
-    out = 0
+    compressed = os.fstat(raw.fileno()).st_size
+    most, out = most_text(compressed), 0
     with zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as stream:
         try:
             while chunk := stream.read(size):
                 out += len(chunk)
-                if text is not None and out > text.most:
-                    raise TextPastItsBound(text)
+                if out > most:
+                    raise TextPastItsBound(compressed)
                 yield chunk
         except zstandard.ZstdError as exc:
             raise NotZstdData(exc) from None

@@ -23,7 +23,7 @@ to decompress it into is set (`decompressing_into`: a render worker's cache dir,
 daemon's): it
 is decompressed once, a chunk at a time, into a file of that dir that has no name
 (``O_TMPFILE``, 0600: sessions hold secrets), gone when the reading is. Read whole or
-so, a compressed file's text stops at `core.zstd_files.TextSize.most` (a ceiling of
+so, a compressed file's text stops at `core.zstd_files.most_text` (a ceiling of
 1,000 times its compressed size, at least 1 GB): past it the read is refused (`TextPastItsBound`,
 ``EFBIG``) and nothing of it is kept, so that a file made to expand without end fills
 neither the disk nor the memory.
@@ -42,7 +42,7 @@ from core.formats.xcsh_file import FileLines
 from core.jsonl import lines_length, parse_object_line
 from core.private_files import make_private_dirs
 from core.safe_open import PathArg, open_regular
-from core.zstd_files import ZSTD_CHUNK, ZSTD_SUFFIX, TextSize, file_text_info, read_chunks
+from core.zstd_files import ZSTD_CHUNK, ZSTD_SUFFIX, file_text_size, read_chunks
 
 __all__ = [
     "ZSTD_SUFFIX",
@@ -88,12 +88,12 @@ class Line:
     obj: dict[str, Any] | None
 
 
-def _read_zstd(raw: BinaryIO, limit: int | None = None, text: TextSize | None = None) -> bytes:
+def _read_zstd(raw: BinaryIO, limit: int | None = None) -> bytes:
     """The decompressed text of ``raw``, read chunk by chunk (at most ``limit`` bytes);
-    `NotZstdData` when it is not zstd data; `TextPastItsBound` past ``text.most``."""
+    `NotZstdData` when it is not zstd data; `TextPastItsBound` past its bound."""
     out = bytearray()
     chunk_size = ZSTD_CHUNK if limit is None else min(ZSTD_CHUNK, limit)
-    for chunk in read_chunks(raw, chunk_size, text):
+    for chunk in read_chunks(raw, chunk_size):
         out += chunk
         if limit is not None and len(out) >= limit:
             return bytes(out[:limit])
@@ -129,26 +129,24 @@ class LineFile:
             self.data, self.consumed, self.line_count = b"", 0, 0
             self._identity = (st.st_ino, st.st_size, st.st_mtime_ns)
             limit = _whole_read_limit[0]
-            # A compressed file by its text: what reading it whole would hold (and how
-            # far it may decompress: its header is read whatever the limit).
-            text = file_text_info(self.path, st.st_size, st.st_mtime_ns)
-            if limit is not None and text.size > limit:
+            # A compressed file by its text: what reading it whole would hold.
+            if limit is not None and file_text_size(self.path, st.st_size, st.st_mtime_ns) > limit:
                 if not self.compressed:
                     return self._take_in_place(f.fileno(), st.st_size)
                 if _decompress_dir[0] is not None:
-                    return self._take_decompressed(f, _decompress_dir[0], text)
-            data = _read_zstd(f, text=text) if self.compressed else f.read()
+                    return self._take_decompressed(f, _decompress_dir[0])
+            data = _read_zstd(f) if self.compressed else f.read()
         return self._take(data)
 
-    def _take_decompressed(self, raw: BinaryIO, directory: str, text: TextSize) -> Iterator[Line]:
-        """`_take_in_place` of the decompressed text of ``raw`` (``text``: its size,
-        and how far it may go), written a chunk at a time into a file of ``directory``
-        without a name (module docstring): the reading holds it open (`FileLines`
-        keeps its own descriptor), and when that goes, so does the file. The dir is
-        made if it is not there (a cache dir cleaned meanwhile)."""
+    def _take_decompressed(self, raw: BinaryIO, directory: str) -> Iterator[Line]:
+        """`_take_in_place` of the decompressed text of ``raw``, written a chunk at a
+        time into a file of ``directory`` without a name (module docstring): the
+        reading holds it open (`FileLines` keeps its own descriptor), and when that
+        goes, so does the file. The dir is made if it is not there (a cache dir
+        cleaned meanwhile)."""
         make_private_dirs(directory)
         with tempfile.TemporaryFile(dir=directory) as copy:  # O_TMPFILE, 0600
-            for chunk in read_chunks(raw, text=text):  # (refused past text.most: gone)
+            for chunk in read_chunks(raw):  # (refused past its bound: gone)
                 copy.write(chunk)
             copy.flush()
             return self._take_in_place(copy.fileno(), copy.tell())

@@ -73,7 +73,7 @@ from core.search_index.terms import (
     terms_complete,
 )
 from core.session_stat import session_stat, split_row_session_path
-from core.zstd_files import NotZstdData, zstd_chunks
+from core.zstd_files import NotZstdData, TextPastItsBound, zstd_chunks
 
 log = logging.getLogger(__name__)
 
@@ -605,8 +605,10 @@ class SearchIndex:
         file_id = state.file_id if state is not None else new_file(conn, key)
         try:
             stats.entries_indexed += insert_all(conn, file_id, rows, sink)
-        except NotZstdData as exc:  # a compressed file that does not decompress
-            # Its rows so far die, and its stat is kept: not read again until it changes.
+        except (NotZstdData, TextPastItsBound) as exc:
+            # A compressed file that does not decompress, or expands past its bound (a
+            # bomb: `read_chunks` stops there). Its rows so far die, and its stat is
+            # kept: not read again until it changes.
             kill_rows(conn, file_id)
             stats.skipped.append(f"{os.fsdecode(key)}: {exc}")
             mode = MODE_NOT_SESSION

@@ -34,7 +34,7 @@ from core.agent_homes import AgentHome
 from core.formats.agent_format import ArchivedFile
 from core.formats.file_walk import regular_files
 from core.formats.registry import AGENT_FORMATS
-from core.zstd_files import ZSTD_SUFFIX, file_text_info, read_chunks
+from core.zstd_files import read_chunks
 
 from .layout import SESSIONS_TREE, agent_tree, is_safe_relpath
 
@@ -105,13 +105,10 @@ def open_archive_file(file: ArchiveFile) -> Iterator[BinaryIO]:
         return
     fd = os.open(file.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as raw, tempfile.TemporaryFile() as plain:
-        # Another agent's file: its text stops at a ceiling (`TextSize.most`)
+        # Another agent's file: its text stops at a ceiling (`most_text`)
         # (`TextPastItsBound`, an OSError: the sync skips it, saying why), so that a
         # few KB made to expand without end do not fill the temp dir.
-        st, text = os.fstat(fd), None
-        if file.path.name.endswith(ZSTD_SUFFIX):  # (its bound known by its name, as elsewhere)
-            text = file_text_info(file.path, st.st_size, st.st_mtime_ns)
-        for chunk in read_chunks(raw, text=text):
+        for chunk in read_chunks(raw):
             plain.write(chunk)
         plain.flush()
         yield plain

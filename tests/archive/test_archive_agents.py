@@ -133,7 +133,7 @@ def test_a_compressed_rollout_of_two_frames_is_archived_whole(tmp_path: Path) ->
     """An archived rollout of two zstd frames (``zstd -c part >> file``), the first
     saying only its own size and compressing well, so that its sizes cannot tell it
     from one frame: the sync archives its whole text, not what the first frame says
-    (its decompression is bounded by a ceiling, `TextSize.most`, not by the header)."""
+    (its decompression is bounded by a ceiling, `most_text`, not by the header)."""
     trees = fake_home(tmp_path)
     first = b"".join(b'{"n":%d,"t":"again and again"}\n' % i for i in range(5000))
     second = b"".join(b'{"n":%d,"t":"and again"}\n' % i for i in range(5000, 9000))

@@ -5,6 +5,7 @@ indexed, and a growing Claude file read from where the index stopped."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -194,4 +195,46 @@ def test_archived_zst_rollouts_are_indexed_through_zstd(tmp_path: Path) -> None:
         assert any("rollout-b-t3.jsonl.zst" in reason for reason in stats.skipped), stats
         assert [h.stem for h in index.search("numbat")] == ["rollout-a-t2"]
         again = index.update(str(root))
+        assert again.bytes_read == 0 and not again.skipped
+
+
+def test_an_archive_past_its_bound_is_skipped_and_read_no_further(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another agent's archive made to expand without end (here 16 MB of spaces, no
+    # newline, in a few KB; the ceiling made 1 MB): the indexer reads up to the bound
+    # and no further, skips it saying why, and indexes the other sessions.
+    import zstandard
+
+    import core.zstd_files
+    from core.search_index import index as index_module
+
+    monkeypatch.setattr(core.zstd_files, "MOST_RATIO", 2)
+    monkeypatch.setattr(core.zstd_files, "MOST_UNSAID", 2**20)
+    root = tmp_path / "codex"
+    meta = {"timestamp": "2026-03-01T10:00:00.000Z", "type": "session_meta",
+            "payload": {"id": "t5", "cwd": "/w"}}  # fmt: skip
+    _write_archive(root / "archived_sessions" / "rollout-a-t5.jsonl.zst",
+                   [meta, _codex_answer(1, "wombat answer")])  # fmt: skip
+    bomb = root / "archived_sessions" / "rollout-b-t6.jsonl.zst"
+    head = (json.dumps(meta) + "\n").encode()
+    bomb.write_bytes(zstandard.ZstdCompressor().compress(head + b" " * (16 * 2**20)))
+    assert bomb.stat().st_size < 4096
+    read: list[int] = []  # the bomb's chunks
+    real_chunks = index_module.zstd_chunks
+
+    def counted(fd: int) -> Iterator[bytes]:
+        for chunk in real_chunks(fd):
+            if os.fstat(fd).st_ino == bomb.stat().st_ino:
+                read.append(len(chunk))
+            yield chunk
+
+    monkeypatch.setattr(index_module, "zstd_chunks", counted)
+    with SearchIndex(tmp_path / "db", file_format=CODEX) as index:
+        stats = index.update(str(root))
+        assert [h.stem for h in index.search("wombat")] == ["rollout-a-t5"]
+        reasons = [reason for reason in stats.skipped if "rollout-b-t6.jsonl.zst" in reason]
+        assert len(reasons) == 1 and "decompression bomb" in reasons[0], stats.skipped
+        assert sum(read) <= 2**20  # the bound, not the 16 MB
+        again = index.update(str(root))  # not read again while it stays as it is
         assert again.bytes_read == 0 and not again.skipped

@@ -158,7 +158,7 @@ def test_an_archive_of_two_frames_is_read_whole_though_the_first_says_only_its_o
     well, cannot be told from one frame by its sizes. Decompressed into the cache dir
     (the first frame's size alone is over the limit), every entry of both frames is
     served, the same bytes as a mount reading the text whole, and nothing is refused
-    (a bound at the header's size would refuse it: `TextSize.most`)."""
+    (a bound at the header's size would refuse it: `most_text`)."""
     home = tmp_path / "home"
     demo = load_demo_agents()
     lines = demo.CodexLines(1_780_000_000.0)
