@@ -461,9 +461,15 @@ class SessionCache:
         if cached is not None:
             return cached
         if parses_entries(what) and session.manager is None:  # a parse of the file is coming
-            if what in MADE_FROM_THE_INDEX and session.text_size > self.largest_renderable():
+            if (
+                what in MADE_FROM_THE_INDEX
+                and session.opener is None  # (only an xcsh session is held compact)
+                and session.text_size > self.largest_renderable()
+            ):
                 # Not from a parse when the session is held compact: checked and made
-                # under one hold of its lock (loaded first if it was let go).
+                # under one hold of its lock (loaded first if it was let go). Another
+                # agent's is refused at once, not reloaded (a .zst decompressed into
+                # the cache dir and indexed again) only to be refused.
                 made = await self.run(session, lambda: session.rendered_from_index(what))
                 if made is not None:
                     return made

@@ -101,3 +101,34 @@ def test_the_event_loop_reads_no_header_and_the_text_size_decides(
 
     trio.run(scenario)
     assert "the event loop" not in opened
+
+
+def test_stats_of_a_let_go_archive_over_the_limit_is_refused_without_loading_it(
+    tmp_path: Path,
+) -> None:
+    """stats.json is made from the compact index only of an xcsh session: a Codex
+    archive over the render limit, let go since it was loaded, is refused at once,
+    not decompressed into the cache dir and indexed again only to be refused."""
+    path, _ = archived_rollout(tmp_path / "codex", True)
+    index = OtherAgentIndex(catalog_for(AgentHome("codex", tmp_path / "codex")))
+    cache = SessionCache(
+        index,
+        64 << 20,
+        new_session=lambda ref: LoadedSession(
+            ref, opener=lambda r: open_agent_file("codex", r.path)
+        ),
+    )
+    cache.render_limit = 2 * path.stat().st_size  # the file under it, its text over it
+
+    async def scenario() -> None:
+        await trio.to_thread.run_sync(index.first_scan)
+        (listed,) = await trio.to_thread.run_sync(index.all_sessions)
+        session = await cache.get(listed.project, listed.stem, warm="stats.json")
+        session.dehydrate()  # let go (the cache's eviction of it)
+        loads = cache.counts.loads
+        with pytest.raises(WriteRejected) as refused:
+            await cache.render(session, "stats.json")
+        assert refused.value.errno == errno.EFBIG and "stats.json: " in refused.value.reason
+        assert cache.counts.loads == loads and not session.is_loaded
+
+    trio.run(scenario)
