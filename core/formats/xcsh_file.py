@@ -410,7 +410,8 @@ class CompactSession:
         count, first = len(starts), 0
         while first < count:
             base = starts[first]
-            after = max(bisect_right(ends, base + SCAN_CHUNK_BYTES, first + 1), first + 1)
+            # (at least first + 1, where the search starts: a longer line alone)
+            after = bisect_right(ends, base + SCAN_CHUNK_BYTES, first + 1)
             chunk = memoryview(data[base : ends[after - 1]])
             for index in range(first, after):
                 obj = parse_line(chunk[starts[index] - base : ends[index] - base])
