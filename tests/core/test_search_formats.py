@@ -198,12 +198,14 @@ def test_archived_zst_rollouts_are_indexed_through_zstd(tmp_path: Path) -> None:
         assert again.bytes_read == 0 and not again.skipped
 
 
+@pytest.mark.parametrize("first_line", [True, False], ids=["after-a-line", "no-newline"])
 def test_an_archive_past_its_bound_is_skipped_and_read_no_further(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_line: bool
 ) -> None:
     # Another agent's archive made to expand without end (here 16 MB of spaces, no
-    # newline, in a few KB; the ceiling made 1 MB): the indexer reads up to the bound
-    # and no further, skips it saying why, and indexes the other sessions.
+    # newline, in a few KB, after a session's first line or alone; the ceiling made
+    # 1 MB): the indexer reads up to the bound and no further, skips it saying why,
+    # and indexes the other sessions.
     import zstandard
 
     import core.zstd_files
@@ -217,7 +219,7 @@ def test_an_archive_past_its_bound_is_skipped_and_read_no_further(
     _write_archive(root / "archived_sessions" / "rollout-a-t5.jsonl.zst",
                    [meta, _codex_answer(1, "wombat answer")])  # fmt: skip
     bomb = root / "archived_sessions" / "rollout-b-t6.jsonl.zst"
-    head = (json.dumps(meta) + "\n").encode()
+    head = (json.dumps(meta) + "\n").encode() if first_line else b""
     bomb.write_bytes(zstandard.ZstdCompressor().compress(head + b" " * (16 * 2**20)))
     assert bomb.stat().st_size < 4096
     read: list[int] = []  # the bomb's chunks
