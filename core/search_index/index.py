@@ -40,6 +40,7 @@ from core.search_index.rows import (
     MODE_NOT_SESSION,
     ChunkedLines,
     FileState,
+    LineTooLong,
     Row,
     fingerprints,
     is_compressed,
@@ -594,21 +595,21 @@ class SearchIndex:
             else ChunkedLines.of_file(fd, start, st.st_size)
         )
         file_format = self.file_format.of_file(key)  # (the file's name decides)
-        if whole or state is None:
-            mode, rows = file_format.whole_file_rows(lines)
-        else:
-            mode, rows = state.mode, file_format.appended_rows(lines)
-        if self.between_rows is not None:
-            rows = _calling_between(rows, self.between_rows)
         if whole and state is not None:
             kill_rows(conn, state.file_id)
         file_id = state.file_id if state is not None else new_file(conn, key)
         try:
+            if whole or state is None:  # (its first lines read here: its mode)
+                mode, rows = file_format.whole_file_rows(lines)
+            else:
+                mode, rows = state.mode, file_format.appended_rows(lines)
+            if self.between_rows is not None:
+                rows = _calling_between(rows, self.between_rows)
             stats.entries_indexed += insert_all(conn, file_id, rows, sink)
-        except (NotZstdData, TextPastItsBound) as exc:
+        except (NotZstdData, TextPastItsBound, LineTooLong) as exc:
             # A compressed file that does not decompress, or expands past its bound (a
-            # bomb: `read_chunks` stops there). Its rows so far die, and its stat is
-            # kept: not read again until it changes.
+            # bomb: `read_chunks` stops there), or a line too long to hold. Its rows
+            # so far die, and its stat is kept: not read again until it changes.
             kill_rows(conn, file_id)
             stats.skipped.append(f"{os.fsdecode(key)}: {exc}")
             mode = MODE_NOT_SESSION

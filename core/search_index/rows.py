@@ -15,6 +15,7 @@ never append to one).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import zlib
@@ -34,6 +35,20 @@ FINGERPRINT_BYTES: Final = 4096
 # Files are read and their rows inserted in slices of these sizes: memory stays small
 # whatever the size of one session file.
 _READ_CHUNK = 4 * 1024 * 1024
+#: The longest line the indexer holds (bytes) while it waits for the line's newline:
+#: no session writes one so long (a Claude Code line of pasted images is a few MB),
+#: and another agent's file may be made so (a few KB of ``.zst`` expanding to a GB of
+#: spaces without a newline): past it the file is refused (`LineTooLong`), not held
+#: whole.
+LONGEST_LINE: Final = 64 << 20
+
+
+class LineTooLong(OSError):
+    """A file with a line longer than `LONGEST_LINE` (``EFBIG``): not indexed."""
+
+    def __init__(self) -> None:
+        super().__init__(errno.EFBIG, f"a line longer than {LONGEST_LINE >> 20} MB: not indexed")
+
 
 # A file's mode: what may be done when it grows.
 MODE_NOT_SESSION = 0  # no header (yet): any change -> read it whole again
@@ -160,6 +175,8 @@ class ChunkedLines:
             offset += len(chunk)
             cut = data.rfind(b"\n") + 1
             carry = data[cut:]
+            if len(carry) > LONGEST_LINE:
+                raise LineTooLong
             if cut:
                 yield from _lines(data[:cut], base)
                 self.complete_to = base + cut

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from core.formats.codex import CodexSession
-from core.search_index import SearchIndex, scan
+from core.search_index import SearchIndex, rows, scan
 from core.search_index.formats import CLAUDE, CODEX
 
 CLAUDE_LINE = {
@@ -239,4 +239,38 @@ def test_an_archive_past_its_bound_is_skipped_and_read_no_further(
         assert len(reasons) == 1 and "decompression bomb" in reasons[0], stats.skipped
         assert sum(read) <= 2**20  # the bound, not the 16 MB
         again = index.update(str(root))  # not read again while it stays as it is
+        assert again.bytes_read == 0 and not again.skipped
+
+
+@pytest.mark.parametrize("kind", ["plain", "zst"])
+def test_a_line_past_the_longest_is_refused_not_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # A line that never ends (spaces without a newline, under the decompression bound:
+    # a few KB of .zst may expand to a GB so): the indexer holds no more of it than
+    # LONGEST_LINE (made 1 MB here) and a chunk, skips the file saying why, and
+    # indexes the others; unchanged, it is not read again.
+    import zstandard
+
+    monkeypatch.setattr(rows, "LONGEST_LINE", 2**20)
+    root = tmp_path / "codex"
+    meta = {"timestamp": "2026-03-01T10:00:00.000Z", "type": "session_meta",
+            "payload": {"id": "t7", "cwd": "/w"}}  # fmt: skip
+    _write_archive(root / "archived_sessions" / "rollout-a-t7.jsonl.zst",
+                   [meta, _codex_answer(1, "wombat answer")])  # fmt: skip
+    text = (json.dumps(meta) + "\n").encode() + b" " * (64 * 2**20)
+    if kind == "zst":
+        long = root / "archived_sessions" / "rollout-b-t8.jsonl.zst"
+        long.write_bytes(zstandard.ZstdCompressor().compress(text))
+    else:
+        long = root / "sessions" / "2026" / "03" / "01" / "rollout-b-t8.jsonl"
+        long.parent.mkdir(parents=True)
+        long.write_bytes(text)
+    with SearchIndex(tmp_path / "db", file_format=CODEX) as index:
+        stats = index.update(str(root))
+        assert [h.stem for h in index.search("wombat")] == ["rollout-a-t7"]
+        reasons = [reason for reason in stats.skipped if long.name in reason]
+        assert len(reasons) == 1 and "a line longer than 1 MB" in reasons[0], stats.skipped
+        assert stats.bytes_read < 8 * 2**20  # the line's MB and a chunk, not its 64 MB
+        again = index.update(str(root))
         assert again.bytes_read == 0 and not again.skipped
