@@ -12,10 +12,8 @@ from pathlib import Path
 
 import pytest
 import trio
-import zstandard
-from support.long_codex_sessions import CWD
-from support.long_codex_sessions import SESSION_ID as CODEX_SESSION_ID
-from support.other_agents import fake_home, load_demo_agents
+from support.codex_archives import archived_rollout, codex_cache
+from support.other_agents import fake_home
 
 import core.zstd_files
 from core.agent_homes import AgentHome
@@ -27,12 +25,8 @@ from sessionfs.store.dir_client import DirStoreClient
 from sessionfs.store.state import SyncState
 from sessionfs.store.sync import SyncEngine, SyncOptions
 from sessionfs.store.url import DirStoreURL
-from sessionfs.view.agent_sources import catalog_for, open_agent_file
-from sessionfs.view.loaded_session import LoadedSession
-from sessionfs.view.other_agent_index import OtherAgentIndex
 from sessionfs.view.refusal import WriteRejected
 from sessionfs.view.render_worker import TooBigToHold, _render
-from sessionfs.view.session_cache import SessionCache
 
 BOUND = 1 << 20
 BOMB_WORDS = "a decompression bomb"
@@ -47,31 +41,14 @@ def small_bound(monkeypatch: pytest.MonkeyPatch) -> None:
 def bomb_rollout(codex: Path) -> Path:
     """A Codex rollout, archived: a session's first lines, then 16 MB of one message
     said again and again, compressed to a few KB."""
-    demo = load_demo_agents()
-    lines = demo.CodexLines(1_780_000_000.0)
-    lines.session_meta(CODEX_SESSION_ID, CWD)
-    lines.turn_context(CWD)
-    lines.message("user", "again and again")
-    plain = demo.rollout_path(codex, 1_780_000_000.0, CODEX_SESSION_ID, True)
-    text = demo.write_lines(plain, lines.lines).read_bytes()
-    text += text.splitlines(keepends=True)[-1] * (16 * BOUND // len(text))
-    path = plain.with_name(plain.name + ".zst")
-    path.write_bytes(zstandard.ZstdCompressor().compress(text))
-    plain.unlink()
-    assert path.stat().st_size * 2 < BOUND < len(text)
+    path, size = archived_rollout(codex, True, prompts=1, filler=16 * BOUND)
+    assert path.stat().st_size * 2 < BOUND < size
     return path
 
 
 def test_the_daemon_refuses_it_saying_why_in_both_ctls(tmp_path: Path) -> None:
     path = bomb_rollout(tmp_path / "codex")
-    index = OtherAgentIndex(catalog_for(AgentHome("codex", tmp_path / "codex")))
-    cache = SessionCache(
-        index,
-        64 << 20,
-        new_session=lambda ref: LoadedSession(
-            ref, opener=lambda r: open_agent_file("codex", r.path)
-        ),
-    )
+    index, cache = codex_cache(tmp_path / "codex")
     root = MountContext(index=index, sessions=cache, history=None, started_ns=0)  # type: ignore[arg-type]
     cache.refusal_listeners.append(_root_ctl_notice(root, "codex"))
 

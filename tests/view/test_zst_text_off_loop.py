@@ -15,38 +15,13 @@ from typing import Any
 
 import pytest
 import trio
-import zstandard
-from support.long_codex_sessions import CWD
-from support.long_codex_sessions import SESSION_ID as CODEX_SESSION_ID
-from support.other_agents import load_demo_agents
+from support.codex_archives import archived_rollout, codex_cache
 
 import core.zstd_files
-from core.agent_homes import AgentHome
 from core.safe_open import open_regular
 from core.zstd_files import ASSUMED_RATIO
-from sessionfs.view.agent_sources import catalog_for, open_agent_file
-from sessionfs.view.loaded_session import LoadedSession
-from sessionfs.view.other_agent_index import OtherAgentIndex
 from sessionfs.view.refusal import WriteRejected
-from sessionfs.view.session_cache import SessionCache
 from sessionfs.view.session_ref import SessionRef
-
-
-def archived_rollout(codex: Path, said: bool) -> tuple[Path, int]:
-    """A Codex rollout compressed into ``archived_sessions/`` (its header giving its
-    text's size or not: ``said``); (its path, its text's size)."""
-    demo = load_demo_agents()
-    lines = demo.CodexLines(1_780_000_000.0)
-    lines.session_meta(CODEX_SESSION_ID, CWD)
-    lines.turn_context(CWD)
-    for i in range(200):
-        lines.message("user", f"prompt {i}: the same words again and again")
-    plain = demo.rollout_path(codex, 1_780_000_000.0, CODEX_SESSION_ID, True)
-    text = demo.write_lines(plain, lines.lines).read_bytes()
-    path = plain.with_name(plain.name + ".zst")
-    path.write_bytes(zstandard.ZstdCompressor(write_content_size=said).compress(text))
-    plain.unlink()
-    return path, len(text)
 
 
 @pytest.mark.parametrize("said", [True, False], ids=["header", "no-size"])
@@ -59,14 +34,7 @@ def test_the_event_loop_reads_no_header_and_the_text_size_decides(
     assert text_size > 4 * compressed
     if not said:
         text_size = compressed * ASSUMED_RATIO
-    index = OtherAgentIndex(catalog_for(AgentHome("codex", tmp_path / "codex")))
-    cache = SessionCache(
-        index,
-        64 << 20,
-        new_session=lambda ref: LoadedSession(
-            ref, opener=lambda r: open_agent_file("codex", r.path)
-        ),
-    )
+    index, cache = codex_cache(tmp_path / "codex")
     cache.render_limit = 2 * compressed  # the file under it, its text over it
     opened: list[str] = []
 
@@ -110,14 +78,7 @@ def test_stats_of_a_let_go_archive_over_the_limit_is_refused_without_loading_it(
     archive over the render limit, let go since it was loaded, is refused at once,
     not decompressed into the cache dir and indexed again only to be refused."""
     path, _ = archived_rollout(tmp_path / "codex", True)
-    index = OtherAgentIndex(catalog_for(AgentHome("codex", tmp_path / "codex")))
-    cache = SessionCache(
-        index,
-        64 << 20,
-        new_session=lambda ref: LoadedSession(
-            ref, opener=lambda r: open_agent_file("codex", r.path)
-        ),
-    )
+    index, cache = codex_cache(tmp_path / "codex")
     cache.render_limit = 2 * path.stat().st_size  # the file under it, its text over it
 
     async def scenario() -> None:
