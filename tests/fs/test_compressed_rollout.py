@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from support.codex_archives import archive_lines
 from support.long_codex_sessions import CWD
 from support.long_codex_sessions import SESSION_ID as CODEX_SESSION_ID
 from support.mount import Mount, MountFactory, run
@@ -56,13 +57,7 @@ def archived_rollout(home: Path, header_says_its_size: bool) -> tuple[Path, byte
         output = (block * (OUTPUT_BYTES // len(block)))[:OUTPUT_BYTES]
         lines.call(f"call_{i}", "shell", {"command": ["cat", f"log{i}"]}, output)
         lines.message("assistant", f"Read log {i}.")
-    plain = demo.rollout_path(home / ".codex", 1_780_000_000.0, CODEX_SESSION_ID, True)
-    text = demo.write_lines(plain, lines.lines).read_bytes()
-    path = plain.with_name(plain.name + ".zst")
-    compressor = zstandard.ZstdCompressor(write_content_size=header_says_its_size)
-    path.write_bytes(compressor.compress(text))
-    plain.unlink()
-    return path, text
+    return archive_lines(home / ".codex", lines.lines, header_says_its_size)
 
 
 def mounted(
@@ -168,13 +163,14 @@ def test_an_archive_of_two_frames_is_read_whole_though_the_first_says_only_its_o
         lines.message("user", f"prompt {i}")
         output = f"line {i} of the log, again\n" * 2000
         lines.call(f"call_{i}", "shell", {"command": ["cat", f"log{i}"]}, output)
-    plain = demo.rollout_path(home / ".codex", 1_780_000_000.0, CODEX_SESSION_ID, True)
-    text = demo.write_lines(plain, lines.lines).read_bytes()
+    frame = zstandard.ZstdCompressor().compress
+
+    def two_frames(text: bytes) -> bytes:  # (split at the line nearest the middle)
+        half = text.index(b"\n", len(text) // 2) + 1
+        return frame(text[:half]) + frame(text[half:])
+
+    path, text = archive_lines(home / ".codex", lines.lines, compress=two_frames)
     half = text.index(b"\n", len(text) // 2) + 1
-    path = plain.with_name(plain.name + ".zst")
-    compress = zstandard.ZstdCompressor().compress
-    path.write_bytes(compress(text[:half]) + compress(text[half:]))
-    plain.unlink()
     st = path.stat()
     info = file_text_info(path, st.st_size, st.st_mtime_ns)
     assert info.said and info.size == half < len(text)  # the first frame's size only

@@ -3,6 +3,7 @@ in-process tests of the daemon's handling of compressed files."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import zstandard
@@ -24,20 +25,39 @@ def archived_rollout(
     ``archived_sessions/`` (its header giving its text's size or not: ``said``), its
     last line said again until the text is ``filler`` bytes longer; (its path, its
     text's size)."""
-    demo = load_demo_agents()
-    lines = demo.CodexLines(1_780_000_000.0)
+    lines = load_demo_agents().CodexLines(1_780_000_000.0)
     lines.session_meta(CODEX_SESSION_ID, CWD)
     lines.turn_context(CWD)
     for i in range(prompts):
         lines.message("user", f"prompt {i}: the same words again and again")
-    plain = demo.rollout_path(codex, 1_780_000_000.0, CODEX_SESSION_ID, True)
-    text = demo.write_lines(plain, lines.lines).read_bytes()
-    last = text.splitlines(keepends=True)[-1]
-    text += last * (filler // len(last))
-    path = plain.with_name(plain.name + ".zst")
-    path.write_bytes(zstandard.ZstdCompressor(write_content_size=said).compress(text))
-    plain.unlink()
+
+    def longer(text: bytes) -> bytes:
+        last = text.splitlines(keepends=True)[-1]
+        return text + last * (filler // len(last))
+
+    path, text = archive_lines(codex, lines.lines, said, longer)
     return path, len(text)
+
+
+def archive_lines(
+    codex: Path,
+    lines: list[object],
+    said: bool = True,
+    edit: Callable[[bytes], bytes] = lambda text: text,
+    compress: Callable[[bytes], bytes] | None = None,
+) -> tuple[Path, bytes]:
+    """The rollout ``lines`` (a demo ``CodexLines``'s) written as the demo writes them,
+    its text passed through ``edit``, then compressed (by ``compress``, else one frame
+    whose header gives its size or not: ``said``) into ``archived_sessions/`` of the
+    Codex home ``codex``; (its path, its text)."""
+    demo = load_demo_agents()
+    plain = demo.rollout_path(codex, 1_780_000_000.0, CODEX_SESSION_ID, True)
+    text = edit(demo.write_lines(plain, lines).read_bytes())
+    path = plain.with_name(plain.name + ".zst")
+    compressed = zstandard.ZstdCompressor(write_content_size=said).compress
+    path.write_bytes((compress or compressed)(text))
+    plain.unlink()
+    return path, text
 
 
 def codex_cache(codex: Path) -> tuple[OtherAgentIndex, SessionCache]:
