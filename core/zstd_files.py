@@ -73,8 +73,6 @@ class TextSize(NamedTuple):
     size: int
     #: the size is the file's or its header's, not `ASSUMED_RATIO`'s guess
     said: bool
-    #: the file's size on disk (a ``.zst``'s compressed size)
-    compressed: int
 
 
 def most_text(compressed: int) -> int:
@@ -141,7 +139,7 @@ def _header_text_size(path: str | os.PathLike[str], compressed_size: int) -> Tex
     """`text_size`, or ``OSError`` when the file cannot be read (gone, not a regular
     file, or a passing failure such as ``EMFILE``: a guess then, not the file's
     answer, so not one to remember)."""
-    assumed = TextSize(compressed_size * ASSUMED_RATIO, False, compressed_size)
+    assumed = TextSize(compressed_size * ASSUMED_RATIO, False)
     with open_regular(path) as raw:  # another agent's file: never a FIFO's wait
         head = raw.read(_FRAME_HEADER_MAX)
     if not head.startswith(_FRAME_MAGIC):  # a skippable frame first, or not zstd data
@@ -156,7 +154,7 @@ def _header_text_size(path: str | os.PathLike[str], compressed_size: int) -> Tex
     # (3 bytes a block of 128 KB, the header, a checksum): past that, more frames follow.
     if declared < 0 or compressed_size > declared + declared // 1024 + 1024:
         return assumed._replace(size=max(declared, assumed.size))
-    return TextSize(declared, True, compressed_size)
+    return TextSize(declared, True)
 
 
 def file_text_size(path: str | os.PathLike[str], size: int, mtime_ns: int) -> int:
@@ -175,11 +173,11 @@ def file_text_info(path: str | os.PathLike[str], size: int, mtime_ns: int) -> Te
     """`file_text_size`, and whether it is said or guessed (`TextSize`)."""
     name = os.fspath(path)
     if not name.endswith(ZSTD_SUFFIX):
-        return TextSize(size, True, size)
+        return TextSize(size, True)
     try:
         return _remembered_text_size(name, size, mtime_ns)
     except OSError:
-        return TextSize(size * ASSUMED_RATIO, False, size)
+        return TextSize(size * ASSUMED_RATIO, False)
 
 
 @functools.lru_cache(maxsize=_TEXT_SIZES_REMEMBERED)  # (thread-safe: any thread asks)

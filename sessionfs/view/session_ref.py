@@ -65,7 +65,7 @@ class SessionRef:
         ``mtime_ns``, without a look at it (the event loop asks): a plain file's own
         size; a ``.zst``'s as the listing learnt it for that state; else None."""
         if not self.path.name.endswith(ZSTD_SUFFIX):
-            return TextSize(size, True, size)
+            return TextSize(size, True)
         if self.text is not None and (size, mtime_ns) == (self.size, self.mtime_ns):
             return self.text
         return None

@@ -121,9 +121,9 @@ def test_a_refusal_says_a_compressed_files_text_and_about_when_guessed() -> None
     """Decided by the suffix, as every refusal of a rendering says it: a plain file by
     its size; a ``.zst`` by its text, "about" when not its header's."""
     mb = 2**20
-    plain = text_size_words("s.jsonl", TextSize(64 * mb, True, 64 * mb))
+    plain = text_size_words("s.jsonl", TextSize(64 * mb, True))
     assert plain == "the session file is 64 MB"
-    said = text_size_words("s.jsonl.zst", TextSize(64 * mb, True, mb))
+    said = text_size_words("s.jsonl.zst", TextSize(64 * mb, True))
     assert said == "the compressed session file's text is 64 MB"
-    guessed = text_size_words("s.jsonl.zst", TextSize(20 * mb, False, mb))
+    guessed = text_size_words("s.jsonl.zst", TextSize(20 * mb, False))
     assert guessed == "the compressed session file's text is about 20 MB"
