@@ -58,8 +58,14 @@ def mount_factory(tmp_path: Path) -> Iterator[MountFactory]:
         return mount
 
     yield factory
-    for mount in mounts:
-        mount.unmount()
+    errors = []
+    for mount in mounts:  # every one, even when one fails to stop
+        try:
+            mount.unmount()
+        except Exception as exc:  # (a daemon that did not exit in time)
+            errors.append(exc)
+    if errors:
+        raise errors[0]
 
 
 @pytest.fixture(params=FIXTURE_NAMES)

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.mount import is_mounted
+from support.mount import guard_mount, is_mounted
 
 from core import SessionManager, build_session_context
 
@@ -109,6 +109,7 @@ def test_systemd_unit_commands_mount_and_unmount(tmp_path, demo_agent):
     daemon = subprocess.Popen(
         unit_value(unit, "ExecStart").split(), env=env, stderr=subprocess.PIPE
     )
+    guard = guard_mount(mountpoint, daemon.pid)
     try:
         deadline = time.monotonic() + 20
         while not os.path.ismount(mountpoint):
@@ -125,6 +126,7 @@ def test_systemd_unit_commands_mount_and_unmount(tmp_path, demo_agent):
             daemon.wait(timeout=10)
         if is_mounted(mountpoint):
             subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], timeout=30)
+        guard.release()
 
 
 # --- shell helpers -------------------------------------------------------------------

@@ -2,7 +2,10 @@
 and of the mount benchmarks (``bench/common.py`` uses `wait_for_mount` and
 `stop_mount`). The daemon runs in a subprocess; stopping always unmounts
 (``fusermount3 -u``, then kill + ``-u -z`` as the last resort) and every command has a
-timeout, so a bug makes a test fail instead of hanging the suite."""
+timeout, so a bug makes a test fail instead of hanging the suite. Each mount also has
+a guard (`guard_mount`), a process of its own session that unmounts it when the test
+process goes without its teardown (killed by a timeout or the OOM killer): no mount
+outlives the run that made it."""
 
 from __future__ import annotations
 
@@ -28,6 +31,58 @@ if TYPE_CHECKING:  # the benchmarks import this module without pytest
 REPO = Path(__file__).resolve().parents[2]
 COMMAND_TIMEOUT = 60
 MOUNT_TIMEOUT = 20
+
+
+#: A mount's guard (`guard_mount`), as ``sh -c``: wait until the test process lets go
+#: of the pipe on stdin (its teardown closes it; the kernel closes it when the process
+#: dies any way), then unmount the mount point if it is still mounted, live or stale,
+#: and stop its daemon if that still runs (``$2``, checked to be the process mounted
+#: there, as a pid may be reused).
+_GUARD_SCRIPT = r"""
+cat >/dev/null
+if grep -qF -- " $1 fuse" /proc/self/mounts; then
+    fusermount3 -u -- "$1" 2>/dev/null || fusermount3 -u -z -- "$1" 2>/dev/null
+fi
+if [ -n "$2" ] && tr '\0' '\n' <"/proc/$2/cmdline" 2>/dev/null | grep -qxF -- "$1"; then
+    kill "$2" 2>/dev/null
+fi
+exit 0
+"""
+
+
+class MountGuard:
+    """`guard_mount`'s guard: `release` once the test has unmounted (or to unmount)."""
+
+    def __init__(self, process: subprocess.Popen[bytes], pipe: int) -> None:
+        self.process, self._pipe = process, pipe
+
+    def release(self) -> None:
+        """Let the guard go: it unmounts what is still mounted, then exits (waited
+        for, so that a later mount on the same path is never its business)."""
+        if self._pipe >= 0:
+            os.close(self._pipe)
+            self._pipe = -1
+        self.process.wait(timeout=COMMAND_TIMEOUT)
+
+
+def guard_mount(mountpoint: Path, daemon_pid: int | None = None) -> MountGuard:
+    """A guard of the mount at ``mountpoint`` (its daemon ``daemon_pid`` when known):
+    in a session of its own, so that a kill of the test's process group spares it."""
+    read, write = os.pipe()  # (not inherited by any other child: PEP 446)
+    try:
+        process = subprocess.Popen(
+            ["sh", "-c", _GUARD_SCRIPT, "mount-guard", str(mountpoint), str(daemon_pid or "")],
+            stdin=read,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(write)
+        raise
+    finally:
+        os.close(read)
+    return MountGuard(process, write)
 
 
 class MountDidNotComeUp(RuntimeError):
@@ -78,11 +133,17 @@ def background_mount(
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the daemon's log file
     mountpoint = tmp_path / "bg"
     mountpoint.mkdir()
+    guard = guard_mount(mountpoint)
     try:
         yield mountpoint, sessionfs("mount", mountpoint, "--agent-dir", agent_dir)
     finally:
-        if is_mounted(mountpoint):
-            subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], timeout=COMMAND_TIMEOUT)
+        try:
+            if is_mounted(mountpoint):
+                subprocess.run(
+                    ["fusermount3", "-u", "-z", str(mountpoint)], timeout=COMMAND_TIMEOUT
+                )
+        finally:
+            guard.release()
 
 
 def mount_command(mountpoint: Path, agent_dir: Path, *extra: str) -> list[str]:
@@ -139,12 +200,16 @@ class Mount:
     agent_dir: Path
     process: subprocess.Popen[bytes]
     log: Path
+    guard: MountGuard
 
     def alive(self) -> bool:
         return self.process.poll() is None and os.path.ismount(self.path)
 
     def unmount(self) -> None:
-        stop_mount(self.path, self.process)
+        try:
+            stop_mount(self.path, self.process)
+        finally:
+            self.guard.release()
 
 
 #: The ``mount_factory`` fixture: ``factory(agent_dir, *options, name="mnt") -> Mount``.
@@ -194,7 +259,7 @@ def start_mount(
             stderr=subprocess.STDOUT,
             env=isolated_env(env),
         )
-    mount = Mount(mountpoint, agent_dir, process, log)
+    mount = Mount(mountpoint, agent_dir, process, log, guard_mount(mountpoint, process.pid))
     try:
         wait_for_mount(mountpoint, process)
     except MountDidNotComeUp:
