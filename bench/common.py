@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 # The mount harness of the FUSE tests: one way to start, wait for and stop a mount.
-from tests.support.mount import isolated_env, stop_mount, wait_for_mount
+from tests.support.mount import guard_mount, isolated_env, stop_mount, wait_for_mount
 from tests.support.mount import mount_command as sessionfs_args
 
 __all__ = [
@@ -113,11 +113,15 @@ def mounted(
     # The machine user's own Claude Code and Codex dirs are never mounted (a bench
     # that wants another agent's sessions passes --claude-dir, which wins).
     process = subprocess.Popen(args, cwd=cwd, stdout=subprocess.DEVNULL, env=isolated_env())
+    guard = guard_mount(mountpoint, process.pid)  # (a bench killed midway leaves no mount)
     try:
         wait_for_mount(mountpoint, process, MOUNT_TIMEOUT)
         yield process
     finally:
-        stop_mount(mountpoint, process, timeout=20)
+        try:
+            stop_mount(mountpoint, process, timeout=20)
+        finally:
+            guard.release()
 
 
 #: How many of the index's most frequent terms `common_term_queries` takes.
