@@ -50,7 +50,7 @@ from core.formats.gemini_messages import (
 )
 from core.formats.jsonl_source import JsonlSession, LineRecord, line_times
 from core.formats.lines import Line
-from core.jsonl import loads
+from core.jsonl import exact_bytes, loads
 from core.paths import iso_to_ms
 from core.safe_open import PathArg, open_regular
 
@@ -295,9 +295,7 @@ class GeminiDocumentSession(_GeminiRecords):
         )
         for number, obj in enumerate(records, start=1):
             kind = KIND_HEADER if number == 1 else record_kind(obj)
-            # In a buffer of its length: orjson hands back its output in the 4 KiB at
-            # least it reserved, which each record held (`sessionfs.view.render.exact_bytes`)
-            raw = memoryview(orjson.dumps(obj)).tobytes()
+            raw = exact_bytes(orjson.dumps(obj))  # (not in orjson's 4 KiB at least)
             self._note(kind, obj)
             self._lines.append(self._new_line(number, kind, obj, (0, len(raw))))
             self._raw.append(raw)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from core.blobs import parse_blob_ref
 from core.context import path_to_root
 from core.entry_text import describe_entry, kind_of, one_line
-from core.jsonl import dumps_line, dumps_pretty
+from core.jsonl import dumps_line, dumps_pretty, exact_bytes
 
 if TYPE_CHECKING:
     from core.formats.base import SessionSource
@@ -54,15 +54,6 @@ PRETTY_GROWTH_LIMIT = 4
 PRETTY_SLACK = 4096
 #: What a value too deeply nested for any JSON encoder shows (a JSON string).
 TOO_DEEP = b'"(sessionfs: nested too deeply to render; see the session file)"\n'
-
-
-def exact_bytes(data: bytes) -> bytes:
-    """``data`` in a buffer of exactly its length. orjson (3.10 and later) hands back its
-    output in the buffer it reserved for the worst case -- 4 KiB at least, up to 8 times
-    the length -- so a cached 3 KB entry file held 8-20 KB: 60 sessions' ``entries/``,
-    85 MB by length, kept the daemon's RSS ~200 MB over its baseline (issue 26). A
-    copy costs a ``memcpy``; what the mount keeps must cost what it counts."""
-    return memoryview(data).tobytes()
 
 
 def compact_json(obj: Any) -> bytes:
