@@ -37,11 +37,11 @@ MOUNT_TIMEOUT = 20
 #: of the pipe on stdin (its teardown closes it; the kernel closes it when the process
 #: dies any way), then unmount the mount point if it is still mounted, live or stale,
 #: and stop its daemon if that still runs (``$2``, checked to be the process mounted
-#: there, as a pid may be reused).
+#: there, as a pid may be reused); ``$3`` is ``fusermount3``'s path.
 _GUARD_SCRIPT = r"""
 cat >/dev/null
 if grep -qF -- " $1 fuse" /proc/self/mounts; then
-    fusermount3 -u -- "$1" 2>/dev/null || fusermount3 -u -z -- "$1" 2>/dev/null
+    "$3" -u -- "$1" 2>/dev/null || "$3" -u -z -- "$1" 2>/dev/null
 fi
 if [ -n "$2" ] && tr '\0' '\n' <"/proc/$2/cmdline" 2>/dev/null | grep -qxF -- "$1"; then
     kill "$2" 2>/dev/null
@@ -68,13 +68,18 @@ class MountGuard:
 def guard_mount(mountpoint: Path, daemon_pid: int | None = None) -> MountGuard:
     """A guard of the mount at ``mountpoint`` (its daemon ``daemon_pid`` when known):
     in a session of its own, so that a kill of the test's process group spares it."""
+    # Its own PATH and shell, whatever a test made of its own (one leaves nothing but
+    # fusermount3 on PATH); fusermount3 where the test's PATH finds it.
+    fusermount = shutil.which("fusermount3") or "fusermount3"
     read, write = os.pipe()  # (not inherited by any other child: PEP 446)
     try:
+        arguments = [str(mountpoint), str(daemon_pid or ""), fusermount]
         process = subprocess.Popen(
-            ["sh", "-c", _GUARD_SCRIPT, "mount-guard", str(mountpoint), str(daemon_pid or "")],
+            ["/bin/sh", "-c", _GUARD_SCRIPT, "mount-guard", *arguments],
             stdin=read,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            env={"PATH": os.defpath},
             start_new_session=True,
         )
     except BaseException:
@@ -259,7 +264,13 @@ def start_mount(
             stderr=subprocess.STDOUT,
             env=isolated_env(env),
         )
-    mount = Mount(mountpoint, agent_dir, process, log, guard_mount(mountpoint, process.pid))
+    try:
+        guard = guard_mount(mountpoint, process.pid)
+    except BaseException:  # (no guard: the daemon must not outlive this either)
+        process.kill()
+        stop_mount(mountpoint, process)
+        raise
+    mount = Mount(mountpoint, agent_dir, process, log, guard)
     try:
         wait_for_mount(mountpoint, process)
     except MountDidNotComeUp:
